@@ -1,0 +1,32 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
+    """Run the real `torchlint` command in a subprocess."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "torchlint", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,81 @@
+"""Every rule's fixture files, run through the real linter and fixer.
+
+fixtures/<CODE>/bad.py        lines ending in `# error: CODE` must be flagged, no others
+fixtures/<CODE>/bad.fixed.py  exact output of `fix --unsafe-fixes` on bad.py
+fixtures/<CODE>/good.py       near misses: nothing may be flagged
+
+UPDATE_FIXTURES=1 rewrites the bad.fixed.py files from the current fixer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from torchlint.config import default_options, instantiate
+from torchlint.fixes import FixSafety
+from torchlint.linter import Linter
+from torchlint.model import Settings
+from torchlint.registry import all_rules
+
+from .conftest import FIXTURES
+
+ERROR_MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
+
+
+def linter_for(code: str) -> Linter:
+    return Linter(instantiate([code]), Settings(options=default_options()))
+
+
+def expected_marks(path: Path, code: str) -> list[tuple[int, str]]:
+    marks = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        m = ERROR_MARK.search(line)
+        if m:
+            marks.extend((number, c.strip()) for c in m.group("codes").split(",") if c.strip() == code)
+    return marks
+
+
+def test_every_rule_has_fixtures():
+    missing = [code for code in all_rules() if not (FIXTURES / code / "bad.py").is_file()]
+    assert not missing, f"rules without fixtures: {missing}"
+
+
+@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
+def test_bad_is_flagged_exactly(directory: Path):
+    code = directory.name
+    bad = directory / "bad.py"
+    found = [(v.line, v.code) for v in linter_for(code).lint(bad.read_text(encoding="utf-8"), str(bad))]
+    assert sorted(found) == sorted(expected_marks(bad, code))
+
+
+@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
+def test_good_is_silent(directory: Path):
+    code = directory.name
+    good = directory / "good.py"
+    assert good.is_file(), f"{code} needs near-miss fixtures in good.py"
+    found = linter_for(code).lint(good.read_text(encoding="utf-8"), str(good))
+    assert found == [], [(v.line, v.message) for v in found]
+
+
+@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
+def test_fix_matches_expected_and_is_idempotent(directory: Path):
+    code = directory.name
+    bad = directory / "bad.py"
+    expected_path = directory / "bad.fixed.py"
+    linter = linter_for(code)
+    fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
+    if all_rules()[code].fix_safety is FixSafety.NONE:
+        assert not expected_path.exists(), "a rule without a fix has no bad.fixed.py"
+        assert fixed == bad.read_text(encoding="utf-8")
+        return
+    if os.environ.get("UPDATE_FIXTURES"):
+        expected_path.write_text(fixed, encoding="utf-8")
+    assert fixed == expected_path.read_text(encoding="utf-8")
+    again = linter.fix(fixed, str(expected_path), unsafe=True)
+    assert again.text == fixed and again.fixed == []
+    compile(fixed, str(expected_path), "exec")

@@ -1,0 +1,257 @@
+"""Configuration: `[tool.torchlint]` in pyproject.toml (or a torchlint.toml), merged with
+command-line options, validated, and turned into the set of rules to run.
+
+Keys are spelled as ruff spells them. Unknown keys, unknown rule codes and values of
+the wrong type are errors (exit 2), never silently ignored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from torchlint.model import Settings
+from torchlint.registry import all_rules
+from torchlint.rule import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CONFIG_FILES = (".torchlint.toml", "torchlint.toml", "pyproject.toml")
+
+DEFAULT_EXCLUDE = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".hg",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".nox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".svn",
+    ".torchlint_cache",
+    ".tox",
+    ".venv",
+    "__pypackages__",
+    "__pycache__",
+    "_build",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "extend-ignore", "exclude", "extend-exclude")
+_BOOL_KEYS = ("unsafe-fixes", "force-exclude", "respect-gitignore")
+_TARGET = re.compile(r"^(\d+)\.(\d+)$")
+
+
+class ConfigError(Exception):
+    """Invalid configuration or options; the message says what and where."""
+
+
+@dataclass
+class Config:
+    """Everything a run needs to know, after merging file and command line."""
+
+    root: Path  # directory that relative patterns are resolved against
+    source: Path | None = None  # the config file read, if any
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: list[str] = field(default_factory=list)
+    force_exclude: bool = False
+    respect_gitignore: bool = True
+    unsafe_fixes: bool = False
+    target_torch: tuple[int, int] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    # -- rules -------------------------------------------------------------------------
+
+    def selected_codes(self) -> list[str]:
+        rules = all_rules()
+        if self.select is None:
+            chosen = {code for code, rule in rules.items() if rule.default_enabled}
+        else:
+            chosen = set(expand(self.select))
+        chosen |= set(expand(self.extend_select))
+        chosen -= set(expand(self.ignore))
+        return sorted(chosen)
+
+    def rules_for(self, path: Path | None, codes: Sequence[str]) -> list[str]:
+        """The selected codes minus the per-file ignores matching `path`."""
+        if path is None or not self.per_file_ignores:
+            return list(codes)
+        ignored: set[str] = set()
+        for pattern, selectors in self.per_file_ignores.items():
+            if matches(path, pattern, self.root):
+                ignored |= set(expand(selectors))
+        return [c for c in codes if c not in ignored]
+
+    def settings(self) -> Settings:
+        return Settings(options=self.options, target_torch=self.target_torch)
+
+    # -- files -------------------------------------------------------------------------
+
+    def excluded(self, path: Path) -> bool:
+        return any(matches(path, p, self.root) for p in (*self.exclude, *self.extend_exclude))
+
+
+def default_options() -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for rule in all_rules().values():
+        options.update(rule.options)
+    return options
+
+
+def expand(selectors: Iterable[str]) -> list[str]:
+    """Rule codes matched by selectors (`ALL`, a code, or a prefix such as `TL2`)."""
+    codes = list(all_rules())
+    out: list[str] = []
+    for selector in selectors:
+        s = selector.strip().upper()
+        if s == "ALL":
+            out.extend(codes)
+            continue
+        matched = [c for c in codes if c.startswith(s)] if re.fullmatch(r"TL\d*", s) else []
+        if not matched:
+            raise ConfigError(f"unknown rule selector {selector!r} (see `torchlint rules`)")
+        out.extend(matched)
+    return out
+
+
+def matches(path: Path, pattern: str, root: Path) -> bool:
+    """Glob match against the path relative to `root`, or any of its components when the
+    pattern has no slash (as ruff does for `exclude` and `per-file-ignores`)."""
+    try:
+        rel = PurePosixPath(path.resolve().relative_to(root.resolve()).as_posix())
+    except ValueError:
+        rel = PurePosixPath(path.as_posix())
+    pattern = pattern.rstrip("/")
+    if "/" in pattern:
+        pattern = pattern.removeprefix("./")
+        return fnmatch.fnmatchcase(str(rel), pattern) or fnmatch.fnmatchcase(
+            str(rel), pattern + "/*"
+        )
+    return any(fnmatch.fnmatchcase(part, pattern) for part in rel.parts)
+
+
+def parse_target(value: str, where: str) -> tuple[int, int]:
+    m = _TARGET.match(str(value).strip())
+    if not m:
+        raise ConfigError(f"{where}: target-torch must look like '2.4', got {value!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest config file at or above `start` (a pyproject.toml counts only with a
+    [tool.torchlint] table)."""
+    start = start.resolve()
+    for directory in (start, *start.parents) if start.is_dir() else start.parents:
+        for name in CONFIG_FILES:
+            candidate = directory / name
+            if not candidate.is_file():
+                continue
+            if name != "pyproject.toml":
+                return candidate
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if "torchlint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    """Read and validate a config file; `None` gives the defaults rooted at the cwd."""
+    if path is None:
+        return Config(root=Path.cwd(), options=default_options())
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("torchlint", {})
+    else:
+        table = data.get("tool", {}).get("torchlint", data)
+    config = Config(root=path.parent.resolve(), source=path, options=default_options())
+    apply_table(config, table, str(path))
+    return config
+
+
+def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.torchlint] must be a table")
+    options = default_options()
+    for key, value in table.items():
+        if key in _LIST_KEYS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{where}: `{key}` must be a list of strings")
+            if key in ("select", "ignore", "extend-select", "extend-ignore"):
+                expand(value)  # validates
+            if key == "select":
+                config.select = value
+            elif key == "extend-select":
+                config.extend_select.extend(value)
+            elif key in ("ignore", "extend-ignore"):
+                config.ignore.extend(value)
+            elif key == "exclude":
+                config.exclude = list(value)
+            else:
+                config.extend_exclude.extend(value)
+        elif key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: `{key}` must be true or false")
+            setattr(config, key.replace("-", "_"), value)
+        elif key in ("per-file-ignores", "extend-per-file-ignores"):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: `{key}` must be a table of glob = [codes]")
+            for pattern, codes in value.items():
+                if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+                    raise ConfigError(f"{where}: `{key}.{pattern}` must be a list of codes")
+                expand(codes)
+                config.per_file_ignores.setdefault(pattern, []).extend(codes)
+        elif key == "target-torch":
+            config.target_torch = parse_target(value, where)
+        elif key in options:
+            default = options[key]
+            if type(value) is not type(default):
+                raise ConfigError(
+                    f"{where}: `{key}` must be {type(default).__name__}, got {value!r}"
+                )
+            config.options[key] = value
+        else:
+            known = sorted(
+                [*_LIST_KEYS, *_BOOL_KEYS, "per-file-ignores", "target-torch", *options]
+            )
+            hint = difflib_hint(key, known)
+            raise ConfigError(f"{where}: unknown key `{key}`{hint}")
+
+
+def difflib_hint(key: str, known: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def instantiate(codes: Sequence[str]) -> list[Rule]:
+    rules = all_rules()
+    return [rules[c]() for c in codes]

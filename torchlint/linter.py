@@ -1,0 +1,216 @@
+"""One file: parse once, build the model, run every selected rule, fix to a fixpoint.
+
+Positions are resolved only for files that have something to report: a full
+`PositionProvider` pass costs about four traversals, and most files report nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
+from torchlint.model import Settings, build_model
+from torchlint.noqa import parse_suppressions
+from torchlint.rule import Diagnostic, Rule
+
+MAX_FIX_PASSES = 16
+
+
+class LintError(Exception):
+    """The file cannot be analysed (syntax error, too deeply nested...)."""
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace text from `start` to `end` (1-based line, 1-based column) by `content`."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    content: str
+
+
+@dataclass(frozen=True)
+class FixRecord:
+    title: str
+    applicability: str  # "safe" | "unsafe"
+    edits: tuple[TextEdit, ...] = ()
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A finding with resolved positions: what reporters and the cache see."""
+
+    code: str
+    name: str
+    message: str
+    line: int  # 1-based
+    column: int  # 1-based, in characters
+    end_line: int
+    end_column: int
+    fix: FixRecord | None = None
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    fixed: list[str] = field(default_factory=list)  # codes of the applied fixes
+    remaining: list[Violation] = field(default_factory=list)
+
+
+def parse(source: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise LintError(f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}") from None
+    except RecursionError:
+        raise LintError("expression nested too deeply to analyse") from None
+
+
+def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
+    """The rules that may have something to say about this text (a cheap test)."""
+    return [r for r in rules if any(token in source for token in r.tokens)]
+
+
+def _diagnostics(module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings) -> list[Diagnostic]:
+    try:
+        model = build_model(module, path, settings)
+        found = [d for rule in rules for d in rule.check(model)]
+    except RecursionError:
+        raise LintError("code nested too deeply to analyse") from None
+    return found
+
+
+def _positions(module: cst.Module):
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+    r: CodeRange = positions[node]
+    return (r.start.line, r.start.column), (r.end.line, r.end.column)
+
+
+def _text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
+    """Line-level edits that turn `before` into `after`."""
+    a = before.splitlines(keepends=True)
+    b = after.splitlines(keepends=True)
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            edits.append(TextEdit((i1 + 1, 1), (i2 + 1, 1), "".join(b[j1:j2])))
+    return tuple(edits)
+
+
+class Linter:
+    """Runs a fixed set of rules over sources."""
+
+    def __init__(self, rules: Sequence[Rule], settings: Settings | None = None) -> None:
+        self.rules = list(rules)
+        self.settings = settings or Settings()
+        self.names = {r.code: r.name for r in self.rules}
+
+    def lint(self, source: str, path: str = "<string>", with_edits: bool = False) -> list[Violation]:
+        """Findings in `source`, suppressions applied, sorted by position."""
+        rules = applies(self.rules, source)
+        if not rules:
+            return []
+        module = parse(source)
+        diagnostics = _diagnostics(module, path, rules, self.settings)
+        return self._violations(module, source, diagnostics, with_edits)
+
+    def _violations(
+        self,
+        module: cst.Module,
+        source: str,
+        diagnostics: Sequence[Diagnostic],
+        with_edits: bool,
+    ) -> list[Violation]:
+        if not diagnostics:
+            return []
+        suppressions = parse_suppressions(source)
+        positions = _positions(module)
+        out: list[Violation] = []
+        seen: set[tuple[str, int, int]] = set()
+        for d in diagnostics:
+            r: CodeRange = positions[d.node]
+            if suppressions.suppressed(d.code, r.start.line):
+                continue
+            key = (d.code, r.start.line, r.start.column)
+            if key in seen:
+                continue
+            seen.add(key)
+            record = None
+            if d.fix is not None:
+                edits = _text_edits(source, apply_fixes(module, [d.fix])) if with_edits else ()
+                record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
+            out.append(
+                Violation(
+                    d.code,
+                    self.names.get(d.code, ""),
+                    d.message,
+                    r.start.line,
+                    r.start.column + 1,
+                    r.end.line,
+                    r.end.column + 1,
+                    record,
+                )
+            )
+        out.sort(key=lambda v: (v.line, v.column, v.code))
+        return out
+
+    def fix(self, source: str, path: str = "<string>", unsafe: bool = False) -> FixOutcome:
+        """Apply every applicable fix, re-linting after each pass until nothing changes."""
+        rules = applies(self.rules, source)
+        outcome = FixOutcome(source)
+        if not rules:
+            return outcome
+        text = source
+        module = parse(text)
+        for _ in range(MAX_FIX_PASSES):
+            suppressions = parse_suppressions(text)
+            diagnostics = _diagnostics(module, path, rules, self.settings)
+            positions = None
+            candidates: list[Fix] = []
+            codes: list[str] = []
+            for d in diagnostics:
+                if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
+                    continue
+                positions = positions or _positions(module)
+                if suppressions.suppressed(d.code, positions[d.node].start.line):
+                    continue
+                candidates.append(d.fix)
+                codes.append(d.code)
+            chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
+            new_text = apply_fixes(module, chosen) if chosen else text
+            if new_text == text:
+                outcome.remaining = self._violations(module, text, diagnostics, False)
+                break
+            try:
+                ast.parse(new_text)
+                new_module = parse(new_text)
+            except (SyntaxError, LintError, ValueError) as exc:
+                raise LintError(f"a fix produced invalid code ({exc}); file left unchanged") from None
+            outcome.fixed.extend(codes[candidates.index(f)] for f in chosen)
+            text, module = new_text, new_module
+        else:
+            outcome.remaining = self._violations(
+                module, text, _diagnostics(module, path, rules, self.settings), False
+            )
+        outcome.text = text
+        return outcome
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=path,
+            tofile=path,
+        )
+    )

@@ -1,0 +1,61 @@
+"""The rule API: a rule reads the module model and yields diagnostics with fixes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import libcst as cst
+
+from torchlint.fixes import Fix, FixSafety
+
+if TYPE_CHECKING:
+    from torchlint.model import TorchModule
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A finding on one CST node, before positions are resolved."""
+
+    code: str
+    message: str
+    node: cst.CSTNode
+    fix: Fix | None = None
+
+
+class Rule:
+    """Base class of every rule in `rules/`.
+
+    The module docstring of the rule's file is its documentation: the first line is
+    `CODE name: summary`, the rest says why, shows bad and good code, the fix and why
+    the fix is safe or unsafe, and cites sources.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    default_enabled: ClassVar[bool] = True
+    family: ClassVar[str] = ""
+    # The file must contain one of these strings for the rule to have anything to say;
+    # files that contain none for every selected rule are never parsed.
+    tokens: ClassVar[tuple[str, ...]] = ("torch",)
+    # Options read from the configuration: kebab-case name -> default value.
+    options: ClassVar[dict[str, Any]] = {}
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        raise NotImplementedError
+
+    def diagnostic(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> Diagnostic:
+        return Diagnostic(self.code, message, node, fix)
+
+    @classmethod
+    def doc(cls) -> str:
+        text = sys.modules[cls.__module__].__doc__ or cls.__doc__ or ""
+        return text.strip()
+
+    @classmethod
+    def summary(cls) -> str:
+        first = cls.doc().splitlines()[0] if cls.doc() else ""
+        return first.split(":", 1)[1].strip() if ":" in first else first

@@ -1,0 +1,98 @@
+"""Reading and writing user files without ever losing or corrupting them.
+
+Text is decoded as Python does (BOM, PEP 263 coding line, else UTF-8) with line
+endings left untouched; it is written back in the same encoding, with the same BOM
+and file mode, through a temporary file in the same directory and an atomic rename,
+and only if the file on disk is still what was read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """A file that cannot be read, decoded or written; the message names the reason."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    raw: bytes
+    text: str
+    encoding: str  # "utf-8-sig" when the file starts with a BOM
+
+
+def decode(raw: bytes) -> tuple[str, str]:
+    """(text, encoding) of Python source bytes; raises SourceError."""
+    if b"\0" in raw[:8192]:
+        raise SourceError("binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    try:
+        codecs.lookup(encoding)
+        text = raw.decode(encoding)
+    except (LookupError, UnicodeDecodeError) as exc:
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise SourceError(f"cannot decode as {encoding}: {reason}") from None
+    if encoding == "utf-8-sig":
+        # tokenize reports the BOM through the encoding name; the text starts after it.
+        text = text.removeprefix("\ufeff")
+    return text, encoding
+
+
+def read_source(path: Path) -> SourceFile:
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise SourceError("is a directory") from None
+    except FileNotFoundError:
+        raise SourceError("no such file") from None
+    except PermissionError:
+        raise SourceError("permission denied") from None
+    except OSError as exc:
+        raise SourceError(exc.strerror or str(exc)) from None
+    text, encoding = decode(raw)
+    return SourceFile(path, raw, text, encoding)
+
+
+def encode(text: str, encoding: str) -> bytes:
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise SourceError(f"fixed text cannot be encoded as {encoding}: {exc.reason}") from None
+
+
+def write_source(original: SourceFile, text: str) -> None:
+    """Atomically replace the file with `text`, if the file still holds what was read."""
+    data = encode(text, original.encoding)
+    path = original.path
+    try:
+        if path.read_bytes() != original.raw:
+            raise SourceError("file changed on disk while torchlint ran; not written")
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if not os.access(path, os.W_OK):
+            raise SourceError("permission denied (file is read-only); not written")
+        target = path.resolve()  # write through a symlink, keeping the link
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".torchlint", dir=target.parent)
+    except OSError as exc:
+        raise SourceError(f"cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SourceError(f"cannot write: {exc.strerror or exc}") from None
