@@ -1,0 +1,371 @@
+"""The `torchlint` command: parse options, load config, run, report.
+
+Exit codes (as ruff): 0 nothing left to report, 1 findings remain, 2 usage,
+configuration or I/O error (errors win over findings).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from torchlint import __version__
+
+app = typer.Typer(
+    name="torchlint",
+    help="Find and fix PyTorch code that leaves the GPU idle.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"torchlint {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Find and fix PyTorch code that leaves the GPU idle."""
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [part.strip() for v in values for part in v.split(",") if part.strip()]
+
+
+def _error(message: str) -> None:
+    typer.echo(f"torchlint: error: {message}", err=True)
+
+
+def _color(stream) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+PathsArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Files or directories to lint (default: .); `-` reads standard input."),
+]
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Rule codes or prefixes to enable (comma-separated; ALL)."),
+]
+IgnoreOpt = Annotated[
+    list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
+]
+ExtendOpt = Annotated[
+    list[str] | None,
+    typer.Option("--extend-select", help="Rule codes or prefixes to enable on top of the selection."),
+]
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--output-format",
+        help="text, full, concise, json, json-lines, github, sarif, gitlab, rdjson, rdjsonl, junit.",
+    ),
+]
+
+
+def _load(config_file: Path | None, paths: list[str]):
+    from torchlint.config import find_config, load_config
+
+    if config_file is not None:
+        return load_config(config_file)
+    starts = [Path(p) for p in paths if p != "-"]
+    start = Path(os.path.commonpath([str(p.absolute()) for p in starts])) if starts else Path.cwd()
+    while not start.exists():
+        start = start.parent
+    return load_config(find_config(start))
+
+
+def _check(
+    paths: list[str] | None,
+    fix: bool,
+    unsafe_fixes: bool | None,
+    diff: bool,
+    show_fixes: bool,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    extend_select: list[str] | None,
+    output_format: str,
+    exit_zero: bool,
+    statistics: bool,
+    config_file: Path | None,
+    target_torch: str | None,
+    force_exclude: bool,
+    stdin_filename: str | None,
+    quiet: bool,
+) -> int:
+    from torchlint import reporters
+    from torchlint.config import ConfigError, parse_target
+    from torchlint.runner import Job, discover, run, run_stdin
+
+    paths = paths or ["."]
+    if output_format not in reporters.FORMATS:
+        _error(f"unknown output format {output_format!r} (choose from {', '.join(reporters.FORMATS)})")
+        return EXIT_ERROR
+    try:
+        config = _load(config_file, paths)
+        if select is not None:
+            config.select = _split(select)
+        config.extend_select += _split(extend_select) or []
+        config.ignore += _split(ignore) or []
+        if target_torch is not None:
+            config.target_torch = parse_target(target_torch, "--target-torch")
+        codes = tuple(config.selected_codes())
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_ERROR
+    unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    job = Job(
+        codes=codes,
+        settings=config.settings(),
+        fix=fix or diff,
+        unsafe=unsafe,
+        diff=diff,
+        with_edits=output_format in reporters.WITH_EDITS,
+    )
+    warnings: list[str] = []
+    if paths == ["-"]:
+        results = [run_stdin(sys.stdin.buffer.read(), stdin_filename or "-", job, config)]
+    else:
+        found = discover(paths, config, force_exclude=force_exclude or config.force_exclude)
+        warnings = found.warnings
+        results = found.errors + run(found.files, job, config)
+
+    errors = [r for r in results if r.error is not None]
+    for r in errors:
+        _error(f"{r.path}: {r.error}")
+    if not quiet:
+        for w in warnings:
+            typer.echo(f"torchlint: warning: {w}", err=True)
+
+    out = sys.stdout
+    context = reporters.Context(
+        color=_color(out), fix_mode=fix, unsafe=unsafe, show_fixes=show_fixes
+    )
+    report_stream = sys.stderr if paths == ["-"] and fix and not diff else out
+    if diff:
+        out.write("".join(r.diff for r in results if r.diff))
+    else:
+        if paths == ["-"] and fix and results[0].fixed_text is not None:
+            out.write(results[0].fixed_text)
+        report = reporters.render(output_format, results, context)
+        if not quiet or output_format not in reporters.HUMAN:
+            report_stream.write(report)
+    violations = [v for r in results for v in r.violations]
+    if output_format in reporters.HUMAN and not quiet:
+        if statistics:
+            report_stream.write(_statistics(violations, context))
+        if show_fixes:
+            report_stream.write(_fixes_applied(results))
+        summary = _summary(results, context, diff)
+        if summary and not (errors and summary == "All checks passed!"):
+            (sys.stderr if diff else report_stream).write(summary + "\n")
+    report_stream.flush()
+    if errors:
+        return EXIT_ERROR
+    if diff:
+        return EXIT_FINDINGS if any(r.diff for r in results) and not exit_zero else EXIT_CLEAN
+    return EXIT_FINDINGS if violations and not exit_zero else EXIT_CLEAN
+
+
+def _statistics(violations, context) -> str:
+    from torchlint.reporters import fixable
+
+    counts = Counter(v.code for v in violations)
+    names = {v.code: v.name for v in violations}
+    can_fix = {v.code for v in violations if fixable(v, context)}
+    width = len(str(max(counts.values()))) if counts else 1
+    lines = [
+        f"{n:>{width}}\t{code}\t{'[*]' if code in can_fix else '[ ]'} {names[code]}"
+        for code, n in counts.most_common()
+    ]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _fixes_applied(results) -> str:
+    lines = []
+    for r in results:
+        if r.fixed:
+            lines.append(f"{r.path}:")
+            lines.extend(f"  {n} x {code}" for code, n in sorted(Counter(r.fixed).items()))
+    return ("Fixes applied:\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _summary(results, context, diff: bool) -> str:
+    from torchlint.reporters import fixable
+
+    violations = [v for r in results for v in r.violations]
+    fixed = sum(len(r.fixed) for r in results)
+    fixed_files = sum(1 for r in results if r.fixed)
+    if diff:
+        if fixed:
+            return f"Would fix {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}."
+        return "No fixes available." if not violations else ""
+    hidden = sum(1 for v in violations if v.fix is not None and not fixable(v, context))
+    more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
+    if context.fix_mode:
+        if not violations and not fixed:
+            return "All checks passed!"
+        if not violations:
+            return f"Fixed {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}."
+        return (
+            f"Found {_plural(fixed + len(violations), 'problem')} "
+            f"({fixed} fixed in {_plural(fixed_files, 'file')}, {len(violations)} remaining{more})."
+        )
+    if not violations:
+        return "All checks passed!"
+    can = sum(1 for v in violations if fixable(v, context))
+    return f"Found {_plural(len(violations), 'problem')} ({can} fixable with --fix{more})."
+
+
+def _check_options(fix_default: bool):
+    """The shared signature of `check` and `fix` (they differ only in the --fix default)."""
+
+    def command(
+        paths: PathsArg = None,
+        fix: Annotated[bool, typer.Option("--fix/--no-fix", help="Apply fixes.")] = fix_default,
+        unsafe_fixes: Annotated[
+            bool | None,
+            typer.Option(
+                "--unsafe-fixes/--no-unsafe-fixes",
+                help="Also apply (and count as fixable) fixes that may change results.",
+            ),
+        ] = None,
+        diff: Annotated[
+            bool, typer.Option("--diff", help="Print the fixes as a unified diff; write nothing.")
+        ] = False,
+        show_fixes: Annotated[
+            bool, typer.Option("--show-fixes", help="List the fixes applied per file.")
+        ] = False,
+        select: SelectOpt = None,
+        ignore: IgnoreOpt = None,
+        extend_select: ExtendOpt = None,
+        output_format: FormatOpt = "text",
+        exit_zero: Annotated[
+            bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.")
+        ] = False,
+        statistics: Annotated[
+            bool, typer.Option("--statistics", help="Count findings per rule.")
+        ] = False,
+        config: Annotated[
+            Path | None, typer.Option("--config", help="Use this config file (TOML).")
+        ] = None,
+        target_torch: Annotated[
+            str | None,
+            typer.Option("--target-torch", help="Oldest PyTorch version the code supports, e.g. 2.4."),
+        ] = None,
+        force_exclude: Annotated[
+            bool,
+            typer.Option("--force-exclude", help="Apply excludes to files named on the command line."),
+        ] = False,
+        stdin_filename: Annotated[
+            str | None, typer.Option("--stdin-filename", help="The name of the file read from stdin.")
+        ] = None,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print findings only, no summary.")
+        ] = False,
+    ) -> None:
+        code = _check(
+            paths,
+            fix,
+            unsafe_fixes,
+            diff,
+            show_fixes,
+            select,
+            ignore,
+            extend_select,
+            output_format,
+            exit_zero,
+            statistics,
+            config,
+            target_torch,
+            force_exclude,
+            stdin_filename,
+            quiet,
+        )
+        raise typer.Exit(code)
+
+    return command
+
+
+app.command("check", help="Report problems (exit 1 if any remain).")(_check_options(False))
+app.command("fix", help="Apply fixes (same as `check --fix`).")(_check_options(True))
+
+
+@app.command("rules")
+def rules_command(
+    output_format: Annotated[
+        str, typer.Option("--output-format", help="text or json.")
+    ] = "text",
+) -> None:
+    """List every rule: code, name, family, fix safety, default on/off."""
+    import json
+
+    from torchlint.registry import all_rules, family
+
+    rows = [
+        {
+            "code": code,
+            "name": rule.name,
+            "family": family(code),
+            "fix": rule.fix_safety.value,
+            "default": "on" if rule.default_enabled else "off",
+            "summary": rule.summary(),
+        }
+        for code, rule in all_rules().items()
+    ]
+    if output_format == "json":
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if output_format != "text":
+        _error(f"unknown output format {output_format!r} (choose text or json)")
+        raise typer.Exit(EXIT_ERROR)
+    headers = {"code": "Code", "name": "Name", "family": "Family", "fix": "Fix", "default": "Default"}
+    widths = {k: max(len(h), *(len(r[k]) for r in rows)) for k, h in headers.items()}
+    typer.echo("  ".join(h.ljust(widths[k]) for k, h in headers.items()).rstrip())
+    for row in rows:
+        typer.echo("  ".join(row[k].ljust(widths[k]) for k in headers).rstrip())
+
+
+@app.command("rule")
+def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL201.")]) -> None:
+    """Print a rule's documentation."""
+    from torchlint.registry import all_rules
+
+    rule = all_rules().get(code.upper()) or next(
+        (r for r in all_rules().values() if r.name == code), None
+    )
+    if rule is None:
+        _error(f"unknown rule {code!r} (see `torchlint rules`)")
+        raise typer.Exit(EXIT_ERROR)
+    typer.echo(rule.doc())
+    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {'on' if rule.default_enabled else 'off'}.")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,20 @@
+"""`path:line:col: CODE [*] message`, one line per finding."""
+
+from __future__ import annotations
+
+from torchlint.reporters import Context, fixable
+from torchlint.reporters.style import Style
+from torchlint.runner import FileResult
+
+
+def render(results: list[FileResult], context: Context) -> str:
+    s = Style(context.color)
+    lines = []
+    for result in results:
+        for v in result.violations:
+            mark = " [*]" if fixable(v, context) else ""
+            lines.append(
+                f"{s.bold(result.path)}{s.cyan(':')}{v.line}{s.cyan(':')}{v.column}{s.cyan(':')} "
+                f"{s.red(v.code)}{mark} {v.message}"
+            )
+    return "\n".join(lines) + ("\n" if lines else "")

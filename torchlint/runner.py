@@ -1,0 +1,199 @@
+"""Find the files to lint and lint (or fix) each one.
+
+Discovery honours `.gitignore` (and `.git/info/exclude`), the configured `exclude`
+patterns and the default excludes; a file named explicitly on the command line is
+linted even when excluded, unless `--force-exclude`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from torchlint.config import Config, instantiate
+from torchlint.linter import LintError, Linter, Violation, unified_diff
+from torchlint.model import Settings
+from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
+
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
+
+
+@dataclass
+class FileResult:
+    """What happened to one file; plain data (picklable, cacheable)."""
+
+    path: str  # as shown to the user
+    violations: list[Violation] = field(default_factory=list)
+    error: str | None = None
+    fixed: list[str] = field(default_factory=list)  # codes of applied fixes
+    diff: str | None = None  # with --diff: what --fix would change
+    text: str | None = None  # the (fixed) text the violations point into
+    fixed_text: str | None = None  # stdin in fix mode: the fixed source to print
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to do with every file of a run."""
+
+    codes: tuple[str, ...]
+    settings: Settings
+    fix: bool = False
+    unsafe: bool = False
+    diff: bool = False  # compute fixes, write nothing
+    with_edits: bool = False  # reporters that show fix edits need them
+
+
+@dataclass
+class Discovery:
+    files: list[Path] = field(default_factory=list)
+    errors: list[FileResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+class _GitIgnore:
+    """`.gitignore` files from the repository root down, evaluated per directory."""
+
+    def __init__(self) -> None:
+        self._specs: dict[Path, pathspec.PathSpec | None] = {}
+
+    def _spec(self, directory: Path) -> pathspec.PathSpec | None:
+        if directory not in self._specs:
+            lines: list[str] = []
+            for name in (".gitignore", ".git/info/exclude"):
+                try:
+                    lines += (directory / name).read_text(encoding="utf-8", errors="replace").splitlines()
+                except OSError:
+                    pass
+            self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        return self._specs[directory]
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for directory in path.parents:
+            spec = self._spec(directory)
+            if spec is not None:
+                rel = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(rel):
+                    return True
+            if (directory / ".git").exists():
+                break
+        return False
+
+
+def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Discovery:
+    found = Discovery()
+    gitignore = _GitIgnore() if config.respect_gitignore else None
+    seen: set[Path] = set()
+
+    def add(path: Path) -> None:
+        key = path.absolute()
+        if key not in seen:
+            seen.add(key)
+            found.files.append(path)
+
+    for raw in paths:
+        path = Path(raw)
+        try:
+            path.resolve(strict=True)
+        except FileNotFoundError:
+            found.errors.append(FileResult(raw, error="no such file or directory"))
+            continue
+        except (RuntimeError, OSError) as exc:
+            reason = "symlink loop" if "loop" in str(exc).lower() else str(exc)
+            found.errors.append(FileResult(raw, error=reason))
+            continue
+        if path.is_dir():
+            before = len(found.files)
+            for file in _walk(path, config, gitignore):
+                add(file)
+            if len(found.files) == before:
+                found.warnings.append(f"{raw}: no Python files found")
+        elif not (force_exclude and config.excluded(path)):
+            add(path)
+    return found
+
+
+def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[Path]:
+    for directory, dirnames, filenames in os.walk(root):
+        base = Path(directory)
+        keep = []
+        for name in sorted(dirnames):
+            sub = base / name
+            if config.excluded(sub) or (gitignore and gitignore.ignored(sub.absolute(), True)):
+                continue
+            keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            if not name.endswith(PYTHON_SUFFIXES):
+                continue
+            file = base / name
+            if config.excluded(file) or (gitignore and gitignore.ignored(file.absolute(), False)):
+                continue
+            yield file
+
+
+def _linter(job: Job, codes: Sequence[str]) -> Linter:
+    return Linter(instantiate(codes), job.settings)
+
+
+def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResult:
+    """Lint or fix source text in memory (stdin, or a file already read)."""
+    result = FileResult(name, text=text)
+    linter = _linter(job, codes)
+    try:
+        if job.fix or job.diff:
+            outcome = linter.fix(text, name, unsafe=job.unsafe)
+            result.fixed = outcome.fixed
+            result.text = outcome.text
+            result.violations = (
+                linter.lint(outcome.text, name, with_edits=True) if job.with_edits else outcome.remaining
+            )
+            if job.diff and outcome.text != text:
+                result.diff = unified_diff(name, text, outcome.text)
+        else:
+            result.violations = linter.lint(text, name, with_edits=job.with_edits)
+    except LintError as exc:
+        result.error = str(exc)
+    return result
+
+
+def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
+    name = display(path)
+    try:
+        source: SourceFile = read_source(path)
+    except SourceError as exc:
+        return FileResult(name, error=str(exc))
+    result = lint_text(source.text, name, job, codes)
+    if job.fix and not job.diff and result.error is None and result.text != source.text:
+        try:
+            write_source(source, result.text or "")
+        except SourceError as exc:
+            result.error = str(exc)
+            result.fixed = []
+    return result
+
+
+def run(files: Iterable[Path], job: Job, config: Config) -> list[FileResult]:
+    return [process_file(f, job, config.rules_for(f, job.codes)) for f in files]
+
+
+def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
+    try:
+        text, _ = decode(data)
+    except SourceError as exc:
+        return FileResult(name, error=str(exc))
+    codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
+    result = lint_text(text, name, job, codes)
+    if job.fix and not job.diff:
+        result.fixed_text = result.text if result.error is None else text
+    return result
