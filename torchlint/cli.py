@@ -89,7 +89,7 @@ def _load(config_file: Path | None, paths: list[str]):
         return load_config(config_file)
     starts = [Path(p) for p in paths if p != "-"]
     start = Path(os.path.commonpath([str(p.absolute()) for p in starts])) if starts else Path.cwd()
-    while not start.exists():
+    while not os.path.isdir(start):  # a file, or a path that does not exist
         start = start.parent
     return load_config(find_config(start))
 

@@ -8,6 +8,7 @@ the wrong type are errors (exit 2), never silently ignored.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -135,8 +136,8 @@ def expand(selectors: Iterable[str]) -> list[str]:
 def matches(path: Path, pattern: str, root: Path) -> bool:
     """Glob match against the path relative to `root`, or any of its components when the
     pattern has no slash (as ruff does for `exclude` and `per-file-ignores`)."""
-    try:
-        rel = PurePosixPath(path.resolve().relative_to(root.resolve()).as_posix())
+    try:  # no resolve(): a symlink is matched where it sits (and may be a loop)
+        rel = PurePosixPath(Path(os.path.abspath(path)).relative_to(root).as_posix())
     except ValueError:
         rel = PurePosixPath(path.as_posix())
     pattern = pattern.rstrip("/")
@@ -159,10 +160,10 @@ def find_config(start: Path) -> Path | None:
     """The nearest config file at or above `start` (a pyproject.toml counts only with a
     [tool.torchlint] table)."""
     start = start.resolve()
-    for directory in (start, *start.parents) if start.is_dir() else start.parents:
+    for directory in (start, *start.parents) if os.path.isdir(start) else start.parents:
         for name in CONFIG_FILES:
             candidate = directory / name
-            if not candidate.is_file():
+            if not os.path.isfile(candidate):  # unlike Path.is_file, never raises
                 continue
             if name != "pyproject.toml":
                 return candidate

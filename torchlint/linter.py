@@ -6,7 +6,6 @@ Positions are resolved only for files that have something to report: a full
 
 from __future__ import annotations
 
-import ast
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -191,7 +190,7 @@ class Linter:
                 outcome.remaining = self._violations(module, text, diagnostics, False)
                 break
             try:
-                ast.parse(new_text)
+                compile(new_text, path, "exec", dont_inherit=True)  # catches repeated keywords too
                 new_module = parse(new_text)
             except (SyntaxError, LintError, ValueError) as exc:
                 raise LintError(f"a fix produced invalid code ({exc}); file left unchanged") from None

@@ -85,7 +85,7 @@ class _GitIgnore:
                 rel = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
                 if spec.match_file(rel):
                     return True
-            if (directory / ".git").exists():
+            if os.path.lexists(directory / ".git"):
                 break
         return False
 

@@ -1,0 +1,231 @@
+"""The `torchlint` command, run as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torchlint import __version__
+
+from .conftest import FIXTURES, ROOT, run_cli
+
+LOADER = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(LOADER)
+    (tmp_path / "clean.py").write_text("import torch\nx = torch.zeros(3)\n")
+    return tmp_path
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"torchlint {__version__}"
+
+
+def test_check_reports_with_excerpt_and_summary(project):
+    result = run_cli("check", ".", cwd=project)
+    assert result.returncode == 1
+    assert "train.py:3:10: TL201 " in result.stdout
+    assert "3 | loader = DataLoader(ds)" in result.stdout
+    assert "^^^^^^^^^^^^^^ TL201" in result.stdout
+    assert "help: Set `num_workers=NUM_WORKERS` (unsafe fix" in result.stdout
+    assert "Found 1 problem (0 fixable with --fix; 1 more with --unsafe-fixes)." in result.stdout
+    assert "\x1b[" not in result.stdout  # no colour when not a terminal
+
+
+def test_clean_file_exits_zero(project):
+    result = run_cli("check", "clean.py", cwd=project)
+    assert result.returncode == 0 and "All checks passed!" in result.stdout
+
+
+def test_exit_zero_and_concise_and_statistics(project):
+    result = run_cli("check", "--exit-zero", "--output-format", "concise", "--statistics", ".", cwd=project)
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0].startswith("train.py:3:10: TL201 DataLoader without")
+    assert "1\tTL201\t[ ] dataloader-sync-loading" in result.stdout
+
+
+def test_json_output_schema(project):
+    result = run_cli("check", "--output-format", "json", "train.py", cwd=project)
+    (item,) = json.loads(result.stdout)
+    assert item["code"] == "TL201" and item["name"] == "dataloader-sync-loading"
+    assert item["location"] == {"row": 3, "column": 10}
+    assert item["fix"]["applicability"] == "unsafe" and item["fix"]["edits"]
+    assert item["filename"] == "train.py"
+
+
+def test_fix_unsafe_then_check_is_clean(project):
+    result = run_cli("fix", "--unsafe-fixes", ".", cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Fixed 1 problem in 1 file." in result.stdout
+    assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()
+    again = run_cli("check", ".", cwd=project)
+    assert again.returncode == 0
+
+
+def test_fix_without_unsafe_changes_nothing(project):
+    before = (project / "train.py").read_bytes()
+    result = run_cli("check", "--fix", "train.py", cwd=project)
+    assert result.returncode == 1 and (project / "train.py").read_bytes() == before
+
+
+def test_diff_writes_nothing(project):
+    before = (project / "train.py").read_bytes()
+    result = run_cli("fix", "--diff", "--unsafe-fixes", "train.py", cwd=project)
+    assert result.returncode == 1
+    assert "+loader = DataLoader(ds, num_workers=NUM_WORKERS)" in result.stdout
+    assert "--- train.py" in result.stdout
+    assert (project / "train.py").read_bytes() == before
+
+
+def test_stdin(project):
+    result = run_cli("check", "-", input=LOADER, cwd=project)
+    assert result.returncode == 1 and "-:3:10: TL201" in result.stdout
+    fixed = run_cli("fix", "--unsafe-fixes", "-", "--stdin-filename", "x.py", input=LOADER, cwd=project)
+    assert fixed.returncode == 0
+    assert "loader = DataLoader(ds, num_workers=NUM_WORKERS)" in fixed.stdout
+
+
+def test_select_and_ignore(project):
+    assert run_cli("check", "--ignore", "TL201", ".", cwd=project).returncode == 0
+    assert run_cli("check", "--select", "TL2", ".", cwd=project).returncode == 1
+    assert run_cli("check", "--select", "ALL", "--ignore", "TL", ".", cwd=project).returncode == 0
+    bad = run_cli("check", "--select", "TL9999", ".", cwd=project)
+    assert bad.returncode == 2 and "unknown rule selector 'TL9999'" in bad.stderr
+
+
+def test_rules_and_rule():
+    table = run_cli("rules")
+    assert table.returncode == 0
+    assert "TL201  dataloader-sync-loading" in table.stdout
+    doc = run_cli("rule", "TL201")
+    assert doc.returncode == 0 and doc.stdout.startswith("TL201 dataloader-sync-loading:")
+    assert "Fix (unsafe)" in doc.stdout
+    unknown = run_cli("rule", "TL000")
+    assert unknown.returncode == 2 and "unknown rule" in unknown.stderr
+
+
+def test_bad_output_format(project):
+    result = run_cli("check", "--output-format", "xml", ".", cwd=project)
+    assert result.returncode == 2 and "unknown output format" in result.stderr
+
+
+# -- bad input: one line naming the file and the reason, the run goes on, exit 2 ----
+
+
+def _errors(result) -> list[str]:
+    assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("torchlint: error:")]
+
+
+def test_bad_inputs_each_reported_and_run_continues(tmp_path):
+    (tmp_path / "syntax.py").write_text(LOADER + "def f(:\n")
+    (tmp_path / "latin.py").write_bytes(b"import torch\nname = '\xe9'\n")
+    (tmp_path / "binary.py").write_bytes(b"\x00\x01torch\x00")
+    (tmp_path / "bad_coding.py").write_bytes(b"# -*- coding: klingon -*-\nimport torch\n")
+    (tmp_path / "good_latin1.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport torch\nfrom torch.utils.data import DataLoader\n"
+        b"x = DataLoader(ds)  # caf\xe9\n"
+    )
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    result = run_cli("check", "--output-format", "concise", ".", "missing.py", cwd=tmp_path)
+    errors = _errors(result)
+    assert result.returncode == 2
+    joined = "\n".join(errors)
+    assert "syntax.py: syntax error at 4:" in joined
+    assert "latin.py: cannot decode as utf-8" in joined
+    assert "binary.py: binary file" in joined
+    assert "bad_coding.py:" in joined
+    assert "missing.py: no such file or directory" in joined
+    assert "loop.py:" in joined
+    assert len(errors) == 6
+    # The valid files were still linted.
+    assert "good_latin1.py:4:5: TL201" in result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root")
+def test_unreadable_file(tmp_path):
+    target = tmp_path / "secret.py"
+    target.write_text(LOADER)
+    target.chmod(0)
+    cmd = ["check", "secret.py"]
+    if os.geteuid() == 0:  # root reads anything: drop privileges for the run
+        os.chmod(tmp_path, 0o755)
+        result = _run_as_nobody(cmd, tmp_path)
+    else:
+        result = run_cli(*cmd, cwd=tmp_path)
+    assert result.returncode == 2
+    assert _errors(result) == ["torchlint: error: secret.py: permission denied"]
+
+
+def _run_as_nobody(cmd, cwd):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "torchlint", *cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+    )
+
+
+def test_empty_directory_is_a_warning(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    result = run_cli("check", ".", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "warning: .: no Python files found" in result.stderr
+
+
+def test_symlink_loop_directory(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = run_cli("check", "a", cwd=tmp_path)
+    assert result.returncode == 2 and _errors(result) == ["torchlint: error: a: symlink loop"]
+
+
+def test_gitignore_and_exclude(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    for folder in ("generated", "src", ".venv", "build"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.py").write_text(LOADER)
+    result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if "TL201" in line] == [
+        "src/train.py"
+    ]
+    explicit = run_cli("check", "--output-format", "concise", "build/train.py", cwd=tmp_path)
+    assert "build/train.py:3:10: TL201" in explicit.stdout
+    forced = run_cli("check", "--force-exclude", "build/train.py", cwd=tmp_path)
+    assert forced.returncode == 0
+
+
+def test_crlf_and_bom_and_mode_preserved(tmp_path):
+    target = tmp_path / "train.py"
+    target.write_bytes(b"\xef\xbb\xbf" + LOADER.replace("\n", "\r\n").encode())
+    target.chmod(0o751)
+    result = run_cli("fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = target.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbfimport torch\r\n")
+    assert b"num_workers=NUM_WORKERS)\r\n" in data
+    assert b"\n" not in data.replace(b"\r\n", b"")
+    assert target.stat().st_mode & 0o777 == 0o751
+
+
+def test_fixture_check_matches_marks():
+    bad = FIXTURES / "TL201" / "bad.py"
+    result = run_cli("check", "--select", "TL201", "--output-format", "concise", str(bad))
+    lines = {int(line.split(":")[1]) for line in result.stdout.splitlines() if ": TL201" in line}
+    marked = {
+        n for n, text in enumerate(bad.read_text().splitlines(), 1) if "# error: TL201" in text
+    }
+    assert lines == marked

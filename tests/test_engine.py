@@ -1,0 +1,110 @@
+"""The linter and fix engine: suppressions, fix passes, imports, invalid fixes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+import pytest
+
+from torchlint.config import default_options, instantiate
+from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
+from torchlint.linter import LintError, Linter
+from torchlint.model import Settings, TorchModule
+from torchlint.noqa import parse_suppressions
+from torchlint.rule import Diagnostic, Rule
+
+HEADER = "import torch\nfrom torch.utils.data import DataLoader\n"
+
+
+def tl201() -> Linter:
+    return Linter(instantiate(["TL201"]), Settings(options=default_options()))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = DataLoader(ds)  # noqa: TL201\n",
+        "x = DataLoader(ds)  # noqa\n",
+        "x = DataLoader(ds)  # NOQA:TL201,TL202\n",
+        "x = DataLoader(  # noqa: TL201\n    ds,\n)\n",
+        "x = DataLoader(\n    ds,\n)  # noqa: TL201\n",
+        "# torchlint: noqa\nx = DataLoader(ds)\n",
+        "# torchlint: noqa: TL201\nx = DataLoader(ds)\n",
+    ],
+)
+def test_noqa_forms_suppress(code):
+    assert tl201().lint(HEADER + code) == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = DataLoader(ds)  # noqa: TL202\n",
+        "x = DataLoader(ds)\ny = 1  # noqa\n",
+        'x = DataLoader(ds, collate_fn="# noqa")\n',
+        "x = DataLoader(\n    ds,\n    batch_size=2,  # noqa: TL201 (inner line)\n)\n",
+    ],
+)
+def test_noqa_elsewhere_does_not_suppress(code):
+    assert [v.code for v in tl201().lint(HEADER + code)] == ["TL201"]
+
+
+def test_logical_lines_span_statements():
+    s = parse_suppressions("a = f(\n  1,\n)  # noqa\nb = 2\n")
+    assert s.suppressed("TL201", 1) and not s.suppressed("TL201", 4)
+
+
+def test_fix_adds_import_once_and_is_idempotent():
+    source = "import torch\nfrom torch.utils.data import DataLoader\n\na = DataLoader(x)\nb = DataLoader(y)\n"
+    outcome = tl201().fix(source, unsafe=True)
+    assert outcome.fixed == ["TL201", "TL201"]
+    assert outcome.text.count("import os\n") == 1 and outcome.text.count("NUM_WORKERS = ") == 1
+    assert tl201().fix(outcome.text, unsafe=True).text == outcome.text
+
+
+def test_unsafe_fix_needs_opt_in():
+    source = HEADER + "a = DataLoader(x)\n"
+    outcome = tl201().fix(source, unsafe=False)
+    assert outcome.text == source and outcome.fixed == []
+    assert [v.fix.applicability for v in outcome.remaining if v.fix] == ["unsafe"]
+
+
+def test_existing_import_and_definition_are_reused():
+    source = HEADER + "import os\nNUM_WORKERS = 3\na = DataLoader(x)\n"
+    text = tl201().fix(source, unsafe=True).text
+    assert text == HEADER + "import os\nNUM_WORKERS = 3\na = DataLoader(x, num_workers=NUM_WORKERS)\n"
+
+
+def test_docstring_and_future_stay_first():
+    source = '"""Doc."""\nfrom __future__ import annotations\n' + HEADER + "a = DataLoader(x)\n"
+    text = tl201().fix(source, unsafe=True).text
+    assert text.startswith('"""Doc."""\nfrom __future__ import annotations\nimport torch\n')
+
+
+class BreaksCode(Rule):
+    """TL999 breaks-code: a rule whose fix produces invalid Python (for the test)."""
+
+    code = "TL999"
+    name = "breaks-code"
+    fix_safety = FixSafety.SAFE
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        for loader in module.dataloaders:
+            bad = loader.call.node.with_changes(
+                args=[*loader.call.node.args, cst.Arg(cst.Name("x"), keyword=cst.Name("ds"))]
+            )
+            yield self.diagnostic(loader.call.node, "bad", fix(
+                "break", Applicability.SAFE, Replace(loader.call.node, bad), imports=[Import("os")]
+            ))
+
+
+def test_fix_producing_invalid_code_is_refused():
+    source = HEADER + "a = DataLoader(ds=1)\n"
+    with pytest.raises(LintError, match="invalid code"):
+        Linter([BreaksCode()]).fix(source)
+
+
+def test_syntax_error_is_a_lint_error():
+    with pytest.raises(LintError, match="syntax error at 3:"):
+        tl201().lint(HEADER + "def f(:\n")
