@@ -168,11 +168,15 @@ def find_config(start: Path) -> Path | None:
             if name != "pyproject.toml":
                 return candidate
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                text = candidate.read_text(encoding="utf-8")
+                if "torchlint" in tomllib.loads(text).get("tool", {}):
+                    return candidate
+            except (OSError, UnicodeDecodeError):
                 continue
-            if "torchlint" in data.get("tool", {}):
-                return candidate
+            except tomllib.TOMLDecodeError:
+                if "[tool.torchlint" in text:
+                    return candidate  # ours, and broken: load_config says where
+                continue
     return None
 
 
@@ -193,7 +197,11 @@ def load_config(path: Path | None) -> Config:
     else:
         table = data.get("tool", {}).get("torchlint", data)
     config = Config(root=path.parent.resolve(), source=path, options=default_options())
-    apply_table(config, table, str(path))
+    try:
+        apply_table(config, table, str(path))
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(str(path)) else f"{path}: {message}") from None
     return config
 
 
