@@ -8,7 +8,7 @@ linted even when excluded, unless `--force-exclude`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,8 +183,20 @@ def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     return result
 
 
-def run(files: Iterable[Path], job: Job, config: Config) -> list[FileResult]:
-    return [process_file(f, job, config.rules_for(f, job.codes)) for f in files]
+def run(
+    files: Iterable[Path],
+    job: Job,
+    config: Config,
+    on_result: Callable[[FileResult], None] | None = None,
+) -> list[FileResult]:
+    """Lint every file; `on_result` (progress bar, --verbose) sees each result as it is made."""
+    results = []
+    for f in files:
+        result = process_file(f, job, config.rules_for(f, job.codes))
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
