@@ -283,7 +283,10 @@ def add_module_level(
         if definition.name in bound:
             continue
         bound.add(definition.name)
-        new_defs.extend(statements(definition.code))
+        added = list(statements(definition.code))
+        if new_defs:  # a blank line between definitions
+            added[0] = added[0].with_changes(leading_lines=[cst.EmptyLine(), *added[0].leading_lines])
+        new_defs.extend(added)
     if not new_imports and not new_defs:
         return module
     body = list(module.body)
