@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,8 @@ from typing import Annotated
 import typer
 
 from torchlint import __version__
+from torchlint.progress import Progress
+from torchlint.progress import wanted as progress_wanted
 
 app = typer.Typer(
     name="torchlint",
@@ -71,13 +74,16 @@ IgnoreOpt = Annotated[
 ]
 ExtendOpt = Annotated[
     list[str] | None,
-    typer.Option("--extend-select", help="Rule codes or prefixes to enable on top of the selection."),
+    typer.Option(
+        "--extend-select", help="Rule codes or prefixes to enable on top of the selection."
+    ),
 ]
 FormatOpt = Annotated[
     str,
     typer.Option(
         "--output-format",
-        help="text, full, concise, json, json-lines, github, sarif, gitlab, rdjson, rdjsonl, junit.",
+        help="text, full, concise, json, json-lines, github, sarif, gitlab, rdjson, rdjsonl "
+        "or junit (see docs/output-formats.md).",
     ),
 ]
 
@@ -92,6 +98,15 @@ def _load(config_file: Path | None, paths: list[str]):
     while not os.path.isdir(start):  # a file, or a path that does not exist
         start = start.parent
     return load_config(find_config(start))
+
+
+def _repo_prefix(cwd: Path) -> str:
+    """The working directory relative to the enclosing repository ("" outside one)."""
+    for directory in (cwd, *cwd.parents):
+        if os.path.exists(directory / ".git"):  # never raises (an unreadable directory)
+            rel = cwd.relative_to(directory).as_posix()
+            return "" if rel == "." else rel + "/"
+    return ""
 
 
 def _check(
@@ -111,6 +126,7 @@ def _check(
     force_exclude: bool,
     stdin_filename: str | None,
     quiet: bool,
+    verbose: bool = False,
 ) -> int:
     from torchlint import reporters
     from torchlint.config import ConfigError, parse_target
@@ -118,8 +134,14 @@ def _check(
 
     paths = paths or ["."]
     if output_format not in reporters.FORMATS:
-        _error(f"unknown output format {output_format!r} (choose from {', '.join(reporters.FORMATS)})")
+        _error(
+            f"unknown output format {output_format!r} (choose from {', '.join(reporters.FORMATS)})"
+        )
         return EXIT_ERROR
+    if quiet and verbose:
+        _error("--quiet and --verbose cannot be used together")
+        return EXIT_ERROR
+    started = time.monotonic()
     try:
         config = _load(config_file, paths)
         if select is not None:
@@ -133,21 +155,41 @@ def _check(
         _error(str(exc))
         return EXIT_ERROR
     unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    human = output_format in reporters.HUMAN
     job = Job(
         codes=codes,
         settings=config.settings(),
         fix=fix or diff,
         unsafe=unsafe,
         diff=diff,
-        with_edits=output_format in reporters.WITH_EDITS,
+        # --show-fixes without --fix shows each fix as a diff under its finding
+        with_edits=output_format in reporters.WITH_EDITS
+        or (show_fixes and not fix and output_format in ("text", "full")),
     )
+    if verbose:
+        _note(f"config: {config.source or 'defaults (no config file found)'}")
+        _note(f"rules: {', '.join(codes) or 'none'}")
     warnings: list[str] = []
     if paths == ["-"]:
         results = [run_stdin(sys.stdin.buffer.read(), stdin_filename or "-", job, config)]
     else:
         found = discover(paths, config, force_exclude=force_exclude or config.force_exclude)
         warnings = found.warnings
-        results = found.errors + run(found.files, job, config)
+        if verbose:
+            _note(f"{_plural(len(found.files), 'file')} to check")
+        on_result = None
+        progress = None
+        if verbose:
+            on_result = _verbose_line
+        elif not quiet and progress_wanted(sys.stderr):
+            on_result = progress = Progress(len(found.files), sys.stderr)
+        try:
+            results = found.errors + run(found.files, job, config, on_result)
+        finally:
+            if progress is not None:
+                progress.close()
+    if verbose:
+        _note(f"done in {time.monotonic() - started:.2f} s")
 
     errors = [r for r in results if r.error is not None]
     for r in errors:
@@ -158,7 +200,12 @@ def _check(
 
     out = sys.stdout
     context = reporters.Context(
-        color=_color(out), fix_mode=fix, unsafe=unsafe, show_fixes=show_fixes
+        color=_color(out),
+        fix_mode=fix,
+        unsafe=unsafe,
+        show_fixes=show_fixes,
+        prefix=_repo_prefix(Path.cwd()),
+        format=output_format,
     )
     report_stream = sys.stderr if paths == ["-"] and fix and not diff else out
     if diff:
@@ -166,17 +213,17 @@ def _check(
     else:
         if paths == ["-"] and fix and results[0].fixed_text is not None:
             out.write(results[0].fixed_text)
-        report = reporters.render(output_format, results, context)
-        if not quiet or output_format not in reporters.HUMAN:
-            report_stream.write(report)
+        report_stream.write(reporters.render(output_format, results, context))
+    if output_format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        _step_summary(os.environ["GITHUB_STEP_SUMMARY"], results, context)
     violations = [v for r in results for v in r.violations]
-    if output_format in reporters.HUMAN and not quiet:
+    if human:
         if statistics:
             report_stream.write(_statistics(violations, context))
-        if show_fixes:
+        if show_fixes and fix:
             report_stream.write(_fixes_applied(results))
         summary = _summary(results, context, diff)
-        if summary and not (errors and summary == "All checks passed!"):
+        if summary and not quiet and not (errors and summary == "All checks passed!"):
             (sys.stderr if diff else report_stream).write(summary + "\n")
     report_stream.flush()
     if errors:
@@ -184,6 +231,26 @@ def _check(
     if diff:
         return EXIT_FINDINGS if any(r.diff for r in results) and not exit_zero else EXIT_CLEAN
     return EXIT_FINDINGS if violations and not exit_zero else EXIT_CLEAN
+
+
+def _note(message: str) -> None:
+    typer.echo(f"torchlint: {message}", err=True)
+
+
+def _verbose_line(result) -> None:
+    found = f"{_plural(len(result.violations), 'finding')}" if result.error is None else "error"
+    fixed = f", {len(result.fixed)} fixed" if result.fixed else ""
+    _note(f"checked {result.path}: {found}{fixed}")
+
+
+def _step_summary(path: str, results, context) -> None:
+    from torchlint.reporters.github import summary
+
+    try:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(summary(results, context))
+    except OSError as exc:
+        _error(f"cannot write the step summary to {path}: {exc.strerror}")
 
 
 def _statistics(violations, context) -> str:
@@ -201,11 +268,17 @@ def _statistics(violations, context) -> str:
 
 
 def _fixes_applied(results) -> str:
+    from torchlint.registry import all_rules
+
+    rules = all_rules()
     lines = []
     for r in results:
         if r.fixed:
             lines.append(f"{r.path}:")
-            lines.extend(f"  {n} x {code}" for code, n in sorted(Counter(r.fixed).items()))
+            lines.extend(
+                f"  {n} x {code} ({rules[code].name if code in rules else '?'})"
+                for code, n in sorted(Counter(r.fixed).items())
+            )
     return ("Fixes applied:\n" + "\n".join(lines) + "\n") if lines else ""
 
 
@@ -219,24 +292,30 @@ def _summary(results, context, diff: bool) -> str:
     violations = [v for r in results for v in r.violations]
     fixed = sum(len(r.fixed) for r in results)
     fixed_files = sum(1 for r in results if r.fixed)
-    if diff:
-        if fixed:
-            return f"Would fix {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}."
-        return "No fixes available." if not violations else ""
     hidden = sum(1 for v in violations if v.fix is not None and not fixable(v, context))
-    more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
+    if diff:
+        more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
+        if fixed:
+            return f"Would fix {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}{more}."
+        return "No fixes available." if not violations else ""
     if context.fix_mode:
         if not violations and not fixed:
             return "All checks passed!"
-        if not violations:
-            return f"Fixed {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}."
-        return (
-            f"Found {_plural(fixed + len(violations), 'problem')} "
-            f"({fixed} fixed in {_plural(fixed_files, 'file')}, {len(violations)} remaining{more})."
-        )
+        parts = [
+            f"Fixed {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}"
+            if fixed
+            else "No fixes applied"
+        ]
+        if hidden:
+            parts.append(f"{hidden} {'more' if fixed else 'fixable'} with --unsafe-fixes")
+        if len(violations) > hidden:
+            left = len(violations) - hidden
+            parts.append(f"{_plural(left, 'problem')} left to fix by hand")
+        return "; ".join(parts) + "."
     if not violations:
         return "All checks passed!"
     can = sum(1 for v in violations if fixable(v, context))
+    more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
     return f"Found {_plural(len(violations), 'problem')} ({can} fixable with --fix{more})."
 
 
@@ -257,7 +336,11 @@ def _check_options(fix_default: bool):
             bool, typer.Option("--diff", help="Print the fixes as a unified diff; write nothing.")
         ] = False,
         show_fixes: Annotated[
-            bool, typer.Option("--show-fixes", help="List the fixes applied per file.")
+            bool,
+            typer.Option(
+                "--show-fixes",
+                help="With --fix, list the fixes applied per file; else show each fix as a diff.",
+            ),
         ] = False,
         select: SelectOpt = None,
         ignore: IgnoreOpt = None,
@@ -274,17 +357,31 @@ def _check_options(fix_default: bool):
         ] = None,
         target_torch: Annotated[
             str | None,
-            typer.Option("--target-torch", help="Oldest PyTorch version the code supports, e.g. 2.4."),
+            typer.Option(
+                "--target-torch", help="Oldest PyTorch version the code supports, e.g. 2.4."
+            ),
         ] = None,
         force_exclude: Annotated[
             bool,
-            typer.Option("--force-exclude", help="Apply excludes to files named on the command line."),
+            typer.Option(
+                "--force-exclude", help="Apply excludes to files named on the command line."
+            ),
         ] = False,
         stdin_filename: Annotated[
-            str | None, typer.Option("--stdin-filename", help="The name of the file read from stdin.")
+            str | None,
+            typer.Option("--stdin-filename", help="The name of the file read from stdin."),
         ] = None,
         quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print findings only, no summary.")
+            bool,
+            typer.Option(
+                "--quiet", "-q", help="Print findings only: no summary, warnings or progress."
+            ),
+        ] = False,
+        verbose: Annotated[
+            bool,
+            typer.Option(
+                "--verbose", "-v", help="Also print the config, rules and each file checked."
+            ),
         ] = False,
     ) -> None:
         code = _check(
@@ -304,6 +401,7 @@ def _check_options(fix_default: bool):
             force_exclude,
             stdin_filename,
             quiet,
+            verbose,
         )
         raise typer.Exit(code)
 
@@ -316,9 +414,7 @@ app.command("fix", help="Apply fixes (same as `check --fix`).")(_check_options(T
 
 @app.command("rules")
 def rules_command(
-    output_format: Annotated[
-        str, typer.Option("--output-format", help="text or json.")
-    ] = "text",
+    output_format: Annotated[str, typer.Option("--output-format", help="text or json.")] = "text",
 ) -> None:
     """List every rule: code, name, family, fix safety, default on/off."""
     import json
@@ -342,7 +438,13 @@ def rules_command(
     if output_format != "text":
         _error(f"unknown output format {output_format!r} (choose text or json)")
         raise typer.Exit(EXIT_ERROR)
-    headers = {"code": "Code", "name": "Name", "family": "Family", "fix": "Fix", "default": "Default"}
+    headers = {
+        "code": "Code",
+        "name": "Name",
+        "family": "Family",
+        "fix": "Fix",
+        "default": "Default",
+    }
     widths = {k: max(len(h), *(len(r[k]) for r in rows)) for k, h in headers.items()}
     typer.echo("  ".join(h.ljust(widths[k]) for k, h in headers.items()).rstrip())
     for row in rows:
@@ -361,7 +463,8 @@ def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL2
         _error(f"unknown rule {code!r} (see `torchlint rules`)")
         raise typer.Exit(EXIT_ERROR)
     typer.echo(rule.doc())
-    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {'on' if rule.default_enabled else 'off'}.")
+    default = "on" if rule.default_enabled else "off"
+    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {default}.")
 
 
 def main() -> None:

@@ -1,21 +1,41 @@
 """Reporters: pure functions from results to text, one module per output format.
 
 Each module defines `render(results, context) -> str`; none touches a CST.
+Formats and their schemas are described in docs/output-formats.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
-from dataclasses import dataclass
+import posixpath
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
+from torchlint.linter import Violation
 from torchlint.runner import FileResult
 
-FORMATS = ("text", "full", "concise", "json")
-_MODULES = {"text": "text", "full": "text", "concise": "concise", "json": "json_format"}
+_MODULES = {
+    "text": "text",
+    "full": "text",
+    "concise": "concise",
+    "json": "json_format",
+    "json-lines": "json_lines",
+    "github": "github",
+    "sarif": "sarif",
+    "gitlab": "gitlab",
+    "rdjson": "rdjson",
+    "rdjsonl": "rdjson",
+    "junit": "junit",
+}
+FORMATS = tuple(_MODULES)
 HUMAN = frozenset({"text", "full", "concise"})  # followed by a summary line
-WITH_EDITS = frozenset({"json"})  # show the text edits of each fix
+# Formats that show the text edits of each fix (computing them costs a fix per finding).
+WITH_EDITS = frozenset({"json", "json-lines", "sarif", "rdjson", "rdjsonl"})
 
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
+TOOL_URL = "https://github.com/torchlint/torchlint"
+DOCS_URL = TOOL_URL + "/blob/main/docs/rules/{code}.md"
 
 
 @dataclass(frozen=True)
@@ -24,16 +44,57 @@ class Context:
     fix_mode: bool = False  # --fix: the fixable markers and summary change wording
     unsafe: bool = False  # --unsafe-fixes: unsafe fixes count as fixable
     show_fixes: bool = False
+    # The working directory relative to the repository root ("" at the root, else
+    # "sub/dir/"): CI formats name files relative to the repository root.
+    prefix: str = ""
+    format: str = "text"  # the format asked for (one module serves rdjson and rdjsonl)
 
 
 def render(fmt: str, results: list[FileResult], context: Context) -> str:
     module = importlib.import_module(f"torchlint.reporters.{_MODULES[fmt]}")
-    return module.render(results, context)
+    return module.render(results, replace(context, format=fmt))
 
 
 def rule_url(code: str) -> str:
     return DOCS_URL.format(code=code)
 
 
-def fixable(v, context: Context) -> bool:
+def fixable(v: Violation, context: Context) -> bool:
     return v.fix is not None and (v.fix.applicability == "safe" or context.unsafe)
+
+
+def repo_path(path: str, context: Context) -> str:
+    """`path` (relative to the working directory) as a POSIX path from the repository root."""
+    posix = path.replace("\\", "/")
+    if posixpath.isabs(posix) or (len(posix) > 1 and posix[1] == ":"):
+        return posix
+    return posixpath.normpath(posixpath.join(context.prefix, posix))
+
+
+def byte_column(line: str, column: int) -> int:
+    """The 1-based UTF-8 byte column of the 1-based code-point `column` in `line`."""
+    return len(line[: column - 1].encode("utf-8", "surrogatepass")) + 1
+
+
+def source_lines(result: FileResult) -> list[str]:
+    return (result.text or "").splitlines()
+
+
+def line_at(lines: list[str], number: int) -> str:
+    return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def fingerprints(result: FileResult, context: Context) -> Iterator[tuple[Violation, str]]:
+    """Each finding with a fingerprint that survives edits elsewhere in the file.
+
+    It hashes the file's repository path, the code, the flagged line's text (stripped)
+    and how many identical (code, text) pairs came before in the file: no line numbers.
+    """
+    lines = source_lines(result)
+    path = repo_path(result.path, context)
+    seen: Counter[tuple[str, str]] = Counter()
+    for v in result.violations:
+        key = (v.code, line_at(lines, v.line).strip())
+        data = "\0".join((path, *key, str(seen[key])))
+        seen[key] += 1
+        yield v, hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -1,9 +1,10 @@
-"""`path:line:col: CODE [*] message`, one line per finding."""
+"""`path:line:col: CODE [*] message` (`path:cell N:line:col: ...` in notebooks), one per finding."""
 
 from __future__ import annotations
 
 from torchlint.reporters import Context, fixable
 from torchlint.reporters.style import Style
+from torchlint.reporters.text import location
 from torchlint.runner import FileResult
 
 
@@ -13,8 +14,5 @@ def render(results: list[FileResult], context: Context) -> str:
     for result in results:
         for v in result.violations:
             mark = " [*]" if fixable(v, context) else ""
-            lines.append(
-                f"{s.bold(result.path)}{s.cyan(':')}{v.line}{s.cyan(':')}{v.column}{s.cyan(':')} "
-                f"{s.red(v.code)}{mark} {v.message}"
-            )
+            lines.append(f"{location(result, v, s)} {s.red(v.code)}{mark} {v.message}")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -21,6 +21,7 @@ def violation_dict(path: str, v: Violation) -> dict[str, Any]:
                     "content": e.content,
                     "location": {"row": e.start[0], "column": e.start[1]},
                     "end_location": {"row": e.end[0], "column": e.end[1]},
+                    "cell": e.cell,
                 }
                 for e in v.fix.edits
             ],
@@ -30,6 +31,7 @@ def violation_dict(path: str, v: Violation) -> dict[str, Any]:
         "name": v.name,
         "message": v.message,
         "filename": path,
+        "cell": v.cell,  # notebooks: the 1-based cell that row and column are relative to
         "location": {"row": v.line, "column": v.column},
         "end_location": {"row": v.end_line, "column": v.end_column},
         "fix": fix,

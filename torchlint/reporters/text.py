@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchlint.linter import Violation
+from torchlint.linter import FixRecord, Violation
 from torchlint.reporters import Context, fixable
 from torchlint.reporters.style import Style
 from torchlint.runner import FileResult
@@ -27,21 +27,45 @@ def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
     return out
 
 
+def _lines(result: FileResult, cell: int | None) -> list[str]:
+    """The lines a position points into: the file's, or (notebooks) its cell's."""
+    if cell is not None and result.cells is not None and 0 < cell <= len(result.cells):
+        return result.cells[cell - 1].splitlines()
+    return (result.text or "").splitlines()
+
+
+def location(result: FileResult, v: Violation, s: Style) -> str:
+    """`path:line:col:`, or `path:cell N:line:col:` in a notebook (as ruff shows them)."""
+    colon = s.cyan(":")
+    cell = f"cell {v.cell}{colon}" if v.cell is not None else ""
+    return f"{s.bold(result.path)}{colon}{cell}{v.line}{colon}{v.column}{colon}"
+
+
+def _fix_diff(result: FileResult, fix: FixRecord, s: Style) -> list[str]:
+    """--show-fixes: the fix's edits as removed and added lines (edits span whole lines)."""
+    out = []
+    for edit in fix.edits:
+        lines = _lines(result, edit.cell)
+        removed = lines[edit.start[0] - 1 : edit.end[0] - 1]
+        out += [s.red(f"  - {line}".rstrip()) for line in removed]
+        out += [s.green(f"  + {line}".rstrip()) for line in edit.content.splitlines()]
+    return out
+
+
 def render(results: list[FileResult], context: Context) -> str:
     s = Style(context.color)
     out: list[str] = []
     for result in results:
-        lines = (result.text or "").splitlines()
         for v in result.violations:
+            lines = _lines(result, v.cell)
             mark = " [*]" if fixable(v, context) else ""
-            out.append(
-                f"{s.bold(result.path)}{s.cyan(':')}{v.line}{s.cyan(':')}{v.column}{s.cyan(':')} "
-                f"{s.red(v.code)}{mark} {v.message}"
-            )
+            out.append(f"{location(result, v, s)} {s.red(v.code)}{mark} {v.message}")
             if lines and v.line <= len(lines):
                 out.extend(_excerpt(lines, v, s))
             if v.fix is not None:
                 unsafe = " (unsafe fix: needs --unsafe-fixes)" if not fixable(v, context) else ""
                 out.append(f"{s.blue('  = help:')} {v.fix.title}{unsafe}")
+                if context.show_fixes:
+                    out.extend(_fix_diff(result, v.fix, s))
             out.append("")
     return "\n".join(out) + ("\n" if out else "")

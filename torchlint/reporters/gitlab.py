@@ -1,0 +1,37 @@
+"""GitLab Code Quality report (a JSON array; `artifacts:reports:codequality`).
+
+Paths are relative to the repository root; the fingerprint holds no line numbers, so
+a finding keeps its identity when code above it moves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from torchlint.reporters import Context, fingerprints, repo_path
+from torchlint.runner import FileResult
+
+
+def render(results: list[FileResult], context: Context) -> str:
+    items: list[dict[str, Any]] = []
+    for r in results:
+        path = repo_path(r.path, context)
+        for v, fingerprint in fingerprints(r, context):
+            items.append(
+                {
+                    "description": f"{v.code} {v.message}",
+                    "check_name": v.code,
+                    "fingerprint": fingerprint,
+                    "severity": "major",
+                    "categories": ["Performance"],
+                    "location": {
+                        "path": path,
+                        "positions": {
+                            "begin": {"line": v.line, "column": v.column},
+                            "end": {"line": v.end_line, "column": v.end_column},
+                        },
+                    },
+                }
+            )
+    return json.dumps(items, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,59 @@
+"""JUnit XML: a test suite per file, a failing test case per finding.
+
+For CI systems that show test reports (GitLab, Jenkins, Azure Pipelines); files that
+could not be checked become test cases with an error.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from torchlint.reporters import Context
+from torchlint.runner import FileResult
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """Characters XML 1.0 cannot hold (control characters, lone surrogates) as `?`."""
+    return _NOT_XML.sub("?", text)
+
+
+def render(results: list[FileResult], context: Context) -> str:
+    root = ET.Element("testsuites", name="torchlint")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for r in results:
+        path = _xml(r.path)
+        suite = ET.SubElement(root, "testsuite", name=path)
+        counts = {"tests": len(r.violations), "failures": len(r.violations), "errors": 0}
+        if r.error is not None:
+            case = ET.SubElement(suite, "testcase", name="torchlint", classname=path)
+            ET.SubElement(case, "error", message=_xml(r.error)).text = _xml(r.error)
+            counts["tests"] += 1
+            counts["errors"] = 1
+        for v in r.violations:
+            where = f"{path}:{v.line}:{v.column}"
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=f"{v.code} {where}",
+                classname=path,
+                file=path,
+                line=str(v.line),
+            )
+            failure = ET.SubElement(case, "failure", message=_xml(v.message), type=v.code)
+            failure.text = f"{where}: {v.code} {_xml(v.message)}"
+        for key, n in counts.items():
+            suite.set(key, str(n))
+            totals[key] += n
+    if not len(root):
+        suite = ET.SubElement(
+            root, "testsuite", name="torchlint", tests="1", failures="0", errors="0"
+        )
+        ET.SubElement(suite, "testcase", name="no problems found", classname="torchlint")
+        totals["tests"] = 1
+    for key, n in totals.items():
+        root.set(key, str(n))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
