@@ -41,8 +41,9 @@ WORKERS_DEFINITION = Definition(
     WORKERS_NAME,
     "# DataLoader worker processes: the CPU cores this process may use, shared by the\n"
     "# processes torchrun starts on this machine, minus one for the main process.\n"
-    "_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, \"sched_getaffinity\") else os.cpu_count() or 1\n"
-    f"{WORKERS_NAME} = max(1, _CPUS // int(os.environ.get(\"LOCAL_WORLD_SIZE\", \"1\")) - 1)\n",
+    '_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") '
+    "else os.cpu_count() or 1\n"
+    f'{WORKERS_NAME} = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)\n',
 )
 
 
@@ -71,7 +72,9 @@ class DataLoaderSyncLoading(Rule):
             if workers is MISSING:
                 what = "DataLoader without `num_workers` loads every batch on the main process"
             elif int_value(workers) == 0 and module.feeds_training_loop(loader):
-                what = "`num_workers=0` on a training DataLoader loads every batch on the main process"
+                what = (
+                    "`num_workers=0` on a training DataLoader loads every batch on the main process"
+                )
             else:
                 continue
             yield self.diagnostic(

@@ -45,7 +45,9 @@ def test_clean_file_exits_zero(project):
 
 
 def test_exit_zero_and_concise_and_statistics(project):
-    result = run_cli("check", "--exit-zero", "--output-format", "concise", "--statistics", ".", cwd=project)
+    result = run_cli(
+        "check", "--exit-zero", "--output-format", "concise", "--statistics", ".", cwd=project
+    )
     assert result.returncode == 0
     assert result.stdout.splitlines()[0].startswith("train.py:3:10: TL201 DataLoader without")
     assert "1\tTL201\t[ ] dataloader-sync-loading" in result.stdout
@@ -87,7 +89,9 @@ def test_diff_writes_nothing(project):
 def test_stdin(project):
     result = run_cli("check", "-", input=LOADER, cwd=project)
     assert result.returncode == 1 and "-:3:10: TL201" in result.stdout
-    fixed = run_cli("fix", "--unsafe-fixes", "-", "--stdin-filename", "x.py", input=LOADER, cwd=project)
+    fixed = run_cli(
+        "fix", "--unsafe-fixes", "-", "--stdin-filename", "x.py", input=LOADER, cwd=project
+    )
     assert fixed.returncode == 0
     assert "loader = DataLoader(ds, num_workers=NUM_WORKERS)" in fixed.stdout
 
@@ -170,7 +174,16 @@ def _run_as_nobody(cmd, cwd):
     import sys
 
     return subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "torchlint", *cmd],
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "torchlint",
+            *cmd,
+        ],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -70,7 +70,10 @@ def test_explicit_config_file(tmp_path):
         ("[tool.torchlint]\nselct = []\n", "unknown key `selct` (did you mean `select`?)"),
         ('[tool.torchlint]\nselect = ["TL777"]\n', "unknown rule selector 'TL777'"),
         ('[tool.torchlint]\nselect = "TL201"\n', "`select` must be a list of strings"),
-        ('[tool.torchlint]\nper-file-ignores = { "a.py" = ["XX1"] }\n', "unknown rule selector 'XX1'"),
+        (
+            '[tool.torchlint]\nper-file-ignores = { "a.py" = ["XX1"] }\n',
+            "unknown rule selector 'XX1'",
+        ),
         ('[tool.torchlint]\ntarget-torch = "two"\n', "target-torch must look like '2.4'"),
         ("[tool.torchlint]\nunsafe-fixes = 1\n", "`unsafe-fixes` must be true or false"),
         ("[tool.torchlint\n", "invalid TOML"),

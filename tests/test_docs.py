@@ -22,7 +22,9 @@ def test_rule_doc_has_every_section(code):
     for section in SECTIONS:
         assert re.search(rf"^{section}\b.*:", doc, re.M), f"{code} doc lacks a '{section}' section"
     if rule.fix_safety.value != "none":
-        assert re.search(r"^Fix \((safe|unsafe|sometimes)[^)]*\):", doc, re.M), "say why the fix is (un)safe"
+        assert re.search(r"^Fix \((safe|unsafe|sometimes)[^)]*\):", doc, re.M), (
+            "say why the fix is (un)safe"
+        )
 
 
 def test_generated_docs_are_current():

@@ -9,7 +9,7 @@ import pytest
 
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
-from torchlint.linter import LintError, Linter
+from torchlint.linter import Linter, LintError
 from torchlint.model import Settings, TorchModule
 from torchlint.noqa import parse_suppressions
 from torchlint.rule import Diagnostic, Rule
@@ -56,7 +56,7 @@ def test_logical_lines_span_statements():
 
 
 def test_fix_adds_import_once_and_is_idempotent():
-    source = "import torch\nfrom torch.utils.data import DataLoader\n\na = DataLoader(x)\nb = DataLoader(y)\n"
+    source = HEADER + "\na = DataLoader(x)\nb = DataLoader(y)\n"
     outcome = tl201().fix(source, unsafe=True)
     assert outcome.fixed == ["TL201", "TL201"]
     assert outcome.text.count("import os\n") == 1 and outcome.text.count("NUM_WORKERS = ") == 1
@@ -73,7 +73,9 @@ def test_unsafe_fix_needs_opt_in():
 def test_existing_import_and_definition_are_reused():
     source = HEADER + "import os\nNUM_WORKERS = 3\na = DataLoader(x)\n"
     text = tl201().fix(source, unsafe=True).text
-    assert text == HEADER + "import os\nNUM_WORKERS = 3\na = DataLoader(x, num_workers=NUM_WORKERS)\n"
+    assert (
+        text == HEADER + "import os\nNUM_WORKERS = 3\na = DataLoader(x, num_workers=NUM_WORKERS)\n"
+    )
 
 
 def test_docstring_and_future_stay_first():
@@ -94,9 +96,16 @@ class BreaksCode(Rule):
             bad = loader.call.node.with_changes(
                 args=[*loader.call.node.args, cst.Arg(cst.Name("x"), keyword=cst.Name("ds"))]
             )
-            yield self.diagnostic(loader.call.node, "bad", fix(
-                "break", Applicability.SAFE, Replace(loader.call.node, bad), imports=[Import("os")]
-            ))
+            yield self.diagnostic(
+                loader.call.node,
+                "bad",
+                fix(
+                    "break",
+                    Applicability.SAFE,
+                    Replace(loader.call.node, bad),
+                    imports=[Import("os")],
+                ),
+            )
 
 
 def test_fix_producing_invalid_code_is_refused():

@@ -36,7 +36,9 @@ def expected_marks(path: Path, code: str) -> list[tuple[int, str]]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         m = ERROR_MARK.search(line)
         if m:
-            marks.extend((number, c.strip()) for c in m.group("codes").split(",") if c.strip() == code)
+            marks.extend(
+                (number, c.strip()) for c in m.group("codes").split(",") if c.strip() == code
+            )
     return marks
 
 
@@ -49,7 +51,9 @@ def test_every_rule_has_fixtures():
 def test_bad_is_flagged_exactly(directory: Path):
     code = directory.name
     bad = directory / "bad.py"
-    found = [(v.line, v.code) for v in linter_for(code).lint(bad.read_text(encoding="utf-8"), str(bad))]
+    found = [
+        (v.line, v.code) for v in linter_for(code).lint(bad.read_text(encoding="utf-8"), str(bad))
+    ]
     assert sorted(found) == sorted(expected_marks(bad, code))
 
 

@@ -7,6 +7,7 @@ the wrong type are errors (exit 2), never silently ignored.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
@@ -201,7 +202,9 @@ def load_config(path: Path | None) -> Config:
         apply_table(config, table, str(path))
     except ConfigError as exc:
         message = str(exc)
-        raise ConfigError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+        raise ConfigError(
+            message if message.startswith(str(path)) else f"{path}: {message}"
+        ) from None
     return config
 
 
@@ -247,18 +250,10 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                 )
             config.options[key] = value
         else:
-            known = sorted(
-                [*_LIST_KEYS, *_BOOL_KEYS, "per-file-ignores", "target-torch", *options]
-            )
-            hint = difflib_hint(key, known)
+            known = sorted([*_LIST_KEYS, *_BOOL_KEYS, "per-file-ignores", "target-torch", *options])
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
             raise ConfigError(f"{where}: unknown key `{key}`{hint}")
-
-
-def difflib_hint(key: str, known: Sequence[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, known, n=1)
-    return f" (did you mean `{close[0]}`?)" if close else ""
 
 
 def instantiate(codes: Sequence[str]) -> list[Rule]:

@@ -88,7 +88,10 @@ def readme(root: Path) -> str:
 
 
 def expected_files(root: Path) -> dict[Path, str]:
-    files = {root / "docs" / "rules" / f"{code}.md": rule_markdown(rule) for code, rule in all_rules().items()}
+    files = {
+        root / "docs" / "rules" / f"{code}.md": rule_markdown(rule)
+        for code, rule in all_rules().items()
+    }
     files[root / "README.md"] = readme(root)
     return files
 

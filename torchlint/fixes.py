@@ -240,7 +240,11 @@ def _top_level_bindings(module: cst.Module) -> tuple[set[tuple[str, str | None]]
                         bound.add(dotted.split(".")[0])
                     elif isinstance(alias.asname.name, cst.Name):
                         bound.add(alias.asname.name.value)
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            elif (
+                isinstance(small, cst.ImportFrom)
+                and small.module is not None
+                and not small.relative
+            ):
                 if isinstance(small.names, cst.ImportStar):
                     continue
                 for alias in small.names:
@@ -285,7 +289,9 @@ def add_module_level(
         bound.add(definition.name)
         added = list(statements(definition.code))
         if new_defs:  # a blank line between definitions
-            added[0] = added[0].with_changes(leading_lines=[cst.EmptyLine(), *added[0].leading_lines])
+            added[0] = added[0].with_changes(
+                leading_lines=[cst.EmptyLine(), *added[0].leading_lines]
+            )
         new_defs.extend(added)
     if not new_imports and not new_defs:
         return module

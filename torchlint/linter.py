@@ -32,6 +32,7 @@ class TextEdit:
     start: tuple[int, int]
     end: tuple[int, int]
     content: str
+    cell: int | None = None  # notebooks: the cell the positions are relative to
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Violation:
     end_line: int
     end_column: int
     fix: FixRecord | None = None
+    cell: int | None = None  # notebooks: 1-based cell number; line/column are then in the cell
 
 
 @dataclass
@@ -66,7 +68,9 @@ def parse(source: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise LintError(f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}") from None
+        raise LintError(
+            f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
+        ) from None
     except RecursionError:
         raise LintError("expression nested too deeply to analyse") from None
 
@@ -76,7 +80,9 @@ def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
     return [r for r in rules if any(token in source for token in r.tokens)]
 
 
-def _diagnostics(module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings) -> list[Diagnostic]:
+def _diagnostics(
+    module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings
+) -> list[Diagnostic]:
     try:
         model = build_model(module, path, settings)
         found = [d for rule in rules for d in rule.check(model)]
@@ -113,7 +119,9 @@ class Linter:
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
 
-    def lint(self, source: str, path: str = "<string>", with_edits: bool = False) -> list[Violation]:
+    def lint(
+        self, source: str, path: str = "<string>", with_edits: bool = False
+    ) -> list[Violation]:
         """Findings in `source`, suppressions applied, sorted by position."""
         rules = applies(self.rules, source)
         if not rules:
@@ -193,7 +201,9 @@ class Linter:
                 compile(new_text, path, "exec", dont_inherit=True)  # catches repeated keywords too
                 new_module = parse(new_text)
             except (SyntaxError, LintError, ValueError) as exc:
-                raise LintError(f"a fix produced invalid code ({exc}); file left unchanged") from None
+                raise LintError(
+                    f"a fix produced invalid code ({exc}); file left unchanged"
+                ) from None
             outcome.fixed.extend(codes[candidates.index(f)] for f in chosen)
             text, module = new_text, new_module
         else:

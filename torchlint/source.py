@@ -37,7 +37,9 @@ def decode(raw: bytes) -> tuple[str, str]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:
-        raise SourceError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        raise SourceError(
+            f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}"
+        ) from None
     try:
         codecs.lookup(encoding)
         text = raw.decode(encoding)
@@ -83,7 +85,9 @@ def write_source(original: SourceFile, text: str) -> None:
         if not os.access(path, os.W_OK):
             raise SourceError("permission denied (file is read-only); not written")
         target = path.resolve()  # write through a symlink, keeping the link
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".torchlint", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".torchlint", dir=target.parent
+        )
     except OSError as exc:
         raise SourceError(f"cannot write: {exc.strerror or exc}") from None
     try:
