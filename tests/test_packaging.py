@@ -1,0 +1,32 @@
+"""The built wheel: rules ship inside the package, and torch is never a base dependency."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from importlib.metadata import requires
+
+from .conftest import ROOT
+
+
+def test_torch_only_in_the_verify_extra():
+    for requirement in requires("torchlint") or []:
+        name = requirement.split(";")[0].strip().lower()
+        if name.startswith(("torch", "nvidia-ml-py")):
+            assert 'extra == "verify"' in requirement, requirement
+
+
+def test_wheel_contains_rules_as_torchlint_rules(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (wheel,) = tmp_path.glob("torchlint-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    rule_files = {p.name for p in (ROOT / "rules").glob("tl*.py")}
+    shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("torchlint/rules/")}
+    assert rule_files and rule_files <= shipped
+    assert not any(n.startswith(("rules/", "tests/", "fixtures/")) for n in names)
