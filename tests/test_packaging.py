@@ -30,3 +30,16 @@ def test_wheel_contains_rules_as_torchlint_rules(tmp_path):
     shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("torchlint/rules/")}
     assert rule_files and rule_files <= shipped
     assert not any(n.startswith(("rules/", "tests/", "fixtures/")) for n in names)
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    from torchlint.config import tomllib  # tomli on Python 3.10
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {"torchlint.rules"} | {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "torchlint").rglob("__init__.py")
+    }
+    assert found == listed
