@@ -15,6 +15,7 @@ from typing import Any
 import libcst as cst
 
 from torchlint.fixes import Import
+from torchlint.walk import walk
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -63,6 +64,7 @@ MANAGED_PREFIXES = (
     "transformers.Trainer",
     "transformers.trainer",
     "transformers.Seq2SeqTrainer",
+    "trl",  # SFTTrainer & co. are transformers Trainers
 )
 
 class _Missing:
@@ -149,6 +151,8 @@ class Loop:
     has_step: bool = False
     loaders: list[DataLoaderSite] = field(default_factory=list)  # what the `for` iterates
     inner: list[Loop] = field(default_factory=list)  # loops nested in this one (same function)
+    # Names (re)bound in the body: assignments of any shape, inner `for`/`with` targets.
+    bound: set[str] = field(default_factory=set)
 
     @property
     def is_training(self) -> bool:
@@ -158,6 +162,11 @@ class Loop:
     @property
     def is_loader_loop(self) -> bool:
         return bool(self.loaders)
+
+    @property
+    def is_step_loop(self) -> bool:
+        """A training loop with no training loop inside it: its body runs once per step."""
+        return self.is_training and not any(inner.is_training for inner in self.inner)
 
     @property
     def is_epoch_loop(self) -> bool:
@@ -265,6 +274,8 @@ def set_kwarg(
         between = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
         if between is None:
             ws = call.whitespace_before_args
+            if isinstance(ws, cst.ParenthesizedWhitespace):  # the line break, not its comment
+                ws = ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
             between = cst.Comma(whitespace_after=ws if isinstance(ws, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" "))
         args[-1] = last.with_changes(comma=between)
         args.append(new.with_changes(comma=last.comma))
@@ -327,6 +338,7 @@ class TorchModule:
         self.calls_by_method: dict[str, list[CallSite]] = {}
         self.loops: list[Loop] = []
         self.assignments: dict[str, list[Assignment]] = {}
+        self.aug_assignments: list[Assignment] = []  # `x += y`, in source order
         self.functions: dict[str, cst.FunctionDef] = {}
         self.classes: dict[str, cst.ClassDef] = {}
         self.dataloaders: list[DataLoaderSite] = []
@@ -383,8 +395,13 @@ class TorchModule:
 
     @property
     def managed(self) -> bool:
-        """Lightning, Accelerate, DeepSpeed or the transformers Trainer own the devices."""
-        return self.imports_any(*MANAGED_PREFIXES)
+        """Lightning, Accelerate, DeepSpeed or the transformers Trainer own the devices
+        (imported, or called through a plain `import transformers`)."""
+        return self.imports_any(*MANAGED_PREFIXES) or any(
+            q == p or q.startswith(p + ".")
+            for q in self.calls_by_qualname
+            for p in MANAGED_PREFIXES
+        )
 
     @property
     def uses_cuda(self) -> bool:
@@ -421,11 +438,242 @@ class TorchModule:
                 return model
         return None
 
+    # -- devices and models in loops (TL3xx-TL5xx) ------------------------------------
+
+    def is_cuda_device(self, node: cst.BaseExpression, _depth: int = 0) -> bool:
+        """A device expression naming a CUDA device: `"cuda"`, `"cuda:0"`, `f"cuda:{rank}"`,
+        `torch.device("cuda", i)`, `"cuda" if available else "cpu"` (the script means the
+        GPU), `torch.cuda.current_device()`, or a name bound to one of these."""
+        if _depth > 4:
+            return False
+        if isinstance(node, cst.SimpleString):
+            text = node.evaluated_value
+            return isinstance(text, str) and (text == "cuda" or text.startswith("cuda:"))
+        if isinstance(node, cst.FormattedString):
+            first = node.parts[0] if node.parts else None
+            return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")
+        if isinstance(node, cst.IfExp):
+            return self.is_cuda_device(node.body, _depth + 1) or self.is_cuda_device(
+                node.orelse, _depth + 1
+            )
+        if isinstance(node, cst.Call):
+            qualname = self.resolve(node.func)
+            if qualname == "torch.cuda.current_device":
+                return True
+            if qualname == "torch.device" and node.args and node.args[0].keyword is None:
+                return self.is_cuda_device(node.args[0].value, _depth + 1)
+            return False
+        name = dotted_name(node)
+        if name is None:
+            return False
+        return any(self.is_cuda_device(a.value, _depth + 1) for a in self.assigned(name))
+
+    def moves_to_cuda(self, move: CallSite) -> bool:
+        """`x.cuda(...)`, or `x.to(<cuda device>)` / `x.to(device=<cuda device>)`."""
+        if move.method == "cuda":
+            return True
+        device = move.kwarg("device")
+        if device is MISSING:
+            positional = move.positional
+            device = positional[0] if positional else MISSING
+        return device is not MISSING and self.is_cuda_device(device)
+
+    def is_model(self, name: str, function: cst.FunctionDef | None = None) -> bool:
+        """`name` holds an nn.Module: a model built in this file, a receiver of `.eval()`
+        or `.parameters()`, or a parameter of `function` annotated `nn.Module` or passed
+        a model by a call in this file (one level)."""
+        names, params = self._model_names
+        return name in names or (function is not None and (id(function), name) in params)
+
+    def model_calls(self, loop: Loop) -> list[CallSite]:
+        """Calls of a model (`model(x)`) in the loop's body."""
+        fn = loop.ctx.function
+        return [
+            c
+            for c in loop.calls
+            if (n := dotted_name(c.node.func)) is not None and self.is_model(n, fn)
+        ]
+
+    @property
+    def _model_names(self) -> tuple[set[str], set[tuple[int, str]]]:
+        cached = self.__dict__.get("_model_names_cache")
+        if cached is not None:
+            return cached
+        names = {m.name for m in self.models}
+        for call in self.method_calls("eval", "parameters"):
+            receiver = dotted_name(call.receiver) if call.receiver is not None else None
+            if receiver is not None and not call.positional:
+                names.add(receiver)
+        params: set[tuple[int, str]] = set()
+        for fn in self.functions.values():
+            for param in fn.params.params:
+                annotation = param.annotation
+                if annotation is not None and self.resolve(annotation.annotation) == "torch.nn.Module":
+                    params.add((id(fn), param.name.value))
+        for site in self.calls:
+            if not isinstance(site.node.func, cst.Name):
+                continue
+            fn = self.functions.get(site.node.func.value)
+            if fn is None:
+                continue
+            fn_params = fn.params.params
+            for i, arg in enumerate(site.node.args):
+                if arg.star:
+                    break
+                value = dotted_name(arg.value)
+                if value is None or value not in names:
+                    continue
+                if arg.keyword is not None:
+                    params.add((id(fn), arg.keyword.value))
+                elif i < len(fn_params):
+                    params.add((id(fn), fn_params[i].name.value))
+        self.__dict__["_model_names_cache"] = (names, params)
+        return names, params
+
+    # -- devices, constants, models in loops (TL0xx-TL2xx) ---------------------------------
+
+    def device_kind(self, node: cst.BaseExpression | None, _depth: int = 0) -> str | None:
+        """What a `.to(X)`/`device=X` argument provably is: "cpu", "cuda", "device" (a device,
+        which one is decided at run time), or None (maybe not a device at all: a dtype, a
+        tensor, an int)."""
+        if node is None or _depth > 4:
+            return None
+        if isinstance(node, cst.SimpleString):
+            text = node.value.strip("\"'rRuU")
+            kind = text.split(":")[0]
+            if kind == "cpu" and ":" not in text:
+                return "cpu"
+            if kind == "cuda":
+                return "cuda"
+            return "device" if kind in ("mps", "xpu", "xla", "hpu", "npu") else None
+        if isinstance(node, cst.IfExp):
+            kinds = {self.device_kind(node.body, _depth + 1), self.device_kind(node.orelse, _depth + 1)}
+            if None in kinds:
+                return None
+            return kinds.pop() if len(kinds) == 1 else "device"
+        if isinstance(node, cst.Call):
+            if self.resolve(node.func) == "torch.device":
+                args = [a for a in node.args if a.keyword is None and not a.star]
+                return (self.device_kind(args[0].value, _depth + 1) if args else None) or "device"
+            return None
+        name = dotted_name(node)
+        if name is None or name.split(".")[0] in self.aliases:
+            return None
+        values = [a.value for a in self.assigned(name)]
+        kinds = {self.device_kind(v, _depth + 1) for v in values}
+        if values and None not in kinds:
+            return kinds.pop() if len(kinds) == 1 else "device"
+        # `device`, `self.device`, `args.device`, `accelerator.device`: named for what it is.
+        return "device" if "device" in name.rsplit(".", 1)[-1].lower() else None
+
+    def move_device(self, call: CallSite) -> tuple[str, cst.BaseExpression | None] | None:
+        """For `x.cuda(...)` / `x.to(...)`: the kind of device it moves to (see `device_kind`)
+        and the expression naming it (None for a bare `.cuda()`); None when it is not
+        provably a device move (`.to(torch.float16)`, `.to(other_tensor)`)."""
+        positional = call.positional
+        device = call.kwarg("device")
+        if device is MISSING:
+            device = positional[0] if positional else None
+        if call.method == "cuda":
+            if device is not None and int_value(device) is None and self.device_kind(device) is None:
+                return None
+            return "cuda", device
+        if call.method == "to" and device is not None:
+            kind = self.device_kind(device)
+            return (kind, device) if kind is not None else None
+        return None
+
+    def pins_memory(self, loader: DataLoaderSite) -> bool:
+        """`pin_memory=True`, or pinned whenever an accelerator is there to copy to."""
+        value = loader.arg("pin_memory")
+        if bool_value(value):
+            return True
+        return isinstance(value, cst.Call) and self.resolve(value.func) in (
+            "torch.cuda.is_available",
+            "torch.accelerator.is_available",
+        )
+
+    def int_constant(self, name: str) -> tuple[int, Assignment] | None:
+        """A module-level name bound once, to an int literal, and never rebound."""
+        found = self.assigned(name)
+        if len(found) != 1 or any(a.target == name for a in self.aug_assignments):
+            return None
+        a = found[0]
+        value = int_value(a.value)
+        if value is None or a.ctx.function is not None or a.ctx.class_ is not None:
+            return None
+        return value, a
+
+    def model_for_call(self, call: CallSite) -> ModelSite | None:
+        """The model a call such as `model(x)` / `self.net(x)` invokes, where provable:
+        the same binding (a module-level one not shadowed locally, one of the same
+        function or, for `self.*`, of the same class), or a function parameter that every
+        call of the function in this file passes the same model to."""
+        name = dotted_name(call.node.func)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        fn = call.ctx.function
+        if fn is not None and head != "self" and any(p.name.value == head for p in fn.params.params):
+            index = next(i for i, p in enumerate(fn.params.params) if p.name.value == head)
+            if self.functions.get(fn.name.value) is not fn:
+                return None
+            found: set[int] = set()
+            sites: list[ModelSite] = []
+            for other in self._calls_by_name().get(fn.name.value, ()):
+                passed = _argument(other.node, head, index)
+                passed_name = dotted_name(passed) if passed is not None else None
+                if passed_name is None:
+                    return None
+                site = self.model_named(f"{passed_name}.{rest}" if rest else passed_name)
+                if site is None or site.assignment.ctx.function is fn:
+                    return None
+                found.add(id(site))
+                sites.append(site)
+            return sites[0] if len(found) == 1 else None
+        candidates = [m for m in self.models if m.name == name]
+        for site in candidates:
+            where = site.assignment.ctx
+            if head == "self":
+                if where.class_ is call.ctx.class_ and where.class_ is not None:
+                    return site
+            elif where.function is fn:
+                return site
+            elif where.function is None and not any(
+                a.ctx.function is fn for a in self.assigned(head)
+            ):
+                return site
+        return None
+
+    def _calls_by_name(self) -> dict[str, list[CallSite]]:
+        """Calls of plain names (`train(...)`), by name; built on first use."""
+        cached = self.__dict__.get("_calls_by_name_cache")
+        if cached is None:
+            cached = {}
+            for call in self.calls:
+                if isinstance(call.node.func, cst.Name):
+                    cached.setdefault(call.node.func.value, []).append(call)
+            self.__dict__["_calls_by_name_cache"] = cached
+        return cached
+
+
+def _argument(call: cst.Call, keyword: str, index: int) -> cst.BaseExpression | None:
+    """The argument a call passes for parameter (`keyword`, position `index`)."""
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == keyword:
+                return arg.value
+        elif i == index:
+            return arg.value
+    return None
+
 
 def build_model(module: cst.Module, path: str = "<string>", settings: Settings | None = None) -> TorchModule:
     model = TorchModule(module, path, settings or Settings())
     builder = _Builder(model)
-    module.visit(builder)
+    walk(module, builder)  # as module.visit(builder), without rebuilding the tree
     _link(model, builder)
     return model
 
@@ -535,6 +783,7 @@ class _Builder(cst.CSTVisitor):
         self.loops.pop()
 
     def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target)
         self._visit_loop(node)
 
     def leave_For(self, node: cst.For) -> None:
@@ -596,10 +845,31 @@ class _Builder(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
             self._assign(t.target, node.value, node)
+            self._bind(t.target)
+
+    def _bind(self, target: cst.BaseExpression) -> None:
+        """Record names bound inside the enclosing loops' bodies."""
+        if self.loops:
+            names = [dotted_name(target)] if dotted_name(target) else list(_bound_names(target))
+            for loop in self.loops:
+                loop.bound.update(n for n in names if n)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target)
         if node.value is not None:
             self._assign(node.target, node.value, node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        name = dotted_name(node.target)
+        if name is not None:
+            self.m.aug_assignments.append(Assignment(name, node.value, node, self._ctx()))
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = node.value
@@ -747,3 +1017,25 @@ def _link_models(model: TorchModule) -> None:
         site = model.model_named(target)
         if site is not None and call not in site.moves:
             site.moves.append(call)
+
+
+# -- per-step or periodic (TL4xx) ---------------------------------------------------------
+
+
+def contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """`target` is `root` or inside it (identity; walks only `root`'s subtree)."""
+    if root is target:
+        return True
+    return any(contains(child, target) for child in root.children)
+
+
+def _has_modulo(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        return True
+    return any(_has_modulo(child) for child in node.children)
+
+
+def is_periodic(site: CallSite) -> bool:
+    """The call runs every N steps, not every step: it is in the body (not the `else`) of
+    an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i % log_every:`)."""
+    return any(_has_modulo(if_.test) and contains(if_.body, site.node) for if_ in site.ctx.ifs)

@@ -1,0 +1,209 @@
+"""TL401 host-sync-in-training-loop: the training loop waits for the GPU every step.
+
+What: inside a training loop (a loop whose body calls `.backward()` and an optimizer
+`.step()`), on every step: `.item()`, `.tolist()`, `.cpu()`, `.numpy(force=True)`,
+`float(...)` / `int(...)` / `print(...)` of the loss or a model output (f-strings
+and `str.format` included), or `torch.cuda.synchronize()`. Calls under a periodic
+condition (`if step % 100 == 0:`, `if not i % log_every:`) are not reported, nor is
+anything outside the per-step loop (once per epoch is fine). Only files that use
+CUDA are checked (on the CPU there is nothing to wait for).
+
+Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
+queues the next step's work while the GPU computes. Reading a value on the host
+(`loss.item()`, printing a tensor, converting it to a number or copying it to the
+CPU) blocks Python until every queued kernel has finished, so the queue drains and
+the GPU idles while Python prepares the next step. Once per step this can cost a
+large share of the step time on small models. The PyTorch Performance Tuning Guide
+calls it "Avoid unnecessary CPU-GPU synchronization".
+
+Bad:
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        print(f"loss {loss.item():.4f}")
+
+Good:
+    running = torch.zeros((), device="cuda")
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss.detach()  # stays on the GPU
+        if step % 100 == 0:
+            print(f"loss {running.item() / 100:.4f}")  # one sync every 100 steps
+            running.zero_()
+
+Fix: none; where to accumulate and how often to log is the author's choice.
+
+Sources: PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU
+synchronization"; CUDA semantics, "Asynchronous execution";
+`torch.cuda.set_sync_debug_mode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import FixSafety
+from torchlint.model import CallSite, Loop, TorchModule, dotted_name, is_periodic
+from torchlint.rule import Diagnostic, Rule
+
+SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
+# Reading these never waits for the GPU.
+METADATA_ATTRS = {
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "grad_fn",
+}  # fmt: skip
+METADATA_METHODS = {
+    "size", "dim", "numel", "nelement", "element_size", "get_device", "is_contiguous",
+    "stride", "data_ptr", "type",
+}  # fmt: skip
+ADVICE = "accumulate on the device with `.detach()` and sync every N steps (`if step % N == 0:`)"
+
+
+class HostSyncInTrainingLoop(Rule):
+    code = "TL401"
+    name = "host-sync-in-training-loop"
+    fix_safety = FixSafety.NONE
+    tokens = ("backward",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if not module.uses_cuda:
+            return
+        seen: set[int] = set()
+        for loop in module.loops:
+            if not loop.is_step_loop:
+                continue
+            tensors = _tensor_names(module, loop)
+            for call in loop.calls:
+                if id(call.node) in seen:
+                    continue
+                what = _sync(module, call, tensors)
+                if what is None or is_periodic(call):
+                    continue
+                seen.add(id(call.node))
+                yield self.diagnostic(
+                    call.node,
+                    f"{what} in the training loop blocks until the GPU has finished every "
+                    f"queued kernel, on every step, so the GPU idles; {ADVICE}",
+                )
+
+
+def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
+    """What makes this call a host sync, or None."""
+    node = call.node
+    if call.qualname == "torch.cuda.synchronize":
+        return "`torch.cuda.synchronize()`"
+    method = call.method
+    if method in SYNC_METHODS and call.receiver is not None:
+        if method == "numpy" and not _forced(call):
+            return None  # `.numpy()` works on CPU tensors only: the copy is elsewhere
+        if method != "numpy" and node.args:
+            return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
+        if _numpy_receiver(module, call.receiver) or _has_sync_call(call.receiver):
+            return None
+        return f"`.{method}()`"
+    func = node.func
+    if isinstance(func, cst.Name) and func.value in ("float", "int", "print"):
+        if func.value in module.aliases or module.assigned(func.value):
+            return None
+        for arg in node.args:
+            if arg.keyword is not None:
+                continue
+            if _reads_tensor(arg.value, tensors, allow_strings=func.value == "print"):
+                return f"`{func.value}()` of a tensor"
+    return None
+
+
+def _forced(call: CallSite) -> bool:
+    value = call.kwarg("force")
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
+def _numpy_receiver(module: TorchModule, node: cst.BaseExpression) -> bool:
+    """`np.mean(x).item()`: a NumPy value, not a tensor."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call):
+            qualname = module.resolve(node.func) or ""
+            if qualname.startswith("numpy.") or qualname in ("float", "int"):
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False
+
+
+def _has_sync_call(node: cst.BaseExpression) -> bool:
+    """`x.cpu().numpy()`: the `.cpu()` inside is the one reported."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in SYNC_METHODS
+        ):
+            return True
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return False
+
+
+def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
+    """The loss (what `.backward()` is called on) and the model outputs bound in the loop."""
+    names: set[str] = set()
+    for call in loop.calls:
+        if call.method != "backward":
+            continue
+        receiver = call.receiver
+        candidates = [a.value for a in call.node.args if a.keyword is None]
+        if isinstance(receiver, cst.Call) and receiver.args:
+            candidates.append(receiver.args[0].value)  # scaler.scale(loss).backward()
+        elif receiver is not None:
+            candidates.append(receiver)
+        for c in candidates:
+            name = dotted_name(c)
+            if name is not None and name.split(".")[0] in loop.bound:
+                names.add(name)
+    model_calls = {id(c.node) for c in module.model_calls(loop)}
+    if model_calls:
+        for target, assignments in module.assignments.items():
+            for a in assignments:
+                if loop in a.ctx.loops and _contains_call(a.value, model_calls):
+                    names.add(target)
+    return names
+
+
+def _contains_call(node: cst.CSTNode, ids: set[int]) -> bool:
+    if id(node) in ids:
+        return True
+    return any(_contains_call(child, ids) for child in node.children)
+
+
+def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bool) -> bool:
+    """The value of the expression is (built from) one of the tensors: formatting or
+    converting it reads the data. `loss.shape`, `len(out)`, `loss.item()` are not."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        if name is not None and (name in tensors or name.split(".")[0] in tensors):
+            return not (isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS)
+        return False
+    if isinstance(node, cst.Subscript):
+        return _reads_tensor(node.value, tensors, False)
+    if isinstance(node, cst.BinaryOperation):
+        return _reads_tensor(node.left, tensors, False) or _reads_tensor(node.right, tensors, False)
+    if isinstance(node, cst.UnaryOperation):
+        return _reads_tensor(node.expression, tensors, False)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if allow_strings and method == "format":
+            return any(_reads_tensor(a.value, tensors, False) for a in node.args)
+        if method in SYNC_METHODS or method in METADATA_METHODS:
+            return False
+        return _reads_tensor(node.func.value, tensors, False)
+    if allow_strings and isinstance(node, cst.FormattedString):
+        return any(
+            isinstance(part, cst.FormattedStringExpression)
+            and _reads_tensor(part.expression, tensors, False)
+            for part in node.parts
+        )
+    return False

@@ -1,0 +1,116 @@
+"""TL405 zero-grad-keeps-zeros: `zero_grad(set_to_none=False)` writes zeros into every gradient.
+
+What: `optimizer.zero_grad(set_to_none=False)` (or `model.zero_grad(False)`) on any
+receiver; with `target-torch` below 2.0 also a bare `zero_grad()`, whose default
+was `set_to_none=False` until PyTorch 2.0.
+
+Why: zeroing launches a memset for every parameter's `.grad` each step, and the next
+`backward()` then reads those zeros back to accumulate into them. With
+`set_to_none=True` the gradients are freed instead: no memset, backward writes the
+first gradient directly (an assignment, not an add), and the memory of the
+gradients is released between steps. The PyTorch Performance Tuning Guide lists it
+under "Use parameter.grad = None instead of model.zero_grad()"; PyTorch 2.0 made it
+the default. TorchFix reports the same pattern as TOR402.
+
+Bad:
+    optimizer.zero_grad(set_to_none=False)
+
+Good:
+    optimizer.zero_grad()  # set_to_none=True is the default since PyTorch 2.0
+
+Fix (unsafe): drop the argument (target-torch 2.0 or later, or not set), or write
+`set_to_none=True` (target-torch below 2.0). Unsafe because after the call `.grad`
+is `None` instead of a zero tensor: code that reads or updates `p.grad` between
+`zero_grad()` and `backward()` (`p.grad.add_(...)`, gradient clipping of frozen
+parameters, optimizers that expect a tensor) must handle `None`.
+
+Sources: PyTorch Performance Tuning Guide, "Use parameter.grad = None instead of
+model.zero_grad() or optimizer.zero_grad()"; `torch.optim.Optimizer.zero_grad`
+docs; PyTorch 2.0 release notes (default changed to `set_to_none=True`); TorchFix
+TOR402.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.model import MISSING, TorchModule, bool_value, remove_kwarg, set_kwarg
+from torchlint.rule import Diagnostic, Rule
+
+WHY = (
+    "every step writes zeros into each parameter's `.grad` and backward then adds into "
+    "them; with `set_to_none=True` (the default since PyTorch 2.0) the gradients are "
+    "freed and backward assigns them directly"
+)
+
+
+class ZeroGradKeepsZeros(Rule):
+    code = "TL405"
+    name = "zero-grad-keeps-zeros"
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("zero_grad",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        target = module.target_torch
+        old_torch = target is not None and target < (2, 0)
+        for call in module.method_calls("zero_grad"):
+            if call.has_star_args:
+                continue
+            node = call.node
+            value = call.kwarg("set_to_none")
+            positional = call.positional
+            if value is MISSING and positional:
+                value = positional[0]
+            if value is MISSING:
+                if not old_torch or node.args:
+                    continue
+                yield self.diagnostic(
+                    node,
+                    f"`zero_grad()` keeps zero-filled gradients before PyTorch 2.0: {WHY}; "
+                    "pass `set_to_none=True`",
+                    fix=fix(
+                        "Pass `set_to_none=True`",
+                        Applicability.UNSAFE,
+                        Replace(node, set_kwarg(node, "set_to_none", cst.Name("True"))),
+                    ),
+                )
+                continue
+            if bool_value(value) is not False:
+                continue
+            if old_torch:
+                new = node.with_changes(
+                    args=[
+                        a.with_changes(value=cst.Name("True")) if a.value is value else a
+                        for a in node.args
+                    ]
+                )
+                title = "Use `set_to_none=True`"
+            else:
+                new = _drop_arg(node, value)
+                title = "Drop `set_to_none=False` (the default is `True`)"
+            yield self.diagnostic(
+                node,
+                f"`zero_grad(set_to_none=False)`: {WHY}; "
+                + ("use `set_to_none=True`" if old_torch else "drop the argument"),
+                fix=fix(title, Applicability.UNSAFE, Replace(node, new)),
+            )
+
+
+def _drop_arg(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
+    for arg in call.args:
+        if arg.value is value and arg.keyword is not None:
+            return _tidy(remove_kwarg(call, arg.keyword.value))
+    return _tidy(call.with_changes(args=[a for a in call.args if a.value is not value]))
+
+
+def _tidy(call: cst.Call) -> cst.Call:
+    """`f(\n)` -> `f()` once the last argument is gone (unless a comment lives there)."""
+    ws = call.whitespace_before_args
+    if call.args or not isinstance(ws, cst.ParenthesizedWhitespace):
+        return call
+    if ws.first_line.comment is not None or any(e.comment for e in ws.empty_lines):
+        return call
+    return call.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))

@@ -1,0 +1,184 @@
+"""TL502 deprecated-cuda-amp-api: `torch.cuda.amp` / `torch.cpu.amp` are deprecated aliases.
+
+What: calls of `torch.cuda.amp.autocast(...)`, `torch.cuda.amp.GradScaler(...)`,
+`torch.cpu.amp.autocast(...)` and `torch.cpu.amp.GradScaler(...)`, however they are
+imported (`from torch.cuda.amp import autocast, GradScaler`, `from torch.cuda import
+amp`, aliases); and, once nothing uses them any more, the `from torch.cuda.amp
+import ...` lines themselves.
+
+Why: since PyTorch 2.4 these emit a `FutureWarning` on every call and are kept only
+for compatibility; the device-generic `torch.autocast(device_type, ...)` and
+`torch.amp.GradScaler(device, ...)` are the supported API, take the same arguments,
+and make the device explicit (the same code then works for "cuda", "cpu", "xpu"...).
+
+Bad:
+    from torch.cuda.amp import GradScaler, autocast
+    scaler = GradScaler()
+    with autocast(dtype=torch.float16):
+        loss = criterion(model(x), y)
+
+Good:
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x), y)
+
+Fix (safe): `torch.autocast("cuda", ...)` / `torch.amp.GradScaler("cuda", ...)`
+("cpu" for `torch.cpu.amp`), positional arguments of the old `autocast` passed by
+keyword (its first parameter was `enabled`, the new one's second is `dtype`); an
+import left unused is then removed. The defaults are the same (float16 on CUDA,
+bfloat16 on CPU), so results are unchanged. Gated by `target-torch`: nothing is
+reported where the replacement does not exist yet (`torch.autocast` needs 1.10,
+`torch.amp.GradScaler` 2.3).
+
+Sources: PyTorch AMP docs ("torch.cuda.amp.autocast(args...) is deprecated. Please
+use torch.amp.autocast("cuda", args...) instead."); PyTorch 2.4 release notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
+from torchlint.model import CallSite, TorchModule, dotted_name
+from torchlint.rule import Diagnostic, Rule
+
+AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+
+# deprecated name -> (replacement, device, positional parameters to pass by keyword, since)
+DEPRECATED: dict[str, tuple[str, str, tuple[str, ...], tuple[int, int]]] = {}
+for _device in ("cuda", "cpu"):
+    for _where in ("", ".autocast_mode"):
+        DEPRECATED[f"torch.{_device}.amp{_where}.autocast"] = (
+            "torch.autocast",
+            _device,
+            AUTOCAST_PARAMS,
+            (1, 10),
+        )
+    for _where in ("", ".grad_scaler"):
+        DEPRECATED[f"torch.{_device}.amp{_where}.GradScaler"] = (
+            "torch.amp.GradScaler",
+            _device,
+            (),
+            (2, 3),
+        )
+DEPRECATED_MODULES = {name.rsplit(".", 1)[0] for name in DEPRECATED}
+# What a `from X import Y` line may import to count as the deprecated API.
+DEPRECATED_IMPORTS = {*DEPRECATED, *DEPRECATED_MODULES}
+
+
+class DeprecatedCudaAmpApi(Rule):
+    code = "TL502"
+    name = "deprecated-cuda-amp-api"
+    fix_safety = FixSafety.SAFE
+    tokens = ("amp",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        target = module.target_torch
+        for qualname, (new_name, device, by_keyword, since) in DEPRECATED.items():
+            if target is not None and target < since:
+                continue
+            old = qualname.replace(".autocast_mode", "").replace(".grad_scaler", "")
+            for call in module.calls_to(qualname):
+                spelled, imp = module.spell(new_name)
+                new = _rewrite(call, cst.parse_expression(spelled), device, by_keyword)
+                yield self.diagnostic(
+                    call.node,
+                    f"`{old}(...)` is deprecated (a FutureWarning on every call since "
+                    f'PyTorch 2.4); use `{new_name}("{device}", ...)`',
+                    fix=fix(
+                        f'Use `{new_name}("{device}", ...)`',
+                        Applicability.SAFE,
+                        Replace(call.node, new),
+                        imports=[imp] if imp else [],
+                    ),
+                )
+        yield from self._unused_imports(module)
+
+    def _unused_imports(self, module: TorchModule) -> Iterator[Diagnostic]:
+        """`from torch.cuda.amp import autocast` once no call uses it any more."""
+        found: list[tuple[cst.SimpleStatementLine, cst.ImportFrom, list[str]]] = []
+        for stmt in module.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            imp = stmt.body[0]
+            if (
+                not isinstance(imp, cst.ImportFrom)
+                or imp.relative
+                or imp.module is None
+                or isinstance(imp.names, cst.ImportStar)
+            ):
+                continue
+            base = dotted_name(imp.module)
+            if not all(f"{base}.{dotted_name(a.name)}" in DEPRECATED_IMPORTS for a in imp.names):
+                continue
+            local = [
+                a.asname.name.value
+                if a.asname is not None and isinstance(a.asname.name, cst.Name)
+                else dotted_name(a.name) or ""
+                for a in imp.names
+            ]
+            found.append((stmt, imp, local))
+        if not found:
+            return
+        counter = _NameCounter({n for _, _, names in found for n in names})
+        module.module.visit(counter)
+        for stmt, _imp, names in found:
+            if any(counter.counts.get(n) for n in names):
+                continue
+            yield self.diagnostic(
+                stmt,
+                "unused import of the deprecated `torch.cuda.amp` / `torch.cpu.amp` API "
+                "(its uses now call `torch.autocast` / `torch.amp.GradScaler`)",
+                fix=fix("Remove the unused import", Applicability.SAFE, Remove(stmt)),
+            )
+
+
+class _NameCounter(cst.CSTVisitor):
+    """How often each of some names is read outside import statements."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.counts: dict[str, int] = {}
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `x.autocast` reads x, not a name `autocast`
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names:
+            self.counts[node.value] = self.counts.get(node.value, 0) + 1
+
+
+def _rewrite(
+    call: CallSite, func: cst.BaseExpression, device: str, by_keyword: tuple[str, ...]
+) -> cst.Call:
+    node = call.node
+    args = list(node.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None or arg.star or i >= len(by_keyword):
+            break
+        args[i] = arg.with_changes(
+            keyword=cst.Name(by_keyword[i]),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            ),
+        )
+    ws = node.whitespace_before_args
+    first = cst.Arg(cst.SimpleString(f'"{device}"'))
+    if args:
+        after: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
+        if isinstance(ws, cst.ParenthesizedWhitespace):
+            # One argument per line: the device gets its own line (comments stay put).
+            after = cst.ParenthesizedWhitespace(indent=ws.indent, last_line=ws.last_line)
+        first = first.with_changes(comma=cst.Comma(whitespace_after=after))
+    return node.with_changes(func=func, args=[first, *args])
