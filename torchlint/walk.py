@@ -1,0 +1,195 @@
+"""A fast, read-only walk of a LibCST tree for visitors that ignore whitespace.
+
+`CSTNode.visit` rebuilds every node it passes, even for a read-only `CSTVisitor`
+(libcst: "TODO: provide traversal where children are not replaced"), and it walks
+every whitespace, comma and parenthesis node too; on real code that costs more than
+the parse itself. `walk` calls the same `visit_<Node>` / `leave_<Node>` methods, on
+the same nodes and in the same order, but skips the trivia (whitespace, comments,
+commas, brackets...) and builds nothing. A visitor that wants trivia, attribute hooks
+(`visit_Call_func`) or overrides `on_visit`/`on_leave` gets the plain `node.visit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Optional
+
+import libcst as cst
+
+# Fields that only ever hold trivia nodes.
+TRIVIA_FIELDS = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "comma",
+        "semicolon",
+        "leading_lines",
+        "lines_after_decorators",
+        "header",
+        "footer",
+        "newline",
+        "trailing_whitespace",
+        "leading_whitespace",
+        "equal",
+        "colon",
+        "first_colon",
+        "second_colon",
+        "dot",
+        "relative",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "empty_lines",
+        "first_line",
+        "last_line",
+        "comment",
+        "trailing_comma",
+    }
+)
+
+# The node types found only in those fields: a visitor that handles one needs them all.
+TRIVIA_TYPES = frozenset(
+    {
+        "AssignEqual",
+        "BaseParenthesizableWhitespace",
+        "Colon",
+        "Comma",
+        "Comment",
+        "Dot",
+        "EmptyLine",
+        "LeftCurlyBrace",
+        "LeftParen",
+        "LeftSquareBracket",
+        "Newline",
+        "ParenthesizedWhitespace",
+        "RightCurlyBrace",
+        "RightParen",
+        "RightSquareBracket",
+        "Semicolon",
+        "SimpleWhitespace",
+        "TrailingWhitespace",
+    }
+)
+
+# Where libcst visits children in another order than the dataclass declares them
+# (tests/test_walk.py checks this table against the installed libcst).
+SOURCE_ORDER: dict[str, tuple[str, ...]] = {
+    "Arg": ("keyword", "value"),
+    "ClassDef": ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    "CompFor": ("asynchronous", "target", "iter", "ifs", "inner_for_in"),
+    "ExceptHandler": ("type", "name", "body"),
+    "ExceptStarHandler": ("type", "name", "body"),
+    "For": ("asynchronous", "target", "iter", "body", "orelse"),
+    "FunctionDef": (
+        "decorators",
+        "asynchronous",
+        "name",
+        "type_parameters",
+        "params",
+        "returns",
+        "body",
+    ),
+    "IfExp": ("body", "test", "orelse"),
+    "MatchCase": ("pattern", "guard", "body"),
+    "Parameters": (
+        "posonly_params",
+        "posonly_ind",
+        "params",
+        "star_arg",
+        "kwonly_params",
+        "star_kwarg",
+    ),
+    "TypeAlias": ("name", "type_parameters", "value"),
+    "With": ("asynchronous", "items", "body"),
+}
+
+# Fields holding plain values (str, bool) on every node type that has them.
+SCALAR_FIELDS = frozenset(
+    {"star", "indent", "start", "end", "conversion", "encoding", "default_indent"}
+    | {"default_newline", "has_trailing_newline"}
+)
+
+_STRINGS = (str, Optional[str])  # noqa: UP045 (libcst annotates with typing.Optional)
+
+_fields_cache: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(cls: type[cst.CSTNode]) -> tuple[str, ...]:
+    """The fields of `cls` that may hold non-trivia child nodes, in visiting order."""
+    found = _fields_cache.get(cls)
+    if found is None:
+        names = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in TRIVIA_FIELDS
+            and f.name not in SCALAR_FIELDS
+            and not f.name.startswith("whitespace")
+            and f.type not in _STRINGS  # `value` of names and literals
+        ]
+        order = SOURCE_ORDER.get(cls.__name__)
+        if order is not None:
+            names = [n for n in order if n in names] + [n for n in names if n not in order]
+        found = _fields_cache[cls] = tuple(names)
+    return found
+
+
+def _own_hooks(kind: type) -> set[str]:
+    """`visit_*`/`leave_*` methods defined by the visitor, not libcst's no-op stubs."""
+    names: set[str] = set()
+    for klass in kind.__mro__:
+        if klass.__module__.startswith("libcst."):
+            break
+        names.update(a for a in vars(klass) if a.startswith(("visit_", "leave_")))
+    return names
+
+
+def _walkable(kind: type, hooks: set[str]) -> bool:
+    """Can `walk` serve this visitor (no trivia, attribute hooks or generic overrides)?"""
+    if kind.on_visit is not cst.CSTVisitor.on_visit or kind.on_leave is not cst.CSTVisitor.on_leave:
+        return False
+    for attr in hooks:
+        node = attr.split("_", 1)[1]
+        if "_" in node or node in TRIVIA_TYPES:
+            return False
+    return True
+
+
+_Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...]]
+
+
+def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """Visit `node` and its descendants as `node.visit(visitor)` would, minus trivia."""
+    hooks = _own_hooks(type(visitor))
+    if not _walkable(type(visitor), hooks):
+        node.visit(visitor)
+        return
+    table: dict[type, _Entry] = {}
+    node_type = cst.CSTNode
+
+    def entry(cls: type) -> _Entry:
+        name = cls.__name__
+        result = table[cls] = (
+            getattr(visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
+            getattr(visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
+            child_fields(cls),
+        )
+        return result
+
+    def go(n: cst.CSTNode) -> None:
+        cls = n.__class__
+        visit, leave, fields = table.get(cls) or entry(cls)
+        if visit is None or visit(n) is not False:
+            for f in fields:
+                child = getattr(n, f)
+                if isinstance(child, node_type):
+                    go(child)
+                elif child.__class__ is tuple or child.__class__ is list:
+                    for c in child:
+                        if isinstance(c, node_type):
+                            go(c)
+        if leave is not None:
+            leave(n)
+
+    go(node)
