@@ -1,0 +1,181 @@
+"""TL303 ddp-loader-without-distributed-sampler: every DDP process reads the whole dataset.
+
+What: the file wraps a model in `DistributedDataParallel` (or FSDP), and a
+`DataLoader` that feeds the training loop has neither a `sampler` nor a
+`batch_sampler`. Files managed by Lightning, Accelerate, DeepSpeed or the
+transformers Trainer are not checked (they add the sampler themselves).
+
+Why: DDP runs one copy of the script per GPU. Without a `DistributedSampler` each
+process iterates the full dataset, so an "epoch" does `world_size` times the work
+and the GPUs train on the same batches (with `shuffle=False`, literally identical
+ones), which wastes all the extra GPUs. `DistributedSampler` gives each rank its
+own shard.
+
+Bad:
+    model = DDP(model, device_ids=[local_rank])
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+
+Good:
+    model = DDP(model, device_ids=[local_rank])
+    sampler = DistributedSampler(train_set, shuffle=True)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    # and call sampler.set_epoch(epoch) at the start of every epoch (TL304)
+
+Fix (unsafe): add `sampler=DistributedSampler(<dataset>)`, moving `shuffle=` into
+the sampler (`shuffle=False` when the loader did not shuffle, since
+`DistributedSampler` shuffles by default), and import `DistributedSampler`. Not
+offered when the dataset is not a plain name, or when the process group is set up
+after the loader in the same function (the sampler reads the world size when it is
+built). Unsafe because each rank now sees only its own shard: the steps per epoch
+drop by `world_size` (learning-rate schedules counted in steps change), and the
+sampler pads the dataset to a multiple of the world size.
+
+Sources: PyTorch docs, `torch.utils.data.distributed.DistributedSampler`;
+"Getting Started with Distributed Data Parallel" tutorial; DDP notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
+from torchlint.model import (
+    DATALOADER_PARAMS,
+    MISSING,
+    DataLoaderSite,
+    TorchModule,
+    dotted_name,
+    set_kwarg,
+)
+from torchlint.rule import Diagnostic, Rule
+
+SAMPLER = "torch.utils.data.DistributedSampler"
+SHARDED_WRAPPERS = (
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+)
+ITERABLE_DATASETS = ("torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset")
+
+
+def spell_sampler(module: TorchModule) -> tuple[str, Import | None]:
+    """`DistributedSampler` as this file can write it, importing it by name if free."""
+    for local, target in module.aliases.items():
+        if target == SAMPLER:
+            return local, None
+    name = "DistributedSampler"
+    if name in module.aliases or name in module.classes or name in module.functions:
+        return module.spell(SAMPLER)
+    if module.assigned(name):
+        return module.spell(SAMPLER)
+    return name, Import("torch.utils.data", name)
+
+
+class DdpLoaderWithoutDistributedSampler(Rule):
+    code = "TL303"
+    name = "ddp-loader-without-distributed-sampler"
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("DataParallel", "fully_shard", "FullyShardedDataParallel")
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if module.managed or not module.calls_to(*SHARDED_WRAPPERS):
+            return
+        for loader in module.dataloaders:
+            if loader.opaque or not module.feeds_training_loop(loader):
+                continue
+            if not _none(loader.arg("sampler")) or not _none(loader.arg("batch_sampler")):
+                continue
+            if _iterable_dataset(module, loader.arg("dataset")):
+                continue
+            yield self.diagnostic(
+                loader.call.node,
+                "this DataLoader feeds a DistributedDataParallel training loop without a "
+                "`DistributedSampler`: every process iterates the whole dataset, so the "
+                "GPUs repeat each other's work; add `sampler=DistributedSampler(dataset)`",
+                fix=_fix(module, loader),
+            )
+
+
+def _none(value: cst.BaseExpression) -> bool:
+    return value is MISSING or (isinstance(value, cst.Name) and value.value == "None")
+
+
+def _iterable_dataset(module: TorchModule, dataset: cst.BaseExpression) -> bool:
+    """A dataset built from a class deriving from `IterableDataset` (no sampler possible)."""
+    values = [dataset]
+    name = dotted_name(dataset) if dataset is not MISSING else None
+    if name is not None:
+        values.extend(a.value for a in module.assigned(name))
+    for value in values:
+        if not isinstance(value, cst.Call):
+            continue
+        if module.resolve(value.func) in ITERABLE_DATASETS:
+            return True
+        cls = module.classes.get(dotted_name(value.func) or "")
+        if cls is not None and any(
+            module.resolve(base.value) in ITERABLE_DATASETS for base in cls.bases
+        ):
+            return True
+    return False
+
+
+def _fix(module: TorchModule, loader: DataLoaderSite) -> Fix | None:
+    dataset = loader.arg("dataset")
+    if dataset is MISSING or dotted_name(dataset) is None:
+        return None
+    if _init_after(module, loader):
+        return None
+    spelled, imp = spell_sampler(module)
+    shuffle = loader.arg("shuffle")
+    shuffle_value = cst.Name("False") if shuffle is MISSING else shuffle
+    sampler = cst.parse_expression(f"{spelled}(x, shuffle=x)")
+    assert isinstance(sampler, cst.Call)
+    sampler = sampler.with_changes(
+        args=[
+            sampler.args[0].with_changes(value=dataset),
+            sampler.args[1].with_changes(value=shuffle_value),
+        ]
+    )
+    call = loader.call.node
+    shuffle_arg = next((a for a in call.args if a.value is shuffle), None)
+    if (
+        shuffle_arg is not None
+        and shuffle_arg.keyword is not None
+        and loader.call.kwarg("sampler") is MISSING
+    ):
+        # `shuffle=...` becomes `sampler=...` in its place.
+        new = call.with_changes(
+            args=[
+                a.with_changes(keyword=cst.Name("sampler"), value=sampler)
+                if a is shuffle_arg
+                else a
+                for a in call.args
+            ]
+        )
+    else:
+        new = call
+        if shuffle_arg is not None and shuffle_arg.keyword is not None:
+            new = new.with_changes(args=[a for a in new.args if a is not shuffle_arg])
+        elif shuffle_arg is not None:  # positional: keep the position, stop shuffling
+            new = set_kwarg(new, "shuffle", cst.Name("False"), positional=DATALOADER_PARAMS)
+        new = set_kwarg(new, "sampler", sampler, positional=DATALOADER_PARAMS)
+    return fix(
+        "Add `sampler=DistributedSampler(...)`",
+        Applicability.UNSAFE,
+        Replace(call, new),
+        imports=[imp] if imp else [],
+    )
+
+
+def _init_after(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """`init_process_group` runs after the loader is built, in the same function."""
+    order = {id(c): i for i, c in enumerate(module.calls)}
+    here = order[id(loader.call)]
+    return any(
+        init.ctx.function is loader.call.ctx.function and order[id(init)] > here
+        for init in module.calls_to("torch.distributed.init_process_group")
+    )

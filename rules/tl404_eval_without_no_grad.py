@@ -1,0 +1,227 @@
+"""TL404 eval-without-no-grad: an evaluation loop records autograd graphs it never uses.
+
+What: a loop over a DataLoader that calls a model, after `model.eval()` (in the same
+function, with no `model.train()` in between) or inside a function named
+`evaluate`/`validate`/`val*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
+`torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
+(as a `with`, as a decorator of the function, or around every call of the
+function), and no `.backward()` / `torch.autograd.grad` in the loop.
+
+Why: `model.eval()` only switches dropout and batch norm to inference behaviour; it
+does not turn off autograd. Every forward pass in the loop still records the graph
+and keeps the activations each output needs for a backward pass that never comes:
+more GPU memory (a smaller batch fits), more allocator work, slower steps. Under
+`torch.no_grad()` (or the stricter `torch.inference_mode()`) none of that happens.
+
+Bad:
+    model.eval()
+    for x, y in val_loader:
+        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
+
+Good:
+    model.eval()
+    with torch.no_grad():
+        for x, y in val_loader:
+            correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
+
+Fix (safe): wrap the loop in `with torch.no_grad():`. Values are unchanged; the
+outputs just no longer require grad. Not reported when a value computed in the loop
+may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
+a loop that recomputes it).
+
+Sources: PyTorch docs, "Locally disabling gradient computation" (autograd
+mechanics: "evaluation mode is not a mechanism for disabling gradient computation");
+`torch.no_grad` and `torch.inference_mode` docs; PyTorch Performance Tuning Guide.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
+from torchlint.model import CallSite, Loop, TorchModule, bool_value, dotted_name
+from torchlint.rule import Diagnostic, Rule
+
+NO_GRAD = (
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.autograd.no_grad",
+    "torch.autograd.grad_mode.no_grad",
+    "torch.autograd.grad_mode.inference_mode",
+)
+SET_GRAD = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled")
+EVAL_FUNCTION = re.compile(r"^_*(evaluate|validat|val|test|predict|infer)", re.IGNORECASE)
+
+
+class EvalWithoutNoGrad(Rule):
+    code = "TL404"
+    name = "eval-without-no-grad"
+    fix_safety = FixSafety.SAFE
+    tokens = ("eval", "val", "test", "predict", "infer")
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        order = {id(c): i for i, c in enumerate(module.calls)}
+        backprop = _backprop_calls(module)
+        reported: list[Loop] = []
+        for loop in module.loops:
+            if not loop.is_loader_loop or not isinstance(loop.node, cst.For) or not loop.calls:
+                continue
+            if any(outer in reported for outer in loop.ctx.loops):
+                continue
+            if any(c in backprop for c in loop.calls):
+                continue
+            calls = [c for c in module.model_calls(loop) if _evaluated(module, loop, c, order)]
+            if not calls or any(_grad_disabled(module, c) for c in calls):
+                continue
+            if _feeds_backward(module, loop, backprop):
+                continue
+            name = dotted_name(calls[0].node.func) or ""
+            if _grad_disabled_in_function(module, loop, name):
+                continue
+            reported.append(loop)
+            yield self.diagnostic(
+                loop.node,
+                f"evaluation loop calls `{name}` with autograd on: `.eval()` does not disable "
+                "gradients, so every batch records a graph and keeps its activations; wrap "
+                "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
+                fix=_wrap(module, loop),
+            )
+
+
+def _backprop_calls(module: TorchModule) -> list[CallSite]:
+    return [
+        *module.method_calls("backward"),
+        *module.calls_to("torch.autograd.backward", "torch.autograd.grad"),
+    ]
+
+
+def _evaluated(module: TorchModule, loop: Loop, call: CallSite, order: dict[int, int]) -> bool:
+    """The model is in eval mode here: `<model>.eval()` (or `.train(False)`) earlier in the
+    function or in the loop, and no `.train()` after it; or the function is an evaluation
+    function by its name."""
+    fn = loop.ctx.function
+    if fn is not None and EVAL_FUNCTION.match(fn.name.value):
+        return True
+    name = dotted_name(call.node.func)
+    end = order[id(loop.calls[-1])]
+    last_eval = last_train = -1
+    for mode in module.method_calls("eval", "train"):
+        if mode.ctx.function is not fn or dotted_name(mode.receiver) != name:
+            continue
+        index = order[id(mode)]
+        if index > end:
+            continue
+        args = mode.positional
+        if mode.method == "eval" and not mode.node.args:
+            last_eval = max(last_eval, index)
+        elif mode.method == "train" and not mode.node.args:
+            last_train = max(last_train, index)
+        elif mode.method == "train" and len(args) == 1 and bool_value(args[0]) is not None:
+            if bool_value(args[0]):
+                last_train = max(last_train, index)
+            else:
+                last_eval = max(last_eval, index)
+    return last_eval > last_train
+
+
+def _disables(module: TorchModule, expr: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.no_grad`, `torch.inference_mode()` (not `(False)`),
+    `torch.set_grad_enabled(False)`."""
+    if isinstance(expr, cst.Call):
+        qualname = module.resolve(expr.func)
+        args = [
+            a for a in expr.args if a.keyword is None or a.keyword.value in ("mode", "orig_func")
+        ]
+        if qualname in NO_GRAD:
+            return not args or bool_value(args[0].value) is not False
+        if qualname in SET_GRAD:
+            return bool(args) and bool_value(args[0].value) is False
+        return False
+    return module.resolve(expr) in NO_GRAD
+
+
+def _grad_disabled(module: TorchModule, call: CallSite) -> bool:
+    """A `with` or decorator around the call disables gradients."""
+    if any(_disables(module, item.item) for w in call.ctx.withs for item in w.items):
+        return True
+    return any(_disables(module, d.decorator) for d in call.ctx.decorators)
+
+
+def _grad_disabled_in_function(module: TorchModule, loop: Loop, model: str) -> bool:
+    """`torch.set_grad_enabled(False)` as a statement in the function, a call of the
+    function under no_grad, or the model frozen with `model.requires_grad_(False)`."""
+    fn = loop.ctx.function
+    for call in module.calls_to(*SET_GRAD):
+        if call.ctx.function is fn and _disables(module, call.node):
+            return True
+    if any(
+        c.positional
+        and bool_value(c.positional[0]) is False
+        and dotted_name(c.receiver) == model
+        and c.ctx.function in (fn, None)
+        for c in module.method_calls("requires_grad_")
+    ):
+        return True
+    if fn is None:
+        return False
+    callers = [
+        c
+        for c in module.calls
+        if (
+            c.node.func.attr.value
+            if isinstance(c.node.func, cst.Attribute)
+            else dotted_name(c.node.func)
+        )
+        == fn.name.value
+    ]
+    return bool(callers) and any(_grad_disabled(module, c) for c in callers)
+
+
+def _feeds_backward(module: TorchModule, loop: Loop, backprop: list[CallSite]) -> bool:
+    """A name bound in the loop reaches a `.backward()` elsewhere that does not recompute it."""
+    escaping = set(loop.bound)
+    for call in loop.calls:
+        if call.method in ("append", "extend") and call.receiver is not None:
+            name = dotted_name(call.receiver)
+            if name is not None:
+                escaping.add(name)
+    for call in backprop:
+        if call in loop.calls:
+            continue
+        for name in _names(call.node):
+            if name not in escaping:
+                continue
+            recomputed = call.ctx.loops and name in call.ctx.loops[-1].bound
+            if not recomputed:
+                return True
+    return False
+
+
+def _names(node: cst.CSTNode) -> Iterator[str]:
+    """Every name and dotted attribute chain read in an expression."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        if name is not None:
+            yield name
+    for child in node.children:
+        yield from _names(child)
+
+
+def _wrap(module: TorchModule, loop: Loop) -> Fix:
+    spelled, imp = module.spell("torch.no_grad")
+    node = loop.node
+    assert isinstance(node, cst.For)
+    wrapped = cst.With(
+        items=[cst.WithItem(cst.Call(cst.parse_expression(spelled)))],
+        body=cst.IndentedBlock([node.with_changes(leading_lines=[])]),
+        leading_lines=node.leading_lines,
+    )
+    return fix(
+        "Wrap the loop in `with torch.no_grad():`",
+        Applicability.SAFE,
+        Replace(node, wrapped),
+        imports=[imp] if imp else [],
+    )

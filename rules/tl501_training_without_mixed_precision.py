@@ -1,0 +1,160 @@
+"""TL501 training-without-mixed-precision: a CUDA training loop runs entirely in float32.
+
+What: a training loop (its body calls `.backward()` and an optimizer `.step()`) that
+calls a model moved to CUDA, in a file with no sign of reduced precision: no
+`torch.autocast` / `torch.amp` / `torch.cuda.amp`, no `GradScaler`, no `.half()` /
+`.bfloat16()`, no `torch.float16` / `torch.bfloat16` passed anywhere. Advice, so off
+by default: enable it with `--extend-select TL501`. Files managed by Lightning,
+Accelerate, DeepSpeed or the transformers Trainer are not checked (precision is
+their `precision=` / `mixed_precision=` setting).
+
+Why: on Volta and newer GPUs, matrix multiplications and convolutions in float16 or
+bfloat16 run on tensor cores, typically 2-3x faster than float32, and the
+activations kept for backward take half the memory (room for a larger batch).
+`torch.autocast` picks the precision per operation (matmuls in low precision,
+reductions and losses in float32), so most models train to the same accuracy.
+bfloat16 has float32's exponent range and needs no loss scaling.
+
+Bad:
+    for x, y in loader:
+        optimizer.zero_grad()
+        out = model(x.cuda())
+        loss = criterion(out, y.cuda())
+        loss.backward()
+        optimizer.step()
+
+Good:
+    for x, y in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x.cuda())
+            loss = criterion(out, y.cuda())
+        loss.backward()
+        optimizer.step()
+
+Fix (unsafe): wrap the statements from the first model call to the assignment of
+the backpropagated loss in `with torch.autocast("cuda", dtype=torch.bfloat16):`
+(offered when those statements are directly in the loop's body, just before the
+`backward()` statement). On a machine without CUDA, `torch.autocast("cuda")` warns
+and does nothing, so the script still runs on the CPU. Unsafe because the numerics
+change (results differ in the last bits, some models need float32 for specific
+layers), outputs made in the region are bfloat16, and GPUs before Ampere emulate
+bfloat16 slowly: use `dtype=torch.float16` with a `torch.amp.GradScaler("cuda")`
+there.
+
+Sources: PyTorch docs, "Automatic Mixed Precision package - torch.amp" and the
+"Automatic Mixed Precision" recipe; PyTorch Performance Tuning Guide, "Use mixed
+precision and AMP"; NVIDIA "Train With Mixed Precision" guide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
+from torchlint.model import CallSite, Loop, TorchModule, contains, dotted_name
+from torchlint.rule import Diagnostic, Rule
+
+LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
+LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
+
+
+def uses_reduced_precision(module: TorchModule) -> bool:
+    """autocast, GradScaler, `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed."""
+    for qualname in module.calls_by_qualname:
+        last = qualname.rsplit(".", 1)[-1]
+        if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
+            return True
+    if module.method_calls(*LOW_PRECISION_METHODS):
+        return True
+    return any(
+        module.resolve(arg.value) in LOW_PRECISION for c in module.calls for arg in c.node.args
+    )
+
+
+class TrainingWithoutMixedPrecision(Rule):
+    code = "TL501"
+    name = "training-without-mixed-precision"
+    fix_safety = FixSafety.UNSAFE
+    default_enabled = False
+    tokens = ("cuda",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if module.managed or uses_reduced_precision(module):
+            return
+        for loop in module.loops:
+            if not loop.is_step_loop:
+                continue
+            model_calls = [c for c in loop.calls if _cuda_model(module, c)]
+            if not model_calls:
+                continue
+            yield self.diagnostic(
+                loop.node,
+                "this CUDA training loop runs in float32; under "
+                '`torch.autocast("cuda", dtype=torch.bfloat16)` matmuls and convolutions use '
+                "tensor cores (often 2-3x faster) and activations take half the memory",
+                fix=_wrap(module, loop, model_calls),
+            )
+
+
+def _cuda_model(module: TorchModule, call: CallSite) -> bool:
+    site = module.model_for_call(call)
+    return site is not None and any(module.moves_to_cuda(m) for m in site.moves)
+
+
+def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:
+    body = loop.node.body
+    if not isinstance(body, cst.IndentedBlock):
+        return None
+    stmts = list(body.body)
+    for call in loop.calls:
+        if call.method != "backward" or call.receiver is None or call.positional:
+            continue
+        loss = dotted_name(call.receiver)
+        backward = call.ctx.statement
+        if loss is None or not any(s is backward for s in stmts):
+            continue
+        b = next(i for i, s in enumerate(stmts) if s is backward)
+        assigned = [i for i in range(b) if _assigns(stmts[i], loss)]
+        if not assigned:
+            return None
+        last = assigned[-1]
+        calls = [c.node for c in model_calls]
+        first = next(
+            (i for i in range(last + 1) if any(contains(stmts[i], n) for n in calls)), None
+        )
+        if first is None:
+            return None
+        autocast, imp1 = module.spell("torch.autocast")
+        bf16, imp2 = module.spell("torch.bfloat16")
+        region = stmts[first : last + 1]
+        head = region[0]
+        item = cst.parse_expression(f'{autocast}("cuda", dtype={bf16})')
+        wrapped = cst.With(
+            items=[cst.WithItem(item)],
+            body=cst.IndentedBlock([head.with_changes(leading_lines=[]), *region[1:]]),
+            leading_lines=head.leading_lines,
+        )
+        return fix(
+            'Run the forward pass and loss under `torch.autocast("cuda", dtype=torch.bfloat16)`',
+            Applicability.UNSAFE,
+            Replace(head, wrapped),
+            *(Remove(s) for s in region[1:]),
+            imports=[i for i in (imp1, imp2) if i is not None],
+        )
+    return None
+
+
+def _assigns(stmt: cst.BaseStatement, name: str) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Assign) and any(
+            dotted_name(t.target) == name for t in small.targets
+        ):
+            return True
+        if isinstance(small, (cst.AnnAssign, cst.AugAssign)) and dotted_name(small.target) == name:
+            return True
+    return False
