@@ -1,0 +1,371 @@
+"""One measured run of a script in a fresh subprocess, and the A/B alternation.
+
+The parent starts the launcher in a new session (its own process group), samples the
+GPUs and the group's CPU time every interval, reads the launcher's channel, and ends
+the run: by itself after the window closed, or by signals to the whole group on
+timeout (SIGINT, SIGTERM, SIGKILL), so DataLoader workers never outlive a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchlint.verify.nvml import GpuDevice, GpuSample, Nvml
+from torchlint.verify.procs import CpuSample, GroupSampler, alive, group_members, kill_group
+
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+ENV = "TORCHLINT_VERIFY"
+
+
+@dataclass
+class RunSpec:
+    variant: str  # "original" | "fixed" | "bs=<n>"
+    script: Path  # the user's script (its directory is the working directory)
+    code: Path  # the file whose code runs (the script, or the fixed copy)
+    args: Sequence[str]
+    log_dir: Path
+    index: int
+    warmup: int = 10
+    steps: int = 50
+    timeout: float = 300.0
+    interval: float = 0.1
+    nproc: int | None = None
+    batch_size: int | None = None
+    watch_batch_size: bool = False  # report the DataLoaders' batch sizes (tuning)
+    stop_grace: float = 5.0  # after the window closed, how long the script may take to exit
+    kill_wait: float = 3.0  # between SIGINT, SIGTERM and SIGKILL
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class RunResult:
+    variant: str
+    index: int
+    status: str  # ok | partial | failed | timeout | no-window
+    message: str = ""
+    returncode: int | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    gpu: list[GpuSample] = field(default_factory=list)
+    cpu: list[CpuSample] = field(default_factory=list)
+    baseline_gpu: list[GpuSample] = field(default_factory=list)
+    foreign_pids: list[int] = field(default_factory=list)  # on the GPU before the run
+    killed: str | None = None  # last signal sent to the group, if any
+    leftovers: int = 0  # processes still running after the script exited
+    stdout_log: str = ""
+    stderr_log: str = ""
+    stderr_tail: str = ""
+    batch_size: int | None = None
+    original_batch_size: int | None = None
+    oom: bool = False
+
+    # -- the window -----------------------------------------------------------------------
+
+    def ranks(self) -> list[int]:
+        return sorted({int(e.get("rank", 0)) for e in self.events})
+
+    def event(self, name: str, rank: int = 0) -> dict[str, Any] | None:
+        for e in self.events:
+            if e.get("event") == name and int(e.get("rank", 0)) == rank:
+                return e
+        return None
+
+    def windows(self) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+        """rank -> (window_open, window_close) events; a window the script ended early
+        (status partial) closes at its `end` event."""
+        out = {}
+        for rank in self.ranks():
+            opened = self.event("window_open", rank)
+            closed = self.event("window_close", rank)
+            if closed is None and self.status == "partial":
+                closed = self.event("end", rank)
+            if opened is not None and closed is not None:
+                out[rank] = (opened, closed)
+        return out
+
+    def span(self) -> tuple[float, float] | None:
+        """Earliest open to latest close over ranks (monotonic seconds)."""
+        w = self.windows()
+        if not w:
+            return None
+        return min(o["t"] for o, _ in w.values()), max(c["t"] for _, c in w.values())
+
+    @property
+    def usable(self) -> bool:
+        return self.status in ("ok", "partial")
+
+    def to_json(self) -> dict[str, Any]:
+        span = self.span()
+        return {
+            "variant": self.variant,
+            "index": self.index,
+            "status": self.status,
+            "message": self.message,
+            "returncode": self.returncode,
+            "started": self.started,
+            "ended": self.ended,
+            "window": list(span) if span else None,
+            "killed": self.killed,
+            "leftovers": self.leftovers,
+            "batch_size": self.batch_size,
+            "original_batch_size": self.original_batch_size,
+            "oom": self.oom,
+            "stdout_log": self.stdout_log,
+            "stderr_log": self.stderr_log,
+            "foreign_pids": self.foreign_pids,
+            "events": self.events,
+            "gpu_samples": [{**s.to_json(), "in_window": _inside(s.t, span)} for s in self.gpu],
+            "cpu_samples": [
+                {
+                    "t": s.t,
+                    "cpu_s": s.cpu_s,
+                    "rss": s.rss,
+                    "nprocs": s.nprocs,
+                    "in_window": _inside(s.t, span),
+                }
+                for s in self.cpu
+            ],
+        }
+
+
+def _inside(t: float, span: tuple[float, float] | None) -> bool:
+    return span is not None and span[0] <= t <= span[1]
+
+
+class _Channel:
+    """Reads the launcher's JSON lines as they are written (one file per rank)."""
+
+    def __init__(self, prefix: Path) -> None:
+        self.prefix = prefix
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, str] = {}
+
+    def read(self) -> list[dict[str, Any]]:
+        events = []
+        for path in sorted(self.prefix.parent.glob(self.prefix.name + ".*.jsonl")):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    f.seek(self.offsets.get(path, 0))
+                    chunk = f.read()
+                    self.offsets[path] = f.tell()
+            except OSError:
+                continue
+            text = self.partial.pop(path, "") + chunk
+            lines = text.split("\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            for line in lines[:-1]:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+        return events
+
+
+def command_for(spec: RunSpec) -> list[str]:
+    launch = [LAUNCHER, str(spec.script), *spec.args]
+    if spec.nproc:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={spec.nproc}",
+            *launch,
+        ]
+    return [sys.executable, *launch]
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def run_once(
+    spec: RunSpec,
+    nvml: Nvml | None = None,
+    devices: Sequence[GpuDevice] = (),
+    on_tick: Callable[[float], None] | None = None,
+) -> RunResult:
+    """Run the script once and measure it; never raises for the script's own failures."""
+    import subprocess
+
+    stem = f"{spec.index:02d}-{spec.variant}"
+    channel = spec.log_dir / f"{stem}.channel"
+    out_path = spec.log_dir / f"{stem}.stdout.log"
+    err_path = spec.log_dir / f"{stem}.stderr.log"
+    settings = {
+        "channel": str(channel),
+        "warmup": spec.warmup,
+        "steps": spec.steps,
+        "code": str(spec.code) if spec.code != spec.script else None,
+        "batch_size": spec.batch_size,
+        "watch_batch_size": spec.watch_batch_size,
+        "progress_interval": spec.interval,
+    }
+    env = dict(spec.env if spec.env is not None else os.environ)
+    env[ENV] = json.dumps(settings)
+    result = RunResult(
+        spec.variant,
+        spec.index,
+        "failed",
+        stdout_log=str(out_path),
+        stderr_log=str(err_path),
+        batch_size=spec.batch_size,
+    )
+    # What runs on the GPUs before we start is someone else's (shared GPU).
+    if nvml is not None:
+        now = time.monotonic()
+        for d in devices:
+            result.baseline_gpu.append(nvml.read(d, now))
+            result.foreign_pids.extend(nvml.processes(d))
+    reader = _Channel(channel)
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        result.started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                command_for(spec),
+                cwd=str(spec.script.parent),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            result.message = f"cannot start Python: {exc}"
+            return result
+        sampler = GroupSampler(proc.pid)
+        deadline = result.started + spec.timeout
+        expected = spec.nproc or 1
+        closed_at: float | None = None
+        timed_out = False
+        try:
+            while True:
+                now = time.monotonic()
+                if nvml is not None:
+                    result.gpu.extend(nvml.read(d, now) for d in devices)
+                cpu = sampler.sample(now)
+                if cpu is not None:
+                    result.cpu.append(cpu)
+                result.events.extend(reader.read())
+                if on_tick is not None:
+                    on_tick(now)
+                if closed_at is None:
+                    closes = sum(1 for e in result.events if e.get("event") == "window_close")
+                    if closes >= expected:
+                        closed_at = now
+                if proc.poll() is not None:
+                    break
+                if closed_at is not None and now - closed_at > spec.stop_grace:
+                    result.killed = kill_group(proc.pid, spec.kill_wait, proc.poll)
+                    break
+                if now >= deadline:
+                    timed_out = True
+                    result.killed = kill_group(proc.pid, spec.kill_wait, proc.poll)
+                    break
+                time.sleep(max(0.0, spec.interval - (time.monotonic() - now)))
+        except BaseException:  # Ctrl-C in the parent: leave nothing running
+            kill_group(proc.pid, 1.0, proc.poll)
+            raise
+        finally:
+            proc.poll()
+        if alive(proc.pid):  # the script exited, something it started did not
+            result.leftovers = len(group_members(proc.pid)) or 1
+            signal = kill_group(proc.pid, spec.kill_wait, proc.poll)
+            result.killed = result.killed or signal
+        try:
+            result.returncode = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            result.returncode = None
+        result.ended = time.monotonic()
+    result.events.extend(reader.read())
+    result.stderr_tail = _tail(err_path)
+    _classify(result, spec, timed_out, closed_at is not None)
+    return result
+
+
+def _classify(result: RunResult, spec: RunSpec, timed_out: bool, closed: bool) -> None:
+    events = result.events
+    for e in events:
+        if e.get("event") == "batch_size":
+            result.original_batch_size = e.get("original")
+            break
+    exc = next((e for e in events if e.get("event") == "exception"), None)
+    result.oom = bool(exc and exc.get("oom")) or _oom_text(result.stderr_tail)
+    ends = [e for e in events if e.get("event") == "end"]
+    opened = any(e.get("event") == "window_open" for e in events)
+    hook_error = next((e for e in events if e.get("event") == "hook_error"), None)
+    if closed:
+        result.status = "ok"
+        if result.killed:
+            result.message = (
+                f"the script did not exit within {spec.stop_grace:g}s of the stop request; "
+                f"its processes were ended with {result.killed}"
+            )
+        return
+    want = spec.warmup + spec.steps
+    if timed_out:
+        result.status = "timeout"
+        steps = max((int(e.get("steps", 0)) for e in events if "steps" in e), default=0)
+        where = "inside" if opened else "before"
+        result.message = (
+            f"timed out after {spec.timeout:g}s {where} the measurement window "
+            f"({steps} of {want} optimizer steps); every process of the run was ended "
+            f"with {result.killed or 'no signal'}"
+        )
+        return
+    if exc is not None:
+        result.status = "failed"
+        result.message = f"the script raised {exc.get('message', exc.get('type'))}"
+        return
+    if result.returncode not in (0, None) or not ends:
+        result.status = "failed"
+        result.message = f"the script exited with code {result.returncode}"
+        return
+    end = ends[-1]
+    steps = int(end.get("steps", 0))
+    if hook_error is not None and not opened:
+        result.status = "no-window"
+        result.message = f"cannot count steps: {hook_error.get('message')}"
+    elif opened and steps > spec.warmup:
+        result.status = "partial"
+        result.message = (
+            f"the script finished after {steps} optimizer steps, before the window's "
+            f"{want}; measured {steps - spec.warmup} steps"
+        )
+    elif steps == 0 and int(end.get("batches", 0)) == 0:
+        result.status = "no-window"
+        result.message = (
+            "the script finished without iterating a DataLoader or stepping an optimizer "
+            "(verify measures training scripts)"
+        )
+    elif steps == 0:
+        result.status = "no-window"
+        result.message = (
+            "the script finished without an optimizer step (steps are counted at optimizer.step())"
+        )
+    else:
+        result.status = "no-window"
+        result.message = (
+            f"the script finished after {steps} optimizer steps, before the measurement "
+            f"window ({want} = --warmup {spec.warmup} + --steps {spec.steps}); lower them "
+            "or give the script more work"
+        )
+
+
+def _oom_text(text: str) -> bool:
+    from torchlint.verify.launcher import OOM_MARKERS
+
+    return "OutOfMemoryError" in text or any(m in text for m in OOM_MARKERS)
