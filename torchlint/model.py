@@ -151,8 +151,9 @@ class Loop:
     has_step: bool = False
     loaders: list[DataLoaderSite] = field(default_factory=list)  # what the `for` iterates
     inner: list[Loop] = field(default_factory=list)  # loops nested in this one (same function)
-    # Names (re)bound in the body: assignments of any shape, inner `for`/`with` targets.
-    bound: set[str] = field(default_factory=set)
+    # Names (re)bound in the body, with how many statements bind each: assignments of
+    # any shape, inner `for`/`with` targets, walrus.
+    bound: dict[str, int] = field(default_factory=dict)
 
     @property
     def is_training(self) -> bool:
@@ -852,7 +853,9 @@ class _Builder(cst.CSTVisitor):
         if self.loops:
             names = [dotted_name(target)] if dotted_name(target) else list(_bound_names(target))
             for loop in self.loops:
-                loop.bound.update(n for n in names if n)
+                for n in names:
+                    if n:
+                        loop.bound[n] = loop.bound.get(n, 0) + 1
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:

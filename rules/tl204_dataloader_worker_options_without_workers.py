@@ -1,0 +1,75 @@
+"""TL204 dataloader-worker-options-without-workers: worker options on a loader without workers.
+
+What: a `torch.utils.data.DataLoader` given `persistent_workers=True` or
+`prefetch_factor=<int>` while `num_workers` is absent or 0.
+
+Why: both options only mean something for worker processes, and PyTorch rejects
+them at run time: `ValueError: persistent_workers option needs num_workers > 0`,
+`ValueError: prefetch_factor option could only be specified in multiprocessing`.
+The author clearly wanted asynchronous loading and forgot the workers; the script
+crashes when the loader is built (often late, e.g. in the validation step).
+
+Bad:
+    loader = DataLoader(train_set, batch_size=64, persistent_workers=True)
+
+Good:
+    loader = DataLoader(train_set, batch_size=64, persistent_workers=True,
+                        num_workers=NUM_WORKERS)
+
+Fix (unsafe): the TL201 fix, `num_workers=NUM_WORKERS` with `NUM_WORKERS` defined once
+after the imports (CPU cores per local process minus one, at least 1). Unsafe for
+TL201's reasons: each worker holds a copy of the dataset, an `IterableDataset`
+without per-worker sharding yields duplicates, and random augmentations draw from
+per-worker seeds.
+
+Target torch: before PyTorch 2.0 `prefetch_factor` defaulted to 2 and only other
+values raised, so with `target-torch` below 2.0 `prefetch_factor=2` is not
+reported; before 1.7 neither option existed and the rule is silent.
+
+Sources: torch.utils.data.DataLoader source and docs ("prefetch_factor",
+"persistent_workers"); PyTorch 2.0 release notes (prefetch_factor default None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchlint.rules.tl201_dataloader_sync_loading import WORKERS_NAME, workers_fix
+
+from torchlint.fixes import FixSafety
+from torchlint.model import MISSING, TorchModule, bool_value, int_value
+from torchlint.rule import Diagnostic, Rule
+
+
+class DataLoaderWorkerOptionsWithoutWorkers(Rule):
+    code = "TL204"
+    name = "dataloader-worker-options-without-workers"
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("DataLoader",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        target = module.target_torch
+        if target is not None and target < (1, 7):
+            return
+        for loader in module.dataloaders:
+            if loader.opaque:
+                continue
+            workers = loader.arg("num_workers")
+            if workers is not MISSING and int_value(workers) != 0:
+                continue
+            options = []
+            if bool_value(loader.call.kwarg("persistent_workers")) is True:
+                options.append("`persistent_workers=True`")
+            prefetch = int_value(loader.call.kwarg("prefetch_factor"))
+            if prefetch is not None and not (
+                target is not None and target < (2, 0) and prefetch == 2
+            ):
+                options.append(f"`prefetch_factor={prefetch}`")
+            if not options:
+                continue
+            yield self.diagnostic(
+                loader.call.node,
+                f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
+                "when this DataLoader is built; add `num_workers`",
+                fix=workers_fix(loader, f"Set `num_workers={WORKERS_NAME}`"),
+            )

@@ -1,0 +1,259 @@
+"""What the fixture files cannot say: whole-file conditions (managed frameworks, CPU-only
+files), options, --target-torch gates and the split between safe and unsafe fixes of
+the batch-size (TL0xx), device (TL1xx) and data-loading (TL2xx) rules."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from torchlint.config import default_options, instantiate
+from torchlint.linter import Linter
+from torchlint.model import Settings
+
+
+def lint(code: str, source: str, target: tuple[int, int] | None = None, **options) -> list[int]:
+    settings = Settings(options={**default_options(), **options}, target_torch=target)
+    found = Linter(instantiate([code]), settings).lint(textwrap.dedent(source))
+    return [v.line for v in found]
+
+
+def fix(codes: list[str], source: str, unsafe: bool) -> str:
+    linter = Linter(instantiate(codes), Settings(options=default_options()))
+    return linter.fix(textwrap.dedent(source), unsafe=unsafe).text
+
+
+TRAINING = """
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+    {imports}
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dataset = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    loader = DataLoader(dataset, batch_size=32, pin_memory=True)
+    model = nn.Linear(8, 2).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        x = x.to(device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_device_rules_fire_in_plain_pytorch():
+    assert lint("TL101", TRAINING.format(imports="")) == [13]
+    assert lint("TL105", TRAINING.format(imports="")) == [12]
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import lightning as L",
+        "import pytorch_lightning as pl",
+        "from accelerate import Accelerator",
+        "from transformers import Trainer",
+    ],
+)
+def test_managed_files_place_devices_themselves(imports: str):
+    source = TRAINING.format(imports=imports)
+    assert lint("TL101", source) == []
+    assert lint("TL105", source) == []
+
+
+LIGHTNING_CPU_ONLY = """
+    import lightning as L
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Classifier(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(8, 2)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.model(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    dataset = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    loader = DataLoader(dataset, batch_size=32)
+    for x, y in loader:
+        model = Classifier()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_lightning_models_are_not_moved_by_hand():
+    assert lint("TL102", LIGHTNING_CPU_ONLY) == []
+    # ... but Lightning trains on the GPU when there is one: pin its loaders.
+    assert lint("TL202", LIGHTNING_CPU_ONLY) == [20]
+
+
+def test_tl102_respects_any_device_handling():
+    source = """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+        from helpers import to_device
+
+        dataset = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+        loader = DataLoader(dataset, batch_size=32)
+        model = to_device(nn.Linear(8, 2))
+        net = nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert lint("TL102", source) == []
+    assert lint("TL102", source.replace("to_device", "wrap")) == [10]
+
+
+def test_explicit_pin_memory_false_in_a_cpu_only_file():
+    source = """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        dataset = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+        loader = DataLoader(dataset, batch_size=32, pin_memory=False)
+        unpinned = DataLoader(dataset, batch_size=32)
+        model = nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert lint("TL202", source) == []
+    assert lint(
+        "TL202",
+        source.replace("import torch.nn as nn", "import torch.nn as nn; model_device = 'cuda'"),
+    ) == [7, 8]
+
+
+SMALL_BATCH = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    loader = DataLoader(dataset, batch_size=16)
+    model = torch.nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_min_batch_size_option():
+    assert lint("TL001", SMALL_BATCH) == [6]
+    assert lint("TL001", SMALL_BATCH, **{"min-batch-size": 16}) == []
+    linter = Linter(instantiate(["TL001"]), Settings(options={"min-batch-size": 64}))
+    assert "batch_size=64" in linter.fix(textwrap.dedent(SMALL_BATCH), unsafe=True).text
+    assert "raise it to at least 64" in linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
+    assert "--tune-batch-size" in linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
+
+
+PERSISTENT = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(64, 8))
+    loader = DataLoader(dataset, batch_size=32, num_workers=2)
+    for epoch in range(3):
+        for (x,) in loader:
+            print(x.shape)
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "lines"), [(None, [6]), ((2, 4), [6]), ((1, 7), [6]), ((1, 6), [])]
+)
+def test_tl203_needs_persistent_workers_to_exist(target, lines):
+    assert lint("TL203", PERSISTENT, target) == lines
+
+
+WORKER_OPTIONS = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(64, 8))
+    default_prefetch = DataLoader(dataset, batch_size=32, prefetch_factor=2)
+    more_prefetch = DataLoader(dataset, batch_size=32, prefetch_factor=4)
+    persistent = DataLoader(dataset, batch_size=32, persistent_workers=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "lines"),
+    [(None, [6, 7, 8]), ((2, 0), [6, 7, 8]), ((1, 13), [7, 8]), ((1, 6), [])],
+)
+def test_tl204_follows_the_prefetch_factor_change_of_torch_2(target, lines):
+    assert lint("TL204", WORKER_OPTIONS, target) == lines
+
+
+FACTORIES = """
+    import torch
+
+    device = "cuda"
+    a = torch.zeros(3).to(device)
+    b = torch.randn(3).to(device)
+    c = torch.arange(4).cuda()
+    d = torch.arange(0.0, 1.0, 0.5).cuda()
+"""
+
+
+def test_tl104_random_and_inexact_factories_are_unsafe():
+    safe = fix(["TL104"], FACTORIES, unsafe=False)
+    assert "torch.zeros(3, device=device)" in safe
+    assert 'torch.arange(4, device="cuda")' in safe
+    assert "torch.randn(3).to(device)" in safe
+    assert "torch.arange(0.0, 1.0, 0.5).cuda()" in safe
+    unsafe = fix(["TL104"], FACTORIES, unsafe=True)
+    assert "torch.randn(3, device=device)" in unsafe
+    assert 'torch.arange(0.0, 1.0, 0.5, device="cuda")' in unsafe
+
+
+def test_tl106_fixes_only_what_goes_into_load_state_dict():
+    source = """
+        import torch
+        model = torch.nn.Linear(2, 2)
+        model.load_state_dict(torch.load("a.pt"))
+        checkpoint = torch.load("b.pt")
+    """
+    fixed = fix(["TL106"], source, unsafe=False)
+    assert 'torch.load("a.pt", map_location="cpu")' in fixed
+    assert 'checkpoint = torch.load("b.pt")\n' in fixed
+    assert lint("TL106", source) == [4, 5]
+
+
+def test_tl102_spells_torch_as_the_file_imports_it():
+    source = """
+        import torch as T
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        loader = DataLoader(TensorDataset(T.randn(64, 8), T.randint(0, 2, (64,))), batch_size=32)
+        net = nn.Linear(8, 2)
+        opt = T.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+    """
+    fixed = fix(["TL101", "TL102"], source, unsafe=True)
+    assert 'device = T.device("cuda" if T.cuda.is_available() else "cpu")' in fixed
+    assert "net = net.to(device)" in fixed
+    assert "    x = x.to(device)\n    y = y.to(device)\n" in fixed
+    assert fixed.count("import torch") == 1
