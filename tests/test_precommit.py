@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from .conftest import ROOT
 BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 PYPROJECT = '[tool.torchlint]\nselect = ["TL201"]\nextend-exclude = ["generated/"]\n'
+UNSAFE = PYPROJECT + "unsafe-fixes = true\n"  # TL201's fix is unsafe
 
 Run = Callable[..., subprocess.CompletedProcess]
 
@@ -84,13 +84,17 @@ def repo(tmp_path: Path, env) -> Callable[[dict[str, str]], Path]:
 
 
 @pytest.fixture(scope="module")
-def try_repo(env, head) -> Run:
-    """`pre-commit try-repo <this repository> HOOK --ref HEAD ARGS...` in `cwd`."""
+def pre_commit(env) -> Run:
+    """Run the real `pre-commit ARGS...` in `cwd`; hook envs persist in PRE_COMMIT_HOME."""
 
-    def run(cwd: Path, hook: str, *args: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), hook, "--ref", head]
+    def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
         result = subprocess.run(
-            [*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+            [sys.executable, "-m", "pre_commit", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
         return result
@@ -98,91 +102,96 @@ def try_repo(env, head) -> Run:
     return run
 
 
-def test_check_fails_on_findings_and_shows_them(repo, try_repo):
-    project = repo({"train.py": BAD, "clean.py": CLEAN, "pyproject.toml": PYPROJECT})
-    result = try_repo(project, "torchlint", "--all-files")
+def config(head: str, *extra: str) -> str:
+    """A .pre-commit-config.yaml as the README shows it, pinned to this repository's HEAD."""
+    hooks = "".join(f"      - id: {hook}\n" for hook in ("torchlint", "torchlint-fix"))
+    text = f"repos:\n  - repo: {ROOT}\n    rev: {head}\n    hooks:\n{hooks}"
+    for line in extra:
+        text += f"        {line}\n"
+    return text
+
+
+# try-repo builds a new hook environment on every call (it ignores PRE_COMMIT_HOME),
+# so it runs twice; the other tests run the same hooks through a config file.
+
+
+def test_try_repo_check_fails_and_fix_rewrites(repo, pre_commit, head):
+    project = repo({"train.py": BAD, "clean.py": CLEAN, "pyproject.toml": UNSAFE})
+    result = pre_commit(project, "try-repo", str(ROOT), "--ref", head, "--all-files")
     assert result.returncode == 1, result.stdout
-    assert "torchlint" in result.stdout and "Failed" in result.stdout
-    assert "train.py:3:10: TL201" in result.stdout
-    assert "Found 1 problem" in result.stdout
+    check, fix = result.stdout.split("torchlint (fix)")
+    assert "Failed" in check and "train.py:3:10: TL201" in check
+    assert "Found 1 problem" in check and "clean.py" not in check
+    assert "Failed" in fix and "files were modified by this hook" in fix
+    assert "Fixed 1 problem in 1 file." in fix
+    assert "1 x TL201 (dataloader-sync-loading)" in fix
+    assert "DataLoader(ds, num_workers=NUM_WORKERS)" in (project / "train.py").read_text()
+    assert (project / "clean.py").read_text() == CLEAN
 
 
-def test_check_passes_on_a_clean_file(repo, try_repo):
+def test_try_repo_passes_on_a_clean_file(repo, pre_commit, head):
     project = repo({"clean.py": CLEAN, "pyproject.toml": PYPROJECT})
-    result = try_repo(project, "torchlint", "--all-files")
+    result = pre_commit(project, "try-repo", str(ROOT), "torchlint", "--ref", head, "--all-files")
     assert result.returncode == 0, result.stdout
     assert "Passed" in result.stdout
 
 
-def test_fix_hook_rewrites_the_file_and_fails(repo, try_repo):
-    config = PYPROJECT + "unsafe-fixes = true\n"
-    project = repo({"train.py": BAD, "pyproject.toml": config})
-    result = try_repo(project, "torchlint-fix", "--all-files")
-    assert result.returncode == 1, result.stdout
-    assert "files were modified by this hook" in result.stdout
-    assert "Fixed 1 problem in 1 file." in result.stdout
-    assert "1 x TL201 (dataloader-sync-loading)" in result.stdout
-    assert "DataLoader(ds, num_workers=NUM_WORKERS)" in (project / "train.py").read_text()
-    again = try_repo(project, "torchlint-fix", "--all-files")
-    assert again.returncode == 0 and "Passed" in again.stdout, again.stdout
+def test_fix_hook_then_check_hook_pass(repo, pre_commit, head):
+    project = repo(
+        {"train.py": BAD, "pyproject.toml": UNSAFE, ".pre-commit-config.yaml": config(head)}
+    )
+    first = pre_commit(project, "run", "torchlint-fix", "--all-files")
+    assert first.returncode == 1 and "files were modified by this hook" in first.stdout
+    again = pre_commit(project, "run", "--all-files")
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.count("Passed") == 2
 
 
-def test_fix_hook_without_a_safe_fix_changes_nothing_and_fails(repo, try_repo):
-    project = repo({"train.py": BAD, "pyproject.toml": PYPROJECT})
-    result = try_repo(project, "torchlint-fix", "--all-files")
+def test_fix_hook_with_only_unsafe_fixes_changes_nothing_and_fails(repo, pre_commit, head):
+    project = repo(
+        {"train.py": BAD, "pyproject.toml": PYPROJECT, ".pre-commit-config.yaml": config(head)}
+    )
+    result = pre_commit(project, "run", "torchlint-fix", "--all-files")
     assert result.returncode == 1 and "files were modified" not in result.stdout
     assert "No fixes applied; 1 fixable with --unsafe-fixes." in result.stdout
     assert (project / "train.py").read_text() == BAD
 
 
-def test_excluded_file_passed_by_name_stays_excluded(repo, try_repo):
-    project = repo({"generated/model_pb.py": BAD, "pyproject.toml": PYPROJECT})
-    result = try_repo(project, "torchlint", "--files", "generated/model_pb.py")
-    assert result.returncode == 0 and "Passed" in result.stdout, result.stdout
+def test_excluded_file_passed_by_name_stays_excluded(repo, pre_commit, head):
+    files = {"generated/model_pb.py": BAD, "train.py": CLEAN, "pyproject.toml": PYPROJECT}
+    project = repo({**files, ".pre-commit-config.yaml": config(head)})
+    result = pre_commit(project, "run", "--files", "generated/model_pb.py", "train.py")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("Passed") == 2
 
 
-def test_hundreds_of_files_in_several_batches(repo, try_repo):
+def test_hundreds_of_files_in_several_batches(repo, pre_commit, head):
     # long paths push pre-commit over its command-line limit (128 KiB): two batches
     deep = "pkg_" + "d" * 200
     files = {f"{deep}/m{i:03d}.py": CLEAN for i in range(700)}
     files[f"{deep}/m000.py"] = files[f"{deep}/m699.py"] = BAD
-    project = repo({**files, "pyproject.toml": PYPROJECT})
-    result = try_repo(project, "torchlint", "--all-files")
+    project = repo({**files, "pyproject.toml": PYPROJECT, ".pre-commit-config.yaml": config(head)})
+    result = pre_commit(project, "run", "torchlint", "--all-files")
     assert result.returncode == 1, result.stdout
     assert f"{deep}/m000.py:3:10: TL201" in result.stdout
     assert f"{deep}/m699.py:3:10: TL201" in result.stdout
     assert result.stdout.count("Found 1 problem") == 2  # one per batch
 
 
-def test_no_files_at_all(repo, env, head):
-    """No Python file: pre-commit skips the hook; forced to run with none, it passes."""
-    config = textwrap.dedent(
-        f"""\
-        repos:
-          - repo: {ROOT}
-            rev: {head}
-            hooks:
-              - id: torchlint
-              - id: torchlint-fix
-                always_run: true
-        """
+def test_no_files(repo, pre_commit, head):
+    """No Python file: pre-commit skips the hooks; forced to run with none, they pass."""
+    project = repo(
+        {"README.txt": "no code\n", ".pre-commit-config.yaml": config(head, "always_run: true")}
     )
-    project = repo({"README.txt": "no code here\n", ".pre-commit-config.yaml": config})
-    result = subprocess.run(
-        [sys.executable, "-m", "pre_commit", "run", "--all-files"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "(no files to check)Skipped" in result.stdout
+    result = pre_commit(project, "run", "--all-files")
+    assert result.returncode == 0, result.stdout
+    assert "torchlint...." in result.stdout and "(no files to check)Skipped" in result.stdout
     assert "torchlint (fix)" in result.stdout and "Passed" in result.stdout
 
 
-def test_hook_env_has_no_torch(env, repo, try_repo):
-    try_repo(repo({"clean.py": CLEAN}), "torchlint", "--all-files")  # env exists
+def test_hook_env_has_no_torch(env, repo, pre_commit, head):
+    project = repo({"clean.py": CLEAN, ".pre-commit-config.yaml": config(head)})
+    assert pre_commit(project, "install-hooks").returncode == 0
     pythons = sorted(Path(env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*/bin/python"))
     assert pythons, "no hook environment found"
     probe = "import importlib.util as u; print(u.find_spec('torch'), bool(u.find_spec('libcst')))"
