@@ -33,6 +33,9 @@ class FileResult:
     diff: str | None = None  # with --diff: what --fix would change
     text: str | None = None  # the (fixed) text the violations point into
     fixed_text: str | None = None  # stdin in fix mode: the fixed source to print
+    # Notebooks (text is None): every cell's (fixed) source, by cell number - 1; a
+    # violation's line and column point into the cell named by its `cell`.
+    cells: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,16 +170,53 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
     return result
 
 
+def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
+    """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text."""
+    from torchlint.notebook import Notebook, NotebookError
+
+    try:
+        notebook = Notebook.parse(text)
+    except NotebookError as exc:
+        return FileResult(name, error=str(exc)), text
+    for statements in (False, True):  # statement separators survive more fixes (see notebook.py)
+        program = notebook.program(statements)
+        result = lint_text(program.source, name, job, codes)
+        if result.error is not None:
+            result.error, result.text = program.explain(result.error), None
+            return result, text
+        try:
+            fixed = result.text or ""
+            chunks = program.split(fixed)
+            break
+        except NotebookError as exc:
+            error = FileResult(name, error=str(exc))
+    else:
+        return error, text
+    changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
+    try:
+        new_text = notebook.with_sources(changed)
+    except NotebookError as exc:
+        return FileResult(name, error=str(exc)), text
+    result.violations = program.violations(result.violations, fixed, chunks)
+    result.diff = notebook.diff(name, changed) if job.diff and changed else None
+    result.text, result.cells = None, notebook.sources(changed)
+    return result, new_text
+
+
 def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     name = display(path)
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
         return FileResult(name, error=str(exc))
-    result = lint_text(source.text, name, job, codes)
-    if job.fix and not job.diff and result.error is None and result.text != source.text:
+    if path.suffix == ".ipynb":
+        result, new_text = lint_notebook(source.text, name, job, codes)
+    else:
+        result = lint_text(source.text, name, job, codes)
+        new_text = result.text or ""
+    if job.fix and not job.diff and result.error is None and new_text != source.text:
         try:
-            write_source(source, result.text or "")
+            write_source(source, new_text)
         except SourceError as exc:
             result.error = str(exc)
             result.fixed = []
@@ -205,7 +245,11 @@ def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
     except SourceError as exc:
         return FileResult(name, error=str(exc))
     codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
-    result = lint_text(text, name, job, codes)
+    if name.endswith(".ipynb"):
+        result, new_text = lint_notebook(text, name, job, codes)
+    else:
+        result = lint_text(text, name, job, codes)
+        new_text = result.text or ""
     if job.fix and not job.diff:
-        result.fixed_text = result.text if result.error is None else text
+        result.fixed_text = new_text if result.error is None else text
     return result

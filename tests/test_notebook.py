@@ -1,0 +1,495 @@
+"""Jupyter notebooks: the cell map, IPython syntax, byte-exact write-back, and the CLI.
+
+fixtures/notebooks/<name>.ipynb        Colab/Jupyter exports, as users have them
+fixtures/notebooks/<name>.fixed.ipynb  exact output of `fix --unsafe-fixes --select TL201`
+
+UPDATE_FIXTURES=1 rewrites the .fixed.ipynb files from the current fixer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from torchlint import runner
+from torchlint.config import default_options
+from torchlint.fixes import Applicability, FixSafety, Remove, fix
+from torchlint.linter import Linter
+from torchlint.model import Settings
+from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
+from torchlint.rule import Diagnostic, Rule
+from torchlint.runner import Job, lint_notebook
+
+from .conftest import FIXTURES, run_cli
+
+NOTEBOOKS = FIXTURES / "notebooks"
+FIXED = sorted(p for p in NOTEBOOKS.glob("*.fixed.ipynb"))
+SELECT = ("--select", "TL201")
+
+
+def notebook(*cells: tuple[str, str | list[str]], **metadata) -> str:
+    """Notebook JSON as Jupyter writes it (indent 1, sorted keys)."""
+    raw = []
+    for kind, source in cells:
+        cell = {"cell_type": kind, "metadata": {}, "source": source}
+        if kind == "code":
+            cell.update(execution_count=None, outputs=[])
+        raw.append(cell)
+    data = {"cells": raw, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+LOADER_CELLS = (
+    ("markdown", ["# Title"]),
+    ("code", lines("import torch\nfrom torch.utils.data import DataLoader")),
+    ("markdown", ["## Data"]),
+    (
+        "code",
+        lines("%matplotlib inline\nds = torch.arange(8)\nloader = DataLoader(ds, batch_size=4)"),
+    ),
+)
+
+
+def job(fix: bool = False, **kw) -> Job:
+    return Job(
+        codes=("TL201",), settings=Settings(options=default_options()), fix=fix, unsafe=fix, **kw
+    )
+
+
+def lint(text: str, fix: bool = False, **kw):
+    return lint_notebook(text, "nb.ipynb", job(fix, **kw), ["TL201"])
+
+
+# ---------------------------------------------------------------------------------------
+# The program and its cell map
+
+
+def test_cells_are_numbered_among_all_cells_and_lines_are_cell_relative():
+    result, new = lint(notebook(*LOADER_CELLS))
+    assert result.error is None and new == notebook(*LOADER_CELLS)
+    [v] = result.violations
+    # cell 4 is the second code cell: markdown cells count, as ruff counts them
+    assert (v.cell, v.line, v.column, v.end_line, v.end_column) == (4, 3, 10, 3, 38)
+    assert result.text is None
+    assert result.cells is not None and result.cells[3].splitlines()[2].startswith("loader = ")
+
+
+def test_program_joins_code_cells_with_separators_and_placeholders():
+    nb = Notebook.parse(notebook(*LOADER_CELLS))
+    program = nb.program()
+    assert program.cells == [2, 4]
+    code = program.source.splitlines()
+    assert code[0] == "import torch"
+    assert code[2].startswith("# <torchlint cell 4>")
+    assert code[3].startswith("# <torchlint ipython 0>")  # %matplotlib inline, same line count
+    assert len(code) == 2 + 1 + 3
+    cst.parse_module(program.source)
+    chunks = program.split(program.source)
+    assert [(c.cell, c.start) for c in chunks] == [(2, 1), (4, 4)]
+    assert [c.source for c in chunks] == [nb.cells[1].source, nb.cells[3].source]
+
+
+MAGICS = """\
+%load_ext autoreload
+!pip install -q timm \\
+    torchvision
+files = !ls data
+a, b = %sx echo 1 2
+DataLoader?
+??DataLoader
+DataLoader.__init__??
+/print 1 2
+x = (10
+     % 3)
+doc = '''
+%not a magic
+!nor this
+'''
+for f in files:
+    !echo {f}
+    %time print(f)
+if x:
+    %debug
+y = 1  # why?
+await something()
+"""
+
+
+def test_ipython_lines_become_placeholders_and_come_back_exactly():
+    nb = Notebook.parse(notebook(("code", lines(MAGICS))))
+    program = nb.program()
+    cst.parse_module(program.source)
+    code = program.source.splitlines()
+    assert len(code) == len(MAGICS.splitlines())
+    replaced = [i + 1 for i, line in enumerate(code) if "<torchlint ipython" in line]
+    assert replaced == [1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 18, 20]
+    assert code[10] == "     % 3)" and code[12] == "%not a magic"  # in brackets, in a string
+    assert code[16] == "    pass  # <torchlint ipython 9>"  # indented: still a statement
+    assert program.split(program.source)[0].source == MAGICS
+
+
+def test_cell_magics_python_bodies_are_linted_others_skipped():
+    text = notebook(
+        ("code", lines("%%bash\nDataLoader(x)\n")),
+        ("code", lines("%%time\nfrom torch.utils.data import DataLoader\nDataLoader(x)")),
+        ("code", lines("%%writefile t.py\nfrom torch.utils.data import DataLoader\nDataLoader(x)")),
+    )
+    program = Notebook.parse(text).program()
+    assert program.cells == [2]
+    result, _ = lint(text)
+    assert [(v.cell, v.line) for v in result.violations] == [(2, 3)]
+
+
+def test_a_dataloader_in_one_cell_trained_in_another_is_one_program():
+    text = notebook(
+        ("code", lines("import torch\nfrom torch.utils.data import DataLoader")),
+        (
+            "code",
+            lines("loader = DataLoader(ds, num_workers=0)\nidle = DataLoader(ds, num_workers=0)"),
+        ),
+        ("markdown", ["## Train"]),
+        (
+            "code",
+            lines("for x, y in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()"),
+        ),
+    )
+    result, _ = lint(text)
+    assert [(v.cell, v.line) for v in result.violations] == [(2, 1)]
+
+
+def test_future_import_in_a_later_cell_does_not_break_the_program():
+    text = notebook(
+        ("code", ["x = 1"]), ("code", lines("from __future__ import annotations\ny = 2"))
+    )
+    program = Notebook.parse(text).program()
+    compile(program.source, "nb", "exec")
+    assert program.split(program.source)[1].source == "from __future__ import annotations\ny = 2"
+
+
+def test_separator_tokens_avoid_text_already_in_the_notebook():
+    text = notebook(("code", ["s = '# <torchlint cell 2>'"]), ("code", ["t = 1"]))
+    program = Notebook.parse(text).program()
+    assert "# <torchlint_ cell 2>" in program.source
+    assert [c.source for c in program.split(program.source)] == [
+        "s = '# <torchlint cell 2>'",
+        "t = 1",
+    ]
+
+
+def test_split_refuses_when_a_separator_or_placeholder_is_lost():
+    text = notebook(("code", ["import torch\n", "%time x"]), ("code", ["y = 1"]))
+    program = Notebook.parse(text).program()
+    with pytest.raises(NotebookError, match="across notebook cells"):
+        program.split(program.source.replace("# <torchlint cell 2>\n", ""))
+    with pytest.raises(NotebookError, match="magic"):
+        program.split(program.source.replace("# <torchlint ipython 0>\n", "\n"))
+
+
+class _RemoveFirst(Rule):
+    """TLX01 remove-me: a test rule whose fix removes `remove_me()` statements."""
+
+    code = "TLX01"
+    name = "remove-me"
+    fix_safety = FixSafety.SAFE
+    tokens = ("remove_me",)
+
+    def check(self, module) -> Iterator[Diagnostic]:
+        for stmt in module.module.body:
+            if isinstance(
+                stmt, cst.SimpleStatementLine
+            ) and "remove_me" in module.module.code_for_node(stmt):
+                yield self.diagnostic(
+                    stmt, "remove me", fix("Remove", Applicability.SAFE, Remove(stmt))
+                )
+
+
+def test_a_fix_that_removes_a_cells_first_statement_falls_back_to_statement_separators(monkeypatch):
+    monkeypatch.setattr(
+        runner, "_linter", lambda job, codes: Linter([_RemoveFirst()], job.settings)
+    )
+    text = notebook(("code", ["x = 1"]), ("code", lines("remove_me()\ny = 2")), ("code", ["z = 3"]))
+    result, new = lint(text, fix=True)
+    assert result.error is None
+    assert [c["source"] for c in json.loads(new)["cells"]] == [["x = 1"], ["y = 2"], ["z = 3"]]
+
+
+# ---------------------------------------------------------------------------------------
+# Writing back: only the changed sources, byte for byte otherwise
+
+
+def fixed_sources(text: str) -> list:
+    result, new = lint(text, fix=True)
+    assert result.error is None, result.error
+    return [c["source"] for c in json.loads(new)["cells"]], new
+
+
+def test_list_and_string_sources_keep_their_form():
+    text = notebook(
+        ("code", "import torch\nfrom torch.utils.data import DataLoader"),
+        ("code", ["loader = DataLoader(ds)"]),
+    )
+    sources, _ = fixed_sources(text)
+    assert isinstance(sources[0], str) and sources[0].startswith("import torch\n")
+    assert sources[0].endswith(
+        'NUM_WORKERS = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)'
+    )
+    assert sources[1] == ["loader = DataLoader(ds, num_workers=NUM_WORKERS)"]
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        lambda d: json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+        lambda d: json.dumps(d, indent=2, ensure_ascii=False),
+        lambda d: json.dumps(d, indent=4, ensure_ascii=True) + "\n",
+        lambda d: json.dumps(d, ensure_ascii=False),
+        lambda d: (json.dumps(d, indent=1, ensure_ascii=False) + "\n").replace("\n", "\r\n"),
+        lambda d: "\ufeff" + json.dumps(d, indent="\t", ensure_ascii=False) + "\n",
+    ],
+    ids=["jupyter", "colab", "ascii-indent4", "one-line", "crlf", "bom-tabs"],
+)
+def test_write_back_changes_only_the_changed_sources(dump):
+    data = json.loads(notebook(*LOADER_CELLS))
+    data["cells"][0]["source"] = ["# Café ✓ — ünïcode"]
+    data["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["é\n"]}]
+    data["metadata"] = {
+        "colab": {"provenance": []},
+        "accelerator": "GPU",
+        "z": 1,
+        "a": [1, 2.50, None],
+    }
+    text = dump(data)
+    nb = Notebook.parse(text.removeprefix("\ufeff"))
+    new = nb.with_sources({4: "%matplotlib inline\nloader = 1", 2: ""})
+    expected = json.loads(text.removeprefix("\ufeff"))
+    expected["cells"][3]["source"] = ["%matplotlib inline\n", "loader = 1"]
+    expected["cells"][1]["source"] = []
+    assert json.loads(new) == expected
+    assert list(json.loads(new)) == list(expected)  # key order
+    # with the two changed values cut out, the texts are identical
+    assert _without_sources(new, (2, 4)) == _without_sources(text.removeprefix("\ufeff"), (2, 4))
+    if "\r\n" in text:
+        assert "\n" not in new.replace("\r\n", "")
+    if "\\u00e9" in text:
+        assert "é" not in new
+    assert nb.with_sources({}) == text.removeprefix("\ufeff")
+
+
+def _without_sources(text: str, cells: tuple[int, ...]) -> str:
+    spans = _source_spans(text)
+    for number in sorted(cells, reverse=True):
+        start, end, _ = spans[number]
+        text = text[:start] + text[end:]
+    return text
+
+
+def test_an_empty_source_list_is_filled_with_the_files_indentation():
+    text = notebook(("code", []), ("code", ["x = 1"]))
+    new = Notebook.parse(text).with_sources({1: "a\nb"})
+    assert '   "source": [\n    "a\\n",\n    "b"\n   ]' in new
+
+
+def test_a_notebook_with_magics_and_nothing_to_fix_round_trips_exactly():
+    path = NOTEBOOKS / "magics_clean.ipynb"
+    text = path.read_text(encoding="utf-8")
+    result, new = lint(text, fix=True)
+    assert result.error is None and result.violations == [] and new == text
+
+
+# ---------------------------------------------------------------------------------------
+# Errors and non-Python notebooks
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "invalid notebook: not valid JSON"),
+        ("[]", "invalid notebook: no `cells` list"),
+        ('{"worksheets": [], "nbformat": 3}', "nbformat 3 notebooks are not supported"),
+        (
+            '{"cells": [{"cell_type": "code", "source": 3}], "nbformat": 4}',
+            "invalid notebook: cell 1 has a malformed",
+        ),
+    ],
+)
+def test_invalid_notebooks_are_clear_errors(text, message):
+    result, new = lint(text)
+    assert result.error is not None and result.error.startswith(message) and new == text
+
+
+def test_a_syntax_error_names_the_cell():
+    text = notebook(*LOADER_CELLS, ("code", lines("x = 1\nif x\n    pass")))
+    result, new = lint(text, fix=True)
+    assert result.error == "syntax error in cell 5 at 2:5: expected ':'"
+    assert new == text
+
+
+def test_notebooks_in_other_languages_are_skipped():
+    text = notebook(*LOADER_CELLS, language_info={"name": "R"})
+    result, _ = lint(text)
+    assert result.error is None and result.violations == []
+
+
+def test_vscode_cells_in_other_languages_are_skipped():
+    data = json.loads(notebook(*LOADER_CELLS))
+    data["cells"][3]["metadata"] = {"vscode": {"languageId": "sql"}}
+    assert Notebook.parse(json.dumps(data)).program().cells == [2]
+
+
+def test_program_of_an_empty_notebook():
+    program: Program = Notebook.parse(notebook()).program()
+    assert program.source == "" and program.split("") == []
+
+
+# ---------------------------------------------------------------------------------------
+# The command line, in a real subprocess
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path
+
+
+def test_check_shows_cell_positions(work):
+    result = run_cli("check", *SELECT, "colab_mnist.ipynb", cwd=work)
+    assert result.returncode == 1, result.stderr
+    assert "colab_mnist.ipynb:cell 7:8:16: TL201 DataLoader without `num_workers`" in result.stdout
+    assert "colab_mnist.ipynb:cell 7:9:15: TL201 " in result.stdout
+    assert (
+        "8 | train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True)"
+        in result.stdout
+    )
+    concise = run_cli(
+        "check", *SELECT, "--output-format", "concise", "cifar10_widgets.ipynb", cwd=work
+    )
+    assert concise.stdout.splitlines()[0].startswith(
+        "cifar10_widgets.ipynb:cell 6:5:16: TL201 `num_workers=0` on a training DataLoader"
+    )
+
+
+def test_check_json_has_the_cell(work):
+    result = run_cli("check", *SELECT, "--output-format", "json", "colab_mnist.ipynb", cwd=work)
+    items = json.loads(result.stdout)
+    assert [(i["cell"], i["location"]["row"], i["location"]["column"]) for i in items] == [
+        (7, 8, 16),
+        (7, 9, 15),
+    ]
+    edits = items[0]["fix"]["edits"]
+    assert {e["cell"] for e in edits} == {3, 7}  # the definition goes after the imports, in cell 3
+    plain = run_cli("check", *SELECT, "--output-format", "json", "-", input="x = 1\n", cwd=work)
+    assert all(i["cell"] is None for i in json.loads(plain.stdout))
+
+
+@pytest.mark.parametrize("fixed", FIXED, ids=lambda p: p.name.removesuffix(".fixed.ipynb"))
+def test_fix_writes_the_expected_notebook_and_fixing_again_changes_nothing(work, fixed: Path):
+    name = fixed.name.replace(".fixed.ipynb", ".ipynb")
+    result = run_cli("fix", "--unsafe-fixes", *SELECT, name, cwd=work)
+    assert result.returncode == 0, result.stdout + result.stderr
+    if os.environ.get("UPDATE_FIXTURES"):
+        fixed.write_bytes((work / name).read_bytes())
+    assert (work / name).read_bytes() == fixed.read_bytes()
+    again = run_cli("fix", "--unsafe-fixes", *SELECT, name, cwd=work)
+    assert again.returncode == 0 and "All checks passed!" in again.stdout
+    assert (work / name).read_bytes() == fixed.read_bytes()
+
+
+def test_fix_keeps_outputs_and_metadata(work):
+    before = json.loads((work / "colab_mnist.ipynb").read_text(encoding="utf-8"))
+    run_cli("fix", "--unsafe-fixes", *SELECT, "colab_mnist.ipynb", cwd=work)
+    after = json.loads((work / "colab_mnist.ipynb").read_text(encoding="utf-8"))
+    assert after["metadata"] == before["metadata"]
+    for old, new in zip(before["cells"], after["cells"], strict=True):
+        assert {k: v for k, v in old.items() if k != "source"} == {
+            k: v for k, v in new.items() if k != "source"
+        }
+    changed = [
+        i + 1
+        for i, (o, n) in enumerate(zip(before["cells"], after["cells"], strict=True))
+        if o != n
+    ]
+    assert changed == [3, 7]
+
+
+def test_a_notebook_with_magics_and_nothing_to_fix_is_left_alone(work):
+    before = (work / "magics_clean.ipynb").read_bytes()
+    mtime = (work / "magics_clean.ipynb").stat().st_mtime_ns
+    result = run_cli("fix", "--unsafe-fixes", *SELECT, "magics_clean.ipynb", cwd=work)
+    assert result.returncode == 0 and "All checks passed!" in result.stdout
+    assert (work / "magics_clean.ipynb").read_bytes() == before
+    assert (work / "magics_clean.ipynb").stat().st_mtime_ns == mtime
+
+
+def test_diff_shows_changed_cells_and_writes_nothing(work):
+    before = (work / "colab_mnist.ipynb").read_bytes()
+    result = run_cli("check", "--diff", "--unsafe-fixes", *SELECT, "colab_mnist.ipynb", cwd=work)
+    assert result.returncode == 1
+    assert "--- colab_mnist.ipynb:cell 3\n+++ colab_mnist.ipynb:cell 3\n" in result.stdout
+    assert (
+        "+test_loader = DataLoader(test_set, batch_size=1000, num_workers=NUM_WORKERS)"
+        in result.stdout
+    )
+    assert (work / "colab_mnist.ipynb").read_bytes() == before
+
+
+def test_directories_include_notebooks(work):
+    result = run_cli("check", *SELECT, "--output-format", "concise", ".", cwd=work)
+    assert result.returncode == 1
+    files = {line.split(":")[0] for line in result.stdout.splitlines() if ":cell " in line}
+    assert files == {"colab_mnist.ipynb", "cifar10_widgets.ipynb"}  # the .fixed ones are clean
+
+
+def test_stdin_notebook(work):
+    text = (work / "colab_mnist.ipynb").read_text(encoding="utf-8")
+    args = ("--unsafe-fixes", *SELECT, "--stdin-filename", "colab_mnist.ipynb", "-")
+    result = run_cli("fix", *args, input=text, cwd=work)
+    assert result.stdout == (NOTEBOOKS / "colab_mnist.fixed.ipynb").read_text(encoding="utf-8")
+    check = run_cli(
+        "check",
+        *SELECT,
+        "--output-format",
+        "concise",
+        "--stdin-filename",
+        "nb.ipynb",
+        "-",
+        input=text,
+    )
+    assert "nb.ipynb:cell 7:8:16: TL201" in check.stdout
+
+
+def test_a_syntax_error_in_a_cell_is_one_clear_line_and_the_file_is_untouched(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text(
+        notebook(*LOADER_CELLS, ("code", lines("for x in loader\n    pass"))), encoding="utf-8"
+    )
+    before = path.read_bytes()
+    result = run_cli("fix", "--unsafe-fixes", *SELECT, "broken.ipynb", cwd=tmp_path)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [
+        "torchlint: error: broken.ipynb: syntax error in cell 5 at 1:16: expected ':'"
+    ]
+    assert path.read_bytes() == before
+
+
+def test_invalid_json_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.ipynb"
+    path.write_text('{"cells": [}\n', encoding="utf-8")
+    result = run_cli("check", *SELECT, "bad.ipynb", cwd=tmp_path)
+    assert result.returncode == 2
+    assert (
+        "torchlint: error: bad.ipynb: invalid notebook: not valid JSON "
+        "(Expecting value at line 1, column 12)" in result.stderr
+    )
+    assert path.read_text(encoding="utf-8") == '{"cells": [}\n'
