@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from torchlint.linter import Violation
 from torchlint.reporters import Context, fixable, repo_path
 from torchlint.runner import FileResult
 
@@ -54,6 +55,12 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def _fix_cell(v: Violation, context: Context) -> str:
+    if v.fix is None:
+        return ""
+    return "`torchlint fix`" if fixable(v, context) else "`torchlint fix --unsafe-fixes`"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -69,12 +76,9 @@ def summary(results: list[FileResult], context: Context) -> str:
     if found:
         counts = Counter(v.code for _, v in found)
         names = {v.code: v.name for _, v in found}
-        can_fix = {v.code for _, v in found if fixable(v, context)}
-        out += ["| Code | Rule | Count | Fixable |", "| --- | --- | ---: | --- |"]
-        out += [
-            f"| {code} | {names[code]} | {n} | {'yes' if code in can_fix else ''} |"
-            for code, n in counts.most_common()
-        ]
+        fix = {v.code: _fix_cell(v, context) for _, v in found}
+        out += ["| Code | Rule | Count | Fix |", "| --- | --- | ---: | --- |"]
+        out += [f"| {c} | {names[c]} | {n} | {fix[c]} |" for c, n in counts.most_common()]
         out += ["", "| File | Line | Code | Message |", "| --- | ---: | --- | --- |"]
         out += [
             f"| {_cell(repo_path(r.path, context))} | {v.line} | {v.code} | {_cell(v.message)} |"
@@ -84,5 +88,5 @@ def summary(results: list[FileResult], context: Context) -> str:
             out.append(f"\n… and {len(found) - MAX_SUMMARY_ROWS} more (see the step's log).")
     if errors:
         out += ["", "Files that could not be checked:", ""]
-        out += [f"- `{_cell(repo_path(r.path, context))}`: {_cell(r.error or '')}" for r in errors]
+        out += [f"- {_cell(repo_path(r.path, context))}: {_cell(r.error or '')}" for r in errors]
     return "\n".join(out) + "\n"
