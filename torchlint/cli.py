@@ -467,6 +467,67 @@ def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL2
     typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {default}.")
 
 
+@app.command(
+    "verify",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def verify_command(
+    ctx: typer.Context,
+    script: Annotated[str, typer.Argument(help="The training script to run.")],
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    unsafe_fixes: Annotated[
+        bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change results.")
+    ] = False,
+    steps: Annotated[int, typer.Option(help="Optimizer steps inside the measurement window.")] = 50,
+    warmup: Annotated[int, typer.Option(help="Optimizer steps before the window opens.")] = 10,
+    repeats: Annotated[int, typer.Option(help="Runs of each variant, alternated.")] = 3,
+    timeout: Annotated[float, typer.Option(help="Seconds before a run is killed.")] = 300.0,
+    interval: Annotated[float, typer.Option(help="Sampling interval in milliseconds.")] = 100.0,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write raw samples and summaries here.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the runs: .html, or .png (matplotlib).")
+    ] = None,
+    tune_batch_size: Annotated[
+        bool, typer.Option("--tune-batch-size", help="Find the largest batch size that runs.")
+    ] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="With --tune-batch-size: write the best batch size.")
+    ] = False,
+    nproc_per_node: Annotated[
+        int | None, typer.Option("--nproc-per-node", help="Run each variant under torchrun.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Use this config file (TOML).")
+    ] = None,
+) -> None:
+    """Run SCRIPT as it is and as fixed; compare throughput and GPU use (args after --)."""
+    from torchlint.verify.command import verify
+
+    raise typer.Exit(
+        verify(
+            script,
+            ctx.args,
+            select=_split(select),
+            ignore=_split(ignore),
+            unsafe_fixes=unsafe_fixes,
+            steps=steps,
+            warmup=warmup,
+            repeats=repeats,
+            timeout=timeout,
+            interval_ms=interval,
+            json_out=json_out,
+            plot=plot,
+            tune_batch_size=tune_batch_size,
+            apply=apply,
+            nproc_per_node=nproc_per_node,
+            config_file=config,
+        )
+    )
+
+
 def main() -> None:
     try:
         app()

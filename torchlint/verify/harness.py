@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.verify.nvml import GpuDevice, GpuSample, Nvml
-from torchlint.verify.procs import CpuSample, GroupSampler, alive, group_members, kill_group
+from torchlint.verify.procs import CpuSample, ProcessTree
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 ENV = "TORCHLINT_VERIFY"
@@ -129,6 +129,7 @@ class RunResult:
                     "cpu_s": s.cpu_s,
                     "rss": s.rss,
                     "nprocs": s.nprocs,
+                    "machine_busy_s": s.machine_busy_s,
                     "in_window": _inside(s.t, span),
                 }
                 for s in self.cpu
@@ -246,7 +247,7 @@ def run_once(
         except OSError as exc:
             result.message = f"cannot start Python: {exc}"
             return result
-        sampler = GroupSampler(proc.pid)
+        tree = ProcessTree(proc.pid)
         deadline = result.started + spec.timeout
         expected = spec.nproc or 1
         closed_at: float | None = None
@@ -256,7 +257,7 @@ def run_once(
                 now = time.monotonic()
                 if nvml is not None:
                     result.gpu.extend(nvml.read(d, now) for d in devices)
-                cpu = sampler.sample(now)
+                cpu = tree.sample(now)
                 if cpu is not None:
                     result.cpu.append(cpu)
                 result.events.extend(reader.read())
@@ -269,21 +270,21 @@ def run_once(
                 if proc.poll() is not None:
                     break
                 if closed_at is not None and now - closed_at > spec.stop_grace:
-                    result.killed = kill_group(proc.pid, spec.kill_wait, proc.poll)
+                    result.killed = tree.kill(spec.kill_wait, proc.poll)
                     break
                 if now >= deadline:
                     timed_out = True
-                    result.killed = kill_group(proc.pid, spec.kill_wait, proc.poll)
+                    result.killed = tree.kill(spec.kill_wait, proc.poll)
                     break
                 time.sleep(max(0.0, spec.interval - (time.monotonic() - now)))
         except BaseException:  # Ctrl-C in the parent: leave nothing running
-            kill_group(proc.pid, 1.0, proc.poll)
+            tree.kill(1.0, proc.poll)
             raise
         finally:
             proc.poll()
-        if alive(proc.pid):  # the script exited, something it started did not
-            result.leftovers = len(group_members(proc.pid)) or 1
-            signal = kill_group(proc.pid, spec.kill_wait, proc.poll)
+        if tree.alive():  # the script exited, something it started did not
+            result.leftovers = len(tree.refresh()) or 1
+            signal = tree.kill(spec.kill_wait, proc.poll)
             result.killed = result.killed or signal
         try:
             result.returncode = proc.wait(timeout=10)

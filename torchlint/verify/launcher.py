@@ -10,7 +10,7 @@ Counted without editing the script: batches and samples yielded by DataLoader it
 and optimizer steps (a global optimizer step hook; with several optimizers only the first
 one stepped counts). After ``warmup`` steps the measurement window opens; after ``steps``
 more it closes and `StopRun`, a BaseException that ``except Exception`` cannot swallow,
-ends the script.
+ends the script; then the launcher runs the atexit handlers and exits.
 """
 
 from __future__ import annotations
@@ -337,6 +337,17 @@ def main() -> int:
         counter.emit("exception", type=type(exc).__name__, message=message[:4000], oom=is_oom(exc))
         code = 1
     counter.emit("end", code=code, phase=counter.phase, **counter.counts())
+    if counter.phase == 2:
+        # Stopped by us: the script's `finally` blocks have run; run its atexit handlers
+        # (multiprocessing's ends DataLoader workers) and skip the interpreter's teardown,
+        # which takes seconds with torch loaded.
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
     return code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ class Metric:
 
 METRICS = (
     Metric("samples_per_s", "samples/s", "/s", True),
+    Metric("steps_per_s", "steps/s", "/s", True),
     Metric("step_time_ms", "step time", "ms", False),
     Metric("gpu_util", "GPU util (NVML)", "%", True),
     Metric("sm_activity", "SM activity (GPM)", "%", True),
@@ -70,20 +72,24 @@ def run_metrics(result: RunResult) -> dict[str, Any]:
     m: dict[str, Any] = {k: None for k in BY_KEY}
     if not windows:
         return m
-    rates, step_times, samples = [], [], 0
+    rates, step_rates, step_times, samples, batches = [], [], [], 0, 0
     for opened, closed in windows.values():
         duration = closed["t"] - opened["t"]
         n = int(closed["samples"]) - int(opened["samples"])
         steps = int(closed["steps"]) - int(opened["steps"])
         samples += n
+        batches += int(closed["batches"]) - int(opened["batches"])
         if duration > 0:
             rates.append(n / duration)
+            step_rates.append(steps / duration)
         if steps > 0:
             step_times.append(duration / steps * 1000.0)
     span = result.span()
     assert span is not None
     duration = span[1] - span[0]
-    m["samples_per_s"] = sum(rates) if rates else None  # summed over ranks
+    # Summed over ranks; samples are counted from DataLoader batches only.
+    m["samples_per_s"] = sum(rates) if rates and batches else None
+    m["steps_per_s"] = sum(step_rates) if step_rates else None
     m["step_time_ms"] = statistics.fmean(step_times) if step_times else None
     m["window_s"] = duration
     m["samples"] = samples
@@ -115,7 +121,11 @@ def run_metrics(result: RunResult) -> dict[str, Any]:
     cpu = [c for c in result.cpu if span[0] <= c.t <= span[1]]
     m["window_samples"] = max(len(cpu), len({round(s.t, 2) for s in gpu}))
     if len(cpu) >= 2 and cpu[-1].t > cpu[0].t:
-        m["cpu_util"] = (cpu[-1].cpu_s - cpu[0].cpu_s) / (cpu[-1].t - cpu[0].t)
+        elapsed = cpu[-1].t - cpu[0].t
+        m["cpu_util"] = (cpu[-1].cpu_s - cpu[0].cpu_s) / elapsed
+        if cpu[0].machine_busy_s is not None and cpu[-1].machine_busy_s is not None:
+            busy = (cpu[-1].machine_busy_s - cpu[0].machine_busy_s) / elapsed
+            m["other_cpu"] = max(0.0, busy - m["cpu_util"])  # cores used by everyone else
     else:  # window shorter than two samples: the main process's own CPU time
         cpu_s = [c["cpu_s"] - o["cpu_s"] for o, c in windows.values() if "cpu_s" in c]
         m["cpu_util"] = sum(cpu_s) / duration if cpu_s and duration > 0 else None
@@ -255,7 +265,10 @@ def compare(
     comparison = Comparison(rows, "", None)
     head = comparison.row("samples_per_s")
     if head is None or head.before is None or head.after is None:
-        comparison.verdict = "no verdict: samples/s could not be measured for both variants"
+        head = comparison.row("steps_per_s")  # no DataLoader: steps are all there is
+    unit = head.metric.label if head is not None else "samples/s"
+    if head is None or head.before is None or head.after is None:
+        comparison.verdict = "no verdict: throughput could not be measured for both variants"
     elif min(len(head.before.values), len(head.after.values)) < 2:
         comparison.verdict = "no verdict: one measured run per variant (use --repeats 2 or more)"
     elif head.overlap:
@@ -266,7 +279,7 @@ def compare(
         word = "faster" if ratio > 1 else "slower"
         factor = ratio if ratio > 1 else 1 / ratio
         comparison.verdict = (
-            f"{names[1]} is {factor:.2f}x {word} than {names[0]} in samples/s "
+            f"{names[1]} is {factor:.2f}x {word} than {names[0]} in {unit} "
             f"({head.before.median:.4g} -> {head.after.median:.4g}; ranges do not overlap)"
         )
     comparison.warnings = _warnings(before, after, mb, ma, head)
@@ -321,6 +334,13 @@ def _warnings(
                 f"{noise:.0%}, the variants by {effect:.0%}; close other programs or use "
                 "more --steps/--repeats"
             )
+    others = [m["other_cpu"] for m in metrics if m.get("other_cpu") is not None]
+    cores = os.cpu_count() or 1
+    if others and max(others) > max(0.25 * cores, 0.5):
+        out.append(
+            f"other processes kept up to {max(others):.1f} of the machine's {cores} CPU cores "
+            "busy during the measurements: the figures are noisy"
+        )
     few = [m for m in metrics if (m.get("window_samples") or 0) < 3]
     if few:
         shortest = min(m["window_s"] for m in few)

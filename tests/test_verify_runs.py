@@ -1,0 +1,359 @@
+"""torchlint verify for real: scripts run in subprocesses with torch on the CPU.
+
+Kept short (few steps, few repeats); the whole file runs in about two minutes on two
+cores.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.verify import command
+from torchlint.verify.harness import RunSpec, run_once
+from torchlint.verify.nvml import Nvml
+from torchlint.verify.procs import stat
+
+from .conftest import ROOT, run_cli
+from .verify_nvml_fake import FakePynvml
+
+pytest.importorskip("torch")
+
+EXAMPLE = ROOT / "examples" / "verify" / "slow_loader.py"
+
+
+def verify(*args, **kwargs):
+    out, err = io.StringIO(), io.StringIO()
+    kwargs.setdefault("stop_grace", 2.0)
+    kwargs.setdefault("kill_wait", 1.0)
+    code = command.verify(*args, stdout=out, stderr=err, **kwargs)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write(tmp_path: Path, name: str, code: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def no_gpu() -> bool:
+    try:
+        Nvml().open(None)
+    except Exception:
+        return True
+    return False
+
+
+def gone(pid: int) -> bool:
+    return stat(pid) is None  # exited, or a zombie waiting for init
+
+
+# A training loop over a small TensorDataset; the DataLoader lacks num_workers (TL201).
+TRAIN = """
+    import os
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.randn(2048, 16), torch.randn(2048, 1))
+    loader = DataLoader(dataset, batch_size=32, shuffle=True)
+    model = torch.nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+"""
+
+
+def test_slow_loading_example_fixed_is_faster(tmp_path):
+    out_json, out_html = tmp_path / "v.json", tmp_path / "v.html"
+    code, out, err = verify(
+        EXAMPLE,
+        ["--epochs", "5"],
+        unsafe_fixes=True,
+        warmup=3,
+        steps=60,
+        repeats=3,
+        json_out=out_json,
+        plot=out_html,
+        stop_grace=5.0,
+    )
+    assert code == 0, out + err
+    assert "+    loader = DataLoader(" in out and "num_workers=NUM_WORKERS" in out  # the diff
+    data = json.loads(out_json.read_text())
+    summary = data["summary"]
+    samples = summary["metrics"]["samples_per_s"]
+    print(out)  # the figures, for the record (pytest -s)
+    assert samples["ratio"] > 1.0
+    assert summary["faster"] is True, out
+    assert "verdict: fixed is" in out and "faster" in out
+    assert [r["variant"] for r in data["runs"]] == ["original", "fixed"] * 3  # alternated
+    assert all(r["status"] == "ok" and not r["killed"] for r in data["runs"])
+    assert all(s["in_window"] in (True, False) for r in data["runs"] for s in r["cpu_samples"])
+    assert "<svg" in out_html.read_text()
+    log_dir = Path(data["log_dir"])
+    assert (log_dir / "fixed" / EXAMPLE.name).is_file() and (log_dir / "fix.diff").is_file()
+    assert EXAMPLE.read_text().count("num_workers") == 0  # the original is untouched
+    if no_gpu():
+        lines = [line for line in err.splitlines() if "no GPU" in line]
+        assert len(lines) == 1 and "Colab" in lines[0]
+        assert "Traceback" not in err
+
+
+def test_script_that_ignores_the_stop_is_killed_with_its_workers(tmp_path):
+    pids = tmp_path / "pids.txt"
+    script = write(
+        tmp_path,
+        "stubborn.py",
+        """
+        import multiprocessing as mp, os, signal, sys, time
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def sleeper(path):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            with open(path, "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            while True:
+                time.sleep(1)
+
+        if __name__ == "__main__":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for _ in range(2):
+                mp.Process(target=sleeper, args=(sys.argv[1],)).start()
+            ds = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
+            loader = DataLoader(ds, batch_size=16)
+            model = torch.nn.Linear(8, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            while True:
+                try:
+                    for x, y in loader:
+                        loss = torch.nn.functional.mse_loss(model(x), y)
+                        opt.zero_grad(); loss.backward(); opt.step()
+                except BaseException:  # swallows even the verifier's stop
+                    pass
+        """,
+    )
+    code, out, err = verify(
+        script, [str(pids)], unsafe_fixes=True, warmup=2, steps=5, repeats=1, stop_grace=1.0
+    )
+    assert code == 0, out + err
+    assert "did not exit" in out and "SIGKILL" in out
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 4  # two sleepers in each of the two runs
+    assert all(gone(pid) for pid in started)
+
+
+def test_timeout_before_the_window_ends_every_process(tmp_path):
+    pids = tmp_path / "pids.txt"
+    script = write(
+        tmp_path,
+        "hang.py",
+        """
+        import os, signal, sys, time
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        loader = DataLoader(TensorDataset(torch.randn(64, 2)), batch_size=8, num_workers=2)
+        it = iter(loader)  # two worker processes
+        next(it)
+        with open(sys.argv[1], "w") as f:
+            f.write(" ".join(str(w.pid) for w in it._workers) + f" {os.getpid()}")
+        time.sleep(3600)  # never steps an optimizer
+        """,
+    )
+    spec = RunSpec("original", script, script, [str(pids)], tmp_path, 1, timeout=8.0, kill_wait=1.0)
+    result = run_once(spec)
+    assert result.status == "timeout"
+    assert "before the measurement window" in result.message
+    assert result.killed == "SIGKILL"  # SIGINT and SIGTERM were ignored
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 3 and all(gone(pid) for pid in started)
+
+
+def test_crashing_script_reports_its_stderr(tmp_path):
+    script = write(
+        tmp_path,
+        "crash.py",
+        TRAIN
+        + """
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
+        if i == 2:
+            raise ValueError("bad batch 2: label out of range")
+    """,
+    )
+    code, out, err = verify(script, unsafe_fixes=True, warmup=5, steps=5, repeats=3)
+    assert code == 1
+    assert "the script could not be measured" in out
+    assert "ValueError: bad batch 2: label out of range" in out
+    assert "last lines of its stderr" in out and 'File "' in out
+    assert "launcher.py" not in out  # the launcher's frames are not the user's business
+    assert out.count("failed: the script raised") == 2  # stops after the first pair
+    assert "logs of every run:" in out and "Traceback" not in err
+
+
+def test_except_exception_cannot_swallow_the_stop(tmp_path):
+    (tmp_path / "labels.txt").write_text("ok\n")
+    script = write(
+        tmp_path,
+        "swallow.py",
+        TRAIN
+        + """
+    # A file next to the script: the fixed copy must see the same __file__.
+    assert open(os.path.join(os.path.dirname(__file__), "labels.txt")).read() == "ok\\n"
+    for epoch in range(1000):
+        try:
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad(); loss.backward(); optimizer.step()
+        except Exception:
+            pass
+    """,
+    )
+    out_json = tmp_path / "v.json"
+    code, out, err = verify(
+        script, unsafe_fixes=True, warmup=2, steps=10, repeats=1, json_out=out_json
+    )
+    assert code == 0, out + err
+    runs = json.loads(out_json.read_text())["runs"]
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert not any(r["killed"] for r in runs)  # stopped by itself, promptly
+    assert all(r["ended"] - r["events"][-1]["t"] < 10 for r in runs)
+
+
+def test_gpu_path_with_recorded_nvml_series(tmp_path):
+    """The whole pipeline with NVML replaying an H100 recording (no GPU needed)."""
+    script = write(
+        tmp_path,
+        "train.py",
+        TRAIN
+        + """
+    for epoch in range(1000):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+    """,
+    )
+    out_json, out_html = tmp_path / "v.json", tmp_path / "v.html"
+    code, out, err = verify(
+        script,
+        unsafe_fixes=True,
+        warmup=2,
+        steps=300,
+        repeats=1,
+        interval_ms=50,
+        nvml=Nvml(FakePynvml()),
+        json_out=out_json,
+        plot=out_html,
+    )
+    assert code == 0, out + err
+    assert "no GPU" not in err and "sampling GPU(s) 0: NVIDIA H100" in err
+    for label in ("GPU util (NVML)", "SM activity (GPM)", "power", "energy/sample"):
+        assert label in out
+    assert "share of time any kernel was running" in out
+    assert "power-cap throttling" in out  # the recording has an SW power cap reading
+    data = json.loads(out_json.read_text())
+    assert data["gpu"]["devices"][0]["gpm"] is True
+    inside = [s for r in data["runs"] for s in r["gpu_samples"] if s["in_window"]]
+    assert inside and all(s["util_gpu"] is not None for s in inside)
+    assert "GPU util (NVML, %)" in out_html.read_text()
+
+
+def test_tune_batch_size_and_apply(tmp_path):
+    script = write(
+        tmp_path,
+        "tune_me.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        dataset = TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
+        loader = DataLoader(dataset, batch_size=3, shuffle=True)
+        model = torch.nn.Linear(16, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(100):
+            for x, y in loader:
+                if x.shape[0] > 4:  # a GPU with room for 4 samples
+                    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+    )
+    out_json = tmp_path / "t.json"
+    code, out, err = verify(
+        script, tune_batch_size=True, apply=True, warmup=2, steps=5, json_out=out_json
+    )
+    assert code == 0, out + err
+    tuning = json.loads(out_json.read_text())["tuning"]
+    sizes = [(t["batch_size"], t["status"]) for t in tuning["trials"]]
+    # Doubling from the script's own 3 until memory runs out, then binary search.
+    assert sizes == [(3, "ok"), (6, "oom"), (4, "ok"), (5, "oom")]
+    assert tuning["largest"] == 4 and "largest batch size that runs: 4" in out
+    assert "out of memory" in out and "samples/s" in out
+    if tuning["best"] == 4:  # written through TL001's fix
+        assert "batch_size=4" in script.read_text() and "--apply: batch size 3 -> 4" in out
+    else:
+        assert "batch_size=3" in script.read_text()
+
+
+def test_torchrun_sums_ranks(tmp_path):
+    script = write(
+        tmp_path,
+        "ranks.py",
+        TRAIN
+        + """
+    for epoch in range(1000):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+    """,
+    )
+    out_json = tmp_path / "v.json"
+    code, out, err = verify(
+        script, unsafe_fixes=True, warmup=2, steps=20, repeats=1, nproc_per_node=2,
+        json_out=out_json,
+    )  # fmt: skip
+    assert code == 0, out + err
+    runs = json.loads(out_json.read_text())["runs"]
+    for run in runs:
+        closes = [e for e in run["events"] if e["event"] == "window_close"]
+        assert sorted(e["rank"] for e in closes) == [0, 1]
+        rates = []
+        for rank in (0, 1):
+            o = next(e for e in run["events"] if e["event"] == "window_open" and e["rank"] == rank)
+            c = next(e for e in closes if e["rank"] == rank)
+            rates.append((c["samples"] - o["samples"]) / (c["t"] - o["t"]))
+        assert run["metrics"]["samples_per_s"] == pytest.approx(sum(rates))
+
+
+def test_cli_forwards_script_arguments(tmp_path):
+    seen = tmp_path / "argv.txt"
+    script = write(
+        tmp_path,
+        "args.py",
+        TRAIN
+        + """
+    import sys
+    open(sys.argv[-1], "w").write(" ".join(sys.argv[1:]))
+    for epoch in range(1000):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+    """,
+    )
+    cmd = [
+        "verify", str(script), "--unsafe-fixes", "--steps", "3", "--warmup", "1",
+        "--repeats", "1", "--", "--steps", "7", str(seen),
+    ]  # fmt: skip
+    result = run_cli(*cmd, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert seen.read_text() == f"--steps 7 {seen}"  # the script's own --steps
+    assert "verdict:" in result.stdout and "Traceback" not in result.stderr
