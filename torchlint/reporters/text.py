@@ -42,14 +42,28 @@ def location(result: FileResult, v: Violation, s: Style) -> str:
 
 
 def _fix_diff(result: FileResult, fix: FixRecord, s: Style) -> list[str]:
-    """--show-fixes: the fix's edits as removed and added lines (edits span whole lines)."""
-    out = []
+    """--show-fixes: each edit as numbered removed and added lines after one line of
+    context (edits span whole lines)."""
+    width = len(str(max((e.end[0] for e in fix.edits), default=1)))
+    out: list[str] = []
+    shown: tuple[int | None, int] = (None, 0)  # (cell, last line shown)
     for edit in fix.edits:
         lines = _lines(result, edit.cell)
-        removed = lines[edit.start[0] - 1 : edit.end[0] - 1]
-        out += [s.red(f"  - {line}".rstrip()) for line in removed]
-        out += [s.green(f"  + {line}".rstrip()) for line in edit.content.splitlines()]
-    return out
+        first, end = edit.start[0], edit.end[0]
+        before = first - 1
+        same = shown[0] == edit.cell
+        if 0 < before <= len(lines) and not (same and before <= shown[1]):
+            if same and shown[1] and before > shown[1] + 1:
+                out.append(f"    {'.' * width}")
+            out.append(f"    {before:>{width}}   {lines[before - 1]}")
+        out += [
+            s.red(f"    {n:>{width}} - {lines[n - 1]}")
+            for n in range(first, end)
+            if n <= len(lines)
+        ]
+        out += [s.green(f"    {'':>{width}} + {line}") for line in edit.content.splitlines()]
+        shown = (edit.cell, max(end - 1, before))
+    return [line.rstrip() for line in out]
 
 
 def render(results: list[FileResult], context: Context) -> str:
