@@ -30,7 +30,9 @@ device_ids=[local_rank])` and a `DistributedSampler` (see TL302).
 
 Fix (unsafe): after the device move, insert
 `if torch.cuda.device_count() > 1: model = torch.nn.DataParallel(model)`. It does
-nothing on a machine with one GPU or none. Unsafe because with several GPUs the
+nothing on a machine with one GPU or none. Not offered when the file calls a method
+on the model that DataParallel does not provide (`model.generate()`: it would need
+`model.module.generate()`). Unsafe because with several GPUs the
 model becomes a wrapper: `state_dict()` keys gain a `module.` prefix (checkpoints
 no longer load into an unwrapped model and vice versa), custom attributes and
 methods must be reached through `model.module`, and BatchNorm statistics are
@@ -48,7 +50,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, fix, statements
-from torchlint.model import ModelSite, TorchModule
+from torchlint.model import ModelSite, TorchModule, dotted_name
 from torchlint.rule import Diagnostic, Rule
 
 # Anything of these in a file means someone already thought about several GPUs.
@@ -58,6 +60,18 @@ PARALLEL = (
     "torch.distributed",
     "torch.multiprocessing.spawn",
 )
+
+
+# nn.Module methods DataParallel answers itself; any other method called on the model
+# (`model.generate()`, `model.save_pretrained()`) would need `model.module.` once wrapped.
+MODULE_METHODS = {
+    "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers",
+    "children", "named_children", "modules", "named_modules", "state_dict",
+    "load_state_dict", "to", "cuda", "cpu", "half", "float", "double", "bfloat16",
+    "zero_grad", "requires_grad_", "apply", "register_forward_hook",
+    "register_forward_pre_hook", "register_full_backward_hook", "register_buffer",
+    "register_parameter", "add_module", "get_submodule", "type", "forward",
+}  # fmt: skip
 
 
 def parallel_aware(module: TorchModule) -> bool:
@@ -98,9 +112,18 @@ class ModelNotParallel(Rule):
                     ),
                     imports=[i for i in (imp1, imp2) if i is not None],
                 )
-                if isinstance(statement, cst.SimpleStatementLine)
+                if isinstance(statement, cst.SimpleStatementLine) and _wrappable(module, site)
                 else None,
             )
+
+
+def _wrappable(module: TorchModule, site: ModelSite) -> bool:
+    """Every method the file calls on the model still works on a DataParallel."""
+    return all(
+        call.method in MODULE_METHODS
+        for call in module.calls
+        if call.receiver is not None and dotted_name(call.receiver) == site.name
+    )
 
 
 def _trained(module: TorchModule, site: ModelSite) -> bool:

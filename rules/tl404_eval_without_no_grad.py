@@ -2,7 +2,7 @@
 
 What: a loop over a DataLoader that calls a model, after `model.eval()` (in the same
 function, with no `model.train()` in between) or inside a function named
-`evaluate`/`validate`/`val*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
+`eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
 `torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
 (as a `with`, as a decorator of the function, or around every call of the
 function), and no `.backward()` / `torch.autograd.grad` in the loop.
@@ -53,7 +53,9 @@ NO_GRAD = (
     "torch.autograd.grad_mode.inference_mode",
 )
 SET_GRAD = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled")
-EVAL_FUNCTION = re.compile(r"^_*(evaluate|validat|val|test|predict|infer)", re.IGNORECASE)
+# evaluate/eval_epoch, validate/validation, val/val_step/val2 (not `value`), test*,
+# predict*, infer*/inference.
+EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", re.IGNORECASE)
 
 
 class EvalWithoutNoGrad(Rule):
