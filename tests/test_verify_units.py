@@ -365,3 +365,12 @@ def test_nothing_to_compare_when_no_fix_applies(tmp_path):
     script.write_text("import torch\nprint(torch.ones(2))\n")
     code, out, _ = run_verify(script)
     assert code == 0 and "no fixes apply" in out
+
+
+def test_png_plot_when_matplotlib_is_there(tmp_path):
+    pytest.importorskip("matplotlib")
+    from torchlint.verify.plot import write as write_plot
+
+    runs = [fake_run("original", 400, 1), fake_run("fixed", 800, 2)]
+    write_plot(tmp_path / "p.png", runs, compare(runs[:1], runs[1:]))
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

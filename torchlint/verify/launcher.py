@@ -94,6 +94,7 @@ class Counter:
         self.phase = 0  # 0: warm-up, 1: window open, 2: window closed
         self.next_progress = 0.0
         self.torch: Any = None
+        self.undo: list[Any] = []
 
     def emit(self, event: str, **fields: Any) -> None:
         if os.getpid() != self.pid:  # a forked DataLoader worker or a script's own fork
@@ -204,11 +205,18 @@ class Counter:
                 return batch
 
             base.__next__ = __next__
-            register_optimizer_step_post_hook(self.on_step)
+            handle = register_optimizer_step_post_hook(self.on_step)
+            self.undo = [lambda: setattr(base, "__next__", original_next), handle.remove]
             if self.batch_size is not None or self.watch_batch_size:
                 self._watch_batch_size(dataloader.DataLoader)
         except Exception as exc:  # never break the user's script
             self.emit("hook_error", message=f"{type(exc).__name__}: {exc}")
+
+    def uninstall(self) -> None:
+        """Remove the counting hooks (the overhead benchmark switches them on and off)."""
+        for undo in self.undo:
+            undo()
+        self.undo = []
 
     def _watch_batch_size(self, loader_class: type) -> None:
         """Report each DataLoader's batch size; with `self.batch_size`, replace it in every

@@ -120,12 +120,13 @@ def _panel(
     y0: int,
     width: int = 860,
     height: int = 230,
+    medians: Sequence[tuple[str, float]] = (),
 ) -> list[str]:
     left, right, top, bottom = 70, 20, 30, 40
     pw, ph = width - left - right, height - top - bottom
     points = [p for _, _, s in runs for p in s]
     xmax = max((x for x, _ in points), default=1.0) or 1.0
-    ymax = max((y for _, y in points), default=1.0) or 1.0
+    ymax = max([*(y for _, y in points), *(v for _, v in medians)], default=1.0) or 1.0
     xt, yt = nice_ticks(0, xmax), nice_ticks(0, ymax * 1.05)
     xmax, ymax = xt[-1], yt[-1]
     svg = [f'<g transform="translate(0,{y0})">']
@@ -150,6 +151,17 @@ def _panel(
             f"{left + x / xmax * pw:.1f},{top + ph - y / ymax * ph:.1f}" for x, y in series
         )
         svg.append(f'<polyline points="{coords}" stroke="{color}" class="line"/>')
+    for variant, value in medians:  # dashed: the median over the repeats
+        color = COLORS[names.index(variant) % len(COLORS)] if variant in names else "#555"
+        y = top + ph - value / ymax * ph
+        svg.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" '
+            'stroke-dasharray="6,4" stroke-width="1.2"/>'
+        )
+        svg.append(
+            f'<text x="{left + pw - 4}" y="{y - 4:.1f}" class="ytick" fill="{color}">'
+            f"{html.escape(variant)} median {value:,.0f}/s</text>"
+        )
     svg.append("</g>")
     return svg
 
@@ -177,7 +189,15 @@ def html_page(
         ".grid{stroke:#ddd;stroke-width:1}.line{fill:none;stroke-width:1.8;opacity:.85}"
         ".legend{font:12px sans-serif}</style>",
     ]
-    svg += _panel("Throughput (samples/s)", throughput, names, 0, width, panel)
+    medians = []
+    row = comparison.row("samples_per_s") if comparison is not None else None
+    if row is not None:
+        medians = [
+            (name, spread.median)
+            for name, spread in zip(names, (row.before, row.after), strict=False)
+            if spread is not None
+        ]
+    svg += _panel("Throughput (samples/s)", throughput, names, 0, width, panel, medians)
     svg += _panel(util_label, util, names, panel, width, panel)
     x = 70
     for i, name in enumerate(names):
