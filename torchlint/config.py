@@ -108,7 +108,8 @@ class Config:
     # -- files -------------------------------------------------------------------------
 
     def excluded(self, path: Path) -> bool:
-        return any(matches(path, p, self.root) for p in (*self.exclude, *self.extend_exclude))
+        rel = relative(path, self.root)  # once, not once per pattern (discovery's hot loop)
+        return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
 
 
 def default_options() -> dict[str, Any]:
@@ -134,13 +135,19 @@ def expand(selectors: Iterable[str]) -> list[str]:
     return out
 
 
-def matches(path: Path, pattern: str, root: Path) -> bool:
-    """Glob match against the path relative to `root`, or any of its components when the
-    pattern has no slash (as ruff does for `exclude` and `per-file-ignores`)."""
+def relative(path: Path, root: Path) -> PurePosixPath:
     try:  # no resolve(): a symlink is matched where it sits (and may be a loop)
-        rel = PurePosixPath(Path(os.path.abspath(path)).relative_to(root).as_posix())
+        return PurePosixPath(Path(os.path.abspath(path)).relative_to(root).as_posix())
     except ValueError:
-        rel = PurePosixPath(path.as_posix())
+        return PurePosixPath(path.as_posix())
+
+
+def matches(path: Path, pattern: str, root: Path, rel: PurePosixPath | None = None) -> bool:
+    """Glob match against the path relative to `root` (`rel`, if already known), or any
+    of its components when the pattern has no slash (as ruff does for `exclude` and
+    `per-file-ignores`)."""
+    if rel is None:
+        rel = relative(path, root)
     pattern = pattern.rstrip("/")
     if "/" in pattern:
         pattern = pattern.removeprefix("./")

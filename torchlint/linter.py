@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
 from torchlint.model import Settings, build_model
 from torchlint.noqa import parse_suppressions
+from torchlint.positions import NodePositions
 from torchlint.rule import Diagnostic, Rule
 
 MAX_FIX_PASSES = 16
@@ -91,8 +92,12 @@ def _diagnostics(
     return found
 
 
-def _positions(module: cst.Module):
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+def _positions(module: cst.Module, diagnostics: Sequence[Diagnostic] = ()) -> NodePositions:
+    """Positions of the reported nodes and of the nodes their fixes edit (any other node
+    on demand): never of the whole tree."""
+    nodes = [d.node for d in diagnostics]
+    nodes += [e.node for d in diagnostics if d.fix is not None for e in d.fix.edits]
+    return NodePositions(module, nodes)
 
 
 def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -140,7 +145,7 @@ class Linter:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module)
+        positions = _positions(module, diagnostics)
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:
@@ -187,7 +192,7 @@ class Linter:
             for d in diagnostics:
                 if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
                     continue
-                positions = positions or _positions(module)
+                positions = positions or _positions(module, diagnostics)
                 if suppressions.suppressed(d.code, positions[d.node].start.line):
                     continue
                 candidates.append(d.fix)

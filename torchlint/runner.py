@@ -228,15 +228,14 @@ def run(
     job: Job,
     config: Config,
     on_result: Callable[[FileResult], None] | None = None,
+    cache_dir: Path | None = None,
 ) -> list[FileResult]:
-    """Lint every file; `on_result` (progress bar, --verbose) sees each result as it is made."""
-    results = []
-    for f in files:
-        result = process_file(f, job, config.rules_for(f, job.codes))
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
-    return results
+    """Lint every file (in worker processes when there are enough), answering from the
+    cache in `cache_dir` what it knows (None: no cache). Results, and the calls of
+    `on_result` (progress bar, --verbose), come in the order of `files`."""
+    from torchlint.parallel import run_files
+
+    return run_files(list(files), job, config, on_result, cache_dir)
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:

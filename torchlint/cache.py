@@ -1,0 +1,185 @@
+"""Per-file result cache in `.torchlint_cache/` (under the config root, or the cwd).
+
+An entry holds one file's result for one way of running (torchlint version, a hash of
+torchlint's and the rules' source, the selected codes, rule options, target torch,
+check/fix/diff, unsafe, with_edits, the file's path) and is valid only for the exact
+bytes it was computed from (their SHA-256 is stored and compared). Entries are JSON
+(never pickle: a cache directory can come from anywhere, and loading it must not run
+code), written to a temporary file and renamed into place, so concurrent runs never
+see a partial entry; an unreadable or corrupt entry is a miss, never an error. A
+directory that cannot be written disables the cache silently.
+
+Only results that leave the file as it is are stored (checks, diffs, and fix runs
+that had nothing to change): the result of a run that rewrote the file is the input
+of the next run, which then lints the new bytes and stores that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchlint import __version__
+from torchlint.source import SourceError, decode
+
+if TYPE_CHECKING:
+    from torchlint.runner import FileResult, Job
+
+DIRNAME = ".torchlint_cache"
+ENV = "TORCHLINT_CACHE_DIR"  # overrides the location (tests, read-only checkouts)
+TAG = "CACHEDIR.TAG"
+_TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by torchlint.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+FORMAT = 1
+
+
+def location(root: Path) -> Path:
+    env = os.environ.get(ENV)
+    return Path(env) if env else root / DIRNAME
+
+
+def code_fingerprint() -> str:
+    """A hash of the engine's and the rules' source files: editing a rule in
+    development invalidates what it computed."""
+    import torchlint
+    import torchlint.rules
+
+    digest = hashlib.sha256(__version__.encode())
+    dirs = [Path(torchlint.__file__).parent, *map(Path, torchlint.rules.__path__)]
+    for directory in dirs:
+        for path in sorted(directory.glob("*.py")):
+            try:
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+            except OSError:
+                digest.update(path.name.encode() + b"\0?\0")
+    return digest.hexdigest()
+
+
+class Cache:
+    """Get and put `FileResult`s of one run (one Job) in one cache directory."""
+
+    def __init__(self, directory: Path, job: Job) -> None:
+        self.directory = directory
+        self.entries = directory / f"v{FORMAT}"
+        settings = {
+            "code": code_fingerprint(),
+            "options": job.settings.options,
+            "target_torch": job.settings.target_torch,
+            "fix": job.fix,
+            "unsafe": job.unsafe,
+            "diff": job.diff,
+            "with_edits": job.with_edits,
+        }
+        self.salt = json.dumps(settings, sort_keys=True, default=repr).encode()
+        self.writable = True
+
+    def _entry(self, path: Path, name: str, codes: tuple[str, ...] | list[str]) -> Path:
+        key = hashlib.sha256(self.salt)
+        key.update(f"\0{path.absolute()}\0{name}\0{','.join(codes)}".encode())
+        hexdigest = key.hexdigest()
+        return self.entries / hexdigest[:2] / hexdigest[2:]
+
+    def get(self, path: Path, name: str, codes, raw: bytes) -> FileResult | None:
+        """The stored result for this file, if it was computed from these bytes."""
+        try:
+            data = json.loads(self._entry(path, name, codes).read_bytes())
+            if data["content"] != hashlib.sha256(raw).hexdigest():
+                return None
+            result = decode_result(data["result"], name)
+            if data.get("text_is_source"):
+                result.text = decode(raw)[0]
+            return result
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, SourceError):
+            return None  # missing or corrupt: recompute
+
+    def put(self, path: Path, name: str, codes, raw: bytes, result: FileResult) -> None:
+        if not self.writable:
+            return
+        target = self._entry(path, name, codes)
+        encoded = encode_result(result)
+        text_is_source = False
+        if result.text is not None:
+            with contextlib.suppress(SourceError):
+                text_is_source = result.text == decode(raw)[0]
+        if text_is_source:
+            encoded["text"] = None  # the file itself: not stored twice
+        data = json.dumps(
+            {
+                "content": hashlib.sha256(raw).hexdigest(),
+                "text_is_source": text_is_source,
+                "result": encoded,
+            }
+        )
+        try:
+            self._prepare()
+            target.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError:
+            self.writable = False  # read-only checkout, full disk: run without storing
+
+    def _prepare(self) -> None:
+        if (self.directory / TAG).exists():
+            self.entries.mkdir(exist_ok=True)
+            return
+        self.entries.mkdir(parents=True, exist_ok=True)
+        for name, text in ((TAG, _TAG_TEXT), (".gitignore", "# Created by torchlint.\n*\n")):
+            file = self.directory / name
+            if not file.exists():
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.replace(tmp, file)
+
+
+def clean(directory: Path) -> bool:
+    """Remove a torchlint cache directory (only one that carries torchlint's tag)."""
+    if not (directory / TAG).is_file():
+        return False
+    shutil.rmtree(directory, ignore_errors=True)
+    return True
+
+
+# -- FileResult <-> JSON ------------------------------------------------------------------
+
+
+def encode_result(result: FileResult) -> dict[str, Any]:
+    data = asdict(result)
+    del data["path"]
+    return data
+
+
+def decode_result(data: dict[str, Any], name: str) -> FileResult:
+    from torchlint.linter import FixRecord, TextEdit, Violation
+    from torchlint.runner import FileResult
+
+    def violation(v: dict[str, Any]) -> Violation:
+        fix = v.get("fix")
+        if fix is not None:
+            edits = tuple(
+                TextEdit(**{**e, "start": tuple(e["start"]), "end": tuple(e["end"])})
+                for e in fix["edits"]
+            )
+            v = {**v, "fix": FixRecord(**{**fix, "edits": edits})}
+        return Violation(**v)
+
+    known = {f.name for f in fields(FileResult)}
+    values = {k: v for k, v in data.items() if k in known}
+    values["violations"] = [violation(v) for v in data["violations"]]
+    return FileResult(name, **values)

@@ -1,0 +1,167 @@
+"""Many files: answer from the cache what it knows, lint the rest in worker processes.
+
+Results always come back in the order of the input files (the pool maps in order,
+in chunks), so output is the same with one process or many. A pool is started only
+when the work to do pays for it: below `MIN_POOL_BYTES` of source that needs parsing,
+starting processes costs more than it saves (measured: benchmarks/README.md). Workers
+are forked where that is safe (Linux), so they import nothing; elsewhere they import
+only what `torchlint.runner` needs (never torch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchlint.cache import Cache
+from torchlint.config import Config
+from torchlint.runner import FileResult, Job, display, process_file
+
+# Below this much source to lint, one process is faster than starting a pool.
+MIN_POOL_BYTES = 256 * 1024
+WORKERS_ENV = "TORCHLINT_WORKERS"  # a number; 1 runs everything in this process
+INTERNAL = "internal error"
+
+
+def workers() -> int:
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@dataclass
+class _Task:
+    index: int
+    path: Path
+    codes: tuple[str, ...]
+    raw: bytes | None = None  # what the cache key was computed from
+    stamp: tuple[int, int, int] | None = None  # (mtime_ns, size, inode) when read
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
+    """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
+    (one bad file must not cost the results of a thousand others)."""
+    try:
+        return process_file(path, job, codes)
+    except RecursionError:
+        return FileResult(display(path), error="code nested too deeply to analyse")
+    except Exception as exc:  # reported on the file, with what to do about it
+        return FileResult(
+            display(path),
+            error=f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file",
+        )
+
+
+_job: Job | None = None
+
+
+def _init_worker(job: Job) -> None:
+    global _job
+    _job = job
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+
+def _work(item: tuple[Path, tuple[str, ...]]) -> FileResult:
+    assert _job is not None
+    return lint_one(item[0], _job, item[1])
+
+
+def _pool_size(tasks: Sequence[_Task]) -> int:
+    n = workers()
+    if n < 2 or len(tasks) < 2:
+        return 1
+    size = 0
+    for task in tasks:
+        if task.raw is not None:
+            size += len(task.raw)
+        else:
+            with contextlib.suppress(OSError):
+                size += task.path.stat().st_size
+        if size >= MIN_POOL_BYTES:
+            return min(n, len(tasks))
+    return 1
+
+
+def _compute(tasks: Sequence[_Task], job: Job) -> Iterator[FileResult]:
+    """Results for `tasks`, in their order."""
+    size = _pool_size(tasks)
+    if size == 1:
+        for task in tasks:
+            yield lint_one(task.path, job, task.codes)
+        return
+    method = "fork" if sys.platform == "linux" else "spawn"
+    context = multiprocessing.get_context(method)
+    chunksize = max(1, min(8, len(tasks) // (size * 8)))
+    items = [(t.path, t.codes) for t in tasks]
+    with context.Pool(size, initializer=_init_worker, initargs=(job,)) as pool:
+        yield from pool.imap(_work, items, chunksize=chunksize)
+
+
+def _cacheable(job: Job, task: _Task, result: FileResult) -> bool:
+    if task.raw is None or (result.error or "").startswith(INTERNAL):
+        return False
+    if job.fix and not job.diff and (result.fixed or result.error):
+        return False  # the file was (or should have been) rewritten
+    return _stamp(task.path) == task.stamp  # not changed while we linted it
+
+
+def run_files(
+    files: Sequence[Path],
+    job: Job,
+    config: Config,
+    on_result: Callable[[FileResult], None] | None = None,
+    cache_dir: Path | None = None,
+) -> list[FileResult]:
+    """Lint (or fix) every file; results in the order of `files`."""
+    tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
+    results: list[FileResult | None] = [None] * len(tasks)
+    cache = Cache(cache_dir, job) if cache_dir is not None else None
+    todo = tasks
+    if cache is not None:
+        todo = []
+        for task in tasks:
+            task.stamp = _stamp(task.path)
+            try:
+                task.raw = task.path.read_bytes()
+            except OSError:
+                todo.append(task)  # process_file reports why
+                continue
+            hit = cache.get(task.path, display(task.path), task.codes, task.raw)
+            if hit is None:
+                todo.append(task)
+            else:
+                results[task.index] = hit
+    computed = _compute(todo, job)
+    pending = iter(todo)
+    out: list[FileResult] = []
+    try:
+        for result in results:
+            if result is None:
+                task = next(pending)
+                result = next(computed)
+                if cache is not None and _cacheable(job, task, result):
+                    cache.put(task.path, result.path, task.codes, task.raw or b"", result)
+            if on_result is not None:
+                on_result(result)
+            out.append(result)
+    finally:
+        computed.close()  # stops the pool, also on Ctrl-C
+    return out
