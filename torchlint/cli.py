@@ -127,6 +127,7 @@ def _check(
     stdin_filename: str | None,
     quiet: bool,
     verbose: bool = False,
+    no_cache: bool = False,
 ) -> int:
     from torchlint import reporters
     from torchlint.config import ConfigError, parse_target
@@ -184,7 +185,10 @@ def _check(
         elif not quiet and progress_wanted(sys.stderr):
             on_result = progress = Progress(len(found.files), sys.stderr)
         try:
-            results = found.errors + run(found.files, job, config, on_result)
+            from torchlint.cache import location
+
+            cache_dir = None if no_cache else location(config.root)
+            results = found.errors + run(found.files, job, config, on_result, cache_dir)
         finally:
             if progress is not None:
                 progress.close()
@@ -383,6 +387,9 @@ def _check_options(fix_default: bool):
                 "--verbose", "-v", help="Also print the config, rules and each file checked."
             ),
         ] = False,
+        no_cache: Annotated[
+            bool, typer.Option("--no-cache", help="Neither read nor write the result cache.")
+        ] = False,
     ) -> None:
         code = _check(
             paths,
@@ -402,6 +409,7 @@ def _check_options(fix_default: bool):
             stdin_filename,
             quiet,
             verbose,
+            no_cache,
         )
         raise typer.Exit(code)
 
@@ -526,6 +534,21 @@ def verify_command(
             config_file=config,
         )
     )
+
+
+@app.command("clean")
+def clean_command() -> None:
+    """Remove the result cache (.torchlint_cache) of the project around the cwd."""
+    from torchlint.cache import clean, location
+    from torchlint.config import ConfigError
+
+    try:
+        root = _load(None, []).root
+    except ConfigError:
+        root = Path.cwd()
+    directory = location(root)
+    if clean(directory):
+        typer.echo(f"Removed {directory}")
 
 
 def main() -> None:
