@@ -48,7 +48,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import FixSafety
-from torchlint.model import CallSite, Loop, TorchModule, dotted_name, is_periodic
+from torchlint.model import CallSite, Loop, TorchModule, children, dotted_name, is_periodic
 from torchlint.rule import Diagnostic, Rule
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
@@ -176,7 +176,7 @@ def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
 def _contains_call(node: cst.CSTNode, ids: set[int]) -> bool:
     if id(node) in ids:
         return True
-    return any(_contains_call(child, ids) for child in node.children)
+    return any(_contains_call(child, ids) for child in children(node))
 
 
 def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bool) -> bool:

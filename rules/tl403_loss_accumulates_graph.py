@@ -43,7 +43,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import Assignment, Loop, TorchModule, dotted_name
+from torchlint.model import Assignment, Loop, TorchModule, children, dotted_name
 from torchlint.rule import Diagnostic, Rule
 
 # `loss.item()`, `float(loss)`...: a value without history.
@@ -58,7 +58,7 @@ class LossAccumulatesGraph(Rule):
     tokens = ("backward",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        backward_args = _backpropagated(module)
+        backpropagated: set[str] | None = None
         for loop in module.loops:
             if not loop.is_step_loop:
                 continue
@@ -67,12 +67,12 @@ class LossAccumulatesGraph(Rule):
                 continue
             for acc in _accumulations(module, loop):
                 target = acc.target
-                if any(_mentions(expr, target) for expr in backward_args):
-                    continue
-                if not _bound_before(module, loop, acc):
-                    continue
                 leaves = _loss_leaves(acc, losses)
-                if not leaves:
+                if not leaves or not _bound_before(module, loop, acc):
+                    continue
+                if backpropagated is None:
+                    backpropagated = {n for e in _backpropagated(module) for n in _names(e)}
+                if target in backpropagated:
                     continue
                 edits = [
                     Replace(leaf, cst.Call(cst.Attribute(leaf, cst.Name("detach"))))
@@ -198,7 +198,17 @@ def _loss_leaves(acc: Assignment, losses: set[str]) -> list[cst.Name | cst.Attri
     return leaves
 
 
+def _names(node: cst.CSTNode) -> Iterator[str]:
+    """Every name and dotted attribute chain read in an expression."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        if name is not None:
+            yield name
+    for child in children(node):
+        yield from _names(child)
+
+
 def _mentions(node: cst.CSTNode, name: str) -> bool:
     if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) == name:
         return True
-    return any(_mentions(child, name) for child in node.children)
+    return any(_mentions(child, name) for child in children(node))

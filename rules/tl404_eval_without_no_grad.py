@@ -42,7 +42,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.model import CallSite, Loop, TorchModule, bool_value, dotted_name
+from torchlint.model import CallSite, Loop, TorchModule, bool_value, children, dotted_name
 from torchlint.rule import Diagnostic, Rule
 
 NO_GRAD = (
@@ -208,7 +208,7 @@ def _names(node: cst.CSTNode) -> Iterator[str]:
         name = dotted_name(node)
         if name is not None:
             yield name
-    for child in node.children:
+    for child in children(node):
         yield from _names(child)
 
 

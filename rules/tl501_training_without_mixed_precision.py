@@ -131,7 +131,20 @@ def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix |
         bf16, imp2 = module.spell("torch.bfloat16")
         region = stmts[first : last + 1]
         head = region[0]
-        item = cst.parse_expression(f'{autocast}("cuda", dtype={bf16})')
+        item = cst.Call(
+            func=_expression(autocast),
+            args=[
+                cst.Arg(
+                    cst.SimpleString('"cuda"'),
+                    comma=cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" ")),
+                ),
+                cst.Arg(
+                    _expression(bf16),
+                    keyword=cst.Name("dtype"),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                ),
+            ],
+        )
         wrapped = cst.With(
             items=[cst.WithItem(item)],
             body=cst.IndentedBlock([head.with_changes(leading_lines=[]), *region[1:]]),
@@ -145,6 +158,15 @@ def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix |
             imports=[i for i in (imp1, imp2) if i is not None],
         )
     return None
+
+
+def _expression(dotted: str) -> cst.BaseExpression:
+    """`a.b.c` as a Name/Attribute chain (no parser round trip)."""
+    head, *rest = dotted.split(".")
+    node: cst.BaseExpression = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
 
 
 def _assigns(stmt: cst.BaseStatement, name: str) -> bool:

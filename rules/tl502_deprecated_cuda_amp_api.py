@@ -43,6 +43,7 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
 from torchlint.model import CallSite, TorchModule, dotted_name
 from torchlint.rule import Diagnostic, Rule
+from torchlint.walk import walk
 
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 
@@ -123,7 +124,7 @@ class DeprecatedCudaAmpApi(Rule):
         if not found:
             return
         counter = _NameCounter({n for _, _, names in found for n in names})
-        module.module.visit(counter)
+        walk(module.module, counter)
         for stmt, _imp, names in found:
             if any(counter.counts.get(n) for n in names):
                 continue
@@ -150,7 +151,7 @@ class _NameCounter(cst.CSTVisitor):
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `x.autocast` reads x, not a name `autocast`
+        walk(node.value, self)  # `x.autocast` reads x, not a name `autocast`
         return False
 
     def visit_Name(self, node: cst.Name) -> None:

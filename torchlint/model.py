@@ -15,7 +15,7 @@ from typing import Any
 import libcst as cst
 
 from torchlint.fixes import Import
-from torchlint.walk import walk
+from torchlint.walk import child_fields, walk
 
 DATALOADER = "torch.utils.data.DataLoader"
 
@@ -1025,17 +1025,28 @@ def _link_models(model: TorchModule) -> None:
 # -- per-step or periodic (TL4xx) ---------------------------------------------------------
 
 
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that are not trivia, in source order. (libcst's `node.children`
+    rebuilds the node to find them: far too slow for rules that search subtrees.)"""
+    for name in child_fields(type(node)):
+        child = getattr(node, name)
+        if isinstance(child, cst.CSTNode):
+            yield child
+        elif isinstance(child, (tuple, list)):
+            yield from (c for c in child if isinstance(c, cst.CSTNode))
+
+
 def contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
     """`target` is `root` or inside it (identity; walks only `root`'s subtree)."""
     if root is target:
         return True
-    return any(contains(child, target) for child in root.children)
+    return any(contains(child, target) for child in children(root))
 
 
 def _has_modulo(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
         return True
-    return any(_has_modulo(child) for child in node.children)
+    return any(_has_modulo(child) for child in children(node))
 
 
 def is_periodic(site: CallSite) -> bool:
