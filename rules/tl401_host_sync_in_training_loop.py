@@ -170,7 +170,20 @@ def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
             for a in assignments:
                 if loop in a.ctx.loops and _contains_call(a.value, model_calls):
                     names.add(target)
+    # `loss = loss.item()`: a number from then on (the `.item()` is what is reported).
+    for name in list(names):
+        if any(loop in a.ctx.loops and _to_number(a.value) for a in module.assigned(name)):
+            names.discard(name)
     return names
+
+
+def _to_number(node: cst.BaseExpression) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in ("item", "tolist")
+    return isinstance(func, cst.Name) and func.value in ("float", "int")
 
 
 def _contains_call(node: cst.CSTNode, ids: set[int]) -> bool:

@@ -2,7 +2,8 @@
 
 What: `optimizer.zero_grad(set_to_none=False)` (or `model.zero_grad(False)`) on any
 receiver; with `target-torch` below 2.0 also a bare `zero_grad()`, whose default
-was `set_to_none=False` until PyTorch 2.0.
+was `set_to_none=False` until PyTorch 2.0 (below 1.7 there is no `set_to_none`:
+nothing is reported).
 
 Why: zeroing launches a memset for every parameter's `.grad` each step, and the next
 `backward()` then reads those zeros back to accumulate into them. With
@@ -55,6 +56,8 @@ class ZeroGradKeepsZeros(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         target = module.target_torch
+        if target is not None and target < (1, 7):
+            return  # no `set_to_none` parameter yet
         old_torch = target is not None and target < (2, 0)
         for call in module.method_calls("zero_grad"):
             if call.has_star_args:
