@@ -200,12 +200,16 @@ def test_crashing_script_reports_its_stderr(tmp_path):
 
 def test_except_exception_cannot_swallow_the_stop(tmp_path):
     (tmp_path / "labels.txt").write_text("ok\n")
+    (tmp_path / "helper_mod.py").write_text("VALUE = 3\n")
     script = write(
         tmp_path,
         "swallow.py",
         TRAIN
         + """
-    # A file next to the script: the fixed copy must see the same __file__.
+    # A module and a file next to the script: the fixed copy, run from elsewhere, sees
+    # the same sys.path[0] and __file__.
+    import helper_mod
+    assert helper_mod.VALUE == 3
     assert open(os.path.join(os.path.dirname(__file__), "labels.txt")).read() == "ok\\n"
     for epoch in range(1000):
         try:
@@ -245,9 +249,9 @@ def test_gpu_path_with_recorded_nvml_series(tmp_path):
         script,
         unsafe_fixes=True,
         warmup=2,
-        steps=300,
+        steps=600,
         repeats=1,
-        interval_ms=50,
+        interval_ms=20,
         nvml=Nvml(FakePynvml()),
         json_out=out_json,
         plot=out_html,

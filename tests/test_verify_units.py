@@ -339,6 +339,7 @@ def run_verify(*args, **kwargs):
     ],
 )
 def test_bad_input_is_one_line(tmp_path, setup, kwargs, message):
+    pytest.importorskip("torch")  # without torch, that is the one line
     script = tmp_path / "train.py"
     if setup is not None:
         script.write_text(setup)
@@ -361,6 +362,7 @@ def test_without_torch_asks_for_the_extra(tmp_path, monkeypatch):
 
 
 def test_nothing_to_compare_when_no_fix_applies(tmp_path):
+    pytest.importorskip("torch")
     script = tmp_path / "train.py"
     script.write_text("import torch\nprint(torch.ones(2))\n")
     code, out, _ = run_verify(script)
@@ -374,3 +376,13 @@ def test_png_plot_when_matplotlib_is_there(tmp_path):
     runs = [fake_run("original", 400, 1), fake_run("fixed", 800, 2)]
     write_plot(tmp_path / "p.png", runs, compare(runs[:1], runs[1:]))
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_module_entry_point(capsys):
+    from torchlint.verify.__main__ import main
+
+    assert main(["missing.py", "--steps", "3", "--", "--lr", "1"]) == 2
+    assert "missing.py: no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["x.py", "--steps", "many"])
+    assert exc.value.code == 2

@@ -315,7 +315,10 @@ def main() -> int:
     script_path = os.path.abspath(sys.argv[1])
     code_path = settings.get("code") or script_path
     sys.argv = [script_path, *sys.argv[2:]]
-    sys.path[0] = os.path.dirname(script_path)
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        sys.path[0] = os.path.dirname(script_path)  # as `python script.py` would have it
+    else:  # python -P / PYTHONSAFEPATH: nothing of ours to replace
+        sys.path.insert(0, os.path.dirname(script_path))
     counter = Counter(settings)
     counter.emit("start", pid=os.getpid(), pgid=os.getpgrp())
     if code_path != script_path:

@@ -160,7 +160,11 @@ class Nvml:
         """GPM metrics over the interval since the previous sample of this device."""
         nv = self.nv
         sample = self._call("nvmlGpmSampleAlloc")
-        if sample is None or self._call("nvmlGpmSampleGet", device.handle, sample) is None:
+        if sample is None:
+            device.gpm = False
+            return
+        if self._call("nvmlGpmSampleGet", device.handle, sample) is None:
+            self._call("nvmlGpmSampleFree", sample)
             device.gpm = False
             return
         previous, device.gpm_sample = device.gpm_sample, sample
