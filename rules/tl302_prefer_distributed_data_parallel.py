@@ -1,4 +1,4 @@
-"""TL302 prefer-distributed-data-parallel: `DataParallel` scales worse than DDP (off by default).
+"""TL302 prefer-distributed-data-parallel: `DataParallel` scales worse than DDP.
 
 What: `torch.nn.DataParallel(...)` (also spelled `torch.nn.parallel.DataParallel`) and
 the functional `torch.nn.parallel.data_parallel(...)`. Advice, so off by default:
