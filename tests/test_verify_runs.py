@@ -137,7 +137,14 @@ def test_script_that_ignores_the_stop_is_killed_with_its_workers(tmp_path):
         """,
     )
     code, out, err = verify(
-        script, [str(pids)], unsafe_fixes=True, warmup=2, steps=5, repeats=1, stop_grace=1.0
+        script,
+        [str(pids)],
+        unsafe_fixes=True,
+        warmup=2,
+        steps=5,
+        repeats=1,
+        stop_grace=1.0,
+        kill_wait=0.5,
     )
     assert code == 0, out + err
     assert "did not exit" in out and "SIGKILL" in out
