@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,7 +197,6 @@ def run_once(
     spec: RunSpec,
     nvml: Nvml | None = None,
     devices: Sequence[GpuDevice] = (),
-    on_tick: Callable[[float], None] | None = None,
 ) -> RunResult:
     """Run the script once and measure it; never raises for the script's own failures."""
     import subprocess
@@ -261,8 +260,6 @@ def run_once(
                 if cpu is not None:
                     result.cpu.append(cpu)
                 result.events.extend(reader.read())
-                if on_tick is not None:
-                    on_tick(now)
                 if closed_at is None:
                     closes = sum(1 for e in result.events if e.get("event") == "window_close")
                     if closes >= expected:

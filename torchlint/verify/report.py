@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchlint.verify.harness import RunResult
-from torchlint.verify.stats import Comparison, Metric, Spread
+from torchlint.verify.stats import Comparison, Spread
 
 UTIL_NOTE = (
     "GPU util is NVML's: the share of time any kernel was running, not how much of the GPU it used"
@@ -39,7 +39,7 @@ def _spread(s: Spread | None) -> str:
     return f"±{s.relative / 2:.1%}"
 
 
-def _ratio(metric: Metric, ratio: float | None) -> str:
+def _ratio(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
@@ -53,7 +53,7 @@ def table(comparison: Comparison, names: tuple[str, str] = ("original", "fixed")
                 r.metric.label,
                 fmt(r.before.median if r.before else None, unit),
                 fmt(r.after.median if r.after else None, unit),
-                _ratio(r.metric, r.ratio),
+                _ratio(r.ratio),
                 f"{_spread(r.before)} | {_spread(r.after)}",
             ]
         )
