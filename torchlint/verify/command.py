@@ -399,7 +399,14 @@ def _report(
     if measured:
         print(render(comparison, runs, str(log_dir)), file=out)
     else:
-        print("torchlint verify: the script could not be measured:", file=out)
+        if any(r.usable for r in before):
+            print(
+                "torchlint verify: the fixed script fails where the original runs: "
+                "a fix breaks it here (please report it)",
+                file=out,
+            )
+        else:
+            print("torchlint verify: the script could not be measured:", file=out)
         for r in runs:
             if not r.usable:
                 print(failure(r), file=out)
