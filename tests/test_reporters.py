@@ -40,6 +40,33 @@ val = DataLoader(
 )
 """
 
+# positions in a notebook count within a cell: CI formats report them on the whole file
+NOTEBOOK = json.dumps(
+    {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Training"]},
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": ["import torch\n", "from torch.utils.data import DataLoader\n"],
+            },
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": ["loader = DataLoader(ds)"],
+            },
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    },
+    indent=1,
+)
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
@@ -47,6 +74,7 @@ def project(tmp_path_factory) -> Path:
     (root / ".git").mkdir()  # the repository root that CI formats name paths from
     (root / ODD_DIR).mkdir()
     (root / ODD_DIR / "träin.py").write_text(SOURCE, encoding="utf-8")
+    (root / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     return root
 
 
@@ -122,6 +150,9 @@ def test_sarif_is_valid_and_describes_every_rule(project):
     assert uri == "odd%20dir%2C%2050%25%3A%20x/tr%C3%A4in.py"
     assert first["fixes"][0]["artifactChanges"][0]["replacements"]
     assert run["invocations"][0]["executionSuccessful"] is False
+    notebook = run["results"][-1]
+    assert notebook["message"]["text"].startswith("cell 3, line 1, column 10: ")
+    assert "region" not in notebook["locations"][0]["physicalLocation"]
 
 
 def test_sarif_of_a_clean_run_is_valid(tmp_path):
@@ -157,9 +188,11 @@ def test_gitlab_fingerprints_ignore_line_numbers(project, tmp_path):
     (shifted / ODD_DIR).mkdir(parents=True)
     (shifted / ".git").mkdir()
     (shifted / ODD_DIR / "träin.py").write_text("\n\n" + SOURCE, encoding="utf-8")
+    (shifted / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     after = json.loads(run_format(shifted, "gitlab").stdout)
     assert [i["fingerprint"] for i in before] == [i["fingerprint"] for i in after]
-    assert [i["location"]["positions"]["begin"]["line"] for i in after] == [7, 8]
+    lines = [i["location"].get("positions", {}).get("begin", {}).get("line") for i in after]
+    assert lines == [7, 8, None]  # the notebook's finding is on the whole file
     assert len({i["fingerprint"] for i in before}) == len(before)
 
 
@@ -173,7 +206,7 @@ def test_paths_are_relative_to_the_repository_root(project):
 
 def test_junit_is_well_formed(project):
     root = ET.fromstring(run_format(project, "junit").stdout)
-    assert root.get("tests") == "3" and root.get("failures") == "2" and root.get("errors") == "1"
+    assert root.get("tests") == "4" and root.get("failures") == "3" and root.get("errors") == "1"
 
 
 # -- escaping, with results made by hand: newlines and control characters in paths

@@ -76,8 +76,17 @@ def byte_column(line: str, column: int) -> int:
     return len(line[: column - 1].encode("utf-8", "surrogatepass")) + 1
 
 
-def source_lines(result: FileResult) -> list[str]:
+def source_lines(result: FileResult, cell: int | None = None) -> list[str]:
+    """The lines a position points into: the file's, or (notebooks) its cell's."""
+    if cell is not None and result.cells is not None and 0 < cell <= len(result.cells):
+        return result.cells[cell - 1].splitlines()
     return (result.text or "").splitlines()
+
+
+def cell_prefix(v: Violation) -> str:
+    """Notebook positions count within a cell, which line-based CI formats cannot point
+    into: they report such findings on the whole file and say where in the message."""
+    return f"cell {v.cell}, line {v.line}, column {v.column}: " if v.cell is not None else ""
 
 
 def line_at(lines: list[str], number: int) -> str:
@@ -90,11 +99,10 @@ def fingerprints(result: FileResult, context: Context) -> Iterator[tuple[Violati
     It hashes the file's repository path, the code, the flagged line's text (stripped)
     and how many identical (code, text) pairs came before in the file: no line numbers.
     """
-    lines = source_lines(result)
     path = repo_path(result.path, context)
     seen: Counter[tuple[str, str]] = Counter()
     for v in result.violations:
-        key = (v.code, line_at(lines, v.line).strip())
+        key = (v.code, line_at(source_lines(result, v.cell), v.line).strip())
         data = "\0".join((path, *key, str(seen[key])))
         seen[key] += 1
         yield v, hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]

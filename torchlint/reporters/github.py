@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from torchlint.linter import Violation
-from torchlint.reporters import Context, fixable, repo_path
+from torchlint.reporters import Context, cell_prefix, fixable, repo_path
 from torchlint.runner import FileResult
 
 MAX_SUMMARY_ROWS = 500
@@ -36,6 +36,10 @@ def render(results: list[FileResult], context: Context) -> str:
         if r.error is not None:
             lines.append(command("error", r.error, file=path, title="torchlint"))
         for v in r.violations:
+            title = f"torchlint ({v.code})"
+            if v.cell is not None:
+                lines.append(command("warning", cell_prefix(v) + v.message, file=path, title=title))
+                continue
             lines.append(
                 command(
                     "warning",
@@ -45,7 +49,7 @@ def render(results: list[FileResult], context: Context) -> str:
                     endLine=v.end_line,
                     col=v.column,
                     endColumn=v.end_column,
-                    title=f"torchlint ({v.code})",
+                    title=title,
                 )
             )
     return "".join(line + "\n" for line in lines)
@@ -53,6 +57,10 @@ def render(results: list[FileResult], context: Context) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _line(v: Violation) -> str:
+    return f"{v.line} (cell {v.cell})" if v.cell is not None else str(v.line)
 
 
 def _fix_cell(v: Violation, context: Context) -> str:
@@ -81,7 +89,7 @@ def summary(results: list[FileResult], context: Context) -> str:
         out += [f"| {c} | {names[c]} | {n} | {fix[c]} |" for c, n in counts.most_common()]
         out += ["", "| File | Line | Code | Message |", "| --- | ---: | --- | --- |"]
         out += [
-            f"| {_cell(repo_path(r.path, context))} | {v.line} | {v.code} | {_cell(v.message)} |"
+            f"| {_cell(repo_path(r.path, context))} | {_line(v)} | {v.code} | {_cell(v.message)} |"
             for r, v in found[:MAX_SUMMARY_ROWS]
         ]
         if len(found) > MAX_SUMMARY_ROWS:

@@ -9,8 +9,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.reporters import Context, fingerprints, repo_path
+from torchlint.linter import Violation
+from torchlint.reporters import Context, cell_prefix, fingerprints, repo_path
 from torchlint.runner import FileResult
+
+
+def _location(path: str, v: Violation) -> dict[str, Any]:
+    if v.cell is not None:  # notebook positions count within a cell: the file's first line
+        return {"path": path, "lines": {"begin": 1}}
+    return {
+        "path": path,
+        "positions": {
+            "begin": {"line": v.line, "column": v.column},
+            "end": {"line": v.end_line, "column": v.end_column},
+        },
+    }
 
 
 def render(results: list[FileResult], context: Context) -> str:
@@ -20,18 +33,12 @@ def render(results: list[FileResult], context: Context) -> str:
         for v, fingerprint in fingerprints(r, context):
             items.append(
                 {
-                    "description": f"{v.code} {v.message}",
+                    "description": f"{v.code} {cell_prefix(v)}{v.message}",
                     "check_name": v.code,
                     "fingerprint": fingerprint,
                     "severity": "major",
                     "categories": ["Performance"],
-                    "location": {
-                        "path": path,
-                        "positions": {
-                            "begin": {"line": v.line, "column": v.column},
-                            "end": {"line": v.end_line, "column": v.end_column},
-                        },
-                    },
+                    "location": _location(path, v),
                 }
             )
     return json.dumps(items, indent=2, ensure_ascii=False) + "\n"

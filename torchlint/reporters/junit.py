@@ -33,15 +33,13 @@ def render(results: list[FileResult], context: Context) -> str:
             counts["tests"] += 1
             counts["errors"] = 1
         for v in r.violations:
-            where = f"{path}:{v.line}:{v.column}"
+            cell = f"cell {v.cell}:" if v.cell is not None else ""
+            where = f"{path}:{cell}{v.line}:{v.column}"
             case = ET.SubElement(
-                suite,
-                "testcase",
-                name=f"{v.code} {where}",
-                classname=path,
-                file=path,
-                line=str(v.line),
+                suite, "testcase", name=f"{v.code} {where}", classname=path, file=path
             )
+            if v.cell is None:  # notebook lines count within a cell
+                case.set("line", str(v.line))
             failure = ET.SubElement(case, "failure", message=_xml(v.message), type=v.code)
             failure.text = f"{where}: {v.code} {_xml(v.message)}"
         for key, n in counts.items():

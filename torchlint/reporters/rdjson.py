@@ -10,7 +10,15 @@ import json
 from typing import Any
 
 from torchlint.linter import Violation
-from torchlint.reporters import TOOL_URL, Context, byte_column, line_at, rule_url, source_lines
+from torchlint.reporters import (
+    TOOL_URL,
+    Context,
+    byte_column,
+    cell_prefix,
+    line_at,
+    rule_url,
+    source_lines,
+)
 from torchlint.runner import FileResult
 
 SOURCE = {"name": "torchlint", "url": TOOL_URL}
@@ -25,17 +33,17 @@ def _range(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> di
 
 
 def diagnostic(path: str, lines: list[str], v: Violation) -> dict[str, Any]:
+    location: dict[str, Any] = {"path": path}
+    if v.cell is None:  # notebook positions count within a cell: the whole file, no range
+        location["range"] = _range(lines, (v.line, v.column), (v.end_line, v.end_column))
     item: dict[str, Any] = {
-        "message": v.message,
-        "location": {
-            "path": path,
-            "range": _range(lines, (v.line, v.column), (v.end_line, v.end_column)),
-        },
+        "message": cell_prefix(v) + v.message,
+        "location": location,
         "severity": "WARNING",
         "source": SOURCE,
         "code": {"value": v.code, "url": rule_url(v.code)},
     }
-    if v.fix is not None and v.fix.edits:
+    if v.cell is None and v.fix is not None and v.fix.edits:
         item["suggestions"] = [
             {"range": _range(lines, e.start, e.end), "text": e.content} for e in v.fix.edits
         ]

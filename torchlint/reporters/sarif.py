@@ -16,7 +16,14 @@ from urllib.parse import quote
 from torchlint import __version__
 from torchlint.linter import FixRecord, Violation
 from torchlint.registry import all_rules, family
-from torchlint.reporters import TOOL_URL, Context, fingerprints, repo_path, rule_url
+from torchlint.reporters import (
+    TOOL_URL,
+    Context,
+    cell_prefix,
+    fingerprints,
+    repo_path,
+    rule_url,
+)
 from torchlint.rule import Rule
 from torchlint.runner import FileResult
 
@@ -105,22 +112,20 @@ def _fix(fix: FixRecord, location: dict[str, str]) -> dict[str, Any]:
 
 
 def _result(v: Violation, index: int, location: dict[str, str], fingerprint: str) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": location}
+    if v.cell is None:  # a notebook's positions count within a cell: no region in the file
+        physical["region"] = _region((v.line, v.column), (v.end_line, v.end_column))
     result: dict[str, Any] = {
         "ruleId": v.code,
         "ruleIndex": index,
         "level": "warning",
-        "message": {"text": v.message},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": location,
-                    "region": _region((v.line, v.column), (v.end_line, v.end_column)),
-                }
-            }
-        ],
+        "message": {"text": cell_prefix(v) + v.message},
+        "locations": [{"physicalLocation": physical}],
         "partialFingerprints": {FINGERPRINT: fingerprint},
     }
-    if v.fix is not None and v.fix.edits:
+    if v.cell is not None:
+        result["properties"] = {"cell": v.cell}
+    elif v.fix is not None and v.fix.edits:
         result["fixes"] = [_fix(v.fix, location)]
     return result
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchlint.linter import FixRecord, Violation
-from torchlint.reporters import Context, fixable
+from torchlint.reporters import Context, fixable, source_lines
 from torchlint.reporters.style import Style
 from torchlint.runner import FileResult
 
@@ -27,11 +27,7 @@ def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
     return out
 
 
-def _lines(result: FileResult, cell: int | None) -> list[str]:
-    """The lines a position points into: the file's, or (notebooks) its cell's."""
-    if cell is not None and result.cells is not None and 0 < cell <= len(result.cells):
-        return result.cells[cell - 1].splitlines()
-    return (result.text or "").splitlines()
+_lines = source_lines
 
 
 def location(result: FileResult, v: Violation, s: Style) -> str:
