@@ -9,6 +9,7 @@ Uncommitted changes to torchlint are not what these tests see: commit first.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -155,6 +156,20 @@ def test_fix_hook_with_only_unsafe_fixes_changes_nothing_and_fails(repo, pre_com
     assert result.returncode == 1 and "files were modified" not in result.stdout
     assert "No fixes applied; 1 fixable with --unsafe-fixes." in result.stdout
     assert (project / "train.py").read_text() == BAD
+
+
+def test_notebooks_are_checked(repo, pre_commit, head):
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {
+        "cells": [{**cell, "source": BAD.splitlines(keepends=True)}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    files = {"nb.ipynb": json.dumps(notebook), "pyproject.toml": PYPROJECT}
+    project = repo({**files, ".pre-commit-config.yaml": config(head)})
+    result = pre_commit(project, "run", "torchlint", "--all-files")
+    assert result.returncode == 1 and "nb.ipynb:cell 1:3:10: TL201" in result.stdout, result.stdout
 
 
 def test_excluded_file_passed_by_name_stays_excluded(repo, pre_commit, head):
