@@ -54,6 +54,7 @@ from torchlint.model import (
     dotted_name,
 )
 from torchlint.rule import Diagnostic, Rule
+from torchlint.walk import walk
 
 
 def loader_targets(module: TorchModule, loop: Loop) -> list[cst.BaseAssignTargetExpression]:
@@ -324,7 +325,7 @@ def unmoved_batch_tensors(
         return batch, {}
     flow = _DeviceFlow(module, {id(c.node): c for c in loop.calls}, on_device, batch)
     for statement in loop.node.body.body:
-        statement.visit(flow)
+        walk(statement, flow)  # a read-only walk of the loop body only
     return batch, flow.needs
 
 

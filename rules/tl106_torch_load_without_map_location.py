@@ -58,7 +58,7 @@ class TorchLoadWithoutMapLocation(Rule):
     code = "TL106"
     name = "torch-load-without-map-location"
     fix_safety = FixSafety.SOMETIMES
-    tokens = ("load",)
+    tokens = ("load(",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         loads = module.calls_to("torch.load", "torch.serialization.load")

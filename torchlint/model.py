@@ -560,12 +560,22 @@ class TorchModule:
         name = dotted_name(node)
         if name is None or name.split(".")[0] in self.aliases:
             return None
-        values = [a.value for a in self.assigned(name)]
-        kinds = {self.device_kind(v, _depth + 1) for v in values}
-        if values and None not in kinds:
-            return kinds.pop() if len(kinds) == 1 else "device"
-        # `device`, `self.device`, `args.device`, `accelerator.device`: named for what it is.
-        return "device" if "device" in name.rsplit(".", 1)[-1].lower() else None
+        cache: dict[str, str | None] = self.__dict__.setdefault("_device_kind_cache", {})
+        if name in cache:
+            return cache[name]
+        cache[name] = None  # while computing: a name defined through itself is no device
+        kinds: set[str | None] = set()
+        for a in self.assigned(name):
+            kinds.add(self.device_kind(a.value, _depth + 1))
+            if None in kinds:
+                break
+        if kinds and None not in kinds:
+            kind = kinds.pop() if len(kinds) == 1 else "device"
+        else:
+            # `device`, `self.device`, `args.device`, `accelerator.device`: named for it.
+            kind = "device" if "device" in name.rsplit(".", 1)[-1].lower() else None
+        cache[name] = kind
+        return kind
 
     def move_device(self, call: CallSite) -> tuple[str, cst.BaseExpression | None] | None:
         """For `x.cuda(...)` / `x.to(...)`: the kind of device it moves to (see `device_kind`)
