@@ -11,11 +11,16 @@ the model back to the CPU leaves the GPU unused. Moving each batch once, at the 
 of the loop body, is the pattern of the PyTorch tutorials.
 
 Only what can be proven is reported: the model must be moved unconditionally (a
-move under `if args.cuda:` would need the same condition), the device expression
-must be visible where the loop is, and the name must not be rebound in the loop.
-A loop target that is a single name (`for batch in loader`) may be a dict or a list,
-and is left alone. Files where Lightning, Accelerate, DeepSpeed or the transformers
-Trainer place batches on the device themselves are never reported.
+move under `if args.cuda:` would need the same condition) and before the loop, the
+device expression must be visible where the loop is, and the name must not be
+rebound in the loop. Batch tensors are the names a loop target unpacks
+(`for x, y in loader`, through `enumerate`/`tqdm`/`zip`) or that a first-level
+`x, y = batch` unpacks; a whole batch (`for batch in loader`) may be a dict or a
+list, and is left alone. Besides model and loss arguments, a batch tensor compared
+or combined with a value computed from the model's output (`predicted == labels`)
+counts too. Models wrapped in `DataParallel`/`DistributedDataParallel` (which
+scatter CPU inputs themselves) and files where Lightning, Accelerate, DeepSpeed or
+the transformers Trainer place batches on the device are never reported.
 
 Bad:
     model = Net().to(device)
@@ -176,18 +181,51 @@ def available(module: TorchModule, expr: cst.BaseExpression | None, loop: Loop) 
     )
 
 
+def _source_order(module: TorchModule) -> dict[int, int]:
+    """Call node id -> its rank in source order (calls are recorded in traversal order)."""
+    cached = module.__dict__.get("_tl101_call_order")
+    if cached is None:
+        cached = module.__dict__["_tl101_call_order"] = {
+            id(c.node): i for i, c in enumerate(module.calls)
+        }
+    return cached
+
+
 def device_move(module: TorchModule, model: ModelSite, loop: Loop) -> CallSite | None:
-    """An unconditional move of `model` to a non-CPU device whose device expression is
-    visible in `loop`."""
+    """An unconditional move of `model` to a non-CPU device, made before the loop when
+    both are in the same function, whose device expression is visible in `loop`."""
+    order = _source_order(module)
     for move in model.moves:
         found = module.move_device(move)
         if found is None or found[0] == "cpu":
             continue
         if not all(cond in loop.ctx.ifs for cond in move.ctx.ifs):
             continue  # `if use_cuda: model.cuda()`: the inputs would need the same test
+        same_scope = move.ctx.function is loop.ctx.function and loop.calls
+        if same_scope and order[id(move.node)] > order[id(loop.calls[0].node)]:
+            continue  # trained on the CPU first, moved afterwards
         if available(module, found[1], loop):
             return move
     return None
+
+
+PARALLEL_WRAPPERS = ("torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel")
+
+
+def scatters_inputs(module: TorchModule, site: ModelSite) -> bool:
+    """The name is (also) bound to a DataParallel/DistributedDataParallel wrapper, which
+    moves CPU inputs to its devices itself: not provably a crash."""
+    for a in module.assigned(site.name):
+        value = a.value
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "cuda")
+        ):
+            value = value.func.value  # `DataParallel(net).cuda()`
+        if isinstance(value, cst.Call) and module.resolve(value.func) in PARALLEL_WRAPPERS:
+            return True
+    return False
 
 
 def move_statement(module: TorchModule, name: str, move: CallSite, non_blocking: bool) -> str:
@@ -344,8 +382,10 @@ class InputNotOnDevice(Rule):
             on_device: dict[int, Origin] = {}
             for call in loop.calls:
                 site = module.model_for_call(call)
-                move = device_move(module, site, loop) if site is not None else None
-                if site is not None and move is not None:
+                if site is None or scatters_inputs(module, site):
+                    continue
+                move = device_move(module, site, loop)
+                if move is not None:
                     on_device[id(call.node)] = (site, move)
             if not on_device:
                 continue
