@@ -163,9 +163,14 @@ def test_timeout_before_the_window_ends_every_process(tmp_path):
         import torch
         from torch.utils.data import DataLoader, TensorDataset
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        loader = DataLoader(TensorDataset(torch.randn(64, 2)), batch_size=8, num_workers=2)
+        def deaf(*_):  # the workers ignore SIGINT and SIGTERM too: only SIGKILL ends them
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        deaf()
+        loader = DataLoader(
+            TensorDataset(torch.randn(64, 2)), batch_size=8, num_workers=2, worker_init_fn=deaf
+        )
         it = iter(loader)  # two worker processes
         next(it)
         with open(sys.argv[1], "w") as f:
