@@ -43,7 +43,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import Assignment, Loop, TorchModule, children, dotted_name
+from torchlint.model import Assignment, Loop, TorchModule, dotted_name, names_read
 from torchlint.rule import Diagnostic, Rule
 
 # `loss.item()`, `float(loss)`...: a value without history.
@@ -71,7 +71,7 @@ class LossAccumulatesGraph(Rule):
                 if not leaves or not _bound_before(module, loop, acc):
                     continue
                 if backpropagated is None:
-                    backpropagated = {n for e in _backpropagated(module) for n in _names(e)}
+                    backpropagated = {n for e in _backpropagated(module) for n in names_read(e)}
                 if target in backpropagated:
                     continue
                 edits = [
@@ -193,22 +193,6 @@ def _loss_leaves(acc: Assignment, losses: set[str]) -> list[cst.Name | cst.Attri
             stack.extend((node.right, node.left))
         elif isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) in losses:
             leaves.append(node)
-        elif any(_mentions(node, loss) for loss in losses) and not _detached(node):
+        elif not losses.isdisjoint(names_read(node)) and not _detached(node):
             return []
     return leaves
-
-
-def _names(node: cst.CSTNode) -> Iterator[str]:
-    """Every name and dotted attribute chain read in an expression."""
-    if isinstance(node, (cst.Name, cst.Attribute)):
-        name = dotted_name(node)
-        if name is not None:
-            yield name
-    for child in children(node):
-        yield from _names(child)
-
-
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) == name:
-        return True
-    return any(_mentions(child, name) for child in children(node))

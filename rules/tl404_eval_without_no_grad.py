@@ -42,7 +42,14 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.model import CallSite, Loop, TorchModule, bool_value, children, dotted_name
+from torchlint.model import (
+    CallSite,
+    Loop,
+    TorchModule,
+    bool_value,
+    dotted_name,
+    names_read,
+)
 from torchlint.rule import Diagnostic, Rule
 
 NO_GRAD = (
@@ -193,23 +200,13 @@ def _feeds_backward(module: TorchModule, loop: Loop, backprop: list[CallSite]) -
     for call in backprop:
         if call in loop.calls:
             continue
-        for name in _names(call.node):
+        for name in names_read(call.node):
             if name not in escaping:
                 continue
             recomputed = call.ctx.loops and name in call.ctx.loops[-1].bound
             if not recomputed:
                 return True
     return False
-
-
-def _names(node: cst.CSTNode) -> Iterator[str]:
-    """Every name and dotted attribute chain read in an expression."""
-    if isinstance(node, (cst.Name, cst.Attribute)):
-        name = dotted_name(node)
-        if name is not None:
-            yield name
-    for child in children(node):
-        yield from _names(child)
 
 
 def _wrap(module: TorchModule, loop: Loop) -> Fix:

@@ -67,6 +67,7 @@ MANAGED_PREFIXES = (
     "trl",  # SFTTrainer & co. are transformers Trainers
 )
 
+
 class _Missing:
     def __repr__(self) -> str:
         return "MISSING"
@@ -272,12 +273,18 @@ def set_kwarg(
     if isinstance(last.comma, cst.Comma):
         # Trailing comma: one argument per line (or a deliberate trailing comma); the new
         # argument takes the last one's place in the layout and keeps the trailing comma.
-        between = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        between = (
+            args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        )
         if between is None:
             ws = call.whitespace_before_args
             if isinstance(ws, cst.ParenthesizedWhitespace):  # the line break, not its comment
                 ws = ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
-            between = cst.Comma(whitespace_after=ws if isinstance(ws, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" "))
+            between = cst.Comma(
+                whitespace_after=ws
+                if isinstance(ws, cst.ParenthesizedWhitespace)
+                else cst.SimpleWhitespace(" ")
+            )
         args[-1] = last.with_changes(comma=between)
         args.append(new.with_changes(comma=last.comma))
     else:
@@ -390,9 +397,7 @@ class TorchModule:
         return [c for m in methods for c in self.calls_by_method.get(m, ())]
 
     def imports_any(self, *prefixes: str) -> bool:
-        return any(
-            m == p or m.startswith(p + ".") for m in self.imported_modules for p in prefixes
-        )
+        return any(m == p or m.startswith(p + ".") for m in self.imported_modules for p in prefixes)
 
     @property
     def managed(self) -> bool:
@@ -423,7 +428,8 @@ class TorchModule:
     def feeds_training_loop(self, loader: DataLoaderSite) -> bool:
         """The loader is iterated by a training loop, or by a loop inside one."""
         return any(
-            loader in loop.loaders and (loop.is_training or any(o.is_training for o in loop.ctx.loops))
+            loader in loop.loaders
+            and (loop.is_training or any(o.is_training for o in loop.ctx.loops))
             for loop in self.loops
         )
 
@@ -509,7 +515,10 @@ class TorchModule:
         for fn in self.functions.values():
             for param in fn.params.params:
                 annotation = param.annotation
-                if annotation is not None and self.resolve(annotation.annotation) == "torch.nn.Module":
+                if (
+                    annotation is not None
+                    and self.resolve(annotation.annotation) == "torch.nn.Module"
+                ):
                     params.add((id(fn), param.name.value))
         for site in self.calls:
             if not isinstance(site.node.func, cst.Name):
@@ -548,7 +557,10 @@ class TorchModule:
                 return "cuda"
             return "device" if kind in ("mps", "xpu", "xla", "hpu", "npu") else None
         if isinstance(node, cst.IfExp):
-            kinds = {self.device_kind(node.body, _depth + 1), self.device_kind(node.orelse, _depth + 1)}
+            kinds = {
+                self.device_kind(node.body, _depth + 1),
+                self.device_kind(node.orelse, _depth + 1),
+            }
             if None in kinds:
                 return None
             return kinds.pop() if len(kinds) == 1 else "device"
@@ -586,7 +598,11 @@ class TorchModule:
         if device is MISSING:
             device = positional[0] if positional else None
         if call.method == "cuda":
-            if device is not None and int_value(device) is None and self.device_kind(device) is None:
+            if (
+                device is not None
+                and int_value(device) is None
+                and self.device_kind(device) is None
+            ):
                 return None
             return "cuda", device
         if call.method == "to" and device is not None:
@@ -625,7 +641,11 @@ class TorchModule:
             return None
         head, _, rest = name.partition(".")
         fn = call.ctx.function
-        if fn is not None and head != "self" and any(p.name.value == head for p in fn.params.params):
+        if (
+            fn is not None
+            and head != "self"
+            and any(p.name.value == head for p in fn.params.params)
+        ):
             index = next(i for i, p in enumerate(fn.params.params) if p.name.value == head)
             if self.functions.get(fn.name.value) is not fn:
                 return None
@@ -648,10 +668,9 @@ class TorchModule:
             if head == "self":
                 if where.class_ is call.ctx.class_ and where.class_ is not None:
                     return site
-            elif where.function is fn:
-                return site
-            elif where.function is None and not any(
-                a.ctx.function is fn for a in self.assigned(head)
+            elif where.function is fn or (
+                where.function is None
+                and not any(a.ctx.function is fn for a in self.assigned(head))
             ):
                 return site
         return None
@@ -681,7 +700,9 @@ def _argument(call: cst.Call, keyword: str, index: int) -> cst.BaseExpression | 
     return None
 
 
-def build_model(module: cst.Module, path: str = "<string>", settings: Settings | None = None) -> TorchModule:
+def build_model(
+    module: cst.Module, path: str = "<string>", settings: Settings | None = None
+) -> TorchModule:
     model = TorchModule(module, path, settings or Settings())
     builder = _Builder(model)
     walk(module, builder)  # as module.visit(builder), without rebuilding the tree
@@ -851,7 +872,9 @@ class _Builder(cst.CSTVisitor):
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression, node) -> None:
         name = dotted_name(target)
         if name is not None:
-            self.m.assignments.setdefault(name, []).append(Assignment(name, value, node, self._ctx()))
+            self.m.assignments.setdefault(name, []).append(
+                Assignment(name, value, node, self._ctx())
+            )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -992,7 +1015,7 @@ def _local_module_class(model: TorchModule, name: str, seen: set[str]) -> bool:
 
 
 def constructs_module(model: TorchModule, call: cst.Call) -> bool:
-    """`Net(...)`, `nn.Linear(...)`, `torchvision.models.resnet18()`, `AutoModel.from_pretrained()`."""
+    """`Net()`, `nn.Linear()`, `torchvision.models.resnet18()`, `AutoModel.from_pretrained()`."""
     qualname = model.resolve(call.func)
     if is_module_class(qualname):
         return True
@@ -1044,6 +1067,16 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield child
         elif isinstance(child, (tuple, list)):
             yield from (c for c in child if isinstance(c, cst.CSTNode))
+
+
+def names_read(node: cst.CSTNode) -> Iterator[str]:
+    """Every name and dotted attribute chain in an expression (`a.b` gives `a.b`, then `a`)."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        if name is not None:
+            yield name
+    for child in children(node):
+        yield from names_read(child)
 
 
 def contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
