@@ -6,9 +6,16 @@ Positions are resolved only for files that have something to report: a full
 
 from __future__ import annotations
 
+import ast
 import difflib
-from collections.abc import Sequence
+import functools
+import os
+import queue
+import threading
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -65,15 +72,106 @@ class FixOutcome:
     remaining: list[Violation] = field(default_factory=list)
 
 
+# libcst's native parser recurses once per nesting level: a few thousand levels overflow
+# an 8 MB stack (1 MB on Windows) and kill the process, and its time grows with the square
+# of the depth. So: CPython's own parser first refuses what is nested deeper than CPython
+# can compile (cheap: a tenth of the libcst parse), then libcst parses on a thread with a
+# large stack (one long-lived thread: a new one per file costs 10% more CPU).
+P = ParamSpec("P")
+R = TypeVar("R")
+PARSE_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; only what is used is paid
+TOO_DEEP = "expression nested too deeply to analyse"
+
+
+class _ParserThread:
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.pid = 0
+
+    def parse(self, source: str) -> cst.Module:
+        if self.thread is None or self.pid != os.getpid():  # none yet, or left in the parent
+            self._start()
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        self.jobs.put((source, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["module"]
+
+    def _start(self) -> None:
+        self.jobs, self.pid = queue.SimpleQueue(), os.getpid()
+        previous = threading.stack_size(PARSE_STACK_BYTES)
+        try:
+            self.thread = threading.Thread(
+                target=self._serve, args=(self.jobs,), name="torchlint-parse", daemon=True
+            )
+            self.thread.start()
+        finally:
+            threading.stack_size(previous)
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[Any]) -> None:
+        while (job := jobs.get()) is not None:
+            source, box, done = job
+            try:
+                box["module"] = cst.parse_module(source)
+            except BaseException as exc:  # re-raised on the calling thread
+                box["error"] = exc
+            done.set()
+
+    def stop(self) -> None:
+        """End the thread (before a fork: a process that forks should have no threads)."""
+        if self.thread is not None and self.pid == os.getpid():
+            self.jobs.put(None)
+            self.thread.join()
+        self.thread = None
+
+
+parser_thread = _ParserThread()
+
+
 def parse(source: str) -> cst.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
+        try:
+            ast.parse(source)
+        except (RecursionError, MemoryError):
+            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
+        except SyntaxError as exc:  # too many nested parentheses, levels of indentation
+            if "too many" in str(exc.msg):
+                raise LintError(f"{TOO_DEEP} ({exc.msg})") from None
+            # else a syntax error, or syntax newer than this Python: libcst decides
+        except ValueError:
+            pass
     try:
-        return cst.parse_module(source)
+        return parser_thread.parse(source)
     except cst.ParserSyntaxError as exc:
         raise LintError(
             f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
         ) from None
     except RecursionError:
-        raise LintError("expression nested too deeply to analyse") from None
+        raise LintError(TOO_DEEP) from None
+
+
+_COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
+def _check_compiles(new_text: str, old_text: str, path: str) -> None:
+    """Raise if Python cannot compile the fixed text (repeated keywords, say) but could
+    compile the original (syntax newer than this Python: the libcst parse is then the
+    only judge). Compiler warnings are not ours to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(new_text, path, "exec", dont_inherit=True)
+        except _COMPILE_ERRORS:
+            try:
+                compile(old_text, path, "exec", dont_inherit=True)
+            except _COMPILE_ERRORS:
+                return
+            raise
 
 
 def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
@@ -88,7 +186,7 @@ def _diagnostics(
         model = build_model(module, path, settings)
         found = [d for rule in rules for d in rule.check(model)]
     except RecursionError:
-        raise LintError("code nested too deeply to analyse") from None
+        raise LintError(TOO_DEEP) from None
     return found
 
 
@@ -116,6 +214,20 @@ def _text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
     return tuple(edits)
 
 
+def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
+    """libcst recurses in Python too (code generation, positions, fixes): a tree deeper
+    than the recursion limit is a file we cannot analyse, not a crash."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except RecursionError:
+            raise LintError(TOO_DEEP) from None
+
+    return wrapper
+
+
 class Linter:
     """Runs a fixed set of rules over sources."""
 
@@ -124,6 +236,7 @@ class Linter:
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
 
+    @_too_deep_is_a_lint_error
     def lint(
         self, source: str, path: str = "<string>", with_edits: bool = False
     ) -> list[Violation]:
@@ -175,6 +288,7 @@ class Linter:
         out.sort(key=lambda v: (v.line, v.column, v.code))
         return out
 
+    @_too_deep_is_a_lint_error
     def fix(self, source: str, path: str = "<string>", unsafe: bool = False) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes."""
         rules = applies(self.rules, source)
@@ -203,9 +317,9 @@ class Linter:
                 outcome.remaining = self._violations(module, text, diagnostics, False)
                 break
             try:
-                compile(new_text, path, "exec", dont_inherit=True)  # catches repeated keywords too
+                _check_compiles(new_text, text, path)
                 new_module = parse(new_text)
-            except (SyntaxError, LintError, ValueError) as exc:
+            except (*_COMPILE_ERRORS, LintError) as exc:
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
                 ) from None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from torchlint.cache import Cache
 from torchlint.config import Config
+from torchlint.linter import TOO_DEEP, parser_thread
 from torchlint.runner import FileResult, Job, display, process_file
 
 # Below this much source to lint, one process is faster than starting a pool.
@@ -62,7 +63,7 @@ def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     try:
         return process_file(path, job, codes)
     except RecursionError:
-        return FileResult(display(path), error="code nested too deeply to analyse")
+        return FileResult(display(path), error=TOO_DEEP)
     except Exception as exc:  # reported on the file, with what to do about it
         return FileResult(
             display(path),
@@ -107,6 +108,7 @@ def _compute(tasks: Sequence[_Task], job: Job) -> Iterator[FileResult]:
         for task in tasks:
             yield lint_one(task.path, job, task.codes)
         return
+    parser_thread.stop()  # fork a process without threads
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
     chunksize = max(1, min(8, len(tasks) // (size * 8)))

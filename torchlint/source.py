@@ -82,7 +82,7 @@ def write_source(original: SourceFile, text: str) -> None:
         if path.read_bytes() != original.raw:
             raise SourceError("file changed on disk while torchlint ran; not written")
         mode = stat.S_IMODE(path.stat().st_mode)
-        if not os.access(path, os.W_OK):
+        if not os.access(path, os.W_OK) or not mode & 0o222:  # root too respects a-w
             raise SourceError("permission denied (file is read-only); not written")
         target = path.resolve()  # write through a symlink, keeping the link
         fd, tmp = tempfile.mkstemp(

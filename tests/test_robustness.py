@@ -1,0 +1,219 @@
+"""Files as they come: line endings, encodings, sizes, nesting, permissions, races.
+
+Through the real command where the process matters (exit codes, no traceback, what is
+on disk afterwards), in-process where a race has to be staged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchlint.config import load_config
+from torchlint.linter import Linter, LintError, parse
+from torchlint.runner import Job, process_file
+
+from .conftest import run_cli
+
+HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
+LOADER = HEAD + "loader = DataLoader(ds)\n"
+FIXED_CALL = "DataLoader(ds, num_workers=NUM_WORKERS)"
+
+
+def _ok(result, code: int = 0) -> None:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code, result.stdout + result.stderr
+
+
+def _fix_twice(tmp_path: Path, name: str) -> bytes:
+    """`fix --unsafe-fixes` twice: the second run changes nothing; the result compiles."""
+    _ok(run_cli("fix", "--unsafe-fixes", "--no-cache", name, cwd=tmp_path))
+    once = (tmp_path / name).read_bytes()
+    _ok(run_cli("fix", "--unsafe-fixes", "--no-cache", name, cwd=tmp_path))
+    assert (tmp_path / name).read_bytes() == once
+    return once
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_line_endings_kept(tmp_path, newline):
+    source = (HEAD + "def f():\n\tif 1:\n\t\tloader = DataLoader(ds)  # tabs\n").replace(
+        "\n", newline
+    )
+    (tmp_path / "t.py").write_bytes(source.encode())
+    result = run_cli("check", "--output-format", "concise", "t.py", cwd=tmp_path)
+    _ok(result, 1)
+    assert "t.py:5:12: TL201" in result.stdout  # columns count characters
+    data = _fix_twice(tmp_path, "t.py")
+    assert FIXED_CALL.encode() in data
+    others = {"\n": b"\r", "\r\n": b"", "\r": b"\n"}[newline]
+    rest = data.replace(newline.encode(), b"")
+    assert b"\n" not in rest and b"\r" not in rest and (not others or others not in data)
+    compile(data, "t.py", "exec")
+
+
+def test_mixed_line_endings_and_no_final_newline(tmp_path):
+    (tmp_path / "t.py").write_bytes(
+        b"import torch\r\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)"
+    )
+    data = _fix_twice(tmp_path, "t.py")
+    assert data.startswith(b"import torch\r\nfrom torch.utils.data import DataLoader\n")
+    assert data.endswith(FIXED_CALL.encode())
+
+
+def test_bom_and_latin1_round_trip(tmp_path):
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + LOADER.encode() + "s = 'é'\n".encode())
+    (tmp_path / "latin.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\n" + LOADER.encode() + b"s = 'caf\xe9'  # \xe9\n"
+    )
+    for name in ("bom.py", "latin.py"):
+        data = _fix_twice(tmp_path, name)
+        assert FIXED_CALL.encode() in data
+    assert (tmp_path / "bom.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch")
+    latin = (tmp_path / "latin.py").read_bytes()
+    assert b"s = 'caf\xe9'  # \xe9\n" in latin
+    assert latin.decode("latin-1").startswith("# -*- coding: latin-1 -*-\n")
+
+
+def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
+    # The fix itself is ASCII, so encoding trouble can only come from a rule's text;
+    # the engine must report it rather than write a half-encoded file.
+    from torchlint.source import SourceError, SourceFile, write_source
+
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nx = 1\n")
+    source = SourceFile(path, path.read_bytes(), "# -*- coding: latin-1 -*-\nx = 1\n", "latin-1")
+    with pytest.raises(SourceError, match="cannot be encoded"):
+        write_source(source, "# -*- coding: latin-1 -*-\nx = '€'\n")
+    assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx = 1\n"
+
+
+def test_very_long_line_and_many_lines(tmp_path):
+    long_line = "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n"
+    (tmp_path / "long.py").write_text(LOADER + long_line)
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(25_000))
+    (tmp_path / "big.py").write_text(LOADER + body)  # 50k lines
+    result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
+    _ok(result, 1)
+    assert "big.py:3:10: TL201" in result.stdout
+    assert "long.py:3:10: TL201" in result.stdout
+
+
+NESTED = {
+    "binary": "x = " + " + ".join(["a"] * 20_000),
+    "unary": "x = " + "-" * 20_000 + "1",
+    "attribute": "x = a" + ".b" * 20_000,
+    "calls": "x = f" + "(g" * 3_000 + ")" * 3_000,
+    "brackets": "x = " + "[" * 3_000 + "]" * 3_000,
+    "ternary": "x = 1" + " if c else 1" * 5_000,
+    "boolean": "x = " + " and ".join(["a"] * 20_000),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NESTED))
+def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
+    (tmp_path / "deep.py").write_text(LOADER + NESTED[kind] + "\n")
+    (tmp_path / "ok.py").write_text(LOADER)
+    result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
+    _ok(result, 2)
+    assert "torchlint: error: deep.py: expression nested too deeply to analyse" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert "ok.py:3:10: TL201" in result.stdout  # the other files are still linted
+
+
+def test_nesting_python_accepts_is_linted_or_refused_cleanly():
+    # Deep but legal: either analysed, or a LintError; never a crash or RecursionError.
+    linter = Linter(_rules())
+    for depth in (100, 400, 900, 1500):
+        source = LOADER + "x = " + " + ".join(["a"] * depth) + "\n"
+        try:
+            found = linter.lint(source)
+        except LintError as exc:
+            assert "nested too deeply" in str(exc)
+        else:
+            assert [v.code for v in found] == ["TL201"]
+
+
+def test_parse_has_a_large_stack():
+    # 2,500 levels: over what libcst's parser survives on a 1 MB stack, under what
+    # CPython refuses; parsed (on the parser thread) or refused, never a crash.
+    source = "x = " + " + ".join(["a"] * 2_500) + "\n"
+    with contextlib.suppress(LintError):
+        parse(source)
+
+
+def test_read_only_file_is_reported_not_written(tmp_path):
+    target = tmp_path / "t.py"
+    target.write_text(LOADER)
+    target.chmod(0o444)  # respected even by root, who could write it
+    (tmp_path / "ok.py").write_text(LOADER)
+    result = run_cli("fix", "--unsafe-fixes", ".", cwd=tmp_path)
+    _ok(result, 2)
+    assert "t.py: permission denied (file is read-only); not written" in result.stderr
+    assert target.read_text() == LOADER
+    assert FIXED_CALL in (tmp_path / "ok.py").read_text()
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
+    assert names == ["ok.py", "t.py"]  # no temporary file left behind
+
+
+def test_file_changed_between_read_and_write_is_not_clobbered(tmp_path, monkeypatch):
+    import torchlint.runner as runner
+
+    target = tmp_path / "t.py"
+    target.write_text(LOADER)
+    edited = LOADER + "# the user saved this meanwhile\n"
+    real = runner.lint_text
+
+    def lint_then_user_saves(*args, **kwargs):
+        result = real(*args, **kwargs)
+        target.write_text(edited)
+        return result
+
+    monkeypatch.setattr(runner, "lint_text", lint_then_user_saves)
+    job = Job(codes=("TL201",), settings=load_config(None).settings(), fix=True, unsafe=True)
+    result = process_file(target, job, ["TL201"])
+    assert result.error == "file changed on disk while torchlint ran; not written"
+    assert result.fixed == []
+    assert target.read_text() == edited
+
+
+def test_fix_keeps_compiler_warnings_to_itself_and_accepts_newer_syntax(tmp_path):
+    (tmp_path / "warn.py").write_text(LOADER + "if loader is 1:\n    s = '\\d'\n")
+    newer = "type Alias = list[int]\n" if sys.version_info < (3, 12) else "x = 1\n"
+    (tmp_path / "newer.py").write_text(LOADER + newer)
+    result = run_cli("fix", "--unsafe-fixes", ".", cwd=tmp_path)
+    _ok(result)
+    assert "Warning" not in result.stderr
+    for name in ("warn.py", "newer.py"):
+        assert FIXED_CALL in (tmp_path / name).read_text()
+
+
+def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
+    import torchlint.runner as runner
+    from torchlint.parallel import run_files
+    from torchlint.rule import Rule
+
+    class Broken(Rule):
+        code = "TL999"
+        name = "broken"
+        tokens = ("boom",)
+
+        def check(self, module):
+            raise AttributeError("no such thing")
+
+    monkeypatch.setattr(runner, "instantiate", lambda codes: [Broken()])
+    (tmp_path / "a.py").write_text("boom = 1\n")
+    (tmp_path / "b.py").write_text("fine = 1\n")
+    config = load_config(None)
+    job = Job(codes=("TL999",), settings=config.settings())
+    a, b = run_files([tmp_path / "a.py", tmp_path / "b.py"], job, config)
+    assert a.error is not None and a.error.startswith("internal error (AttributeError")
+    assert b.error is None
+
+
+def _rules():
+    from torchlint.config import instantiate
+
+    return instantiate(load_config(None).selected_codes())
