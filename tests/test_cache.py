@@ -1,0 +1,217 @@
+"""The result cache and the worker pool: same answers as a plain run, always."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import torchlint.parallel as parallel
+from torchlint.cache import DIRNAME, TAG, Cache, code_fingerprint
+from torchlint.config import load_config
+from torchlint.runner import Job
+
+from .conftest import ROOT, run_cli
+
+LOADER = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(LOADER)
+    (tmp_path / "clean.py").write_text("import torch\nx = torch.zeros(3)\n")
+    (tmp_path / "broken.py").write_text(LOADER + "def f(:\n")
+    return tmp_path
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(
+        p for p in (root / DIRNAME).rglob("*") if p.is_file() and p.parent.name != DIRNAME
+    )
+
+
+def _same(a, b) -> None:
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+
+@pytest.mark.parametrize("fmt", ["full", "json"])
+def test_warm_run_answers_as_a_cold_one(project, fmt):
+    args = ("check", "--output-format", fmt, "--show-fixes", ".")
+    plain = run_cli(*args, "--no-cache", cwd=project)
+    assert not (project / DIRNAME).exists()
+    cold = run_cli(*args, cwd=project)
+    assert (project / DIRNAME / TAG).is_file()
+    assert (project / DIRNAME / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert len(_entries(project)) == 3
+    warm = run_cli(*args, cwd=project)
+    _same(plain, cold)
+    _same(cold, warm)
+
+
+def test_entries_hold_no_source_and_no_code(project):
+    run_cli("check", ".", cwd=project)
+    for entry in _entries(project):
+        data = json.loads(entry.read_text())  # plain JSON: loading it runs nothing
+        assert data["result"]["text"] is None
+
+
+def test_edit_selection_and_options_are_never_stale(project):
+    run_cli("check", ".", cwd=project)
+    (project / "clean.py").write_text(LOADER)  # same size class, new content
+    result = run_cli("check", "--output-format", "concise", ".", cwd=project)
+    assert "clean.py:3:10: TL201" in result.stdout
+    ignored = run_cli("check", "--output-format", "concise", "--ignore", "TL201", ".", cwd=project)
+    assert "TL201" not in ignored.stdout
+    again = run_cli("check", "--output-format", "concise", ".", cwd=project)
+    assert "clean.py:3:10: TL201" in again.stdout
+
+
+def test_corrupt_or_foreign_entries_are_ignored(project):
+    first = run_cli("check", ".", cwd=project)
+    for i, entry in enumerate(_entries(project)):
+        entry.write_bytes([b"", b"{not json", b'{"content": 1}'][i % 3])
+    _same(first, run_cli("check", ".", cwd=project))
+    _same(first, run_cli("check", ".", cwd=project))  # and they were rewritten
+
+
+def test_unwritable_cache_location_is_not_an_error(project):
+    blocker = project / "not-a-dir"
+    blocker.write_text("")
+    env = {"TORCHLINT_CACHE_DIR": str(blocker / "cache")}
+    result = run_cli("check", "--output-format", "concise", ".", cwd=project, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "train.py:3:10: TL201" in result.stdout
+
+
+def test_fix_then_check_uses_fresh_results(project):
+    assert run_cli("check", ".", cwd=project).returncode == 2  # warms the cache
+    fixed = run_cli("fix", "--unsafe-fixes", "train.py", "clean.py", cwd=project)
+    assert fixed.returncode == 0, fixed.stderr
+    after = run_cli("check", "train.py", "clean.py", cwd=project)
+    assert after.returncode == 0 and "All checks passed!" in after.stdout
+    again = run_cli("fix", "--unsafe-fixes", "train.py", "clean.py", cwd=project)
+    assert again.returncode == 0 and "All checks passed!" in again.stdout
+
+
+def test_clean_removes_only_a_torchlint_cache(project):
+    run_cli("check", ".", cwd=project)
+    result = run_cli("clean", cwd=project)
+    assert result.returncode == 0 and "Removed" in result.stdout
+    assert not (project / DIRNAME).exists()
+    assert run_cli("clean", cwd=project).stdout == ""  # nothing to remove: quiet
+    precious = project / "precious"
+    precious.mkdir()
+    (precious / "data").write_text("keep")
+    run_cli("clean", cwd=project, env={"TORCHLINT_CACHE_DIR": str(precious)})
+    assert (precious / "data").read_text() == "keep"
+
+
+def test_concurrent_runs_share_the_cache_safely(project):
+    for i in range(30):
+        (project / f"m{i}.py").write_text(LOADER * (i % 3 + 1))
+    cmd = [sys.executable, "-m", "torchlint", "check", "--output-format", "json", "."]
+    env = {"NO_COLOR": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    procs = [
+        subprocess.Popen(cmd, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    expected = run_cli("check", "--output-format", "json", "--no-cache", ".", cwd=project)
+    for out, err in outputs:
+        assert b"Traceback" not in err
+        assert json.loads(out) == json.loads(expected.stdout)
+    leftovers = [p for p in (project / DIRNAME).rglob(".tmp-*")]
+    assert leftovers == []
+
+
+def test_rule_source_is_part_of_the_key(tmp_path, monkeypatch):
+    import torchlint.rules
+
+    (tmp_path / "tl999_x.py").write_text("A = 1\n")
+    monkeypatch.setattr(torchlint.rules, "__path__", [str(tmp_path)])
+    before = code_fingerprint()
+    (tmp_path / "tl999_x.py").write_text("A = 2\n")
+    assert code_fingerprint() != before
+
+
+def test_put_and_get_round_trip_every_field(tmp_path):
+    from torchlint.linter import FixRecord, TextEdit, Violation
+    from torchlint.runner import FileResult
+
+    job = Job(codes=("TL201",), settings=load_config(None).settings(), with_edits=True)
+    cache = Cache(tmp_path / "c", job)
+    raw = LOADER.encode()
+    v = Violation(
+        "TL201",
+        "n",
+        "m",
+        3,
+        10,
+        3,
+        24,
+        FixRecord("t", "unsafe", (TextEdit((3, 1), (4, 1), "x\n"),)),
+    )
+    result = FileResult("a.py", [v], text=LOADER, fixed=["TL201"], diff="d", cells=["c"])
+    cache.put(tmp_path / "a.py", "a.py", ("TL201",), raw, result)
+    assert cache.get(tmp_path / "a.py", "a.py", ("TL201",), raw) == result
+    assert cache.get(tmp_path / "a.py", "a.py", ("TL201",), raw + b"\n") is None
+    assert cache.get(tmp_path / "a.py", "a.py", ("TL202",), raw) is None
+
+
+# -- worker processes ------------------------------------------------------------------
+
+
+def _many(tmp_path: Path, n: int = 40) -> list[Path]:
+    files = []
+    for i in range(n):
+        path = tmp_path / f"f{i:02}.py"
+        body = LOADER if i % 3 else "import torch\nx = 1\n"
+        if i % 7 == 0:
+            body += "def f(:\n"  # an error in the middle keeps its place
+        path.write_text(body + f"# {i}\n" * (i % 5))
+        files.append(path)
+    return files
+
+
+def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
+    files = _many(tmp_path)
+    config = load_config(None)
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    seen_alone: list[str] = []
+    alone = parallel.run_files(files, job, config, lambda r: seen_alone.append(r.path))
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
+    assert parallel._pool_size([parallel._Task(i, f, ()) for i, f in enumerate(files)]) == 3
+    seen_pool: list[str] = []
+    pooled = parallel.run_files(files, job, config, lambda r: seen_pool.append(r.path))
+    assert pooled == alone
+    assert seen_pool == seen_alone == [r.path for r in alone]
+    assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
+
+
+def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
+    files = _many(tmp_path, 24)
+    config = load_config(None)
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
+    job = Job(codes=("TL201",), settings=config.settings(), fix=True, unsafe=True)
+    cache = tmp_path / "cache"
+    fixable = [f for f in files if "DataLoader(ds)" in f.read_text() and "(:" not in f.read_text()]
+    first = parallel.run_files(files, job, config, cache_dir=cache)
+    assert sum(bool(r.fixed) for r in first) == len(fixable) > 0
+    second = parallel.run_files(files, job, config, cache_dir=cache)
+    assert not any(r.fixed for r in second)
+    third = parallel.run_files(files, job, config, cache_dir=cache)  # from the cache
+    assert [(r.path, r.error, r.violations) for r in third] == [
+        (r.path, r.error, r.violations) for r in second
+    ]
+
+
+def test_small_runs_stay_in_process(tmp_path, monkeypatch):
+    monkeypatch.setenv(parallel.WORKERS_ENV, "4")
+    tasks = [parallel._Task(i, p, ()) for i, p in enumerate(_many(tmp_path, 10))]
+    assert parallel._pool_size(tasks) == 1
