@@ -293,7 +293,34 @@ def set_kwarg(
             whitespace_after_arg=cst.SimpleWhitespace(""),
         )
         args.append(new.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        grown = call.with_changes(args=args)
+        code = _EMPTY.code_for_node(grown)
+        if len(code) > WRAP_AT and "\n" not in code:
+            return _one_argument_per_line(grown)
     return call.with_changes(args=args)
+
+
+# A one-line call that grows longer than this (the call alone: its line holds more) is
+# laid out one argument per line with a trailing comma, as black and ruff format it.
+WRAP_AT = 72
+_EMPTY = cst.Module(body=[])
+
+
+def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), indent=True, last_line=cst.SimpleWhitespace(indent)
+    )
+
+
+def _one_argument_per_line(call: cst.Call) -> cst.Call:
+    args = [
+        a.with_changes(
+            comma=cst.Comma(whitespace_after=_line_break("    " if i < len(call.args) - 1 else "")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for i, a in enumerate(call.args)
+    ]
+    return call.with_changes(whitespace_before_args=_line_break("    "), args=args)
 
 
 def remove_kwarg(call: cst.Call, name: str) -> cst.Call:
