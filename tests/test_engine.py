@@ -117,3 +117,21 @@ def test_fix_producing_invalid_code_is_refused():
 def test_syntax_error_is_a_lint_error():
     with pytest.raises(LintError, match="syntax error at 3:"):
         tl201().lint(HEADER + "def f(:\n")
+
+
+def test_a_call_grown_too_long_is_split_one_argument_per_line():
+    short = HEADER + "loader = DataLoader(ds)\n"
+    assert "DataLoader(ds, num_workers=NUM_WORKERS)\n" in tl201().fix(short, unsafe=True).text
+    long = (
+        HEADER
+        + "def f():\n    loader = DataLoader(training_dataset, batch_size=64, shuffle=True)\n"
+    )
+    text = tl201().fix(long, unsafe=True).text
+    assert text.endswith(
+        "    loader = DataLoader(\n"
+        "        training_dataset,\n"
+        "        batch_size=64,\n"
+        "        shuffle=True,\n"
+        "        num_workers=NUM_WORKERS,\n"
+        "    )\n"
+    )
