@@ -11,9 +11,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from torchlint.runner import FileResult
+if TYPE_CHECKING:  # `torchlint --version` must not pay for libcst
+    from torchlint.runner import FileResult
 
 
 def wanted(stream: TextIO) -> bool:
