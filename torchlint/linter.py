@@ -74,9 +74,11 @@ class FixOutcome:
 
 # libcst's native parser recurses once per nesting level: a few thousand levels overflow
 # an 8 MB stack (1 MB on Windows) and kill the process, and its time grows with the square
-# of the depth. So: CPython's own parser first refuses what is nested deeper than CPython
-# can compile (cheap: a tenth of the libcst parse), then libcst parses on a thread with a
-# large stack (one long-lived thread: a new one per file costs 10% more CPU).
+# of the depth. So libcst parses on a thread with a large stack (one long-lived thread: a
+# new one per file costs 10% more CPU), and text that may nest deeper than it parses
+# quickly is first given to CPython's parser, which refuses what CPython cannot compile
+# (a tenth of the libcst parse, so only where needed: `_may_nest_deeply`).
+DEEP_CHARS = 4000  # libcst: about 2 s for 4,000 levels (one character each, at least)
 P = ParamSpec("P")
 R = TypeVar("R")
 PARSE_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; only what is used is paid
@@ -132,7 +134,22 @@ class _ParserThread:
 parser_thread = _ParserThread()
 
 
+def _may_nest_deeply(source: str) -> bool:
+    """Can this text hold DEEP_CHARS levels of nesting? Each level takes a character of one
+    statement, and statements hardly ever hold a blank line: the longest stretch without
+    one bounds the depth (a few C-speed scans). Text big enough to exhaust even the large
+    stack is always checked."""
+    if len(source) < DEEP_CHARS:
+        return False
+    if len(source) > PARSE_STACK_BYTES // 2048:
+        return True
+    text = source.replace("\r\n", "\n") if "\r" in source else source
+    return max(map(len, text.split("\n\n"))) >= DEEP_CHARS
+
+
 def parse(source: str) -> cst.Module:
+    if not _may_nest_deeply(source):
+        return _parse(source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
         try:
@@ -145,6 +162,10 @@ def parse(source: str) -> cst.Module:
             # else a syntax error, or syntax newer than this Python: libcst decides
         except ValueError:
             pass
+    return _parse(source)
+
+
+def _parse(source: str) -> cst.Module:
     try:
         return parser_thread.parse(source)
     except cst.ParserSyntaxError as exc:
