@@ -78,6 +78,7 @@ ExtendOpt = Annotated[
         "--extend-select", help="Rule codes or prefixes to enable on top of the selection."
     ),
 ]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Use this config file (TOML).")]
 FormatOpt = Annotated[
     str,
     typer.Option(
@@ -356,9 +357,7 @@ def _check_options(fix_default: bool):
         statistics: Annotated[
             bool, typer.Option("--statistics", help="Count findings per rule.")
         ] = False,
-        config: Annotated[
-            Path | None, typer.Option("--config", help="Use this config file (TOML).")
-        ] = None,
+        config: ConfigOpt = None,
         target_torch: Annotated[
             str | None,
             typer.Option(
@@ -507,9 +506,7 @@ def verify_command(
     nproc_per_node: Annotated[
         int | None, typer.Option("--nproc-per-node", help="Run each variant under torchrun.")
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Use this config file (TOML).")
-    ] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Run SCRIPT as it is and as fixed; compare throughput and GPU use (args after --)."""
     from torchlint.verify.command import verify
