@@ -61,7 +61,10 @@ def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
     (one bad file must not cost the results of a thousand others)."""
     try:
-        return process_file(path, job, codes)
+        result = process_file(path, job, codes)
+        if not result.violations:
+            result.text = None  # only reporters read it, for findings: not worth shipping
+        return result
     except RecursionError:
         return FileResult(display(path), error=TOO_DEEP)
     except Exception as exc:  # reported on the file, with what to do about it
