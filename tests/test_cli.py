@@ -242,3 +242,15 @@ def test_fixture_check_matches_marks():
         n for n, text in enumerate(bad.read_text().splitlines(), 1) if "# error: TL201" in text
     }
     assert lines == marked
+
+
+def test_excludes_apply_below_the_named_directory_only(tmp_path):
+    # A project inside a folder whose name is excluded by default (a venv's site-packages).
+    package = tmp_path / "venv" / "lib" / "site-packages" / "pkg"
+    (package / "build").mkdir(parents=True)
+    (package / "train.py").write_text(LOADER)
+    (package / "build" / "gen.py").write_text(LOADER)
+    result = run_cli("check", "--output-format", "concise", str(package), cwd=tmp_path)
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if "TL201" in line] == [
+        "venv/lib/site-packages/pkg/train.py"
+    ]

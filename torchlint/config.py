@@ -107,8 +107,18 @@ class Config:
 
     # -- files -------------------------------------------------------------------------
 
-    def excluded(self, path: Path) -> bool:
+    def excluded(self, path: Path, walked: bool = False) -> bool:
+        """`walked`: found below a directory being searched, whose own components were
+        checked on the way down (or named by the user): a pattern without a slash then
+        matches the entry's name only, so `torchlint check venv/lib/site-packages/pkg`
+        still searches pkg."""
         rel = relative(path, self.root)  # once, not once per pattern (discovery's hot loop)
+        if walked:
+            rel = PurePosixPath(rel.name) if rel.parts else rel
+            return any(
+                matches(path, p, self.root, rel if "/" not in p else None)
+                for p in (*self.exclude, *self.extend_exclude)
+            )
         return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
 
 

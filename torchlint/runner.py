@@ -7,6 +7,7 @@ linted even when excluded, unless `--force-exclude`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import LintError, Linter, Violation, unified_diff
+from torchlint.linter import Linter, LintError, Violation, unified_diff
 from torchlint.model import Settings
 from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
 
@@ -74,10 +75,12 @@ class _GitIgnore:
         if directory not in self._specs:
             lines: list[str] = []
             for name in (".gitignore", ".git/info/exclude"):
-                try:
-                    lines += (directory / name).read_text(encoding="utf-8", errors="replace").splitlines()
-                except OSError:
-                    pass
+                with contextlib.suppress(OSError):
+                    lines += (
+                        (directory / name)
+                        .read_text(encoding="utf-8", errors="replace")
+                        .splitlines()
+                    )
             self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
         return self._specs[directory]
 
@@ -132,7 +135,9 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
         keep = []
         for name in sorted(dirnames):
             sub = base / name
-            if config.excluded(sub) or (gitignore and gitignore.ignored(sub.absolute(), True)):
+            if config.excluded(sub, walked=True) or (
+                gitignore and gitignore.ignored(sub.absolute(), True)
+            ):
                 continue
             keep.append(name)
         dirnames[:] = keep
@@ -140,7 +145,9 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
             if not name.endswith(PYTHON_SUFFIXES):
                 continue
             file = base / name
-            if config.excluded(file) or (gitignore and gitignore.ignored(file.absolute(), False)):
+            if config.excluded(file, walked=True) or (
+                gitignore and gitignore.ignored(file.absolute(), False)
+            ):
                 continue
             yield file
 
@@ -159,7 +166,9 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
             result.fixed = outcome.fixed
             result.text = outcome.text
             result.violations = (
-                linter.lint(outcome.text, name, with_edits=True) if job.with_edits else outcome.remaining
+                linter.lint(outcome.text, name, with_edits=True)
+                if job.with_edits
+                else outcome.remaining
             )
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
