@@ -2,7 +2,7 @@
 
 Results always come back in the order of the input files (the pool maps in order,
 in chunks), so output is the same with one process or many. A pool is started only
-when the work to do pays for it: below `MIN_POOL_BYTES` of source that needs parsing,
+when the work to do pays for it: below `MIN_POOL_BYTES` of source to lint (cache misses),
 starting processes costs more than it saves (measured: benchmarks/README.md). Workers
 are forked where that is safe (Linux), so they import nothing; elsewhere they import
 only what `torchlint.runner` needs (never torch).

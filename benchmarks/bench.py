@@ -1,0 +1,304 @@
+"""torchlint against TorchFix, ruff and the LibCST parse floor, on real PyTorch code.
+
+    python benchmarks/bench.py [--rounds 3] [--torchfix-rounds 1] [--packages ...]
+
+Builds a corpus from the .py files of PyTorch packages' wheels (downloaded once, with
+`pip download`, into benchmarks/.cache/), installs TorchFix and ruff into their own
+venvs there, then runs every tool on the same files, interleaved round by round, and
+prints a Markdown table (median of the rounds) and the issue #7 targets, met or not.
+
+CPU is user + system time of the tool's process and all its children (worker processes
+included); memory is the peak of the summed proportional set size (PSS) of the process
+tree, sampled every 20 ms (Linux; elsewhere the largest single process's RSS).
+Needs the torchlint checkout's dependencies in the running interpreter (`pip install -e .`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import venv
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CACHE = HERE / ".cache"
+PACKAGES = ["lightning==2.5.0", "accelerate==1.15.0", "torchvision==0.29.1", "timm==1.0.31"]
+TORCHFIX = "torchfix==0.7.0"
+RUFF = "ruff==0.17.6"
+
+PARSE_ONLY = """
+import sys, pathlib, libcst
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*.py")):
+    libcst.parse_module(path.read_bytes())
+"""
+
+
+# -- setup ------------------------------------------------------------------------------
+
+
+def pip(*args: str, python: str = sys.executable) -> None:
+    subprocess.run([python, "-m", "pip", *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def corpus(specs: list[str]) -> Path:
+    """The .py files of each wheel, under CACHE/corpus/<name>-<version>/ (kept)."""
+    wheels, root = CACHE / "wheels", CACHE / "corpus"
+    root.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        name, _, version = spec.partition("==")
+        target = root / f"{name}-{version or 'latest'}"
+        if target.is_dir():
+            continue
+        download = Path(tempfile.mkdtemp(dir=CACHE))
+        print(f"downloading {spec} ...", file=sys.stderr)
+        pip("download", "--no-deps", "--only-binary=:all:", "-d", str(download), spec)
+        (wheel,) = download.glob("*.whl")
+        wheels.mkdir(parents=True, exist_ok=True)
+        shutil.move(wheel, wheels / wheel.name)
+        shutil.rmtree(download)
+        tmp = Path(tempfile.mkdtemp(dir=CACHE))
+        with zipfile.ZipFile(wheels / wheel.name) as archive:
+            for member in archive.namelist():
+                if member.endswith(".py") and ".data/" not in member:
+                    archive.extract(member, tmp)
+        tmp.rename(target)
+    # The corpus sits in this repository's ignored .cache/: tell torchlint not to care.
+    (root / "torchlint.toml").write_text("respect-gitignore = false\n")
+    return root
+
+
+def tool_venv(name: str, requirement: str) -> Path:
+    """A venv under CACHE/venvs/<name> with `requirement` installed; its bin directory."""
+    home = CACHE / "venvs" / name
+    marker = home / "installed.txt"
+    bindir = home / ("Scripts" if os.name == "nt" else "bin")
+    if not (marker.exists() and marker.read_text() == requirement):
+        print(f"installing {requirement} into {home} ...", file=sys.stderr)
+        shutil.rmtree(home, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(home)
+        pip("install", "-q", requirement, python=str(bindir / "python"))
+        marker.write_text(requirement)
+    return bindir
+
+
+# -- measuring --------------------------------------------------------------------------
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as handle:
+                    todo += [int(c) for c in handle.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Sample:
+    cpu: float
+    wall: float
+    peak_mb: float
+    returncode: int
+
+
+def measure(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Sample:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            peak[0] = max(peak[0], sum(_pss_kb(p) for p in _tree(proc.pid)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if sys.platform == "linux":
+        sampler.start()
+    stderr = proc.stderr.read() if proc.stderr else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    done.set()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        tail = stderr.decode(errors="replace")[-2000:]
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+    peak_mb = peak[0] / 1024 if peak[0] else usage.ru_maxrss / 1024
+    return Sample(usage.ru_utime + usage.ru_stime, wall, peak_mb, proc.returncode)
+
+
+@dataclass
+class Tool:
+    name: str
+    cmd: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    rounds: int = 1_000
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, attr: str) -> float:
+        return statistics.median(getattr(s, attr) for s in self.samples)
+
+
+def count(root: Path) -> tuple[int, int]:
+    files = sorted(root.rglob("*.py"))
+    return len(files), sum(p.read_bytes().count(b"\n") for p in files)
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--torchfix-rounds", type=int, default=1, help="TorchFix is slow")
+    parser.add_argument("--packages", nargs="+", default=PACKAGES, help="pip specs")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    CACHE.mkdir(exist_ok=True)
+    root = corpus(args.packages)
+    config = str(root / "torchlint.toml")
+    tree = root  # every package's files, one tree
+    files, lines = count(tree)
+    torchfix = tool_venv("torchfix", TORCHFIX)
+    ruff = tool_venv("ruff", RUFF)
+    tl = [sys.executable, "-m", "torchlint"]
+    cache_dir = Path(tempfile.mkdtemp(prefix="torchlint-bench-cache-"))
+    every = sorted(tree.rglob("*.py"))
+    ten = [str(p) for p in every[:: max(1, len(every) // 10)][:10]]  # a spread of sizes
+
+    ruff_cmd = [str(ruff / "ruff"), "check", "--isolated", "--no-cache", "--exit-zero", "-q"]
+    tools = [
+        Tool("LibCST parse only (1 process)", [sys.executable, "-c", PARSE_ONLY, str(tree)]),
+        Tool(
+            "torchlint cold",
+            [*tl, "check", "--config", config, "--exit-zero", "-q", str(tree)],
+            {"TORCHLINT_CACHE_DIR": str(cache_dir)},
+        ),
+        Tool(
+            "torchlint warm (nothing changed)",
+            [*tl, "check", "--config", config, "--exit-zero", "-q", str(tree)],
+            {"TORCHLINT_CACHE_DIR": str(cache_dir)},
+        ),
+        Tool(
+            "torchlint cold, 1 process",
+            [*tl, "check", "--config", config, "--no-cache", "--exit-zero", "-q", str(tree)],
+            {"TORCHLINT_WORKERS": "1"},
+        ),
+        Tool(f"TorchFix {TORCHFIX.split('==')[1]}", [str(torchfix / "torchfix"), str(tree)]),
+        Tool(
+            f"ruff {RUFF.split('==')[1]}",
+            [*ruff_cmd, "--no-respect-gitignore", str(tree)],
+        ),
+        Tool("torchlint, 10 files, no cache (pre-commit)", [*tl, "check", "--no-cache", *ten]),
+        Tool("torchlint --version", [*tl, "--version"]),
+    ]
+    tools[4].rounds = args.torchfix_rounds
+    for r in range(args.rounds):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        order = tools[r % len(tools) :] + tools[: r % len(tools)]
+        # warm must follow cold: run them as a pair wherever the rotation puts cold
+        order = [t for t in order if t is not tools[2]]
+        order.insert(order.index(tools[1]) + 1, tools[2])
+        for tool in order:
+            if len(tool.samples) >= tool.rounds:
+                continue
+            print(f"round {r + 1}: {tool.name} ...", file=sys.stderr, flush=True)
+            tool.samples.append(measure(tool.cmd, ROOT, tool.env))
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    report(tools, files, lines, args)
+
+
+def report(tools: list[Tool], files: int, lines: int, args: argparse.Namespace) -> None:
+    parse, cold, warm, _, torchfix, *_ = tools
+    precommit, version = tools[-2], tools[-1]
+    head = (
+        "| tool | files | lines | CPU s | wall s | files/s | CPU: TorchFix ÷ this "
+        "| CPU: this ÷ parse floor | peak MB |"
+    )
+    rows = [head, "|" + "---|" * 9]
+    for tool in tools:
+        cpu, wall = tool.median("cpu"), tool.median("wall")
+        n = 10 if tool is precommit else 0 if tool is version else files
+        n_lines = "" if n != files else f"{lines:,}"
+        rows.append(
+            f"| {tool.name} | {n or ''} | {n_lines} | {cpu:.2f} | {wall:.2f} | "
+            f"{(n / wall if n else 0):,.0f} | {torchfix.median('cpu') / cpu:.1f}x | "
+            f"{cpu / parse.median('cpu'):.2f} | {tool.median('peak_mb'):.0f} |"
+        )
+    rows = [r.replace("| 0 |", "| |") for r in rows]
+    machine = (
+        f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"libcst {_version('libcst')}, rounds: {args.rounds} (TorchFix {args.torchfix_rounds})"
+    )
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next(ln.split(":", 1)[1].strip() for ln in handle if "model name" in ln)
+        machine = machine.replace(platform.processor() or platform.machine(), model, 1)
+    except (OSError, StopIteration):
+        pass
+    targets = [
+        ("cold CPU ≤ 1.5 x parse floor", cold.median("cpu") <= 1.5 * parse.median("cpu")),
+        ("cold CPU ≥ 10x less than TorchFix", torchfix.median("cpu") >= 10 * cold.median("cpu")),
+        ("warm run ≤ 1 s wall", warm.median("wall") <= 1.0),
+        ("pre-commit, 10 files, < 1 s wall", precommit.median("wall") < 1.0),
+        ("peak memory < 300 MB (cold)", cold.median("peak_mb") < 300),
+    ]
+    print(f"\n{machine}\n")
+    print("\n".join(rows))
+    print()
+    for name, met in targets:
+        print(f"- {'met' if met else 'NOT MET'}: {name}")
+    if args.json:
+        data = {
+            "machine": machine,
+            "files": files,
+            "lines": lines,
+            "tools": {t.name: [s.__dict__ for s in t.samples] for t in tools},
+        }
+        args.json.write_text(json.dumps(data, indent=2))
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
+
+
+if __name__ == "__main__":
+    main()
