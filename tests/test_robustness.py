@@ -217,3 +217,17 @@ def _rules():
     from torchlint.config import instantiate
 
     return instantiate(load_config(None).selected_codes())
+
+
+def test_parser_falls_back_to_the_callers_stack(monkeypatch):
+    import threading
+
+    from torchlint.linter import _ParserThread
+
+    def refuse(size=0):
+        raise ValueError("size not valid")
+
+    monkeypatch.setattr(threading, "stack_size", refuse)
+    parser = _ParserThread()
+    assert parser.parse("x = 1\n").code == "x = 1\n"
+    assert parser.thread is None

@@ -94,6 +94,8 @@ class _ParserThread:
     def parse(self, source: str) -> cst.Module:
         if self.thread is None or self.pid != os.getpid():  # none yet, or left in the parent
             self._start()
+        if self.thread is None:  # no thread with that stack here: the caller's stack
+            return cst.parse_module(source)
         box: dict[str, Any] = {}
         done = threading.Event()
         self.jobs.put((source, box, done))
@@ -103,15 +105,23 @@ class _ParserThread:
         return box["module"]
 
     def _start(self) -> None:
-        self.jobs, self.pid = queue.SimpleQueue(), os.getpid()
-        previous = threading.stack_size(PARSE_STACK_BYTES)
-        try:
-            self.thread = threading.Thread(
-                target=self._serve, args=(self.jobs,), name="torchlint-parse", daemon=True
-            )
-            self.thread.start()
-        finally:
-            threading.stack_size(previous)
+        self.jobs, self.pid, self.thread = queue.SimpleQueue(), os.getpid(), None
+        for size in (PARSE_STACK_BYTES, PARSE_STACK_BYTES // 8):
+            try:
+                previous = threading.stack_size(size)
+            except (ValueError, RuntimeError):  # a platform that refuses the size
+                continue
+            try:
+                thread = threading.Thread(
+                    target=self._serve, args=(self.jobs,), name="torchlint-parse", daemon=True
+                )
+                thread.start()
+            except RuntimeError:  # address space limited (ulimit -v)
+                continue
+            finally:
+                threading.stack_size(previous)
+            self.thread = thread
+            return
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue[Any]) -> None:
