@@ -69,7 +69,7 @@ class EvalWithoutNoGrad(Rule):
     code = "TL404"
     name = "eval-without-no-grad"
     fix_safety = FixSafety.SAFE
-    tokens = ("eval", "val", "test", "predict", "infer")
+    tokens = ("DataLoader",)  # a loader loop needs a DataLoader built in the file
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         order = {id(c): i for i, c in enumerate(module.calls)}

@@ -73,7 +73,8 @@ class DeprecatedCudaAmpApi(Rule):
     code = "TL502"
     name = "deprecated-cuda-amp-api"
     fix_safety = FixSafety.SAFE
-    tokens = ("amp",)
+    # Every spelling: torch.cuda.amp.X, `from torch.cuda import amp`, `from torch import cuda`.
+    tokens = ("cuda.amp", "cpu.amp", "cuda import", "cpu import")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         target = module.target_torch
