@@ -13,11 +13,10 @@ thread puts batches in page-locked memory, the copy runs at full PCIe bandwidth 
 on an evaluation loader, or in a CPU-only file, is a choice and left alone.
 
 Bad:
-    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    loader = DataLoader(dataset, batch_size=64, shuffle=True)
 
 Good:
-    loader = DataLoader(train_set, batch_size=64, shuffle=True,
-                        pin_memory=torch.cuda.is_available())
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=torch.cuda.is_available())
 
 Fix (safe): set `pin_memory=torch.cuda.is_available()`: pinned where there is a GPU
 to copy to, and no warning (nor wasted page-locked memory) on CPU-only machines.

@@ -13,8 +13,7 @@ Bad:
     loader = DataLoader(train_set, batch_size=64, persistent_workers=True)
 
 Good:
-    loader = DataLoader(train_set, batch_size=64, persistent_workers=True,
-                        num_workers=NUM_WORKERS)
+    loader = DataLoader(train_set, batch_size=64, persistent_workers=True, num_workers=NUM_WORKERS)
 
 Fix (unsafe): the TL201 fix, `num_workers=NUM_WORKERS` with `NUM_WORKERS` defined once
 after the imports (CPU cores per local process minus one, at least 1). Unsafe for

@@ -13,6 +13,7 @@ and make the device explicit (the same code then works for "cuda", "cpu", "xpu".
 
 Bad:
     from torch.cuda.amp import GradScaler, autocast
+
     scaler = GradScaler()
     with autocast(dtype=torch.float16):
         loss = criterion(model(x), y)

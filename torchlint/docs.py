@@ -32,6 +32,8 @@ def rule_markdown(rule: type[Rule]) -> str:
             out.append("```python")
             in_code = True
         elif in_code and line.strip() and not indented:
+            while out[-1] == "":
+                out.pop()
             out.extend(["```", ""])
             in_code = False
         out.append(line[4:] if in_code else line)
