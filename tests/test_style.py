@@ -1,0 +1,18 @@
+"""The project's own code is ruff clean (lint and format), as the README promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+
+@pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]])
+def test_ruff(command):
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", *command], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
