@@ -86,7 +86,7 @@ def example_diff(root: Path) -> str:
 def readme(root: Path) -> str:
     text = (root / "README.md").read_text(encoding="utf-8")
     text = _between(text, TABLE_START, TABLE_END, rule_table())
-    return _between(text, EXAMPLE_START, EXAMPLE_END, example_diff(root))
+    return _between(text, EXAMPLE_START, EXAMPLE_END, f"```diff\n{example_diff(root)}\n```")
 
 
 def expected_files(root: Path) -> dict[Path, str]:
