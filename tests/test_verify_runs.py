@@ -63,6 +63,12 @@ TRAIN = """
     model = torch.nn.Linear(16, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 """
+LOOP = """
+    for epoch in range(1000):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+"""
 
 
 def test_slow_loading_example_fixed_is_faster(tmp_path):
@@ -248,13 +254,7 @@ def test_gpu_path_with_recorded_nvml_series(tmp_path):
     script = write(
         tmp_path,
         "train.py",
-        TRAIN
-        + """
-    for epoch in range(1000):
-        for x, y in loader:
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            optimizer.zero_grad(); loss.backward(); optimizer.step()
-    """,
+        TRAIN + LOOP,
     )
     out_json, out_html = tmp_path / "v.json", tmp_path / "v.html"
     code, out, err = verify(
@@ -324,13 +324,7 @@ def test_torchrun_sums_ranks(tmp_path):
     script = write(
         tmp_path,
         "ranks.py",
-        TRAIN
-        + """
-    for epoch in range(1000):
-        for x, y in loader:
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            optimizer.zero_grad(); loss.backward(); optimizer.step()
-    """,
+        TRAIN + LOOP,
     )
     out_json = tmp_path / "v.json"
     code, out, err = verify(
@@ -359,11 +353,8 @@ def test_cli_forwards_script_arguments(tmp_path):
         + """
     import sys
     open(sys.argv[-1], "w").write(" ".join(sys.argv[1:]))
-    for epoch in range(1000):
-        for x, y in loader:
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            optimizer.zero_grad(); loss.backward(); optimizer.step()
-    """,
+    """
+        + LOOP,
     )
     cmd = [
         "verify", str(script), "--unsafe-fixes", "--steps", "3", "--warmup", "1",

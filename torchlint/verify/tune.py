@@ -99,6 +99,20 @@ def search(
     if not t.ok and not t.oom:
         tuning.stopped = f"the script fails at its own batch size {start}: {first.message}"
         return tuning
+
+    def probe(size: int) -> None:
+        """One trial: narrow [lo, hi), or stop on a failure that is not memory."""
+        nonlocal lo, hi
+        t = record(size, trial(size))
+        if t.ok:
+            lo = size
+        elif t.oom:
+            hi = size
+        else:
+            tuning.stopped = (
+                f"batch size {size} failed for a reason other than memory: {t.result.message}"
+            )
+
     # Doubling up from the script's size, or halving down when that does not fit.
     while len(tuning.trials) < max_trials:
         if lo is not None and hi is None:
@@ -115,33 +129,15 @@ def search(
                 break
         else:
             break
-        t = record(size, trial(size))
-        if t.ok:
-            lo = size
-        elif t.oom:
-            hi = size
-        else:
-            tuning.stopped = (
-                f"batch size {size} failed for a reason other than memory: {t.result.message}"
-            )
-            hi = size
+        probe(size)
+        if tuning.stopped:
             break
     # Binary search between the largest that ran and the smallest that did not.
     while lo is not None and hi is not None and hi - lo > 1 and not tuning.stopped:
         if len(tuning.trials) >= max_trials:
             tuning.stopped = f"stopped after {max_trials} trials"
             break
-        size = (lo + hi) // 2
-        t = record(size, trial(size))
-        if t.ok:
-            lo = size
-        elif t.oom:
-            hi = size
-        else:
-            tuning.stopped = (
-                f"batch size {size} failed for a reason other than memory: {t.result.message}"
-            )
-            break
+        probe((lo + hi) // 2)
     if not tuning.stopped:
         tuning.stopped = (
             f"batch size {hi} runs out of memory"
