@@ -333,7 +333,7 @@ class Linter:
             diagnostics = _diagnostics(module, path, rules, self.settings)
             positions = None
             candidates: list[Fix] = []
-            codes: list[str] = []
+            code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
             for d in diagnostics:
                 if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
                     continue
@@ -341,7 +341,7 @@ class Linter:
                 if suppressions.suppressed(d.code, positions[d.node].start.line):
                     continue
                 candidates.append(d.fix)
-                codes.append(d.code)
+                code_of.setdefault(id(d.fix), d.code)
             chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
             new_text = apply_fixes(module, chosen) if chosen else text
             if new_text == text:
@@ -354,7 +354,7 @@ class Linter:
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
                 ) from None
-            outcome.fixed.extend(codes[candidates.index(f)] for f in chosen)
+            outcome.fixed.extend(code_of[id(f)] for f in chosen)
             text, module = new_text, new_module
             # A fix may bring in what another rule looks for (TL303 adds a
             # DistributedSampler that TL304 checks): re-select on the new text.

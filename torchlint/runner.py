@@ -212,17 +212,21 @@ def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple
     return result, new_text
 
 
+def _lint_source(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
+    """A `.py` or `.ipynb` file's text: the result, and the (fixed) text to write."""
+    if name.endswith(".ipynb"):
+        return lint_notebook(text, name, job, codes)
+    result = lint_text(text, name, job, codes)
+    return result, result.text or ""
+
+
 def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     name = display(path)
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
         return FileResult(name, error=str(exc))
-    if path.suffix == ".ipynb":
-        result, new_text = lint_notebook(source.text, name, job, codes)
-    else:
-        result = lint_text(source.text, name, job, codes)
-        new_text = result.text or ""
+    result, new_text = _lint_source(source.text, name, job, codes)
     if job.fix and not job.diff and result.error is None and new_text != source.text:
         try:
             write_source(source, new_text)
@@ -253,11 +257,7 @@ def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
     except SourceError as exc:
         return FileResult(name, error=str(exc))
     codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
-    if name.endswith(".ipynb"):
-        result, new_text = lint_notebook(text, name, job, codes)
-    else:
-        result = lint_text(text, name, job, codes)
-        new_text = result.text or ""
+    result, new_text = _lint_source(text, name, job, codes)
     if job.fix and not job.diff:
         result.fixed_text = new_text if result.error is None else text
     return result
