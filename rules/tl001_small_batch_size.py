@@ -44,15 +44,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, TorchModule, int_value
 from torchlint.rule import Diagnostic, Rule
-
-DEFAULT_MIN_BATCH_SIZE = 32
-
-
-def min_batch_size(module: TorchModule) -> int:
-    """The `min-batch-size` option (shared with TL002)."""
-    return int(module.settings.options.get("min-batch-size", DEFAULT_MIN_BATCH_SIZE))
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 
 class SmallBatchSize(Rule):
@@ -60,27 +54,25 @@ class SmallBatchSize(Rule):
     name = "small-batch-size"
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = {"min-batch-size": DEFAULT_MIN_BATCH_SIZE}
+    options = BATCH_SIZE_OPTIONS
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = min_batch_size(module)
+        minimum = int(self.option(module, "min-batch-size"))
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("batch_sampler") is not MISSING:
                 continue
             value = loader.arg("batch_size")
-            size = int_value(value)
-            where = "`batch_size"
-            literal: cst.BaseExpression | None = value if size is not None else None
-            if size is None and isinstance(value, cst.Name):
-                constant = module.int_constant(value.value)
-                if constant is not None:
-                    size, assignment = constant
-                    literal = assignment.value
-                    where = f"`{value.value}"
-            if size is None or literal is None or not 0 < size < minimum:
+            if value is MISSING:
                 continue
-            if not module.feeds_training_loop(loader):
+            found = module.constant(value, loader.call.scope)
+            if found is None or found.origin not in ("literal", "name"):
                 continue
+            size = found.value
+            if not isinstance(size, int) or isinstance(size, bool) or not 0 < size < minimum:
+                continue
+            if not loader.feeds_training:
+                continue
+            where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
             yield self.diagnostic(
                 loader.call.node,
                 f"{where}={size}` feeds a training loop: batches this small leave the GPU "
@@ -90,6 +82,10 @@ class SmallBatchSize(Rule):
                 fix=fix(
                     f"Raise the batch size from {size} to {minimum}",
                     Applicability.UNSAFE,
-                    Replace(literal, cst.Integer(str(minimum))),
+                    Replace(found.node, cst.Integer(str(minimum))),
                 ),
             )
+
+
+def _code(node: cst.BaseExpression) -> str:
+    return cst.Module(body=[]).code_for_node(node)

@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-from torchlint.rules.tl001_small_batch_size import DEFAULT_MIN_BATCH_SIZE, min_batch_size
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, TorchModule
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 BATCH_SAMPLERS = ("torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler")
 
@@ -47,10 +47,10 @@ class DefaultBatchSize(Rule):
     name = "default-batch-size"
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = {"min-batch-size": DEFAULT_MIN_BATCH_SIZE}
+    options = BATCH_SIZE_OPTIONS
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        size = min_batch_size(module)
+        size = int(self.option(module, "min-batch-size"))
         for loader in module.dataloaders:
             if loader.opaque:
                 continue
@@ -60,9 +60,12 @@ class DefaultBatchSize(Rule):
             ):
                 continue
             sampler = loader.arg("sampler")
-            if isinstance(sampler, cst.Call) and module.resolve(sampler.func) in BATCH_SAMPLERS:
+            if (
+                isinstance(sampler, cst.Call)
+                and module.resolve(sampler.func, loader.call.scope) in BATCH_SAMPLERS
+            ):
                 continue  # batches come from the sampler
-            if not module.feeds_training_loop(loader):
+            if not loader.feeds_training:
                 continue
             yield self.diagnostic(
                 loader.call.node,

@@ -1,16 +1,23 @@
 """TL102 model-not-on-device: a training script never puts its model on the GPU.
 
-What: a model (an `nn.Module` built in this file, whose `.parameters()` go to a
-`torch.optim` optimizer) is called in a training loop (a loop that calls
-`.backward()` and an optimizer `.step()`), is never moved with `.to(...)`/`.cuda()`,
-and the file has no device handling at all: it never mentions `cuda`, `device`,
-`mps`, XLA or an accelerator, and is not Lightning/Accelerate/DeepSpeed/transformers
-Trainer code (those place the model for you).
+What: a network (an `nn.Module` built in this file, whose parameters go to an
+optimizer) is called in a training loop (a loop that runs a backward pass and an
+optimizer step) and is never moved with `.to(...)`/`.cuda()` (nor wrapped in
+`DataParallel`), in one of two situations:
+- the batches it is called with are moved to a GPU in that loop
+  (`images = images.to(device)` with a CUDA or accelerator device): on a machine
+  with a GPU the first step fails with "Expected all tensors to be on the same
+  device", and the usual "fix" of moving the batches back leaves the GPU unused;
+- the file has no device handling at all: no device is named or moved to, no
+  `torch.cuda`/`torch.accelerator` call, no `device=` argument, no
+  `torch.set_default_device`, and it is not Lightning/Accelerate/DeepSpeed/
+  transformers Trainer code (those place the model for you). The script then
+  trains on the CPU even where a GPU is free.
 
-Why: PyTorch never moves anything by itself. Such a script trains on the CPU even on
-a machine with a GPU: the most expensive way to leave the GPU idle. Files that
-handle devices somewhere (a helper, `torch.set_default_device`, a `device` argument)
-are left alone: the move may happen where we cannot see it.
+Why: PyTorch never moves anything by itself. Files that handle devices in some other
+way (a helper, `torch.set_default_device`, a `device` argument) and batches moved to
+a device we cannot name (`args.device`, which may be "cpu") are left alone: the move
+may happen where we cannot see it.
 
 Bad:
     model = Net()
@@ -28,11 +35,14 @@ Good:
         x, y = x.to(device), y.to(device)
         ...
 
-Fix (unsafe): define `device = torch.device("cuda" if torch.cuda.is_available() else
-"cpu")` once after the imports and insert `model = model.to(device)` right after the
-model is built (so before the optimizer is created); TL101 then moves the batches of
-its loader loops. Unsafe because results on the GPU differ numerically from the CPU
-(other kernels, TF32, non-deterministic reductions) and GPU memory may not suffice.
+Fix (unsafe): in a file with no device handling, define `device =
+torch.device("cuda" if torch.cuda.is_available() else "cpu")` once after the imports
+and insert `model = model.to(device)` right after the model is built (so before the
+optimizer is created); TL101 then moves the batches of its loader loops. Unsafe
+because results on the GPU differ numerically from the CPU (other kernels, TF32,
+non-deterministic reductions) and GPU memory may not suffice. Where the batches are
+already moved, the finding says which device to move the model to; no fix is
+offered (the device expression may not exist yet where the model is built).
 
 Sources: PyTorch "Training a Classifier" tutorial, "Training on GPU"; CUDA semantics
 notes, "Best practices: device-agnostic code".
@@ -40,40 +50,14 @@ notes, "Best practices: device-agnostic code".
 
 from __future__ import annotations
 
-import io
-import re
-import tokenize
 from collections.abc import Iterator
 
 import libcst as cst
-from torchlint.rules.tl101_input_not_on_device import unmoved_batch_tensors
 
 from torchlint.fixes import Applicability, Definition, FixSafety, InsertAfter, fix, statements
-from torchlint.model import ModelSite, TorchModule, dotted_name
 from torchlint.rule import Diagnostic, Rule
-
-# An identifier with one of these in it, or a string naming a device, means the file
-# handles devices in some way we respect (comments and docstrings do not count).
-DEVICE_WORDS = re.compile(
-    r"(?:^|_)(?:cuda|device|devices|gpu|gpus|ngpu|mps|xla|xpu|hpu|npu|accelerat\w*)(?:_|$)"
-)
-DEVICE_STRING = re.compile(r"""^[rRuU]?["']+(cuda|mps|xla|xpu|hpu|npu|meta)(:\d+)?["']+$""")
-
-
-def handles_devices(module: TorchModule) -> bool:
-    """Any identifier or string literal of the file speaks of devices."""
-    if module.managed or module.cuda_strings:
-        return True
-    readline = io.StringIO(module.module.code).readline
-    try:
-        for token in tokenize.generate_tokens(readline):
-            if token.type == tokenize.NAME and DEVICE_WORDS.search(token.string.lower()):
-                return True
-            if token.type == tokenize.STRING and DEVICE_STRING.match(token.string):
-                return True
-    except (tokenize.TokenError, SyntaxError):
-        return True
-    return False
+from torchlint.semantic import CallSite, ModelSite, TorchModule
+from torchlint.semantic.batches import Origin, batch_names, unmoved_batch_tensors
 
 
 def device_definition(module: TorchModule) -> tuple[Definition, list]:
@@ -85,46 +69,47 @@ def device_definition(module: TorchModule) -> tuple[Definition, list]:
     return Definition("device", code), [i for i in (imp1, imp2) if i is not None]
 
 
-def _optimized(module: TorchModule, site: ModelSite) -> bool:
-    """`site.parameters()` is passed to a torch.optim optimizer."""
-    for call in module.calls:
-        if not (call.qualname or "").startswith("torch.optim."):
-            continue
-        for arg in call.node.args:
-            value = arg.value
-            if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("parameters", "named_parameters")
-                and dotted_name(value.func.value) == site.name
-            ):
-                return True
-    return False
-
-
 def inputs_follow(module: TorchModule, site: ModelSite) -> bool:
     """Once `site` is on the GPU, TL101 can move everything it is called with: every call
     of the model is in a loader loop, with batch tensors (bare names) as its arguments,
     and the model is built exactly once, under no condition those loops do not share."""
-    if len(module.assigned(site.name)) != 1:
+    if len(site.symbol.bindings) != 1:
         return False
-    calls = [c for c in module.calls if module.model_for_call(c) is site]
+    calls = [c for c in module.calls if module.model_called(c) is site]
     if not calls:
         return False
     for call in calls:
         loop = next((lp for lp in reversed(call.ctx.loops) if lp.loaders), None)
-        if loop is None or not all(i in loop.ctx.ifs for i in site.assignment.ctx.ifs):
+        if loop is None or not all(i in loop.ctx.ifs for i in site.binding.ctx.ifs):
             return False
         args = call.node.args
         if not args or any(a.star for a in args):
             return False
-        on_device = {
-            id(c.node): (site, None) for c in loop.calls if module.model_for_call(c) is site
+        on_device: dict[int, Origin] = {
+            id(c.node): (site, None) for c in loop.calls if module.model_called(c) is site
         }
         _, needs = unmoved_batch_tensors(module, loop, on_device)
         if not all(isinstance(a.value, cst.Name) and a.value.value in needs for a in args):
             return False
     return True
+
+
+def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
+    """A move of a batch to a GPU in a training loop that calls the model."""
+    for loop in module.training_loops:
+        if not loop.loaders or not any(module.model_called(c) is site for c in loop.calls):
+            continue
+        names = batch_names(module, loop)
+        for call in loop.calls:
+            receiver = call.receiver
+            if isinstance(receiver, cst.Subscript):
+                receiver = receiver.value
+            if call.method not in ("to", "cuda") or not isinstance(receiver, cst.Name):
+                continue
+            device = module.move(call) if receiver.value in names else None
+            if device is not None and device.is_gpu:
+                return call
+    return None
 
 
 class ModelNotOnDevice(Rule):
@@ -134,29 +119,36 @@ class ModelNotOnDevice(Rule):
     tokens = ("backward",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed:
+        if module.managed or module.calls_to("torch.set_default_device"):
             return
-        candidates: list[ModelSite] = []
-        for loop in module.training_loops:
-            for call in loop.calls:
-                site = module.model_for_call(call)
-                if site is None or site.moved or site in candidates:
-                    continue
-                qualname = site.construction.qualname or ""
-                if qualname.endswith("Loss") or not _optimized(module, site):
-                    continue
-                if not inputs_follow(module, site):
-                    continue
-                candidates.append(site)
-        if not candidates or handles_devices(module):
-            return
-        definition, imports = device_definition(module)
-        for site in candidates:
-            statement = site.assignment.ctx.statement
+        handles = None
+        for site in module.models:
+            if not site.is_network or site.wrappers or not module.trained(site):
+                continue
+            if not module.optimized(site) or not module.holds_only(site):
+                continue
+            if any(module.move(m) is not None for m in site.moves):
+                continue
+            moved = batches_moved(module, site)
+            if moved is not None:
+                yield self.diagnostic(
+                    site.construction.node,
+                    f"`{site.name}` is trained on batches moved to a GPU "
+                    f"(`{module.module.code_for_node(moved.node)}`) but is never moved itself: "
+                    "on a GPU the first step fails with a device mismatch; move the model to "
+                    "the same device after building it",
+                )
+                continue
+            if handles is None:
+                handles = module.handles_devices()
+            if handles or not inputs_follow(module, site):
+                continue
+            statement = site.binding.ctx.statement
             if not isinstance(statement, cst.SimpleStatementLine) or not any(
-                small is site.assignment.node for small in statement.body
+                small is site.binding.node for small in statement.body
             ):
                 continue
+            definition, imports = device_definition(module)
             yield self.diagnostic(
                 site.construction.node,
                 f"`{site.name}` is trained but never moved to a GPU, and nothing in this file "

@@ -39,9 +39,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import CallSite, TorchModule, int_value, set_kwarg
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, TorchModule
+from torchlint.semantic.syntax import int_value
 
 DETERMINISTIC = {
     "zeros",
@@ -83,7 +85,7 @@ class CpuTensorThenMoved(Rule):
             factory = move.receiver
             if not isinstance(factory, cst.Call):
                 continue
-            qualname = module.resolve(factory.func) or ""
+            qualname = module.resolve(factory.func, move.scope) or ""
             head, _, name = qualname.rpartition(".")
             if head != "torch" or name not in FACTORIES:
                 continue
@@ -127,7 +129,7 @@ class CpuTensorThenMoved(Rule):
         arg = args[0]
         if arg.keyword is not None and arg.keyword.value != "device":
             return None
-        found = module.move_device(move)
-        if found is None or found[0] == "cpu":
+        found = module.move(move)
+        if found is None or found.is_cpu:
             return None
-        return found[1]
+        return arg.value

@@ -35,25 +35,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-from torchlint.rules.tl101_input_not_on_device import batch_tensors, loader_targets
 
+from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, Loop, TorchModule, bool_value, dotted_name, set_kwarg
 from torchlint.rule import Diagnostic, Rule
-
-
-def _batch_names(module: TorchModule, loop: Loop) -> set[str]:
-    """Names bound to a batch or to one of its tensors."""
-    names: set[str] = set()
-    for target in loader_targets(module, loop):
-        stack = [target]
-        while stack:
-            t = stack.pop()
-            if isinstance(t, cst.Name):
-                names.add(t.value)
-            elif isinstance(t, (cst.Tuple, cst.List)):
-                stack.extend(e.value for e in t.elements if not isinstance(e, cst.StarredElement))
-    return names | set(batch_tensors(module, loop, rebound=True))
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.batches import batch_names
+from torchlint.semantic.syntax import bool_value, dotted_name
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -69,7 +57,7 @@ class BlockingHostToDeviceCopy(Rule):
         for loop in module.loops:
             if not loop.loaders or not all(module.pins_memory(loader) for loader in loop.loaders):
                 continue
-            names = _batch_names(module, loop)
+            names = batch_names(module, loop)
             if not names:
                 continue
             for call in loop.calls:
@@ -84,8 +72,8 @@ class BlockingHostToDeviceCopy(Rule):
                     continue
                 if any(bool_value(a) is not None for a in call.positional):
                     continue  # `x.to(device, None, True)`: non_blocking given positionally
-                found = module.move_device(call)
-                if found is None or found[0] == "cpu":
+                found = module.move(call)
+                if found is None or found.is_cpu:
                     continue
                 seen.add(id(call.node))
                 yield self.diagnostic(

@@ -34,9 +34,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, TorchModule, set_kwarg
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, TorchModule
 
 
 def _into_load_state_dict(module: TorchModule) -> set[int]:

@@ -30,32 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
-from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
-from torchlint.model import MISSING, DataLoaderSite, TorchModule, int_value
+from torchlint.edits import WORKERS_NAME
+from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-
-WORKERS_NAME = "NUM_WORKERS"
-WORKERS_DEFINITION = Definition(
-    WORKERS_NAME,
-    "# DataLoader worker processes: the CPU cores this process may use, shared by the\n"
-    "# processes torchrun starts on this machine, minus one for the main process.\n"
-    '_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") '
-    "else os.cpu_count() or 1\n"
-    f'{WORKERS_NAME} = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)\n',
-)
-
-
-def workers_fix(loader: DataLoaderSite, title: str) -> Fix:
-    """Set `num_workers=NUM_WORKERS` on the loader (shared with TL204)."""
-    return fix(
-        title,
-        Applicability.UNSAFE,
-        Replace(loader.call.node, loader.set_arg("num_workers", cst.Name(WORKERS_NAME))),
-        imports=[Import("os")],
-        definitions=[WORKERS_DEFINITION],
-    )
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.syntax import int_value
 
 
 class DataLoaderSyncLoading(Rule):
@@ -71,7 +50,7 @@ class DataLoaderSyncLoading(Rule):
             workers = loader.arg("num_workers")
             if workers is MISSING:
                 what = "DataLoader without `num_workers` loads every batch on the main process"
-            elif int_value(workers) == 0 and module.feeds_training_loop(loader):
+            elif int_value(workers) == 0 and loader.feeds_training:
                 what = (
                     "`num_workers=0` on a training DataLoader loads every batch on the main process"
                 )
@@ -81,5 +60,5 @@ class DataLoaderSyncLoading(Rule):
                 loader.call.node,
                 f"{what} while the GPU waits; set `num_workers` to the CPU cores per process "
                 "minus one so batches are prepared in parallel",
-                fix=workers_fix(loader, f"Set `num_workers={WORKERS_NAME}`"),
+                fix=loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
             )

@@ -33,8 +33,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, TorchModule, bool_value
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.syntax import bool_value
 
 
 class DataLoaderNoPinMemory(Rule):
@@ -44,7 +45,7 @@ class DataLoaderNoPinMemory(Rule):
     tokens = ("DataLoader",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.dataloaders or not module.uses_cuda:
+        if not module.dataloaders or not module.uses_gpu:
             return
         for loader in module.dataloaders:
             if loader.opaque:
@@ -52,11 +53,11 @@ class DataLoaderNoPinMemory(Rule):
             pin = loader.arg("pin_memory")
             if pin is MISSING:
                 what = "DataLoader without `pin_memory`"
-            elif bool_value(pin) is False and module.feeds_training_loop(loader):
+            elif bool_value(pin) is False and loader.feeds_training:
                 what = "`pin_memory=False` on a training DataLoader"
             else:
                 continue
-            spelled, imp = module.spell("torch.cuda.is_available")
+            spelled, imp = module.spell("torch.cuda.is_available", loader.call.scope)
             yield self.diagnostic(
                 loader.call.node,
                 f"{what} in a file that trains on the GPU: host-to-device copies go through "

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.rules.tl201_dataloader_sync_loading import WORKERS_NAME, workers_fix
-
+from torchlint.edits import WORKERS_NAME
 from torchlint.fixes import FixSafety
-from torchlint.model import MISSING, TorchModule, bool_value, int_value
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.syntax import bool_value, int_value
 
 
 class DataLoaderWorkerOptionsWithoutWorkers(Rule):
@@ -70,5 +70,5 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
                 loader.call.node,
                 f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
                 "when this DataLoader is built; add `num_workers`",
-                fix=workers_fix(loader, f"Set `num_workers={WORKERS_NAME}`"),
+                fix=loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
             )

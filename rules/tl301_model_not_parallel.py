@@ -50,8 +50,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, fix, statements
-from torchlint.model import ModelSite, TorchModule, dotted_name
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import ModelSite, TorchModule
 
 # Anything of these in a file means someone already thought about several GPUs.
 PARALLEL = (
@@ -76,7 +76,7 @@ MODULE_METHODS = {
 
 def parallel_aware(module: TorchModule) -> bool:
     """The file uses or imports DataParallel, DDP, FSDP or torch.distributed."""
-    names = [*module.calls_by_qualname, *module.aliases.values(), *module.imported_modules]
+    names = [*module.qualnames_called, *module.imported_modules]
     return any(n == p or n.startswith(p + ".") for n in names for p in PARALLEL)
 
 
@@ -84,18 +84,20 @@ class ModelNotParallel(Rule):
     code = "TL301"
     name = "model-not-parallel"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("cuda",)
+    tokens = ("cuda", "accelerator")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or parallel_aware(module):
             return
         for site in module.models:
-            move = next((m for m in site.moves if module.moves_to_cuda(m)), None)
-            if move is None or not _trained(module, site):
+            if not site.is_network or not module.trained(site):
+                continue
+            move = next((m for m in site.moves if _to_gpu(module, m)), None)
+            if move is None:
                 continue
             statement = move.ctx.statement
-            count, imp1 = module.spell("torch.cuda.device_count")
-            wrapper, imp2 = module.spell("torch.nn.DataParallel")
+            count, imp1 = module.spell("torch.cuda.device_count", move.scope)
+            wrapper, imp2 = module.spell("torch.nn.DataParallel", move.scope)
             yield self.diagnostic(
                 move.node,
                 f"`{site.name}` trains on one GPU and nothing in this file uses the others; "
@@ -117,17 +119,15 @@ class ModelNotParallel(Rule):
             )
 
 
+def _to_gpu(module: TorchModule, move) -> bool:
+    device = module.move(move)
+    return device is not None and device.is_gpu
+
+
 def _wrappable(module: TorchModule, site: ModelSite) -> bool:
     """Every method the file calls on the model still works on a DataParallel."""
     return all(
         call.method in MODULE_METHODS
         for call in module.calls
-        if call.receiver is not None and dotted_name(call.receiver) == site.name
-    )
-
-
-def _trained(module: TorchModule, site: ModelSite) -> bool:
-    """The model is called in a training loop."""
-    return any(
-        module.model_for_call(call) is site for loop in module.training_loops for call in loop.calls
+        if call.receiver is not None and module.model_of(call.receiver, call.scope) is site
     )

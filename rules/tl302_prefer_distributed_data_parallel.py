@@ -50,8 +50,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
-from torchlint.model import TorchModule
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import TorchModule
 
 DATA_PARALLEL = (
     "torch.nn.DataParallel",

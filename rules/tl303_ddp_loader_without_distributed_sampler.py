@@ -40,16 +40,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
-from torchlint.model import (
-    DATALOADER_PARAMS,
-    MISSING,
-    DataLoaderSite,
-    TorchModule,
-    dotted_name,
-    set_kwarg,
-)
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, Kind, TorchModule
+from torchlint.semantic.syntax import dotted_name, is_none
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 SHARDED_WRAPPERS = (
@@ -59,20 +54,17 @@ SHARDED_WRAPPERS = (
     "torch.distributed.fsdp.fully_shard",
     "torch.distributed._composable.fsdp.fully_shard",
 )
-ITERABLE_DATASETS = ("torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset")
+ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 
 
-def spell_sampler(module: TorchModule) -> tuple[str, Import | None]:
+def spell_sampler(module: TorchModule, scope) -> tuple[str, Import | None]:
     """`DistributedSampler` as this file can write it, importing it by name if free."""
-    for local, target in module.aliases.items():
-        if target == SAMPLER:
+    for local, symbol in module.scope.symbols.items():
+        if symbol.imported == SAMPLER and scope.lookup(local) is symbol:
             return local, None
-    name = "DistributedSampler"
-    if name in module.aliases or name in module.classes or name in module.functions:
-        return module.spell(SAMPLER)
-    if module.assigned(name):
-        return module.spell(SAMPLER)
-    return name, Import("torch.utils.data", name)
+    if module.is_free("DistributedSampler"):
+        return "DistributedSampler", Import("torch.utils.data", "DistributedSampler")
+    return module.spell(SAMPLER, scope)
 
 
 class DdpLoaderWithoutDistributedSampler(Rule):
@@ -85,11 +77,11 @@ class DdpLoaderWithoutDistributedSampler(Rule):
         if module.managed or not module.calls_to(*SHARDED_WRAPPERS):
             return
         for loader in module.dataloaders:
-            if loader.opaque or not module.feeds_training_loop(loader):
+            if loader.opaque or not loader.feeds_training:
                 continue
             if not _none(loader.arg("sampler")) or not _none(loader.arg("batch_sampler")):
                 continue
-            if _iterable_dataset(module, loader.arg("dataset")):
+            if _iterable_dataset(module, loader):
                 continue
             yield self.diagnostic(
                 loader.call.node,
@@ -101,25 +93,31 @@ class DdpLoaderWithoutDistributedSampler(Rule):
 
 
 def _none(value: cst.BaseExpression) -> bool:
-    return value is MISSING or (isinstance(value, cst.Name) and value.value == "None")
+    return value is MISSING or is_none(value)
 
 
-def _iterable_dataset(module: TorchModule, dataset: cst.BaseExpression) -> bool:
+def _iterable_dataset(module: TorchModule, loader: DataLoaderSite) -> bool:
     """A dataset built from a class deriving from `IterableDataset` (no sampler possible)."""
-    values = [dataset]
-    name = dotted_name(dataset) if dataset is not MISSING else None
-    if name is not None:
-        values.extend(a.value for a in module.assigned(name))
-    for value in values:
+    dataset = loader.arg("dataset")
+    if dataset is MISSING:
+        return False
+    scope = loader.call.scope
+    values = [(dataset, scope)]
+    values += [
+        (b.value, b.ctx.scope)
+        for b in module.bindings(dataset, scope)
+        if b.kind is Kind.ASSIGN and b.value is not None
+    ]
+    for value, where in values:
         if not isinstance(value, cst.Call):
             continue
-        if module.resolve(value.func) in ITERABLE_DATASETS:
+        if module.resolve(value.func, where) == ITERABLE_DATASET:
             return True
-        cls = module.classes.get(dotted_name(value.func) or "")
-        if cls is not None and any(
-            module.resolve(base.value) in ITERABLE_DATASETS for base in cls.bases
-        ):
-            return True
+        cls = module.functions.class_scope(value.func, where)
+        if cls is not None and cls.parent is not None:
+            assert isinstance(cls.node, cst.ClassDef)
+            if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
+                return True
     return False
 
 
@@ -129,7 +127,7 @@ def _fix(module: TorchModule, loader: DataLoaderSite) -> Fix | None:
         return None
     if _init_after(module, loader):
         return None
-    spelled, imp = spell_sampler(module)
+    spelled, imp = spell_sampler(module, loader.call.scope)
     shuffle = loader.arg("shuffle")
     shuffle_value = cst.Name("False") if shuffle is MISSING else shuffle
     sampler = cst.parse_expression(f"{spelled}(x, shuffle=x)")
@@ -173,9 +171,7 @@ def _fix(module: TorchModule, loader: DataLoaderSite) -> Fix | None:
 
 def _init_after(module: TorchModule, loader: DataLoaderSite) -> bool:
     """`init_process_group` runs after the loader is built, in the same function."""
-    order = {id(c): i for i, c in enumerate(module.calls)}
-    here = order[id(loader.call)]
     return any(
-        init.ctx.function is loader.call.ctx.function and order[id(init)] > here
+        init.ctx.function is loader.call.ctx.function and init.order > loader.call.order
         for init in module.calls_to("torch.distributed.init_process_group")
     )

@@ -44,17 +44,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import expression
 from torchlint.fixes import Applicability, Fix, FixSafety, InsertBefore, fix, statements
-from torchlint.model import (
-    MISSING,
-    CallSite,
-    DataLoaderSite,
-    Loop,
-    TorchModule,
-    bool_value,
-    dotted_name,
-)
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, CallSite, DataLoaderSite, Loop, Symbol, TorchModule
+from torchlint.semantic.syntax import bool_value
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 
@@ -71,13 +65,18 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         for sampler in module.calls_to(SAMPLER):
             if sampler.has_star_args or not _shuffles(sampler):
                 continue
-            bound = _bound_name(module, sampler)
+            binding = module.binding_of(sampler.node)
+            symbol = binding.symbol if binding is not None else None
             for loader in module.dataloaders:
                 value = loader.arg("sampler")
-                inline = value is sampler.node
-                if not inline and (bound is None or dotted_name(value) != bound):
+                if value is MISSING:
                     continue
-                found = _epoch_loop(module, loader)
+                inline = value is sampler.node
+                if not inline and (
+                    symbol is None or loader.call.scope.lookup_expr(value) is not symbol
+                ):
+                    continue
+                found = module.epoch(loader)
                 if found is None:
                     continue
                 yield self.diagnostic(
@@ -85,7 +84,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                     "this shuffling DistributedSampler is iterated once per epoch but "
                     "`set_epoch()` is never called, so every epoch sees the same order; "
                     "call `sampler.set_epoch(epoch)` at the start of each epoch",
-                    fix=_fix(module, sampler, bound if not inline else None, loader, found),
+                    fix=_fix(loader, None if inline else symbol, found[1]),
                 )
                 break
 
@@ -100,64 +99,23 @@ def _shuffles(sampler: CallSite) -> bool:
     return bool_value(value) is True
 
 
-def _bound_name(module: TorchModule, sampler: CallSite) -> str | None:
-    for name, assignments in module.assignments.items():
-        if any(a.value is sampler.node for a in assignments):
-            return name
-    return None
-
-
-def _epoch_loop(module: TorchModule, loader: DataLoaderSite) -> Loop | None:
-    """The loop around a loop over the loader, in its function or around a call of it.
-    A loader built in a function is iterated there (the same name elsewhere is another
-    loader)."""
-    home = loader.call.ctx.function
-    for loop in module.loops_over(loader):
-        if home is not None and loop.ctx.function is not home:
-            continue
-        if loop.ctx.loops:
-            return loop.ctx.loops[-1]
-        fn = loop.ctx.function
-        if fn is None:
-            continue
-        for call in module.calls:
-            callee = call.node.func
-            name = callee.attr.value if isinstance(callee, cst.Attribute) else dotted_name(callee)
-            if name == fn.name.value and call.ctx.loops:
-                return call.ctx.loops[-1]
-    return None
-
-
-def _fix(
-    module: TorchModule,
-    sampler: CallSite,
-    bound: str | None,
-    loader: DataLoaderSite,
-    epoch_loop: Loop,
-) -> Fix | None:
+def _fix(loader: DataLoaderSite, sampler: Symbol | None, epoch_loop: Loop) -> Fix | None:
+    """`<sampler>.set_epoch(<epoch>)` first in the epoch loop (`<loader>.sampler` for a
+    sampler built in the DataLoader call), where that name means the same there."""
     node = epoch_loop.node
-    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
+    body = epoch_loop.body
+    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not body:
         return None
-    if not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+    holder = sampler if sampler is not None else (loader.symbols[0] if loader.symbols else None)
+    if holder is None:
         return None
+    scope = epoch_loop.ctx.scope
+    if scope.lookup_expr(expression(holder.name)) is not holder:
+        return None
+    target = holder.name if sampler is not None else f"{holder.name}.sampler"
     epoch = node.target.value
-    if bound is not None:
-        target, where = bound, sampler
-    elif loader.bound_to is not None:
-        target, where = f"{loader.bound_to}.sampler", loader.call
-    else:
-        return None
-    if not _visible(module, target.split(".")[0], where, epoch_loop):
-        return None
     return fix(
         f"Call `{target}.set_epoch({epoch})` at the start of each epoch",
         Applicability.UNSAFE,
-        InsertBefore(node.body.body[0], statements(f"{target}.set_epoch({epoch})\n")),
+        InsertBefore(body[0], statements(f"{target}.set_epoch({epoch})\n")),
     )
-
-
-def _visible(module: TorchModule, head: str, where: CallSite, loop: Loop) -> bool:
-    """The name bound where `where` is can be read in the epoch loop."""
-    if head == "self":
-        return where.ctx.class_ is not None and where.ctx.class_ is loop.ctx.class_
-    return where.ctx.function is None or where.ctx.function is loop.ctx.function

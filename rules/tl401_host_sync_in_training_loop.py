@@ -48,8 +48,10 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import FixSafety
-from torchlint.model import CallSite, Loop, TorchModule, children, dotted_name, is_periodic
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, Loop, Scope, TorchModule
+from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.syntax import contains, dotted_name
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
@@ -70,12 +72,10 @@ class HostSyncInTrainingLoop(Rule):
     tokens = ("backward",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.uses_cuda:
+        if not module.uses_gpu:
             return
         seen: set[int] = set()
-        for loop in module.loops:
-            if not loop.is_step_loop:
-                continue
+        for loop in module.step_loops:
             tensors = _tensor_names(module, loop)
             for call in loop.calls:
                 if id(call.node) in seen:
@@ -102,18 +102,15 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             return None  # `.numpy()` works on CPU tensors only: the copy is elsewhere
         if method != "numpy" and node.args:
             return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
-        if _numpy_receiver(module, call.receiver) or _has_sync_call(call.receiver):
+        if _numpy_receiver(module, call.receiver, call.scope) or _has_sync_call(call.receiver):
             return None
         return f"`.{method}()`"
-    func = node.func
-    if isinstance(func, cst.Name) and func.value in ("float", "int", "print"):
-        if func.value in module.aliases or module.assigned(func.value):
-            return None
+    if call.qualname in ("float", "int", "print"):  # the builtins, not shadowed
         for arg in node.args:
             if arg.keyword is not None:
                 continue
-            if _reads_tensor(arg.value, tensors, allow_strings=func.value == "print"):
-                return f"`{func.value}()` of a tensor"
+            if _reads_tensor(arg.value, tensors, allow_strings=call.qualname == "print"):
+                return f"`{call.qualname}()` of a tensor"
     return None
 
 
@@ -122,11 +119,11 @@ def _forced(call: CallSite) -> bool:
     return isinstance(value, cst.Name) and value.value == "True"
 
 
-def _numpy_receiver(module: TorchModule, node: cst.BaseExpression) -> bool:
+def _numpy_receiver(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
     """`np.mean(x).item()`: a NumPy value, not a tensor."""
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
         if isinstance(node, cst.Call):
-            qualname = module.resolve(node.func) or ""
+            qualname = module.resolve(node.func, scope) or ""
             if qualname.startswith("numpy.") or qualname in ("float", "int"):
                 return True
             node = node.func
@@ -164,16 +161,16 @@ def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
             name = dotted_name(c)
             if name is not None and name.split(".")[0] in loop.bound:
                 names.add(name)
-    model_calls = {id(c.node) for c in module.model_calls(loop)}
-    if model_calls:
-        for target, assignments in module.assignments.items():
-            for a in assignments:
-                if loop in a.ctx.loops and _contains_call(a.value, model_calls):
-                    names.add(target)
+    network_calls = [c.node for c in module.network_calls(loop)]
+    if network_calls:
+        for b in loop.assignments:
+            value = b.value if b.value is not None else b.source
+            if value is not None and any(contains(value, n) for n in network_calls):
+                names.add(b.symbol.name)
     # `loss = loss.item()`: a number from then on (the `.item()` is what is reported).
-    for name in list(names):
-        if any(loop in a.ctx.loops and _to_number(a.value) for a in module.assigned(name)):
-            names.discard(name)
+    for b in loop.assignments:
+        if b.symbol.name in names and b.value is not None and _to_number(b.value):
+            names.discard(b.symbol.name)
     return names
 
 
@@ -184,12 +181,6 @@ def _to_number(node: cst.BaseExpression) -> bool:
     if isinstance(func, cst.Attribute):
         return func.attr.value in ("item", "tolist")
     return isinstance(func, cst.Name) and func.value in ("float", "int")
-
-
-def _contains_call(node: cst.CSTNode, ids: set[int]) -> bool:
-    if id(node) in ids:
-        return True
-    return any(_contains_call(child, ids) for child in children(node))
 
 
 def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bool) -> bool:

@@ -40,8 +40,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
-from torchlint.model import CallSite, TorchModule, is_periodic
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, TorchModule
+from torchlint.semantic.loops import is_periodic
 
 
 class EmptyCacheInLoop(Rule):

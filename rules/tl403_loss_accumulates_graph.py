@@ -43,8 +43,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import Assignment, Loop, TorchModule, dotted_name, names_read
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import Binding, Kind, Loop, TorchModule
+from torchlint.semantic.syntax import dotted_name, names_read
 
 # `loss.item()`, `float(loss)`...: a value without history.
 DETACHING_METHODS = ("item", "detach", "tolist", "cpu", "numpy")
@@ -59,16 +60,14 @@ class LossAccumulatesGraph(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         backpropagated: set[str] | None = None
-        for loop in module.loops:
-            if not loop.is_step_loop:
-                continue
-            losses = _losses(module, loop)
+        for loop in module.step_loops:
+            losses = _losses(loop)
             if not losses:
                 continue
-            for acc in _accumulations(module, loop):
-                target = acc.target
+            for acc in _accumulations(loop):
+                target = acc.symbol.name
                 leaves = _loss_leaves(acc, losses)
-                if not leaves or not _bound_before(module, loop, acc):
+                if not leaves or not _bound_before(loop, acc):
                     continue
                 if backpropagated is None:
                     backpropagated = {n for e in _backpropagated(module) for n in names_read(e)}
@@ -91,22 +90,22 @@ class LossAccumulatesGraph(Rule):
 def _backpropagated(module: TorchModule) -> list[cst.BaseExpression]:
     """Every expression handed to backward: receivers and arguments of `.backward(...)`,
     `torch.autograd.backward/grad(...)`, and the values of names so handed."""
-    exprs: list[cst.BaseExpression] = []
+    found: list[tuple[cst.BaseExpression, object]] = []
     for call in [
         *module.method_calls("backward"),
         *module.calls_to("torch.autograd.backward", "torch.autograd.grad"),
     ]:
         if call.receiver is not None:
-            exprs.append(call.receiver)
-        exprs.extend(arg.value for arg in call.node.args)
-    for expr in list(exprs):
-        name = dotted_name(expr)
-        if name is not None:
-            exprs.extend(a.value for a in module.assigned(name))
+            found.append((call.receiver, call.scope))
+        found.extend((arg.value, call.scope) for arg in call.node.args)
+    exprs = [e for e, _ in found]
+    for expr, scope in found:
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            exprs.extend(module.assigned_values(expr, scope))  # type: ignore[arg-type]
     return exprs
 
 
-def _losses(module: TorchModule, loop: Loop) -> set[str]:
+def _losses(loop: Loop) -> set[str]:
     """Names backpropagated in this loop and computed in it (`loss = ...; loss.backward()`,
     `scaler.scale(loss).backward()`, `accelerator.backward(loss)`)."""
     names: set[str] = set()
@@ -122,10 +121,9 @@ def _losses(module: TorchModule, loop: Loop) -> set[str]:
         # `loss` or `outputs.loss`, computed in this loop.
         names.update(n for n in candidates if n is not None and n.split(".")[0] in loop.bound)
     # A loss turned into a number in the loop (`loss = loss.item()`) carries no graph.
-    for name in list(names):
-        for a in module.assigned(name):
-            if loop in a.ctx.loops and _detached(a.value):
-                names.discard(name)
+    for b in loop.assignments:
+        if b.symbol.name in names and b.value is not None and _detached(b.value):
+            names.discard(b.symbol.name)
     return names
 
 
@@ -137,54 +135,56 @@ def _detached(node: cst.BaseExpression) -> bool:
     return isinstance(node.func, cst.Name) and node.func.value in ("float", "int")
 
 
-def _accumulations(module: TorchModule, loop: Loop) -> Iterator[Assignment]:
+def _is_sum(b: Binding, name: str) -> bool:
+    """`t = t + v` / `t = v + t`."""
+    value = b.value
+    return (
+        isinstance(b.node, cst.Assign)
+        and len(b.node.targets) == 1
+        and not b.path
+        and isinstance(value, cst.BinaryOperation)
+        and isinstance(value.operator, cst.Add)
+        and name in (dotted_name(value.left), dotted_name(value.right))
+    )
+
+
+def _accumulations(loop: Loop) -> Iterator[Binding]:
     """`t += v` and `t = t + v` / `t = v + t` in the loop's body."""
-    for a in module.aug_assignments:
-        node = a.node
-        if (
-            loop in a.ctx.loops
-            and isinstance(node, cst.AugAssign)
-            and isinstance(node.operator, cst.AddAssign)
-        ):
-            yield a
-    for assignments in module.assignments.values():
-        for a in assignments:
-            value = a.value
-            if (
-                loop in a.ctx.loops
-                and isinstance(a.node, cst.Assign)
-                and len(a.node.targets) == 1
-                and isinstance(value, cst.BinaryOperation)
-                and isinstance(value.operator, cst.Add)
-                and a.target in (dotted_name(value.left), dotted_name(value.right))
-            ):
-                yield a
+    for b in loop.assignments:
+        if b.kind is Kind.AUGASSIGN:
+            assert isinstance(b.node, cst.AugAssign)
+            if isinstance(b.node.operator, cst.AddAssign):
+                yield b
+        elif _is_sum(b, b.symbol.name):
+            yield b
 
 
-def _bound_before(module: TorchModule, loop: Loop, acc: Assignment) -> bool:
+def _bound_before(loop: Loop, acc: Binding) -> bool:
     """The total is bound outside the loop (in the same function for a plain name, so
     that it lives across steps), and every binding in the loop is an accumulation."""
+    name = acc.symbol.name
     outside = False
-    for a in module.assigned(acc.target):
-        if loop in a.ctx.loops:
-            if a is not acc and not (
-                isinstance(a.value, cst.BinaryOperation)
-                and acc.target in (dotted_name(a.value.left), dotted_name(a.value.right))
+    for b in acc.symbol.bindings:
+        if loop in b.ctx.loops:
+            if b is not acc and not (
+                isinstance(b.value, cst.BinaryOperation)
+                and name in (dotted_name(b.value.left), dotted_name(b.value.right))
             ):
                 return False
-        elif "." in acc.target or a.ctx.function is loop.ctx.function:
+        elif "." in name or b.ctx.function is loop.ctx.function:
             outside = True
     return outside
 
 
-def _loss_leaves(acc: Assignment, losses: set[str]) -> list[cst.Name | cst.Attribute]:
+def _loss_leaves(acc: Binding, losses: set[str]) -> list[cst.Name | cst.Attribute]:
     """The bare loss names among the operands of the accumulated value; [] when some
     operand uses a loss in a way we do not understand (`loss.mean()`)."""
     value = acc.value
+    assert value is not None
     if isinstance(acc.node, cst.Assign):
         # `t = t + v`: the accumulated value is the other side.
         assert isinstance(value, cst.BinaryOperation)
-        value = value.right if dotted_name(value.left) == acc.target else value.left
+        value = value.right if dotted_name(value.left) == acc.symbol.name else value.left
     leaves: list[cst.Name | cst.Attribute] = []
     stack: list[cst.BaseExpression] = [value]
     while stack:

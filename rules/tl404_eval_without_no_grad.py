@@ -42,24 +42,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.model import (
-    CallSite,
-    Loop,
-    TorchModule,
-    bool_value,
-    dotted_name,
-    names_read,
-)
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, Loop, ModelSite, Scope, TorchModule
+from torchlint.semantic.syntax import bool_value, dotted_name, names_read
 
-NO_GRAD = (
-    "torch.no_grad",
-    "torch.inference_mode",
-    "torch.autograd.no_grad",
-    "torch.autograd.grad_mode.no_grad",
-    "torch.autograd.grad_mode.inference_mode",
-)
-SET_GRAD = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled")
+NO_GRAD = ("torch.no_grad", "torch.inference_mode")
+SET_GRAD = "torch.set_grad_enabled"
 # evaluate/eval_epoch, validate/validation, val/val_step/val2 (not `value`), test*,
 # predict*, infer*/inference.
 EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", re.IGNORECASE)
@@ -72,25 +60,27 @@ class EvalWithoutNoGrad(Rule):
     tokens = ("DataLoader",)  # a loader loop needs a DataLoader built in the file
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        order = {id(c): i for i, c in enumerate(module.calls)}
         backprop = _backprop_calls(module)
+        backprop_ids = {id(c) for c in backprop}
         reported: list[Loop] = []
         for loop in module.loops:
             if not loop.is_loader_loop or not isinstance(loop.node, cst.For) or not loop.calls:
                 continue
             if any(outer in reported for outer in loop.ctx.loops):
                 continue
-            if any(c in backprop for c in loop.calls):
+            if any(id(c) in backprop_ids for c in loop.calls):
                 continue
-            calls = [c for c in module.model_calls(loop) if _evaluated(module, loop, c, order)]
+            calls = [c for c in module.network_calls(loop) if _evaluated(module, loop, c)]
             if not calls or any(_grad_disabled(module, c) for c in calls):
                 continue
-            if _feeds_backward(module, loop, backprop):
+            if _feeds_backward(loop, backprop):
                 continue
-            name = dotted_name(calls[0].node.func) or ""
-            if _grad_disabled_in_function(module, loop, name):
+            site = module.model_called(calls[0])
+            assert site is not None
+            if _grad_disabled_in_function(module, loop, site):
                 continue
             reported.append(loop)
+            name = dotted_name(calls[0].node.func) or site.name
             yield self.diagnostic(
                 loop.node,
                 f"evaluation loop calls `{name}` with autograd on: `.eval()` does not disable "
@@ -107,89 +97,80 @@ def _backprop_calls(module: TorchModule) -> list[CallSite]:
     ]
 
 
-def _evaluated(module: TorchModule, loop: Loop, call: CallSite, order: dict[int, int]) -> bool:
+def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     """The model is in eval mode here: `<model>.eval()` (or `.train(False)`) earlier in the
     function or in the loop, and no `.train()` after it; or the function is an evaluation
     function by its name."""
     fn = loop.ctx.function
     if fn is not None and EVAL_FUNCTION.match(fn.name.value):
         return True
-    name = dotted_name(call.node.func)
-    end = order[id(loop.calls[-1])]
+    site = module.model_called(call)
+    end = loop.calls[-1].order
     last_eval = last_train = -1
     for mode in module.method_calls("eval", "train"):
-        if mode.ctx.function is not fn or dotted_name(mode.receiver) != name:
+        if mode.ctx.function is not fn or mode.order > end or mode.receiver is None:
             continue
-        index = order[id(mode)]
-        if index > end:
+        if module.model_of(mode.receiver, mode.scope) is not site:
             continue
         args = mode.positional
         if mode.method == "eval" and not mode.node.args:
-            last_eval = max(last_eval, index)
+            last_eval = max(last_eval, mode.order)
         elif mode.method == "train" and not mode.node.args:
-            last_train = max(last_train, index)
+            last_train = max(last_train, mode.order)
         elif mode.method == "train" and len(args) == 1 and bool_value(args[0]) is not None:
             if bool_value(args[0]):
-                last_train = max(last_train, index)
+                last_train = max(last_train, mode.order)
             else:
-                last_eval = max(last_eval, index)
+                last_eval = max(last_eval, mode.order)
     return last_eval > last_train
 
 
-def _disables(module: TorchModule, expr: cst.BaseExpression) -> bool:
+def _disables(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
     """`torch.no_grad()`, `torch.no_grad`, `torch.inference_mode()` (not `(False)`),
     `torch.set_grad_enabled(False)`."""
     if isinstance(expr, cst.Call):
-        qualname = module.resolve(expr.func)
+        qualname = module.resolve(expr.func, scope)
         args = [
             a for a in expr.args if a.keyword is None or a.keyword.value in ("mode", "orig_func")
         ]
         if qualname in NO_GRAD:
             return not args or bool_value(args[0].value) is not False
-        if qualname in SET_GRAD:
+        if qualname == SET_GRAD:
             return bool(args) and bool_value(args[0].value) is False
         return False
-    return module.resolve(expr) in NO_GRAD
+    return module.resolve(expr, scope) in NO_GRAD
 
 
 def _grad_disabled(module: TorchModule, call: CallSite) -> bool:
     """A `with` or decorator around the call disables gradients."""
-    if any(_disables(module, item.item) for w in call.ctx.withs for item in w.items):
+    if any(_disables(module, item.item, call.scope) for w in call.ctx.withs for item in w.items):
         return True
-    return any(_disables(module, d.decorator) for d in call.ctx.decorators)
+    return any(_disables(module, d.decorator, call.scope) for d in call.ctx.decorators)
 
 
-def _grad_disabled_in_function(module: TorchModule, loop: Loop, model: str) -> bool:
+def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: ModelSite) -> bool:
     """`torch.set_grad_enabled(False)` as a statement in the function, a call of the
     function under no_grad, or the model frozen with `model.requires_grad_(False)`."""
     fn = loop.ctx.function
-    for call in module.calls_to(*SET_GRAD):
-        if call.ctx.function is fn and _disables(module, call.node):
+    for call in module.calls_to(SET_GRAD):
+        if call.ctx.function is fn and _disables(module, call.node, call.scope):
             return True
     if any(
         c.positional
         and bool_value(c.positional[0]) is False
-        and dotted_name(c.receiver) == model
+        and c.receiver is not None
+        and module.model_of(c.receiver, c.scope) is site
         and c.ctx.function in (fn, None)
         for c in module.method_calls("requires_grad_")
     ):
         return True
     if fn is None:
         return False
-    callers = [
-        c
-        for c in module.calls
-        if (
-            c.node.func.attr.value
-            if isinstance(c.node.func, cst.Attribute)
-            else dotted_name(c.node.func)
-        )
-        == fn.name.value
-    ]
-    return bool(callers) and any(_grad_disabled(module, c) for c in callers)
+    callers = module.functions.callers(fn)
+    return bool(callers) and any(_grad_disabled(module, c) for c, _ in callers)
 
 
-def _feeds_backward(module: TorchModule, loop: Loop, backprop: list[CallSite]) -> bool:
+def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
     """A name bound in the loop reaches a `.backward()` elsewhere that does not recompute it."""
     escaping = set(loop.bound)
     for call in loop.calls:
@@ -210,7 +191,7 @@ def _feeds_backward(module: TorchModule, loop: Loop, backprop: list[CallSite]) -
 
 
 def _wrap(module: TorchModule, loop: Loop) -> Fix:
-    spelled, imp = module.spell("torch.no_grad")
+    spelled, imp = module.spell("torch.no_grad", loop.ctx.scope)
     node = loop.node
     assert isinstance(node, cst.For)
     wrapped = cst.With(

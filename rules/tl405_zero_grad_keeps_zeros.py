@@ -37,9 +37,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import remove_kwarg, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.model import MISSING, TorchModule, bool_value, remove_kwarg, set_kwarg
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic.syntax import bool_value
 
 WHY = (
     "every step writes zeros into each parameter's `.grad` and backward then adds into "

@@ -53,9 +53,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import expression
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
-from torchlint.model import CallSite, Loop, TorchModule, contains, dotted_name
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic.syntax import contains, dotted_name
 
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
 LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
@@ -63,14 +65,16 @@ LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 
 def uses_reduced_precision(module: TorchModule) -> bool:
     """autocast, GradScaler, `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed."""
-    for qualname in module.calls_by_qualname:
+    for qualname in module.qualnames_called:
         last = qualname.rsplit(".", 1)[-1]
         if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
             return True
     if module.method_calls(*LOW_PRECISION_METHODS):
         return True
     return any(
-        module.resolve(arg.value) in LOW_PRECISION for c in module.calls for arg in c.node.args
+        module.resolve(arg.value, c.scope) in LOW_PRECISION
+        for c in module.calls
+        for arg in c.node.args
     )
 
 
@@ -79,15 +83,13 @@ class TrainingWithoutMixedPrecision(Rule):
     name = "training-without-mixed-precision"
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
-    tokens = ("cuda",)
+    tokens = ("cuda", "accelerator")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or uses_reduced_precision(module):
             return
-        for loop in module.loops:
-            if not loop.is_step_loop:
-                continue
-            model_calls = [c for c in loop.calls if _cuda_model(module, c)]
+        for loop in module.step_loops:
+            model_calls = [c for c in module.network_calls(loop) if _on_gpu(module, c)]
             if not model_calls:
                 continue
             yield self.diagnostic(
@@ -99,16 +101,17 @@ class TrainingWithoutMixedPrecision(Rule):
             )
 
 
-def _cuda_model(module: TorchModule, call: CallSite) -> bool:
-    site = module.model_for_call(call)
-    return site is not None and any(module.moves_to_cuda(m) for m in site.moves)
+def _on_gpu(module: TorchModule, call: CallSite) -> bool:
+    site = module.model_called(call)
+    return site is not None and any(
+        (device := module.move(m)) is not None and device.is_gpu for m in site.moves
+    )
 
 
 def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:
-    body = loop.node.body
-    if not isinstance(body, cst.IndentedBlock):
+    stmts = loop.body
+    if not stmts:
         return None
-    stmts = list(body.body)
     for call in loop.calls:
         if call.method != "backward" or call.receiver is None or call.positional:
             continue
@@ -127,19 +130,21 @@ def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix |
         )
         if first is None:
             return None
-        autocast, imp1 = module.spell("torch.autocast")
-        bf16, imp2 = module.spell("torch.bfloat16")
+        autocast, imp1 = module.spell("torch.autocast", loop.ctx.scope)
+        bf16, imp2 = module.spell("torch.bfloat16", loop.ctx.scope)
         region = stmts[first : last + 1]
         head = region[0]
+        if not isinstance(head, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return None
         item = cst.Call(
-            func=_expression(autocast),
+            func=expression(autocast),
             args=[
                 cst.Arg(
                     cst.SimpleString('"cuda"'),
                     comma=cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" ")),
                 ),
                 cst.Arg(
-                    _expression(bf16),
+                    expression(bf16),
                     keyword=cst.Name("dtype"),
                     equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
                 ),
@@ -158,15 +163,6 @@ def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix |
             imports=[i for i in (imp1, imp2) if i is not None],
         )
     return None
-
-
-def _expression(dotted: str) -> cst.BaseExpression:
-    """`a.b.c` as a Name/Attribute chain (no parser round trip)."""
-    head, *rest = dotted.split(".")
-    node: cst.BaseExpression = cst.Name(head)
-    for part in rest:
-        node = cst.Attribute(node, cst.Name(part))
-    return node
 
 
 def _assigns(stmt: cst.BaseStatement, name: str) -> bool:

@@ -42,8 +42,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
-from torchlint.model import CallSite, TorchModule, dotted_name
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, TorchModule
+from torchlint.semantic.syntax import dotted_name
 from torchlint.walk import walk
 
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
@@ -84,7 +85,7 @@ class DeprecatedCudaAmpApi(Rule):
                 continue
             old = qualname.replace(".autocast_mode", "").replace(".grad_scaler", "")
             for call in module.calls_to(qualname):
-                spelled, imp = module.spell(new_name)
+                spelled, imp = module.spell(new_name, call.scope)
                 new = _rewrite(call, cst.parse_expression(spelled), device, by_keyword)
                 yield self.diagnostic(
                     call.node,

@@ -17,7 +17,7 @@ import pytest
 
 from torchlint.config import default_options, instantiate
 from torchlint.linter import Linter
-from torchlint.model import Settings
+from torchlint.semantic import Settings
 
 from .conftest import FIXTURES
 

@@ -10,9 +10,9 @@ import pytest
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.linter import Linter, LintError
-from torchlint.model import Settings, TorchModule
 from torchlint.noqa import parse_suppressions
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import Settings, TorchModule
 
 HEADER = "import torch\nfrom torch.utils.data import DataLoader\n"
 

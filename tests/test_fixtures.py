@@ -3,8 +3,10 @@
 fixtures/<CODE>/bad.py        lines ending in `# error: CODE` must be flagged, no others
 fixtures/<CODE>/bad.fixed.py  exact output of `fix --unsafe-fixes` on bad.py
 fixtures/<CODE>/good.py       near misses: nothing may be flagged
+fixtures/<CODE>/bad_<case>.py, good_<case>.py: more of the same, each a whole file (a
+Lightning import, a CPU-only script... changes what the rest of a file means)
 
-UPDATE_FIXTURES=1 rewrites the bad.fixed.py files from the current fixer.
+UPDATE_FIXTURES=1 rewrites the bad*.fixed.py files from the current fixer.
 """
 
 from __future__ import annotations
@@ -18,13 +20,19 @@ import pytest
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import FixSafety
 from torchlint.linter import Linter
-from torchlint.model import Settings
 from torchlint.registry import all_rules
+from torchlint.semantic import Settings
 
 from .conftest import FIXTURES
 
 ERROR_MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
+BAD = sorted(p for p in FIXTURES.glob("TL*/bad*.py") if not p.name.endswith(".fixed.py"))
+GOOD = sorted(FIXTURES.glob("TL*/good*.py"))
+
+
+def case(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
 
 
 def linter_for(code: str) -> Linter:
@@ -48,34 +56,36 @@ def test_every_rule_has_fixtures():
 
 
 @pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
-def test_bad_is_flagged_exactly(directory: Path):
-    code = directory.name
-    bad = directory / "bad.py"
+def test_every_rule_has_near_misses(directory: Path):
+    assert (directory / "good.py").is_file(), f"{directory.name} needs near misses in good.py"
+
+
+@pytest.mark.parametrize("bad", BAD, ids=case)
+def test_bad_is_flagged_exactly(bad: Path):
+    code = bad.parent.name
     found = [
         (v.line, v.code) for v in linter_for(code).lint(bad.read_text(encoding="utf-8"), str(bad))
     ]
     assert sorted(found) == sorted(expected_marks(bad, code))
 
 
-@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
-def test_good_is_silent(directory: Path):
-    code = directory.name
-    good = directory / "good.py"
-    assert good.is_file(), f"{code} needs near-miss fixtures in good.py"
-    found = linter_for(code).lint(good.read_text(encoding="utf-8"), str(good))
+@pytest.mark.parametrize("good", GOOD, ids=case)
+def test_good_is_silent(good: Path):
+    found = linter_for(good.parent.name).lint(good.read_text(encoding="utf-8"), str(good))
     assert found == [], [(v.line, v.message) for v in found]
 
 
-@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
-def test_fix_matches_expected_and_is_idempotent(directory: Path):
-    code = directory.name
-    bad = directory / "bad.py"
-    expected_path = directory / "bad.fixed.py"
+@pytest.mark.parametrize("bad", BAD, ids=case)
+def test_fix_matches_expected_and_is_idempotent(bad: Path):
+    code = bad.parent.name
+    expected_path = bad.with_name(bad.stem + ".fixed.py")
     linter = linter_for(code)
     fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
-    if all_rules()[code].fix_safety is FixSafety.NONE:
-        assert not expected_path.exists(), "a rule without a fix has no bad.fixed.py"
-        assert fixed == bad.read_text(encoding="utf-8")
+    if fixed == bad.read_text(encoding="utf-8"):
+        assert not expected_path.exists(), "nothing is fixed: no .fixed.py expected"
+        assert all_rules()[code].fix_safety is FixSafety.NONE or bad.name != "bad.py", (
+            "the bad.py of a rule with a fix must exercise it"
+        )
         return
     if os.environ.get("UPDATE_FIXTURES"):
         expected_path.write_text(fixed, encoding="utf-8")

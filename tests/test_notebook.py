@@ -21,10 +21,10 @@ from torchlint import runner
 from torchlint.config import default_options
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.linter import Linter
-from torchlint.model import Settings
 from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
 from torchlint.rule import Diagnostic, Rule
 from torchlint.runner import Job, lint_notebook
+from torchlint.semantic import Settings
 
 from .conftest import FIXTURES, run_cli
 

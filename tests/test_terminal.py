@@ -15,10 +15,10 @@ import pytest
 from torchlint.cli import _summary
 from torchlint.config import load_config
 from torchlint.linter import FixRecord, Violation
-from torchlint.model import Settings
 from torchlint.progress import Progress
 from torchlint.reporters import Context
 from torchlint.runner import FileResult, Job, run
+from torchlint.semantic import Settings
 
 from .conftest import run_cli
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from torchlint.model import Settings
 from torchlint.registry import all_rules
 from torchlint.rule import Rule
+from torchlint.semantic import Settings
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,10 +21,10 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
-from torchlint.model import Settings, build_model
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import NodePositions
 from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import Settings, build
 
 MAX_FIX_PASSES = 16
 
@@ -214,7 +214,7 @@ def _diagnostics(
     module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings
 ) -> list[Diagnostic]:
     try:
-        model = build_model(module, path, settings)
+        model = build(module, path, settings)
         found = [d for rule in rules for d in rule.check(model)]
     except RecursionError:
         raise LintError(TOO_DEEP) from None

@@ -12,7 +12,7 @@ import libcst as cst
 from torchlint.fixes import Fix, FixSafety
 
 if TYPE_CHECKING:
-    from torchlint.model import TorchModule
+    from torchlint.semantic import TorchModule
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ class Rule:
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
+
+    def option(self, module: TorchModule, name: str) -> Any:
+        """The configured value of one of this rule's options, else its default."""
+        return module.settings.options.get(name, self.options[name])
 
     def diagnostic(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> Diagnostic:
         return Diagnostic(self.code, message, node, fix)

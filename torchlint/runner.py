@@ -17,7 +17,7 @@ import pathspec
 
 from torchlint.config import Config, instantiate
 from torchlint.linter import Linter, LintError, Violation, unified_diff
-from torchlint.model import Settings
+from torchlint.semantic import Settings
 from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")

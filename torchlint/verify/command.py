@@ -531,8 +531,8 @@ def _apply_batch_size(
     """Write `best` into the script through TL001's fix (min-batch-size = best)."""
     from torchlint.config import instantiate
     from torchlint.linter import Linter, LintError, unified_diff
-    from torchlint.model import Settings
     from torchlint.registry import all_rules
+    from torchlint.semantic import Settings
     from torchlint.source import SourceError, write_source
 
     if start is not None and best <= start:

@@ -1,0 +1,388 @@
+"""One table of device/model/loop snippets, run through every rule that reads devices,
+models or loops. Each row states what the semantic layer must conclude (device kinds,
+model kinds, which calls are optimizer steps) and every finding of every one of those
+rules (`# expect: TL101, TL501` on a line; a line without it must stay silent), so the
+rules cannot disagree about a line and "all silent" cannot pass: every rule of the table
+reports on some row."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+import libcst as cst
+import pytest
+
+from torchlint.config import default_options, instantiate
+from torchlint.linter import Linter
+from torchlint.semantic import DeviceKind, ModelKind, Settings, build
+
+RULES = [
+    "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL201", "TL202", "TL203",
+    "TL301", "TL303", "TL304", "TL401", "TL402", "TL403", "TL404", "TL501",
+]  # fmt: skip
+EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+CUDA, ACCEL, UNKNOWN = DeviceKind.CUDA, DeviceKind.ACCELERATOR, DeviceKind.UNKNOWN
+NETWORK, LOSS = ModelKind.NETWORK, ModelKind.LOSS
+
+HEADER = """\
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 64, 3)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+
+
+"""
+
+
+@dataclass
+class Row:
+    name: str
+    code: str
+    devices: dict[str, DeviceKind] = field(default_factory=dict)  # receiver -> every move's kind
+    models: dict[str, ModelKind] = field(default_factory=dict)  # name -> kind
+    steps: dict[str, bool] = field(default_factory=dict)  # call text -> is an optimizer step
+
+
+ROWS = [
+    Row(
+        "accelerator device: a GPU for every rule",
+        """
+        device = torch.accelerator.current_accelerator()
+        model = Net()
+        model.to(device)  # expect: TL301
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4)  # expect: TL202
+        for x, y in loader:  # expect: TL501
+            x, y = x.to(device), y.to(device)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())  # expect: TL401
+        """,
+        devices={"model": ACCEL, "x": ACCEL, "y": ACCEL},
+        models={"model": NETWORK},
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "f-string CUDA rank, batches never moved",
+        """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local_rank", type=int, default=0)
+        args = parser.parse_args()
+        model = Net()
+        model.to(f"cuda:{args.local_rank}")  # expect: TL301
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:  # expect: TL501
+            loss = F.cross_entropy(model(x), y)  # expect: TL101
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"model": CUDA},
+    ),
+    Row(
+        "args.device for model and batches: unknown, consistent",
+        """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cpu")
+        args = parser.parse_args()
+        model = Net()
+        model.to(args.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4)
+        for x, y in loader:
+            x, y = x.to(args.device), y.to(args.device)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"model": UNKNOWN, "x": UNKNOWN, "y": UNKNOWN},
+    ),
+    Row(
+        "args.device for the model only: the devices differ",
+        """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cpu")
+        args = parser.parse_args()
+        model = Net()
+        model.to(args.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4)
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)  # expect: TL101
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"model": UNKNOWN},
+    ),
+    Row(
+        "losses moved to CUDA are not models",
+        """
+        model = Net().cuda()  # expect: TL301
+        criterion = nn.CrossEntropyLoss().cuda()
+        adversarial_loss = nn.BCELoss()
+        adversarial_loss.cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:  # expect: TL501
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = criterion(model(x), y) + adversarial_loss(model(x).sigmoid(), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        models={"model": NETWORK, "criterion": LOSS, "adversarial_loss": LOSS},
+    ),
+    Row(
+        "the model never moved while its batches are",
+        """
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net()  # expect: TL102
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for images, labels in loader:
+            images = images.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
+            loss = F.cross_entropy(model(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"images": CUDA, "labels": CUDA},
+        models={"model": NETWORK},
+    ),
+    Row(
+        "a scheduler steps once per epoch: not an optimizer",
+        """
+        model = Net().cuda()  # expect: TL301
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
+        for epoch in range(10):
+            for x, y in loader:  # expect: TL501
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            scheduler.step()
+            val_loss = F.cross_entropy(model(x), y)
+            print(val_loss.item())
+        """,
+        steps={"scheduler.step()": False, "optimizer.step()": True},
+    ),
+    Row(
+        "a class wrapping torch.optim.Adam steps it",
+        """
+        class ScheduledOptim:
+            def __init__(self, optimizer, warmup):
+                self._optimizer = optimizer
+                self.warmup = warmup
+
+            def step_and_update_lr(self):
+                self._optimizer.step()
+
+
+        model = Net().cuda()  # expect: TL301
+        optimizer = ScheduledOptim(torch.optim.Adam(model.parameters()), 4000)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
+        total = 0.0
+        for epoch in range(10):
+            for x, y in loader:  # expect: TL501
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step_and_update_lr()
+                total += loss.item()  # expect: TL401
+            print(total)
+        """,
+        steps={"optimizer.step_and_update_lr()": True},
+    ),
+    Row(
+        "a Trainer class keeps its model and loader on self",
+        """
+        class Trainer:
+            def __init__(self, dataset):
+                self.device = torch.device("cuda")
+                self.model = Net().to(self.device)  # expect: TL301
+                self.loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+                self.optimizer = torch.optim.Adam(self.model.parameters())
+
+            def train(self):
+                for inputs, targets in self.loader:  # expect: TL501
+                    loss = F.cross_entropy(self.model(inputs), targets)  # expect: TL101
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        devices={"Net()": CUDA},
+        models={"self.model": NETWORK},
+        steps={"self.optimizer.step()": True},
+    ),
+    Row(
+        "a module-level float() shadows the builtin",
+        """
+        def float(x):
+            return x
+
+
+        model = Net().cuda()  # expect: TL301
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:  # expect: TL501
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history = float(loss)
+        """,
+    ),
+    Row(
+        "rank-indexed CUDA devices: the same answer from every rule",
+        """
+        rank = int(os.environ["RANK"])
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device(f"cuda:{rank}")
+        model = Net().cuda(local_rank)  # expect: TL301
+        mask = torch.ones(64, 10).to(device)  # expect: TL104
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4)  # expect: TL202
+        for x, y in loader:  # expect: TL501
+            x = x.to(device)
+            y = y.cuda(local_rank)
+            loss = F.cross_entropy(model(x) * mask, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"Net()": CUDA, "torch.ones(64, 10)": CUDA, "x": CUDA, "y": CUDA},
+    ),
+    Row(
+        "loader rules on a CUDA training script",
+        """
+        model = Net().cuda()  # expect: TL301
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        small = DataLoader(dataset, batch_size=8)  # expect: TL001, TL201, TL202
+        default = DataLoader(dataset, num_workers=2, pin_memory=True)  # expect: TL002, TL203
+        val_loader = DataLoader(dataset, batch_size=256, num_workers=2)  # expect: TL202, TL203
+        total = 0.0
+        for epoch in range(3):
+            for x, y in small:  # expect: TL501
+                x, y = x.cuda(), y.cuda()
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss  # expect: TL403
+                torch.cuda.empty_cache()  # expect: TL402
+            for x, y in default:  # expect: TL501
+                x = x.cuda()  # expect: TL105
+                y = y.cuda(non_blocking=True)
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            model.eval()
+            for x, y in val_loader:  # expect: TL404
+                correct = (model(x.cuda(non_blocking=True)).argmax(1) == y.cuda(non_blocking=True))
+            model.train()
+        """,
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "DistributedDataParallel: samplers and epochs",
+        """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DistributedSampler
+
+        dist.init_process_group("nccl")
+        local_rank = int(os.environ["LOCAL_RANK"])
+        model = DDP(Net().cuda(local_rank), device_ids=[local_rank])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        sampler = DistributedSampler(dataset)  # expect: TL304
+        loader = DataLoader(
+            dataset, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True,
+            persistent_workers=True,
+        )
+        plain = DataLoader(  # expect: TL303
+            dataset, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True,
+        )
+        for epoch in range(3):
+            for x, y in loader:  # expect: TL501
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            for x, y in plain:  # expect: TL501
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        devices={"Net()": CUDA},
+        models={"model": NETWORK},
+    ),
+]
+
+
+def source(row: Row) -> str:
+    return HEADER + textwrap.dedent(row.code).lstrip("\n")
+
+
+def expected(text: str) -> set[tuple[int, str]]:
+    marks = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        m = EXPECT.search(line)
+        if m:
+            marks.update((number, c.strip()) for c in m.group("codes").split(","))
+    return marks
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
+def test_findings(row: Row):
+    text = source(row)
+    linter = Linter(instantiate(RULES), Settings(options=default_options()))
+    found = {(v.line, v.code) for v in linter.lint(text, "row.py")}
+    assert found == expected(text)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
+def test_classification(row: Row):
+    module = build(cst.parse_module(source(row)))
+    text = module.module.code_for_node
+    for receiver, kind in row.devices.items():
+        moves = [c for c in module.method_calls("to", "cuda") if text(c.receiver) == receiver]
+        assert moves, receiver
+        assert {module.move(c).kind for c in moves} == {kind}, receiver
+    by_name = {site.name: site.kind for site in module.models}
+    for name, kind in row.models.items():
+        assert by_name.get(name) is kind, name
+    for call_text, is_step in row.steps.items():
+        calls = [c for c in module.calls if text(c.node) == call_text]
+        assert calls and all(module.training.is_step(c) is is_step for c in calls), call_text
+
+
+def test_every_rule_reports_somewhere():
+    reported = {code for row in ROWS for _, code in expected(source(row))}
+    assert reported == set(RULES)

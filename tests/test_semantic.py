@@ -1,0 +1,428 @@
+"""The semantic layer: scopes and resolution, the device lattice, model identity,
+training loops by what they call, constants, loaders."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from torchlint.semantic import DATALOADER, MISSING, DeviceKind, ModelKind, build
+from torchlint.semantic.syntax import int_value
+
+
+def model_of(code: str):
+    return build(cst.parse_module(code))
+
+
+def expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+# -- names and scopes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ntorch.utils.data.DataLoader(ds)\n",
+        "import torch as T\nT.utils.data.DataLoader(ds)\n",
+        "from torch.utils.data import DataLoader as DL\nDL(ds)\n",
+        "from torch.utils import data\ndata.DataLoader(ds)\n",
+        "import torch.utils.data as tud\ntud.DataLoader(ds)\n",
+        "from torch.utils.data.dataloader import DataLoader\nDataLoader(ds)\n",
+        "def f():\n    from torch.utils.data import DataLoader\n    return DataLoader(ds)\n",
+        "def f():\n    return DataLoader(ds)\nfrom torch.utils.data import DataLoader\n",
+    ],
+)
+def test_dataloader_resolves_through_imports(code):
+    model = model_of(code)
+    assert [site.qualname for site in model.calls_to(DATALOADER)] == [DATALOADER]
+    assert len(model.dataloaders) == 1
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from mylib import DataLoader\nDataLoader(ds)\n",
+        "DataLoader(ds)\n",
+        "import data\ndata.DataLoader(ds)\n",
+        "from torch.utils.data import Dataset\nclass DataLoader: ...\nDataLoader(ds)\n",
+        # an import inside one function binds nothing in another
+        "def f():\n    from torch.utils.data import DataLoader\ndef g():\n    DataLoader(ds)\n",
+        # a parameter shadows the module's import
+        "from torch.utils.data import DataLoader\ndef g(DataLoader):\n    DataLoader(ds)\n",
+    ],
+)
+def test_lookalikes_and_shadows_do_not_resolve(code):
+    assert model_of(code).dataloaders == []
+
+
+def test_scopes_follow_python():
+    model = model_of(
+        "import torch\n"
+        "x = 1\n"
+        "class C:\n"
+        "    x = 2\n"
+        "    def m(self):\n"
+        "        return x\n"  # the module's x: class bodies are not enclosing scopes
+        "def f():\n"
+        "    global x\n"
+        "    x = 3\n"
+        "def g():\n"
+        "    torch = None\n"
+        "    return torch.zeros(1)\n"
+    )
+    module_x = model.scope.symbols["x"]
+    assert len(module_x.bindings) == 2  # `x = 1` and the `global x` assignment in f
+    (g_call,) = [c for c in model.calls if c.method == "zeros"]
+    assert g_call.qualname is None  # a local `torch` shadows the import
+
+
+def test_builtins_resolve_unless_shadowed():
+    model = model_of("def float(x):\n    return x\nfloat(1)\nint(2)\n")
+    qualnames = [c.qualname for c in model.calls]
+    assert qualnames == [None, "int"]
+
+
+def test_nn_alias_and_spelling():
+    model = model_of("import torch.nn as nn\nfrom torch import optim\n")
+    assert model.resolve(expr("nn.DataParallel")) == "torch.nn.DataParallel"
+    assert model.resolve(expr("optim.SGD")) == "torch.optim.SGD"
+    assert model.spell("torch.nn.Linear") == ("nn.Linear", None)
+    text, needed = model.spell("torch.cuda.is_available")
+    assert text == "torch.cuda.is_available" and needed is not None and needed.module == "torch"
+
+
+def test_spelling_avoids_a_shadowed_alias():
+    model = model_of("import torch.nn as nn\ndef f(nn):\n    nn(1)\n")
+    (call,) = model.calls
+    text, needed = model.spell("torch.nn.Linear", call.scope)
+    assert text == "torch.nn.Linear" and needed is not None
+
+
+def test_self_attributes_are_bindings_methods_read():
+    model = model_of(
+        "import torch.nn as nn\n"
+        "class Base:\n"
+        "    def __init__(self):\n"
+        "        self.net = nn.Linear(2, 2)\n"
+        "class Trainer(Base):\n"
+        "    def step(self, x):\n"
+        "        return self.net(x)\n"
+    )
+    (call,) = [c for c in model.calls if c.method == "net"]
+    site = model.model_called(call)
+    assert site is not None and site.name == "self.net" and site.kind is ModelKind.NETWORK
+
+
+# -- values ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "value", "origin"),
+    [
+        ("BS = 8\nf(BS)\n", 8, "name"),
+        (
+            "import argparse\np = argparse.ArgumentParser()\n"
+            "p.add_argument('--batch-size', type=int, default=16)\nargs = p.parse_args()\n"
+            "f(args.batch_size)\n",
+            16,
+            "argparse",
+        ),
+        (
+            "import argparse\ndef get_args():\n    p = argparse.ArgumentParser()\n"
+            "    p.add_argument('-b', '--batch', dest='bs', default=4)\n"
+            "    return p.parse_args()\nargs = get_args()\nf(args.bs)\n",
+            4,
+            "argparse",
+        ),
+        ("cfg = {'batch_size': 64}\nf(cfg['batch_size'])\n", 64, "config"),
+        ("import types\ncfg = types.SimpleNamespace(lr=0.5)\nf(cfg.lr)\n", 0.5, "config"),
+        ("def g(bs=8):\n    f(bs)\n", 8, "default"),
+        ("def g(bs=8):\n    f(bs)\ng(32)\ng(bs=32)\n", 32, "argument"),
+    ],
+)
+def test_constants(code, value, origin):
+    model = model_of(code)
+    call = next(c for c in model.calls if dotted(c.node.func) == "f")
+    found = model.constant(call.node.args[0].value, call.scope)
+    assert found is not None and (found.value, found.origin) == (value, origin)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "BS = 8\nBS = 16\nf(BS)\n",  # rebound
+        "def g(bs=8):\n    f(bs)\ng(32)\ng(8)\n",  # the calls disagree
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--bs')\n"
+        "args = p.parse_args()\nf(args.bs)\n",  # no default
+        "f(len(x))\n",
+    ],
+)
+def test_not_constants(code):
+    model = model_of(code)
+    call = next(c for c in model.calls if dotted(c.node.func) == "f")
+    assert model.constant(call.node.args[0].value, call.scope) is None
+
+
+def dotted(node):
+    from torchlint.semantic.syntax import dotted_name
+
+    return dotted_name(node)
+
+
+# -- devices ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setup", "device", "kind", "index"),
+    [
+        ("", '"cuda"', DeviceKind.CUDA, None),
+        ("", '"cuda:1"', DeviceKind.CUDA, 1),
+        ("", '"cpu"', DeviceKind.CPU, None),
+        ("", '"mps"', DeviceKind.ACCELERATOR, None),
+        ("rank = 0\n", 'f"cuda:{rank}"', DeviceKind.CUDA, None),
+        ("rank = 0\n", '"cuda:%d" % rank', DeviceKind.CUDA, None),
+        ("rank = 0\n", '"cuda:{}".format(rank)', DeviceKind.CUDA, None),
+        ("", 'torch.device("cuda", 2)', DeviceKind.CUDA, 2),
+        ("", "torch.accelerator.current_accelerator()", DeviceKind.ACCELERATOR, None),
+        ("", '"cuda" if torch.cuda.is_available() else "cpu"', DeviceKind.CUDA, None),
+        (
+            'd = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+            "d",
+            DeviceKind.CUDA,
+            None,
+        ),
+        (
+            "if use_accel:\n    d = torch.accelerator.current_accelerator()\n"
+            'else:\n    d = torch.device("cpu")\n',
+            "d",
+            DeviceKind.ACCELERATOR,
+            None,
+        ),
+        ("", "x.device", DeviceKind.UNKNOWN, None),  # a tensor's or module's device
+        ("", "args.device", DeviceKind.UNKNOWN, None),
+        ("", "dev", None, None),  # not known to be a device at all
+        (
+            "import argparse\np = argparse.ArgumentParser()\n"
+            "p.add_argument('--device', default='cuda')\nargs = p.parse_args()\n",
+            "args.device",
+            DeviceKind.CUDA,
+            None,
+        ),
+        (
+            "import argparse\np = argparse.ArgumentParser()\n"
+            "p.add_argument('--device', default='cpu')\nargs = p.parse_args()\n",
+            "args.device",
+            DeviceKind.UNKNOWN,  # a command-line option is never only the CPU
+            None,
+        ),
+        ("local_rank = int(os.environ['LOCAL_RANK'])\n", "local_rank", None, None),
+        ("", "0", DeviceKind.CUDA, 0),
+        ('def get():\n    return torch.device("cuda")\n', "get()", DeviceKind.CUDA, None),
+    ],
+)
+def test_device_lattice(setup, device, kind, index):
+    model = model_of(f"import torch\n{setup}use({device})\n")
+    call = next(c for c in model.calls if dotted(c.node.func) == "use")
+    found = model.device(call.node.args[0].value, call.scope)
+    assert (found.kind if found else None, found.index if found else None) == (kind, index)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("x.to('cuda')", DeviceKind.CUDA),
+        ("x.cuda()", DeviceKind.CUDA),
+        ("x.cuda(local_rank)", DeviceKind.CUDA),
+        ("x.to(args.device)", DeviceKind.UNKNOWN),
+        ("x.to(device=dev)", DeviceKind.UNKNOWN),
+        ("x.to(torch.float16)", None),
+        ("x.to(torch.randn(2))", None),
+        ("x.to(memory_format=torch.channels_last)", None),
+        ("x.to('cpu')", DeviceKind.CPU),
+    ],
+)
+def test_moves(code, kind):
+    model = model_of(f"import torch\n{code}\n")
+    call = next(c for c in model.calls if c.method in ("to", "cuda"))
+    found = model.move(call)
+    assert (found.kind if found else None) == kind
+
+
+# -- models ----------------------------------------------------------------------------
+
+
+def test_models_and_moves():
+    model = model_of(
+        "import torch\nimport torch.nn as nn\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n"
+        "class Deeper(Net):\n    pass\n"
+        "class Flat(nn.Module):\n    def forward(self, x):\n        return x.flatten(1)\n"
+        "class FocalLoss(nn.Module):\n    def __init__(self):\n        self.g = 2\n"
+        "a = Net()\nb = Deeper().to('cuda')\nc = nn.Linear(2, 2)\nc.cuda()\nd = make()\n"
+        "e = nn.CrossEntropyLoss().cuda()\nf = nn.ReLU()\ng = Flat()\nh = FocalLoss()\n"
+        "i = nn.DataParallel(c)\n"
+    )
+    by_name = {m.name: m for m in model.models if "." not in m.name}
+    kinds = {name: site.kind for name, site in by_name.items()}
+    assert kinds == {
+        "a": ModelKind.NETWORK,
+        "b": ModelKind.NETWORK,
+        "c": ModelKind.NETWORK,
+        "e": ModelKind.LOSS,
+        "f": ModelKind.STATELESS,
+        "g": ModelKind.STATELESS,
+        "h": ModelKind.LOSS,
+    }
+    assert not by_name["a"].moves and by_name["b"].moves and by_name["c"].moves
+    assert [s.name for s in by_name["c"].symbols] == ["c", "i"] and by_name["c"].wrappers
+    assert model.uses_gpu
+
+
+def test_model_identity_through_parameters_and_helpers():
+    model = model_of(
+        "import torch\nimport torch.nn as nn\n"
+        "def build():\n    net = nn.Linear(2, 2)\n    return net.cuda()\n"
+        "def train(m, data):\n    m.to('cuda')\n    for x in data:\n        m(x)\n"
+        "model = build()\ntrain(model, [])\n"
+    )
+    (site,) = [m for m in model.models]
+    assert {s.name for s in site.symbols} == {"net", "model", "m"}
+    assert len(site.moves) == 2
+
+
+def test_losses_are_not_networks():
+    model = model_of(
+        "import torch.nn as nn\ncriterion = nn.CrossEntropyLoss().cuda()\n"
+        "adversarial_loss = nn.BCELoss()\nadversarial_loss.cuda()\n"
+    )
+    assert all(m.kind is ModelKind.LOSS for m in model.models)
+
+
+# -- loops -----------------------------------------------------------------------------
+
+
+def test_loops_loaders_and_training():
+    model = model_of(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from tqdm import tqdm\n"
+        "loader = DataLoader(ds)\n"
+        "def train(model, data, opt):\n"
+        "    for i, (x, y) in enumerate(data):\n"
+        "        loss = model(x).sum()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "for epoch in range(3):\n"
+        "    train(net, loader, optimizer)\n"
+        "    for x, y in tqdm(loader):\n"
+        "        pass\n"
+    )
+    (loader,) = model.dataloaders
+    (inner,) = [loop for loop in model.loops if loop.is_training]
+    assert inner.loaders == [loader] and inner.is_step_loop
+    assert loader.feeds_training
+    epoch = model.loops[1]  # calls `train`, which loops over its steps: not a step itself
+    assert epoch.is_epoch_loop and not epoch.is_training
+
+
+def test_a_helper_that_runs_one_step_makes_a_step_loop():
+    model = model_of(
+        "import torch\n"
+        "opt = torch.optim.SGD(params)\n"
+        "def train_step(x):\n"
+        "    loss = model(x)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    return loss\n"
+        "for x in loader:\n"
+        "    total += train_step(x).item()\n"
+    )
+    (loop,) = model.loops
+    assert loop.is_step_loop
+
+
+def test_scheduler_is_not_an_optimizer():
+    model = model_of(
+        "import torch\n"
+        "opt = torch.optim.SGD(params, lr=0.1)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, 1)\n"
+        "for epoch in range(3):\n"
+        "    for x in loader:\n"
+        "        wrapper.train_step(x)\n"
+        "        model(x).sum().backward()\n"
+        "    sched.step()\n"
+    )
+    assert not any(loop.is_training for loop in model.loops)
+
+
+def test_a_class_wrapping_an_optimizer_steps_it():
+    model = model_of(
+        "import torch\n"
+        "class ScheduledOptim:\n"
+        "    def __init__(self, optimizer):\n"
+        "        self._optimizer = optimizer\n"
+        "    def step_and_update_lr(self):\n"
+        "        self._optimizer.step()\n"
+        "optimizer = ScheduledOptim(torch.optim.Adam(params))\n"
+        "for x in loader:\n"
+        "    loss = model(x)\n"
+        "    loss.backward()\n"
+        "    optimizer.step_and_update_lr()\n"
+    )
+    (loop,) = model.loops
+    assert loop.is_step_loop
+
+
+def test_a_step_through_an_unknown_optimizer_needs_a_backward_beside_it():
+    model = model_of(
+        "def fit(model, opt, sched, loader):\n"
+        "    for epoch in range(3):\n"
+        "        for x in loader:\n"
+        "            model(x).backward()\n"
+        "            opt.step()\n"
+        "        sched.step()\n"
+    )
+    epoch, step = model.loops
+    assert step.is_step_loop and len(epoch.steps) == 1  # `sched.step()` is not a step
+
+
+# -- loaders ---------------------------------------------------------------------------
+
+
+def test_positional_and_keyword_arguments():
+    model = model_of(
+        "from torch.utils.data import DataLoader\n"
+        "a = DataLoader(ds, 64, True, None, None, 4)\n"
+        "b = DataLoader(ds, batch_size=8, num_workers=2)\n"
+        "c = DataLoader(*args, **kwargs)\n"
+    )
+    a, b, c = model.dataloaders
+    assert int_value(a.arg("batch_size")) == 64 and int_value(a.arg("num_workers")) == 4
+    assert int_value(b.arg("num_workers")) == 2 and b.arg("pin_memory") is MISSING
+    assert a.bound_to == "a" and c.opaque and not a.opaque
+
+
+def test_loaders_through_helpers_and_self():
+    model = model_of(
+        "from torch.utils.data import DataLoader\n"
+        "def make():\n    return DataLoader(a), DataLoader(b)\n"
+        "class T:\n"
+        "    def __init__(self):\n        self.train_loader, self.val_loader = make()\n"
+        "    def fit(self):\n"
+        "        for epoch in range(3):\n"
+        "            for x in self.train_loader:\n                pass\n"
+        "        for x in self.val_loader:\n            pass\n"
+    )
+    train, val = model.dataloaders
+    assert train.bound_to == "self.train_loader" and len(train.loops) == 1
+    assert model.epoch(train) is not None and model.epoch(val) is None
+
+
+def test_managed_frameworks():
+    assert model_of("import lightning as L\n").managed
+    assert model_of("from accelerate import Accelerator\n").managed
+    assert model_of("from transformers import Trainer\n").managed
+    assert not model_of("from transformers import AutoModel\n").managed
+    assert not model_of("import torch\n").managed

@@ -1,0 +1,130 @@
+"""Builders of the CST that fixes put in: arguments set or removed in a call's own
+layout, dotted names, and the module-level definitions several rules share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from torchlint.fixes import Definition
+
+# A one-line call that grows longer than this (the call alone: its line holds more) is
+# laid out one argument per line with a trailing comma, as black and ruff format it.
+WRAP_AT = 72
+_EMPTY = cst.Module(body=[])
+
+
+def set_kwarg(
+    call: cst.Call,
+    name: str,
+    value: cst.BaseExpression,
+    positional: Sequence[str] = (),
+) -> cst.Call:
+    """`call` with argument `name` replaced or added, following the call's layout."""
+    args = list(call.args)
+    for i, a in enumerate(args):
+        if a.keyword is not None and a.keyword.value == name:
+            args[i] = a.with_changes(value=value)
+            return call.with_changes(args=args)
+    if name in positional:
+        index = positional.index(name)
+        if index < len(args) and all(a.keyword is None and not a.star for a in args[: index + 1]):
+            args[index] = args[index].with_changes(value=value)
+            return call.with_changes(args=args)
+    new = cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):
+        # Trailing comma: one argument per line (or a deliberate trailing comma); the new
+        # argument takes the last one's place in the layout and keeps the trailing comma.
+        between = (
+            args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        )
+        if between is None:
+            ws = call.whitespace_before_args
+            if isinstance(ws, cst.ParenthesizedWhitespace):  # the line break, not its comment
+                ws = ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+            between = cst.Comma(
+                whitespace_after=ws
+                if isinstance(ws, cst.ParenthesizedWhitespace)
+                else cst.SimpleWhitespace(" ")
+            )
+        args[-1] = last.with_changes(comma=between)
+        args.append(new.with_changes(comma=last.comma))
+    else:
+        args[-1] = last.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        args.append(new.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        grown = call.with_changes(args=args)
+        code = _EMPTY.code_for_node(grown)
+        if len(code) > WRAP_AT and "\n" not in code:
+            return _one_argument_per_line(grown)
+    return call.with_changes(args=args)
+
+
+def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), indent=True, last_line=cst.SimpleWhitespace(indent)
+    )
+
+
+def _one_argument_per_line(call: cst.Call) -> cst.Call:
+    args = [
+        a.with_changes(
+            comma=cst.Comma(whitespace_after=_line_break("    " if i < len(call.args) - 1 else "")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for i, a in enumerate(call.args)
+    ]
+    return call.with_changes(whitespace_before_args=_line_break("    "), args=args)
+
+
+def remove_kwarg(call: cst.Call, name: str) -> cst.Call:
+    """`call` without keyword argument `name` (layout of the rest kept)."""
+    args = list(call.args)
+    for i, a in enumerate(args):
+        if a.keyword is not None and a.keyword.value == name:
+            if i == len(args) - 1 and i > 0:
+                prev = args[i - 1]
+                args[i - 1] = prev.with_changes(
+                    comma=a.comma, whitespace_after_arg=a.whitespace_after_arg
+                )
+            del args[i]
+            return call.with_changes(args=args)
+    return call
+
+
+def expression(dotted: str) -> cst.BaseExpression:
+    """`a.b.c` as a Name/Attribute chain (no parser round trip)."""
+    head, *rest = dotted.split(".")
+    node: cst.BaseExpression = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
+
+
+def code(node: cst.CSTNode) -> str:
+    """The source text of a node (outside its module: default whitespace conventions)."""
+    return _EMPTY.code_for_node(node)
+
+
+# DataLoader worker processes, shared by every rule whose fix adds workers.
+WORKERS_NAME = "NUM_WORKERS"
+WORKERS_DEFINITION = Definition(
+    WORKERS_NAME,
+    "# DataLoader worker processes: the CPU cores this process may use, shared by the\n"
+    "# processes torchrun starts on this machine, minus one for the main process.\n"
+    '_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") '
+    "else os.cpu_count() or 1\n"
+    f'{WORKERS_NAME} = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)\n',
+)

@@ -1,0 +1,38 @@
+"""The PyTorch-aware facts every rule shares, built once per file in one walk.
+
+Layers, each importing only those above it: syntax (pure CST helpers) -> scopes
+(bindings, resolution) -> facts (contexts, calls, loops) -> builder (the walk) ->
+functions (calls between the file's functions) -> values (constants) -> devices (the
+lattice) -> models (module identity) -> loops (training steps) -> loaders -> module
+(`TorchModule`, what rules read) -> batches (data flow in loader loops)."""
+
+from torchlint.semantic.devices import Device, DeviceKind
+from torchlint.semantic.facts import CallSite, Context, Loop
+from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite
+from torchlint.semantic.models import ModelKind, ModelSite
+from torchlint.semantic.module import Settings, TorchModule, build
+from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.syntax import MISSING
+from torchlint.semantic.values import Constant
+
+__all__ = [
+    "DATALOADER",
+    "DATALOADER_PARAMS",
+    "MISSING",
+    "Binding",
+    "CallSite",
+    "Constant",
+    "Context",
+    "DataLoaderSite",
+    "Device",
+    "DeviceKind",
+    "Kind",
+    "Loop",
+    "ModelKind",
+    "ModelSite",
+    "Scope",
+    "Settings",
+    "Symbol",
+    "TorchModule",
+    "build",
+]

@@ -1,0 +1,309 @@
+"""Batches in loader loops: which names hold a batch's tensors, which are moved to a
+device, and which meet a value computed on a model's device (its outputs) unmoved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.semantic.builder import COMPREHENSIONS
+from torchlint.semantic.devices import Device
+from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.loaders import WRAPPERS
+from torchlint.semantic.models import ModelKind, ModelSite
+from torchlint.semantic.module import TorchModule
+from torchlint.semantic.scopes import BUILTINS, bound_names
+from torchlint.semantic.syntax import children, dotted_name
+from torchlint.walk import walk
+
+HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
+# torch.nn.functional losses that are not spelled `*_loss`.
+FUNCTIONAL_LOSSES = frozenset(
+    {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
+)
+
+
+def loader_targets(module: TorchModule, loop: Loop) -> list[cst.BaseExpression]:
+    """The parts of a `for` target bound to DataLoader batches (through enumerate,
+    tqdm, iter and zip); [] where the mapping cannot be followed."""
+    if not isinstance(loop.node, cst.For) or not loop.loaders:
+        return []
+    scope = loop.ctx.scope
+    out: list[cst.BaseExpression] = []
+    loaders = {id(site) for site in loop.loaders}
+
+    def follow(target: cst.BaseExpression, it: cst.BaseExpression) -> None:
+        if isinstance(it, cst.Call) and it.args and not it.args[0].star:
+            name = scope.resolve(it.func)
+            if name == "enumerate":
+                if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+                    follow(target.elements[1].value, it.args[0].value)
+                return
+            if name in WRAPPERS:
+                follow(target, it.args[0].value)
+                return
+            if name == "zip":
+                if (
+                    isinstance(target, (cst.Tuple, cst.List))
+                    and len(target.elements) == len(it.args)
+                    and not any(a.star for a in it.args)
+                ):
+                    for element, arg in zip(target.elements, it.args, strict=True):
+                        follow(element.value, arg.value)
+                return
+        if any(id(site) in loaders for site in module.loaders_of(it, scope)):
+            out.append(target)
+
+    follow(loop.node.target, loop.node.iter)
+    return out
+
+
+def _names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            if not isinstance(element, cst.StarredElement):
+                yield from _names(element.value)
+
+
+@dataclass(frozen=True)
+class BatchTensor:
+    """A name bound to one tensor of a batch, and where a move of it goes."""
+
+    name: str
+    anchor: cst.BaseStatement  # the statement the move is inserted next to
+    after: bool  # after `anchor` (an unpacking `x, y = batch`), else before it
+
+
+def batch_tensors(module: TorchModule, loop: Loop, rebound: bool = False) -> dict[str, BatchTensor]:
+    """Names bound to the tensors of each batch, bound nowhere else in the loop: unpacked
+    by the loop target (`for x, y in loader`), or by a top-level `x, y = batch` of a
+    single-name target. A single-name target itself may be a dict or a list: not
+    included. With `rebound`, names also bound elsewhere in the loop are kept."""
+    body = loop.body
+    if not isinstance(loop.node, cst.For) or not body:
+        return {}
+    out: dict[str, BatchTensor] = {}
+    singles: set[str] = set()
+    for target in loader_targets(module, loop):
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for name in _names(target):
+                if rebound or name not in loop.bound:
+                    out[name] = BatchTensor(name, body[0], False)
+        elif isinstance(target, cst.Name) and (rebound or target.value not in loop.bound):
+            singles.add(target.value)
+    for statement in body:
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            continue
+        assign = statement.body[0]
+        if (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))
+            and isinstance(assign.value, cst.Name)
+            and assign.value.value in singles
+        ):
+            for name in _names(assign.targets[0].target):
+                if rebound or loop.bound.get(name) == 1:
+                    out[name] = BatchTensor(name, statement, True)
+    return out
+
+
+def batch_names(module: TorchModule, loop: Loop) -> set[str]:
+    """Names bound to a batch or to one of its tensors."""
+    names = {n.value for t in loader_targets(module, loop) for n in bound_names(t)}
+    return names | set(batch_tensors(module, loop, rebound=True))
+
+
+def visible(module: TorchModule, expr: cst.BaseExpression | None, loop: Loop) -> bool:
+    """Every name `expr` reads can be read where the loop runs."""
+    if expr is None:
+        return True
+    scope = loop.ctx.scope
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if scope.lookup(node.value) is None and node.value not in BUILTINS:
+                return False
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `a.b` reads `a`
+        elif isinstance(node, cst.Arg):
+            stack.append(node.value)  # not the keyword
+        elif isinstance(node, (cst.Lambda, *COMPREHENSIONS)):
+            return False  # names bound inside: not worth following
+        else:
+            stack.extend(children(node))
+    return True
+
+
+def device_move(module: TorchModule, model: ModelSite, loop: Loop) -> CallSite | None:
+    """An unconditional move of `model` to a device other than the CPU, made before the
+    loop when both are in the same function, whose device expression is visible in
+    `loop`."""
+    for move in model.moves:
+        found = module.move(move)
+        if found is None or found.is_cpu:
+            continue
+        if not all(cond in loop.ctx.ifs for cond in move.ctx.ifs):
+            continue  # `if use_cuda: model.cuda()`: the inputs would need the same test
+        same_scope = move.ctx.function is loop.ctx.function and loop.calls
+        if same_scope and move.order > loop.calls[0].order:
+            continue  # trained on the CPU first, moved afterwards
+        if visible(module, module.devices.move_expression(move), loop):
+            return move
+    return None
+
+
+def move_statement(module: TorchModule, name: str, move: CallSite, non_blocking: bool) -> str:
+    device = module.devices.move_expression(move)
+    args = [module.module.code_for_node(device)] if device is not None else []
+    if non_blocking:
+        args.append("non_blocking=True")
+    method = "cuda" if move.method == "cuda" else "to"
+    return f"{name} = {name}.{method}({', '.join(args)})\n"
+
+
+def is_loss(module: TorchModule, call: CallSite) -> bool:
+    """A loss: a torch.nn.functional loss, or a call of a loss module."""
+    qualname = call.qualname or ""
+    if qualname.startswith("torch.nn.functional."):
+        name = qualname.rsplit(".", 1)[-1]
+        return name.endswith("loss") or name in FUNCTIONAL_LOSSES
+    site = module.model_called(call)
+    return site is not None and site.kind is ModelKind.LOSS
+
+
+Origin = tuple[ModelSite, CallSite | None]  # the model on a device, and its move
+
+
+class _DeviceFlow(cst.CSTVisitor):
+    """Walks a loop body in order: which values live on the model's device (its outputs
+    and what is computed from them), and which batch tensors meet them (as arguments of
+    the model, of a loss with such a value, or as the other operand of a comparison or
+    an arithmetic operation with one)."""
+
+    def __init__(
+        self,
+        module: TorchModule,
+        calls: dict[int, CallSite],
+        on_device: dict[int, Origin],
+        batch: dict[str, BatchTensor],
+    ) -> None:
+        super().__init__()
+        self.module = module
+        self.calls = calls
+        self.on_device = on_device
+        self.batch = batch
+        self.device_names: dict[str, Origin] = {}
+        self.needs: dict[str, tuple[cst.Name, Origin]] = {}
+
+    def origin(self, node: cst.BaseExpression) -> Origin | None:
+        """The model whose device `node` is computed on, if provably any."""
+        if isinstance(node, cst.Name):
+            return self.device_names.get(node.value)
+        if isinstance(node, cst.Call):
+            found = self.on_device.get(id(node))
+            if found is not None:
+                return found
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in HOST_METHODS or func.attr.value == "to":
+                    return None
+                found = self.origin(func.value)
+                if found is not None:
+                    return found
+            for arg in node.args:
+                found = self.origin(arg.value)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
+            return self.origin(node.value)
+        if isinstance(node, cst.UnaryOperation):
+            return self.origin(node.expression)
+        if isinstance(node, cst.BinaryOperation):
+            return self.origin(node.left) or self.origin(node.right)
+        return None
+
+    def _meet(self, operands: list[cst.BaseExpression], origin: Origin) -> None:
+        for operand in operands:
+            if isinstance(operand, cst.Name) and operand.value in self.batch:
+                self.needs.setdefault(operand.value, (operand, origin))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        found = self.origin(original_node.value)
+        for target in original_node.targets:
+            for name in _names(target.target):
+                if found is not None:
+                    self.device_names[name] = found
+                else:
+                    self.device_names.pop(name, None)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if any(a.star for a in node.args):
+            return
+        args = [a.value for a in node.args]
+        found = self.on_device.get(id(node))
+        if found is None:
+            call = self.calls.get(id(node))
+            if call is None or not is_loss(self.module, call):
+                return
+            found = next((o for o in map(self.origin, args) if o is not None), None)
+        if found is not None:
+            self._meet(args, found)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        operands = [node.left, *(c.comparator for c in node.comparisons)]
+        found = next((o for o in map(self.origin, operands) if o is not None), None)
+        if found is not None:
+            self._meet(operands, found)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        found = self.origin(node.left) or self.origin(node.right)
+        if found is not None:
+            self._meet([node.left, node.right], found)
+
+
+def moved_names(loop: Loop) -> set[str | None]:
+    """Names of the loop that are moved with `.to(...)`/`.cuda(...)` in it."""
+    return {
+        dotted_name(c.receiver)
+        for c in loop.calls
+        if c.method in ("to", "cuda") and c.receiver is not None
+    }
+
+
+def unmoved_batch_tensors(
+    module: TorchModule, loop: Loop, on_device: dict[int, Origin]
+) -> tuple[dict[str, BatchTensor], dict[str, tuple[cst.Name, Origin]]]:
+    """The loop's batch tensors with no `.to`/`.cuda` on them, and those of them that
+    meet a value on the device of a model in `on_device` (call node id -> origin)."""
+    moved = moved_names(loop)
+    batch = {n: b for n, b in batch_tensors(module, loop).items() if n not in moved}
+    if not batch or not on_device or not loop.body:
+        return batch, {}
+    flow = _DeviceFlow(module, {id(c.node): c for c in loop.calls}, on_device, batch)
+    for statement in loop.body:
+        walk(statement, flow)  # a read-only walk of the loop body only
+    return batch, flow.needs
+
+
+def moved_to(module: TorchModule, loop: Loop, name: str) -> Device | None:
+    """Where the loop moves the batch tensor `name` (the first move of it)."""
+    for call in loop.calls:
+        if call.method in ("to", "cuda") and dotted_name(call.receiver) == name:
+            return module.move(call)
+    return None

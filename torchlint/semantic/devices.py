@@ -1,0 +1,262 @@
+"""One device lattice that every rule asks: CPU | CUDA | ACCELERATOR | UNKNOWN.
+
+- ACCELERATOR is a GPU whose type is decided at run time (`torch.accelerator`,
+  `"mps"`, `"xpu"`...); it counts as a GPU.
+- A conditional that is a GPU on some branch (`"cuda" if torch.cuda.is_available() else
+  "cpu"`, a `--device` option defaulting to "cuda") is a GPU: the script means to use one
+  where it exists.
+- UNKNOWN is a device we cannot name (`args.device` with no GPU default, a parameter, a
+  tensor's `.device`). It is never CPU: rules that need a GPU stay silent on it, rules that
+  only need "model and batch are on different devices" treat a move to it as a move.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.facts import CallSite
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.scopes import Kind, Scope, Symbol
+from torchlint.semantic.syntax import MISSING, int_value, str_value
+from torchlint.semantic.values import Values
+
+MAX_DEPTH = 6
+
+
+class DeviceKind(str, enum.Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
+    ACCELERATOR = "accelerator"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: DeviceKind
+    index: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in (DeviceKind.CUDA, DeviceKind.ACCELERATOR)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.kind is DeviceKind.CPU
+
+    def join(self, other: Device) -> Device:
+        """The device of a value that is `self` on one path and `other` on another."""
+        if self == other:
+            return self
+        if self.kind is other.kind:
+            return Device(self.kind)
+        if self.is_gpu and other.is_gpu:
+            return Device(DeviceKind.ACCELERATOR)
+        if self.is_gpu or other.is_gpu:  # GPU when present
+            return self if self.is_gpu else other
+        return Device(DeviceKind.UNKNOWN)  # CPU and UNKNOWN
+
+
+CPU = Device(DeviceKind.CPU)
+CUDA = Device(DeviceKind.CUDA)
+ACCELERATOR = Device(DeviceKind.ACCELERATOR)
+UNKNOWN = Device(DeviceKind.UNKNOWN)
+
+ACCELERATOR_TYPES = frozenset({"mps", "xpu", "xla", "hpu", "npu", "mtia", "ipu", "privateuseone"})
+DTYPES = frozenset(f"torch.{t}" for t in (
+    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "complex64",
+    "complex128", "cfloat", "cdouble", "uint8", "int8", "int16", "short", "int32", "int",
+    "int64", "long", "bool", "float8_e4m3fn", "float8_e5m2",
+))  # fmt: skip
+# Calls that return a device.
+DEVICE_CALLS = {
+    "torch.accelerator.current_accelerator": ACCELERATOR,
+    "torch.cuda.current_device": CUDA,
+    "torch.get_default_device": UNKNOWN,
+}
+
+
+def _from_text(text: str) -> Device | None:
+    kind, _, index = text.partition(":")
+    if kind == "cpu":
+        return CPU
+    if kind == "cuda":
+        return Device(DeviceKind.CUDA, int(index) if index.isdigit() else None)
+    if kind in ACCELERATOR_TYPES:
+        return ACCELERATOR
+    return None
+
+
+def join_all(devices: list[Device]) -> Device | None:
+    result: Device | None = None
+    for device in devices:
+        result = device if result is None else result.join(device)
+    return result
+
+
+class Devices:
+    def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.values = values
+        self._symbols: dict[int, Device | None] = {}
+
+    def classify(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Device | None:
+        """The device an expression names, None where it is not known to be a device."""
+        if _depth > MAX_DEPTH:
+            return None
+        text = str_value(node)
+        if text is not None:
+            return _from_text(text)
+        index = int_value(node)
+        if index is not None:
+            return Device(DeviceKind.CUDA, index) if index >= 0 else None
+        if isinstance(node, cst.FormattedString):
+            first = node.parts[0] if node.parts else None
+            if isinstance(first, cst.FormattedStringText):
+                return _from_text(first.value.split(":")[0]) or UNKNOWN
+            if isinstance(first, cst.FormattedStringExpression):
+                return self.classify(first.expression, scope, _depth + 1) or UNKNOWN
+            return UNKNOWN
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            template = str_value(node.left)  # "cuda:%d" % rank
+            return _from_text(template.split(":")[0]) if template is not None else None
+        if isinstance(node, cst.IfExp):
+            return join_all(
+                [
+                    d
+                    for d in (
+                        self.classify(node.body, scope, _depth + 1),
+                        self.classify(node.orelse, scope, _depth + 1),
+                    )
+                    if d is not None
+                ]
+            )
+        if isinstance(node, cst.Call):
+            return self._call(node, scope, _depth)
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return self._name(node, scope, _depth)
+        return None
+
+    def _call(self, node: cst.Call, scope: Scope, depth: int) -> Device | None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "format":
+            template = str_value(func.value)  # "cuda:{}".format(rank)
+            return _from_text(template.split(":")[0]) if template is not None else None
+        qualname = scope.resolve(func)
+        if qualname == "torch.device":
+            kind = node.args[0].value if node.args and not node.args[0].star else MISSING
+            found = self.classify(kind, scope, depth + 1) if kind is not MISSING else None
+            if found is not None and found.kind is DeviceKind.CUDA and len(node.args) > 1:
+                index = int_value(node.args[1].value)
+                found = Device(DeviceKind.CUDA, index)
+            return found or UNKNOWN
+        if qualname in DEVICE_CALLS:
+            return DEVICE_CALLS[qualname]
+        if qualname == "str" and len(node.args) == 1:
+            return self.classify(node.args[0].value, scope, depth + 1)
+        target = self.functions.definition(func, scope)
+        if target is not None and target.kind is Kind.DEF:
+            assert isinstance(target.node, cst.FunctionDef)
+            inner = self.functions.scope_of(target.node)
+            returned = [
+                self.classify(r, inner, depth + 1) for r in self.functions.returns(target.node)
+            ]
+            known = [d for d in returned if d is not None]
+            if known and len(known) == len(returned):
+                return join_all(known)
+        return None
+
+    def _name(self, node: cst.Name | cst.Attribute, scope: Scope, depth: int) -> Device | None:
+        symbol = scope.lookup_expr(node)
+        if symbol is not None and symbol.bindings:
+            return self._symbol(symbol, depth)
+        option = self.values.option(node, scope)
+        if option is not None:
+            default = (
+                self.classify(option.default, option.call.scope, depth + 1)
+                if option.default is not None
+                else None
+            )
+            return default.join(UNKNOWN) if default is not None else UNKNOWN
+        if isinstance(node, cst.Attribute) and node.attr.value == "device":
+            return UNKNOWN  # `tensor.device`, `module.device`, `accelerator.device`
+        return None
+
+    def _symbol(self, symbol: Symbol, depth: int) -> Device | None:
+        key = id(symbol)
+        if key in self._symbols:
+            return self._symbols[key]
+        self._symbols[key] = None  # while computing: a name defined through itself
+        found: list[Device | None] = []
+        for b in symbol.bindings:
+            if b.kind is Kind.PARAM:
+                passed = self.functions.arguments(b)
+                if passed is None:
+                    default = self.functions.default(b)
+                    d = self.classify(*default, depth + 1) if default is not None else None
+                    found.append(d.join(UNKNOWN) if d is not None else None)
+                else:
+                    found.extend(self.classify(v, where, depth + 1) for v, where in passed)
+            elif b.kind is Kind.ASSIGN and b.value is not None:
+                found.append(self.classify(b.value, b.ctx.scope, depth + 1))
+            else:
+                found.append(None)
+        known = [d for d in found if d is not None]
+        result = join_all(known)
+        if result is not None and len(known) < len(found):
+            result = result.join(UNKNOWN)  # other bindings we cannot read
+        self._symbols[key] = result
+        return result
+
+    def not_a_device(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """Provably something else than a device: a dtype, a number, a tensor literal..."""
+        if isinstance(node, (cst.Float, cst.Imaginary, cst.List, cst.Tuple, cst.Dict)):
+            return True
+        if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
+            return True
+        text = str_value(node)
+        if text is not None:
+            return _from_text(text) is None
+        if isinstance(node, cst.Call):  # a tensor from a torch function: `.to(other)`
+            called = scope.resolve(node.func) or ""
+            return called.startswith("torch.") and called not in (*DEVICE_CALLS, "torch.device")
+        if scope.resolve(node) in DTYPES:
+            return True
+        symbol = scope.lookup_expr(node)
+        if symbol is not None and symbol.bindings:
+            values = symbol.values()
+            return len(values) == len(symbol.bindings) and all(
+                self.not_a_device(v, b.ctx.scope)
+                for v, b in zip(values, symbol.bindings, strict=True)
+            )
+        return False
+
+    def move(self, call: CallSite) -> Device | None:
+        """Where `x.cuda(...)` / `x.to(...)` moves `x`: None when it is not provably a
+        device move (`.to(torch.float16)`, `.to(other_tensor)`, `.to(memory_format=...)`).
+        A `.to(expr)` whose expression is not known but could be a device is UNKNOWN."""
+        if call.method == "cuda":
+            device = call.arg("device", index=0)
+            if device is MISSING:
+                return CUDA
+            index = int_value(device)
+            return Device(DeviceKind.CUDA, index) if index is not None else CUDA
+        if call.method != "to":
+            return None
+        device = call.arg("device", index=0)
+        if device is MISSING:
+            return None
+        found = self.classify(device, call.scope)
+        if found is not None:
+            return found
+        return None if self.not_a_device(device, call.scope) else UNKNOWN
+
+    def move_expression(self, call: CallSite) -> cst.BaseExpression | None:
+        """The expression naming the device of a `.to(...)`/`.cuda(...)` (None for a bare
+        `.cuda()`)."""
+        device = call.arg("device", index=0)
+        return None if device is MISSING else device

@@ -1,0 +1,201 @@
+"""DataLoader sites: their arguments, the names that hold them, the loops that iterate
+them (through `enumerate`/`tqdm`/`zip`, attributes on `self`, parameters and helpers that
+return a loader, one level), and the loops that repeat those loops (epochs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
+from torchlint.fixes import Applicability, Fix, Import, Replace, fix
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.scopes import Kind, Scope, Symbol
+from torchlint.semantic.syntax import MISSING, argument
+
+DATALOADER = "torch.utils.data.DataLoader"
+# Positional parameters of torch.utils.data.DataLoader, in order.
+DATALOADER_PARAMS = (
+    "dataset",
+    "batch_size",
+    "shuffle",
+    "sampler",
+    "batch_sampler",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+)
+# Iterables that yield what the loader yields, one item per batch.
+WRAPPERS = frozenset(
+    {"enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm"}
+    | {"tqdm.std.tqdm", "rich.progress.track", "itertools.islice"}
+)
+MAX_DEPTH = 4
+# The option of the batch-size rules: batches below it are small.
+BATCH_SIZE_OPTIONS = {"min-batch-size": 32}
+
+
+@dataclass(eq=False)
+class DataLoaderSite:
+    call: CallSite
+    symbols: list[Symbol] = field(default_factory=list)  # names/attributes holding it
+    loops: list[Loop] = field(default_factory=list)  # `for` loops iterating it
+
+    @property
+    def bound_to(self) -> str | None:
+        return self.symbols[0].name if self.symbols else None
+
+    def arg(self, name: str) -> cst.BaseExpression:
+        """The argument for parameter `name`, keyword or positional, else MISSING."""
+        return argument(self.call.node, name, DATALOADER_PARAMS)
+
+    @property
+    def opaque(self) -> bool:
+        """Built from `*args`/`**kwargs`: any argument may be set where we cannot see."""
+        return self.call.has_star_args
+
+    def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call:
+        """The call with parameter `name` set to `value` (keeping its position if any)."""
+        return set_kwarg(self.call.node, name, value, positional=DATALOADER_PARAMS)
+
+    def workers_fix(self, title: str) -> Fix:
+        """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports."""
+        return fix(
+            title,
+            Applicability.UNSAFE,
+            Replace(self.call.node, self.set_arg("num_workers", cst.Name(WORKERS_NAME))),
+            imports=[Import("os")],
+            definitions=[WORKERS_DEFINITION],
+        )
+
+    @property
+    def feeds_training(self) -> bool:
+        """Some loop over it trains (a backward pass and an optimizer step per batch)."""
+        return any(loop.is_training for loop in self.loops)
+
+
+def iterables(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+    """What a `for` really walks, through enumerate/tqdm/iter/zip."""
+    if isinstance(node, cst.Call) and node.args and not node.args[0].star:
+        name = scope.resolve(node.func)
+        if name in WRAPPERS:
+            return iterables(node.args[0].value, scope)
+        if name == "zip":
+            return [x for a in node.args for x in iterables(a.value, scope)]
+    return [node]
+
+
+class Loaders:
+    def __init__(self, facts: Facts, functions: Functions) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.sites: list[DataLoaderSite] = []
+        self._by_call: dict[int, DataLoaderSite] = {}
+        self._by_symbol: dict[int, list[DataLoaderSite]] = {}
+        for call in facts.calls_by_qualname.get(DATALOADER, ()):
+            site = DataLoaderSite(call)
+            self._by_call[id(call.node)] = site
+            self.sites.append(site)
+        for b in facts.bindings:  # the names holding each loader
+            if b.kind is Kind.ASSIGN and isinstance(b.value or b.source, cst.Call):
+                self._of_symbol(b.symbol, 0)
+        for loop in facts.loops:
+            if isinstance(loop.node, cst.For):
+                for it in iterables(loop.node.iter, loop.ctx.scope):
+                    for site in self.of(it, loop.ctx.scope):
+                        if loop not in site.loops:
+                            site.loops.append(loop)
+                            loop.loaders.append(site)
+
+    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> list[DataLoaderSite]:
+        """The loaders an expression may hold."""
+        if _depth > MAX_DEPTH:
+            return []
+        if isinstance(node, cst.Call):
+            site = self._by_call.get(id(node))
+            if site is not None:
+                return [site]
+            return self._returned(node, scope, None, _depth)
+        symbol = scope.lookup_expr(node)
+        return self._of_symbol(symbol, _depth) if symbol is not None else []
+
+    def _of_symbol(self, symbol: Symbol, depth: int) -> list[DataLoaderSite]:
+        key = id(symbol)
+        found = self._by_symbol.get(key)
+        if found is None:
+            self._by_symbol[key] = []  # while computing
+            found = self._by_symbol[key] = self._symbol(symbol, depth)
+            for site in found:
+                if symbol not in site.symbols:
+                    site.symbols.append(symbol)
+        return found
+
+    def _symbol(self, symbol: Symbol, depth: int) -> list[DataLoaderSite]:
+        found: list[DataLoaderSite] = []
+        for b in symbol.bindings:
+            if b.kind is Kind.ASSIGN and b.value is not None:
+                found.extend(self.of(b.value, b.ctx.scope, depth + 1))
+            elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
+                # `train_loader, val_loader = make_loaders()`
+                found.extend(self._returned(b.source, b.ctx.scope, b.path[0], depth))
+            elif b.kind is Kind.PARAM:
+                for value, where in self.functions.arguments(b) or ():
+                    found.extend(self.of(value, where, depth + 1))
+        return list(dict.fromkeys(found))
+
+    def _returned(
+        self, call: cst.Call, scope: Scope, element: int | None, depth: int
+    ) -> list[DataLoaderSite]:
+        """Loaders a function of this file returns (the `element`-th of a tuple)."""
+        target = self.functions.definition(call.func, scope)
+        if target is None or target.kind is not Kind.DEF:
+            return []
+        assert isinstance(target.node, cst.FunctionDef)
+        inner = self.functions.scope_of(target.node)
+        found: list[DataLoaderSite] = []
+        for value in self.functions.returns(target.node):
+            if element is not None:
+                if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                    continue
+                value = value.elements[element].value
+            found.extend(self.of(value, inner, depth + 1))
+        return found
+
+    def epoch(self, site: DataLoaderSite) -> tuple[Loop, Loop] | None:
+        """(a loop over the loader, the loop that runs it again and again): a loop around
+        it that does not also build the loader, or a loop around a call of its function
+        (that passes this loader, when the function receives it as a parameter)."""
+        built = {id(o) for o in site.call.ctx.loops}
+        for loop in site.loops:
+            outer = [o for o in loop.ctx.loops if id(o) not in built]
+            if outer:
+                return loop, outer[-1]
+            function = loop.ctx.function
+            if function is None or site.call.ctx.function is function:
+                continue
+            assert isinstance(loop.node, cst.For)
+            scope = loop.ctx.scope
+            via = [
+                b
+                for it in iterables(loop.node.iter, scope)
+                if (s := scope.lookup_expr(it)) is not None and (b := s.only(Kind.PARAM))
+            ]
+            for caller, offset in self.functions.callers(function):
+                if not caller.ctx.loops or all(id(o) in built for o in caller.ctx.loops):
+                    continue
+                if not via or any(self._passes(caller, offset, p, site) for p in via):
+                    return loop, caller.ctx.loops[-1]
+        return None
+
+    def _passes(self, caller: CallSite, offset: int, param, site: DataLoaderSite) -> bool:
+        index = param.index - offset if param.index is not None else None
+        value = argument(caller.node, param.symbol.name, index=index)
+        return value is not MISSING and site in self.of(value, caller.scope)

@@ -1,0 +1,297 @@
+"""One model identity: which values are `nn.Module` instances, what kind (a network with
+parameters, a loss, a parameter-free layer), and every name, attribute and parameter
+that holds each of them (through `.to()`, `DataParallel(...)`, helpers that build one)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.facts import CallSite
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+
+MAX_DEPTH = 4
+
+
+class ModelKind(str, enum.Enum):
+    NETWORK = "network"  # has parameters: layers, containers, zoo models, your nn.Module
+    LOSS = "loss"  # nn.*Loss, criteria
+    STATELESS = "stateless"  # no parameters: activations, dropout, pooling...
+
+
+# torch.nn layers without parameters (losses are recognised by their name).
+STATELESS_LAYERS = frozenset({
+    "Identity", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+    "AlphaDropout", "FeatureAlphaDropout", "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU",
+    "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Hardtanh", "Hardswish", "Hardsigmoid",
+    "Hardshrink", "Softshrink", "Tanhshrink", "Softplus", "Softsign", "Softmax", "Softmax2d",
+    "LogSoftmax", "Softmin", "LogSigmoid", "Threshold", "GLU", "MaxPool1d", "MaxPool2d",
+    "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+    "LPPool1d", "LPPool2d", "FractionalMaxPool2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle",
+    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+    "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
+    "ReplicationPad2d", "ReplicationPad3d", "ChannelShuffle", "CosineSimilarity",
+    "PairwiseDistance", "Fold", "Unfold",
+})  # fmt: skip
+NOT_MODULES = frozenset({"Parameter", "ParameterList", "ParameterDict", "Module", "Buffer"})
+# Wrappers that hold a model and behave as it: `model = DataParallel(model)`.
+WRAPPERS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.compile",
+        "torch.jit.script",
+        "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+    }
+)
+PARALLEL_WRAPPERS = ("torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel")
+# Methods that return the module itself.
+CHAINING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"})
+CHAINING |= {"requires_grad_", "share_memory", "type", "apply"}
+ZOO_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+LOSS_BASES = ("torch.nn.modules.loss._Loss", "torch.nn.modules.loss._WeightedLoss")
+
+
+@dataclass(eq=False)
+class ModelSite:
+    """An nn.Module instance built in this file, and where it goes."""
+
+    construction: CallSite
+    binding: Binding  # the assignment that first holds it
+    kind: ModelKind
+    symbols: list[Symbol] = field(default_factory=list)  # every name/attribute holding it
+    moves: list[CallSite] = field(default_factory=list)  # `.to(...)`, `.cuda()` on it
+    wrappers: list[CallSite] = field(default_factory=list)  # DataParallel(...), DDP(...)
+
+    @property
+    def name(self) -> str:
+        return self.binding.symbol.name
+
+    @property
+    def symbol(self) -> Symbol:
+        return self.binding.symbol
+
+    @property
+    def is_network(self) -> bool:
+        return self.kind is ModelKind.NETWORK
+
+
+class Models:
+    def __init__(self, facts: Facts, functions: Functions) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.sites: list[ModelSite] = []
+        self._by_symbol: dict[int, ModelSite | None] = {}
+        self._by_call: dict[int, ModelSite] = {}
+        self._classes: dict[int, ModelKind | None] = {}
+        self._returns: dict[int, ModelSite | None] = {}  # id(def) -> the model it returns
+        self._linked = False  # parameters are followed once every binding is linked
+        self._link()
+
+    # -- what builds a module ----------------------------------------------------------
+
+    def kind_of_construction(self, call: cst.Call, scope: Scope) -> ModelKind | None:
+        """What `call` builds, when it builds an nn.Module."""
+        qualname = scope.resolve(call.func)
+        if qualname is not None:
+            return _library_kind(qualname)
+        cls = self.functions.class_scope(call.func, scope)
+        return self._class_kind(cls) if cls is not None else None
+
+    def _class_kind(self, cls: Scope, _depth: int = 0) -> ModelKind | None:
+        key = id(cls)
+        if key in self._classes:
+            return self._classes[key]
+        self._classes[key] = None
+        node = cls.node
+        assert isinstance(node, cst.ClassDef)
+        kind: ModelKind | None = None
+        for base in node.bases:
+            assert cls.parent is not None
+            qualname = cls.parent.resolve(base.value)
+            if qualname == "torch.nn.Module":
+                found: ModelKind | None = ModelKind.STATELESS
+            elif qualname in LOSS_BASES:
+                found = ModelKind.LOSS
+            elif qualname is not None:
+                found = _library_kind(qualname)
+            else:
+                local = self.functions.class_scope(base.value, cls.parent)
+                found = self._class_kind(local, _depth + 1) if local and _depth < 4 else None
+            if found is not None and (kind is None or found is not ModelKind.STATELESS):
+                kind = found
+        if kind is ModelKind.STATELESS and _holds_state(cls):
+            kind = ModelKind.NETWORK
+        if kind is not None and node.name.value.endswith(("Loss", "Criterion")):
+            kind = ModelKind.LOSS
+        self._classes[key] = kind
+        return kind
+
+    # -- identity ------------------------------------------------------------------------
+
+    def _unwrap(self, value: cst.BaseExpression, scope: Scope) -> tuple[cst.BaseExpression, list]:
+        """The module expression under `.to()`/`.cuda()`/`DataParallel(...)` and the
+        calls peeled off."""
+        peeled: list[cst.Call] = []
+        while isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute) and func.attr.value in CHAINING:
+                peeled.append(value)
+                value = func.value
+            elif value.args and scope.resolve(func) in WRAPPERS and not value.args[0].keyword:
+                peeled.append(value)
+                value = value.args[0].value
+            else:
+                break
+        return value, peeled
+
+    def _link(self) -> None:
+        calls = {id(c.node): c for c in self.facts.calls}
+        assignments = [b for b in self.facts.bindings if b.kind is Kind.ASSIGN and b.value]
+        for _ in range(2):  # a second pass for aliases of models built later in the text
+            for b in assignments:
+                assert b.value is not None
+                if id(b.symbol) in self._by_symbol and self._by_symbol[id(b.symbol)]:
+                    continue
+                base, _ = self._unwrap(b.value, b.ctx.scope)
+                site = self._site_of(base, b, calls)
+                if site is not None:
+                    self._hold(site, b.symbol)
+        self._linked = True
+        for call in self.facts.calls:
+            if call.method in ("to", "cuda") and call.receiver is not None:
+                site = self.of(call.receiver, call.scope)
+                if site is not None and call not in site.moves:
+                    site.moves.append(call)
+            elif call.qualname in PARALLEL_WRAPPERS and call.node.args:
+                site = self.of(call.node.args[0].value, call.scope)
+                if site is not None:
+                    site.wrappers.append(call)
+
+    def _site_of(
+        self, base: cst.BaseExpression, binding: Binding, calls: dict[int, CallSite]
+    ) -> ModelSite | None:
+        scope = binding.ctx.scope
+        if isinstance(base, cst.Call):
+            found = self._by_call.get(id(base))
+            if found is not None:
+                return found
+            kind = self.kind_of_construction(base, scope)
+            if kind is not None:
+                site = ModelSite(calls[id(base)], binding, kind)
+                self._by_call[id(base)] = site
+                self.sites.append(site)
+                _, peeled = self._unwrap(binding.value, scope) if binding.value else (None, [])
+                for inner in peeled:
+                    call = calls[id(inner)]
+                    if call.method in ("to", "cuda"):
+                        site.moves.append(call)
+                    elif call.qualname in PARALLEL_WRAPPERS:
+                        site.wrappers.append(call)
+                return site
+            return self._returned(base, scope)
+        return self.of(base, scope)
+
+    def _returned(self, call: cst.Call, scope: Scope, depth: int = 0) -> ModelSite | None:
+        """`model = build_model()` where the function of this file returns one model."""
+        target = self.functions.definition(call.func, scope)
+        if target is None or target.kind is not Kind.DEF or depth > MAX_DEPTH:
+            return None
+        key = id(target.node)
+        if key in self._returns:
+            return self._returns[key]
+        self._returns[key] = None  # while computing (a recursive function)
+        assert isinstance(target.node, cst.FunctionDef)
+        inner = self.functions.scope_of(target.node)
+        found = {
+            id(s): s
+            for r in self.functions.returns(target.node)
+            if (s := self.of(r, inner, depth + 1))
+        }
+        site = next(iter(found.values())) if len(found) == 1 else None
+        if self._linked:
+            self._returns[key] = site
+        else:
+            del self._returns[key]
+        return site
+
+    def _hold(self, site: ModelSite, symbol: Symbol) -> None:
+        self._by_symbol[id(symbol)] = site
+        if symbol not in site.symbols:
+            site.symbols.append(symbol)
+
+    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> ModelSite | None:
+        """The model an expression holds, where provable."""
+        if isinstance(node, cst.Call):
+            base, peeled = self._unwrap(node, scope)
+            if not peeled:
+                return self._by_call.get(id(node)) or self._returned(node, scope, _depth)
+            return self.of(base, scope, _depth + 1)
+        symbol = scope.lookup_expr(node)
+        if symbol is None:
+            return None
+        key = id(symbol)
+        param = symbol.only(Kind.PARAM)
+        if param is None or key in self._by_symbol or not self._linked:
+            return self._by_symbol.get(key)
+        self._by_symbol[key] = None  # while computing, and when nothing is found
+        if _depth > MAX_DEPTH:
+            return None
+        passed = self.functions.arguments(param)
+        if not passed:
+            return None
+        found = [self.of(v, where, _depth + 1) for v, where in passed]
+        first = found[0]
+        if first is not None and all(f is first for f in found):
+            self._hold(first, symbol)
+            return first
+        return None
+
+    def holds_only(self, site: ModelSite) -> bool:
+        """Every assignment to the names holding `site` keeps holding it: none rebinds
+        them to a value of another origin (`model = load(...)`)."""
+        for symbol in site.symbols:
+            for b in symbol.bindings:
+                if b.kind is Kind.PARAM:
+                    continue
+                if b.kind is not Kind.ASSIGN or b.value is None:
+                    return False
+                base, _ = self._unwrap(b.value, b.ctx.scope)
+                if base is not site.construction.node and self.of(base, b.ctx.scope) is not site:
+                    return False
+        return True
+
+    def called(self, call: CallSite) -> ModelSite | None:
+        """The model a call such as `model(x)` / `self.net(x)` runs."""
+        func = call.node.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
+        return self.of(func, call.scope)
+
+
+def _library_kind(qualname: str) -> ModelKind | None:
+    if qualname.startswith("torch.nn.") and not qualname.startswith("torch.nn.functional"):
+        last = qualname.rsplit(".", 1)[-1]
+        if not last[:1].isupper() or last in NOT_MODULES or qualname in WRAPPERS:
+            return None
+        if last.endswith("Loss"):
+            return ModelKind.LOSS
+        return ModelKind.STATELESS if last in STATELESS_LAYERS else ModelKind.NETWORK
+    if qualname.startswith(ZOO_PREFIXES):
+        return ModelKind.NETWORK
+    if qualname.startswith("transformers.") and qualname.endswith(".from_pretrained"):
+        return ModelKind.NETWORK
+    return None
+
+
+def _holds_state(cls: Scope) -> bool:
+    """A class deriving from nn.Module directly has parameters when its methods set
+    attributes on `self` (submodules, parameters) or register them."""
+    return bool(cls.attributes)

@@ -1,0 +1,275 @@
+"""`TorchModule`: the facts of one file that every rule reads, built in one walk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import libcst as cst
+
+from torchlint.fixes import Import
+from torchlint.semantic.builder import collect
+from torchlint.semantic.devices import Device, Devices
+from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.loaders import DataLoaderSite, Loaders
+from torchlint.semantic.loops import Training
+from torchlint.semantic.models import Models, ModelSite
+from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.syntax import MISSING
+from torchlint.semantic.values import Constant, Values
+
+# Frameworks that own the device, the samplers and the process group.
+MANAGED_PREFIXES = (
+    "lightning",
+    "pytorch_lightning",
+    "accelerate",
+    "deepspeed",
+    "transformers.Trainer",
+    "transformers.trainer",
+    "transformers.Seq2SeqTrainer",
+    "trl",  # SFTTrainer & co. are transformers Trainers
+)
+
+
+@dataclass
+class Settings:
+    """What rules may read of the configuration."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    target_torch: tuple[int, int] | None = None
+
+
+class TorchModule:
+    """The facts of one file. Built by `build`; read by every rule."""
+
+    def __init__(self, module: cst.Module, path: str, settings: Settings) -> None:
+        self.module = module
+        self.path = path
+        self.settings = settings
+        facts = collect(module)
+        self.facts = facts
+        self.scope: Scope = facts.scope
+        self.calls: list[CallSite] = facts.calls
+        self.loops: list[Loop] = facts.loops
+        self.functions = Functions(facts)
+        self.values = Values(facts, self.functions)
+        self.devices = Devices(facts, self.functions, self.values)
+        self._models = Models(facts, self.functions)
+        self.training = Training(facts, self.functions, self._models)
+        self._loaders = Loaders(facts, self.functions)
+
+    # -- configuration -------------------------------------------------------------------
+
+    def option(self, name: str) -> Any:
+        return self.settings.options[name]
+
+    @property
+    def target_torch(self) -> tuple[int, int] | None:
+        return self.settings.target_torch
+
+    # -- names ---------------------------------------------------------------------------
+
+    def resolve(self, node: cst.CSTNode, scope: Scope | None = None) -> str | None:
+        """The canonical qualified name of an expression, through the imports visible
+        in `scope` (the module's by default); a builtin's own name (`float`)."""
+        return (scope or self.scope).resolve(node)
+
+    def spell(self, qualname: str, scope: Scope | None = None) -> tuple[str, Import | None]:
+        """How to write `qualname` in this file (at `scope`), and the import it needs."""
+        where = scope or self.scope
+        best: tuple[int, str] | None = None
+        for local, symbol in self.scope.symbols.items():
+            target = symbol.imported
+            if target is None or not (qualname == target or qualname.startswith(target + ".")):
+                continue
+            if where.lookup(local) is not symbol:
+                continue  # shadowed where the text goes
+            if best is None or len(target) > best[0]:
+                best = (len(target), local + qualname[len(target) :])
+        if best is not None:
+            return best[1], None
+        return qualname, Import(qualname.split(".")[0])
+
+    def is_free(self, name: str) -> bool:
+        """Nothing in the module's scope is called `name` (a fix may define it)."""
+        return name not in self.scope.symbols
+
+    # -- calls -----------------------------------------------------------------------
+
+    def calls_to(self, *qualnames: str) -> list[CallSite]:
+        found = [c for q in qualnames for c in self.facts.calls_by_qualname.get(q, ())]
+        return sorted(found, key=lambda c: c.order) if len(qualnames) > 1 else found
+
+    def method_calls(self, *methods: str) -> list[CallSite]:
+        found = [c for m in methods for c in self.facts.calls_by_method.get(m, ())]
+        return sorted(found, key=lambda c: c.order) if len(methods) > 1 else found
+
+    @property
+    def qualnames_called(self) -> list[str]:
+        return list(self.facts.calls_by_qualname)
+
+    @property
+    def imported_modules(self) -> set[str]:
+        return self.facts.imported_modules
+
+    def imports_any(self, *prefixes: str) -> bool:
+        return any(
+            m == p or m.startswith(p + ".") for m in self.facts.imported_modules for p in prefixes
+        )
+
+    @cached_property
+    def managed(self) -> bool:
+        """Lightning, Accelerate, DeepSpeed or the transformers Trainer own the devices
+        (imported, or called through a plain `import transformers`)."""
+        return self.imports_any(*MANAGED_PREFIXES) or any(
+            q == p or q.startswith(p + ".")
+            for q in self.facts.calls_by_qualname
+            for p in MANAGED_PREFIXES
+        )
+
+    # -- devices ---------------------------------------------------------------------
+
+    def device(self, node: cst.CSTNode, scope: Scope) -> Device | None:
+        """The device an expression names (see devices.py), None if not known to be one."""
+        return self.devices.classify(node, scope)
+
+    def move(self, call: CallSite) -> Device | None:
+        """Where `x.to(...)`/`x.cuda(...)` moves `x`; None when not a device move."""
+        return self.devices.move(call)
+
+    @cached_property
+    def uses_gpu(self) -> bool:
+        """The file puts work on a GPU where there is one: a device expression that is a
+        GPU (CUDA or an accelerator, on some branch), `.cuda()`, `torch.cuda.*` or
+        `torch.accelerator.*` calls, a "cuda" string, or a managed framework."""
+        if self.facts.cuda_strings or self.managed or self.method_calls("cuda"):
+            return True
+        if any(q.startswith(("torch.cuda.", "torch.accelerator.")) for q in self.qualnames_called):
+            return True
+        for call in self.calls:
+            if call.method == "to" or call.qualname == "torch.device":
+                found = (
+                    self.devices.move(call)
+                    if call.method == "to"
+                    else self.device(call.node, call.scope)
+                )
+                if found is not None and found.is_gpu:
+                    return True
+            device = call.kwarg("device")
+            if device is not MISSING:
+                found = self.device(device, call.scope)
+                if found is not None and found.is_gpu:
+                    return True
+        return False
+
+    # -- models ----------------------------------------------------------------------
+
+    @property
+    def models(self) -> list[ModelSite]:
+        """Every nn.Module instance built in the file: networks, losses, stateless layers."""
+        return self._models.sites
+
+    def model_of(self, node: cst.CSTNode, scope: Scope) -> ModelSite | None:
+        return self._models.of(node, scope)
+
+    def holds_only(self, site: ModelSite) -> bool:
+        """No name holding the model is rebound to a value of another origin."""
+        return self._models.holds_only(site)
+
+    def model_called(self, call: CallSite) -> ModelSite | None:
+        """The module a call such as `model(x)` / `self.net(x)` runs."""
+        return self._models.called(call)
+
+    def network_calls(self, loop: Loop) -> list[CallSite]:
+        """Calls of networks (not losses) in the loop's body."""
+        return [c for c in loop.calls if (m := self.model_called(c)) is not None and m.is_network]
+
+    @cached_property
+    def _optimized(self) -> set[int]:
+        return self.training.optimized()
+
+    def optimized(self, site: ModelSite) -> bool:
+        """The model's parameters are handed to an optimizer in this file."""
+        return id(site) in self._optimized
+
+    @cached_property
+    def _trained(self) -> set[int]:
+        return {
+            id(m) for loop in self.training_loops for c in loop.calls if (m := self.model_called(c))
+        }
+
+    def trained(self, site: ModelSite) -> bool:
+        """The model is called in a training loop of this file."""
+        return id(site) in self._trained
+
+    # -- loops and loaders -----------------------------------------------------------
+
+    @property
+    def training_loops(self) -> list[Loop]:
+        return [loop for loop in self.loops if loop.is_training]
+
+    @property
+    def step_loops(self) -> list[Loop]:
+        return [loop for loop in self.loops if loop.is_step_loop]
+
+    @property
+    def dataloaders(self) -> list[DataLoaderSite]:
+        return self._loaders.sites
+
+    def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[DataLoaderSite]:
+        return self._loaders.of(node, scope)
+
+    def epoch(self, loader: DataLoaderSite) -> tuple[Loop, Loop] | None:
+        """(a loop over the loader, the loop that repeats it), if it is iterated again
+        and again."""
+        return self._loaders.epoch(loader)
+
+    def pins_memory(self, loader: DataLoaderSite) -> bool:
+        """`pin_memory=True`, or pinned whenever an accelerator is there to copy to."""
+        value = loader.arg("pin_memory")
+        if isinstance(value, cst.Name) and value.value == "True":
+            return True
+        return isinstance(value, cst.Call) and loader.call.scope.resolve(value.func) in (
+            "torch.cuda.is_available",
+            "torch.accelerator.is_available",
+        )
+
+    # -- values ----------------------------------------------------------------------
+
+    def constant(self, node: cst.CSTNode, scope: Scope) -> Constant | None:
+        return self.values.constant(node, scope)
+
+    def bindings(self, node: cst.CSTNode, scope: Scope) -> list:
+        """Every binding of the name or `self.attr` an expression refers to."""
+        symbol = scope.lookup_expr(node)
+        return list(symbol.bindings) if symbol is not None else []
+
+    def assigned_values(self, node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
+        return [b.value for b in self.bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
+
+    def binding_of(self, value: cst.CSTNode) -> Binding | None:
+        """The assignment that binds exactly this expression (`x = <value>`)."""
+        return self.facts.by_value.get(id(value))
+
+    def handles_devices(self) -> bool:
+        """Anything in the file places work on a device: `.to(<device>)`, `.cuda()`,
+        `torch.device(...)`, a `device=` argument, `torch.cuda`/`torch.accelerator` calls,
+        `torch.set_default_device`, a device string, or a managed framework."""
+        if self.uses_gpu:
+            return True
+        for call in self.calls:
+            if call.kwarg("device") is not MISSING:
+                return True
+            if call.method == "to" and self.move(call) is not None:
+                return True
+            if call.qualname in ("torch.device", "torch.set_default_device"):
+                return True
+        return False
+
+
+def build(
+    module: cst.Module, path: str = "<string>", settings: Settings | None = None
+) -> TorchModule:
+    return TorchModule(module, path, settings or Settings())

@@ -1,0 +1,268 @@
+"""Scopes and bindings: which name refers to which import, assignment, parameter, def or
+class, following Python's rules (function locals, enclosing functions, class bodies that
+methods do not see, `global`/`nonlocal`, comprehensions), and attributes set on `self`.
+
+Bindings are collected in the model's single walk; names are looked up afterwards, so a
+use may precede its binding in the text (a function body reading a later import), as at
+run time. The analysis is flow-insensitive: a name stands for every binding of it in the
+scope that owns it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.semantic.syntax import dotted_name
+
+if TYPE_CHECKING:
+    from torchlint.semantic.facts import Context
+
+BUILTINS = frozenset(dir(builtins))
+
+# Public re-exports: the spelling a user may import from -> the canonical name.
+CANONICAL = {
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.utils.data.sampler.DistributedSampler": "torch.utils.data.DistributedSampler",
+    "torch.utils.data.distributed.DistributedSampler": "torch.utils.data.DistributedSampler",
+    "torch.nn.parallel.distributed.DistributedDataParallel": (
+        "torch.nn.parallel.DistributedDataParallel"
+    ),
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.modules.module.Module": "torch.nn.Module",
+    "torch.optim.optimizer.Optimizer": "torch.optim.Optimizer",
+    "torch.utils.data.dataset.Dataset": "torch.utils.data.Dataset",
+    "torch.utils.data.dataset.IterableDataset": "torch.utils.data.IterableDataset",
+    "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
+    "torch.amp.grad_scaler.GradScaler": "torch.amp.GradScaler",
+    "torch.autograd.grad_mode.no_grad": "torch.no_grad",
+    "torch.autograd.no_grad": "torch.no_grad",
+    "torch.autograd.grad_mode.inference_mode": "torch.inference_mode",
+    "torch.autograd.grad_mode.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.set_grad_enabled": "torch.set_grad_enabled",
+}
+
+
+def canonical(qualname: str) -> str:
+    return CANONICAL.get(qualname, qualname)
+
+
+class Kind(str, enum.Enum):
+    IMPORT = "import"
+    ASSIGN = "assign"  # `x = v`, `x: T = v`, `x, y = v` (value None, source v)
+    AUGASSIGN = "augassign"  # `x += v` (value v)
+    PARAM = "param"
+    DEF = "def"
+    CLASS = "class"
+    LOOP = "for"  # `for x in it` (source it), comprehension targets too
+    WITH = "with"  # `with f() as x` (source f())
+    OTHER = "other"  # except handlers, walrus, `del`, match captures...
+
+
+class ScopeKind(str, enum.Enum):
+    MODULE = "module"
+    CLASS = "class"
+    FUNCTION = "function"  # def and lambda
+    COMPREHENSION = "comprehension"
+
+
+@dataclass(eq=False)
+class Binding:
+    """One place where a name (or `self.attr`) gets a value."""
+
+    symbol: Symbol
+    kind: Kind
+    node: cst.CSTNode  # the statement, parameter, def, class or import alias
+    ctx: Context
+    value: cst.BaseExpression | None = None  # the whole value bound to exactly this name
+    # What an unpacking, loop or `with` takes it from; for a parameter, its default.
+    source: cst.BaseExpression | None = None
+    qualname: str | None = None  # imports: what it refers to
+    index: int | None = None  # parameters: position
+    path: tuple[int, ...] = ()  # unpacking: where in the target (`a, (b, c) = v`: b is (1, 0))
+
+
+@dataclass(eq=False)
+class Symbol:
+    """A name in one scope (or an attribute of one owner) with all its bindings."""
+
+    name: str
+    scope: Scope
+    bindings: list[Binding] = field(default_factory=list)
+    attributes: dict[str, Symbol] = field(default_factory=dict)  # `x.attr = ...`
+
+    def values(self) -> list[cst.BaseExpression]:
+        """The values of the plain assignments of this symbol."""
+        return [b.value for b in self.bindings if b.value is not None]
+
+    @property
+    def imported(self) -> str | None:
+        """The qualified name when every binding imports the same thing; fallback
+        assignments (`except ImportError: tqdm = None`) do not count against it."""
+        found = {b.qualname for b in self.bindings if b.kind is Kind.IMPORT}
+        if len(found) != 1 or any(b.kind in (Kind.DEF, Kind.CLASS) for b in self.bindings):
+            return None
+        return found.pop()
+
+    def only(self, *kinds: Kind) -> Binding | None:
+        """The single binding of the symbol when it is of one of `kinds`."""
+        if len(self.bindings) == 1 and self.bindings[0].kind in kinds:
+            return self.bindings[0]
+        return None
+
+    def attribute(self, attr: str) -> Symbol:
+        found = self.attributes.get(attr)
+        if found is None:
+            found = self.attributes[attr] = Symbol(f"{self.name}.{attr}", self.scope)
+        return found
+
+    def member(self, attr: str) -> Symbol | None:
+        return self.attributes.get(attr)
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: ScopeKind
+    node: cst.CSTNode  # Module, ClassDef, FunctionDef, Lambda or the comprehension
+    parent: Scope | None
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    declared_global: set[str] = field(default_factory=set)
+    declared_nonlocal: set[str] = field(default_factory=set)
+    # Classes: attributes set on instances (`self.x = ...` in methods), class attributes.
+    attributes: dict[str, Symbol] = field(default_factory=dict)
+    # Functions: the parameter a method receives its instance by, and its class scope.
+    self_name: str | None = None
+    class_scope: Scope | None = None
+    bases: list[Scope] = field(default_factory=list)  # classes: base classes of this file
+
+    def symbol(self, name: str) -> Symbol:
+        found = self.symbols.get(name)
+        if found is None:
+            found = self.symbols[name] = Symbol(name, self)
+        return found
+
+    def binding_scope(self, name: str) -> Scope:
+        """The scope an assignment to `name` made here binds in."""
+        if name in self.declared_global:
+            return self.module
+        if name in self.declared_nonlocal:
+            scope = self.parent
+            while scope is not None and scope.kind is not ScopeKind.MODULE:
+                if scope.kind is ScopeKind.FUNCTION and name in scope.symbols:
+                    return scope
+                scope = scope.parent
+        if self.kind is ScopeKind.COMPREHENSION:  # walrus: the enclosing function/module
+            scope = self.parent
+            while scope is not None and scope.kind is ScopeKind.COMPREHENSION:
+                scope = scope.parent
+            return scope or self
+        return self
+
+    @property
+    def module(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    @property
+    def function(self) -> Scope | None:
+        """The innermost function scope at or around this one."""
+        scope: Scope | None = self
+        while scope is not None and scope.kind is not ScopeKind.FUNCTION:
+            scope = scope.parent
+        return scope
+
+    def lookup(self, name: str) -> Symbol | None:
+        """The symbol `name` refers to here; None for builtins and unknown names."""
+        if name in self.declared_global:
+            return self.module.symbols.get(name)
+        found = self.symbols.get(name)
+        if found is not None:
+            return found
+        scope = self.parent
+        while scope is not None:
+            # Class bodies are not visible from the functions nested in them.
+            if scope.kind is not ScopeKind.CLASS:
+                found = scope.symbols.get(name)
+                if found is not None:
+                    return found
+            scope = scope.parent
+        return None
+
+    def lookup_expr(self, node: cst.CSTNode) -> Symbol | None:
+        """The symbol of a name, of `self.attr` in a method (an attribute set on instances,
+        a class attribute or a method, through the file's base classes), or of `x.attr`
+        where `x.attr` is assigned in the file (`args.device = ...`)."""
+        if isinstance(node, cst.Name):
+            return self.lookup(node.value)
+        if not isinstance(node, cst.Attribute):
+            return None
+        owner = self.owner(node.value)
+        return owner.member(node.attr.value) if owner is not None else None
+
+    def owner(self, node: cst.CSTNode) -> Symbol | Scope | None:
+        """What holds the attributes of `node`: the class scope for the instance parameter
+        of a method (`self`), the symbol for other names and attribute chains."""
+        if isinstance(node, cst.Name):
+            symbol = self.lookup(node.value)
+            if symbol is None:
+                return None
+            where = symbol.scope
+            if (
+                where.self_name == node.value
+                and where.class_scope is not None
+                and symbol.only(Kind.PARAM) is not None
+            ):
+                return where.class_scope
+            return symbol
+        if isinstance(node, cst.Attribute):
+            owner = self.owner(node.value)
+            return owner.member(node.attr.value) if owner is not None else None
+        return None
+
+    def member(self, attr: str, _depth: int = 0) -> Symbol | None:
+        """Class scopes: `self.attr` as set in methods, else the class body's own binding,
+        else the same in the file's base classes."""
+        found = self.attributes.get(attr) or self.symbols.get(attr)
+        if found is None and _depth < 4:
+            for base in self.bases:
+                found = base.member(attr, _depth + 1)
+                if found is not None:
+                    break
+        return found
+
+    def attribute(self, attr: str) -> Symbol:
+        found = self.attributes.get(attr)
+        if found is None:
+            found = self.attributes[attr] = Symbol(f"self.{attr}", self)
+        return found
+
+    def resolve(self, node: cst.CSTNode) -> str | None:
+        """The canonical qualified name of a Name/Attribute chain through imports
+        (`nn.Linear` -> `torch.nn.Linear`), a builtin's own name (`float`), else None."""
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        symbol = self.lookup(head)
+        target = symbol.imported if symbol is not None else head if head in BUILTINS else None
+        if target is None:
+            return None
+        return canonical(f"{target}.{rest}" if rest else target)
+
+
+def bound_names(target: cst.CSTNode) -> list[cst.Name]:
+    """The names an assignment target binds (`a`, `a, (b, *c)`), attributes excluded."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
+    return []

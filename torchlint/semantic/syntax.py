@@ -1,0 +1,129 @@
+"""Pure helpers over CST expressions: names, literals, subtrees. No scopes, no facts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import libcst as cst
+
+from torchlint.walk import child_fields
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+# An argument that is not given (distinct from an explicit `None`).
+MISSING: Any = _Missing()
+
+
+def dotted_name(node: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def int_value(node: cst.CSTNode | None) -> int | None:
+    """The value of an int literal (`32`, `-1`, `1_024`), else None."""
+    if isinstance(node, cst.Integer):
+        return int(node.value.replace("_", ""), 0)
+    if (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer)
+    ):
+        return -int(node.expression.value.replace("_", ""), 0)
+    return None
+
+
+def bool_value(node: cst.CSTNode | None) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def is_none(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def str_value(node: cst.CSTNode | None) -> str | None:
+    """The text of a plain string literal (implicit concatenation included), else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that are not trivia, in source order. (libcst's `node.children`
+    rebuilds the node to find them: far too slow for searching subtrees.)"""
+    for name in child_fields(type(node)):
+        child = getattr(node, name)
+        if isinstance(child, cst.CSTNode):
+            yield child
+        elif isinstance(child, (tuple, list)):
+            yield from (c for c in child if isinstance(c, cst.CSTNode))
+
+
+def names_read(node: cst.CSTNode) -> Iterator[str]:
+    """Every name and dotted attribute chain in an expression (`a.b` gives `a.b`, then `a`)."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        if name is not None:
+            yield name
+    for child in children(node):
+        yield from names_read(child)
+
+
+def contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """`target` is `root` or inside it (identity; walks only `root`'s subtree)."""
+    if root is target:
+        return True
+    return any(contains(child, target) for child in children(root))
+
+
+def has_modulo(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        return True
+    return any(has_modulo(child) for child in children(node))
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    """The positional arguments before any `*args`/keyword."""
+    out = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        out.append(arg.value)
+    return out
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return MISSING
+
+
+def argument(
+    call: cst.Call, name: str, params: tuple[str, ...] = (), index: int | None = None
+) -> cst.BaseExpression:
+    """The argument a call passes for parameter `name` (keyword, or positional at its index
+    in `params` or at `index`), else MISSING. Positions after a `*args` are unknown."""
+    value = keyword(call, name)
+    if value is not MISSING:
+        return value
+    if index is None:
+        if name not in params:
+            return MISSING
+        index = params.index(name)
+    args = positional(call)
+    return args[index] if index < len(args) else MISSING

@@ -1,0 +1,252 @@
+"""Constants a rule can read through names: literals, constants bound once, argparse
+defaults (`args.batch_size`), dict and namespace configs, parameters (what the calls of
+this file pass, else the default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.facts import CallSite
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.syntax import (
+    MISSING,
+    bool_value,
+    int_value,
+    keyword,
+    str_value,
+)
+
+Value = int | float | str | bool | None
+
+NAMESPACES = ("types.SimpleNamespace", "argparse.Namespace", "dict")
+PARSE_METHODS = ("parse_args", "parse_known_args")
+MAX_DEPTH = 4
+FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: Value
+    node: cst.BaseExpression  # the literal that writes the value
+    origin: str  # "literal" | "name" | "argparse" | "config" | "argument" | "default"
+
+
+def literal(node: cst.CSTNode | None) -> tuple[bool, Value]:
+    """(True, value) for an int/float/str/bool/None literal, else (False, None)."""
+    if node is None:
+        return False, None
+    number = int_value(node)
+    if number is not None:
+        return True, number
+    if isinstance(node, cst.Float):
+        return True, float(node.value.replace("_", ""))
+    text = str_value(node)
+    if text is not None:
+        return True, text
+    flag = bool_value(node)
+    if flag is not None:
+        return True, flag
+    if isinstance(node, cst.Name) and node.value == "None":
+        return True, None
+    return False, None
+
+
+@dataclass(frozen=True)
+class Option:
+    """An argparse option: its `add_argument` call and default (None when absent)."""
+
+    call: CallSite
+    default: cst.BaseExpression | None
+
+
+class Values:
+    def __init__(self, facts: Facts, functions: Functions) -> None:
+        self.facts = facts
+        self.functions = functions
+        self._options: dict[str, list[Option]] | None = None
+
+    def constant(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Constant | None:
+        """The value of `node` where it is provably one constant."""
+        is_literal, value = literal(node)
+        if is_literal:
+            assert isinstance(node, cst.BaseExpression)
+            return Constant(value, node, "literal")
+        if _depth > MAX_DEPTH:
+            return None
+        option = self.option(node, scope)
+        if option is not None:
+            if option.default is None:
+                return None
+            found = self.constant(option.default, option.call.scope, _depth + 1)
+            return Constant(found.value, found.node, "argparse") if found else None
+        if isinstance(node, cst.Subscript):
+            return self._item(node, scope, _depth)
+        symbol = scope.lookup_expr(node)
+        if symbol is None:
+            return (
+                self._namespace_field(node, scope, _depth)
+                if isinstance(node, cst.Attribute)
+                else None
+            )
+        if len(symbol.bindings) != 1:
+            return None
+        binding = symbol.bindings[0]
+        if binding.kind is Kind.ASSIGN and binding.value is not None:
+            found = self.constant(binding.value, binding.ctx.scope, _depth + 1)
+            if found is None:
+                return None
+            origin = "name" if found.origin == "literal" else found.origin
+            return Constant(found.value, found.node, origin)
+        if binding.kind is Kind.PARAM:
+            return self._parameter(binding, _depth)
+        return None
+
+    def _parameter(self, binding: Binding, depth: int) -> Constant | None:
+        passed = self.functions.arguments(binding)
+        if passed is None:
+            default = self.functions.default(binding)
+            found = self.constant(*default, depth + 1) if default is not None else None
+            return Constant(found.value, found.node, "default") if found else None
+        results = []
+        for value, where in passed:
+            found = self.constant(value, where, depth + 1)
+            if found is None:
+                return None
+            results.append(found)
+        if len({(type(r.value), r.value) for r in results}) != 1:
+            return None
+        return Constant(results[0].value, results[0].node, "argument")
+
+    def _item(self, node: cst.Subscript, scope: Scope, depth: int) -> Constant | None:
+        """`config["batch_size"]` of a dict literal (or `dict(...)`) bound once."""
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return None
+        key = str_value(node.slice[0].slice.value)
+        mapping = self._mapping(node.value, scope)
+        if key is None or mapping is None:
+            return None
+        value, where = mapping
+        entry = _entry(value, key)
+        if entry is None:
+            return None
+        found = self.constant(entry, where, depth + 1)
+        return Constant(found.value, found.node, "config") if found else None
+
+    def _namespace_field(self, node: cst.Attribute, scope: Scope, depth: int) -> Constant | None:
+        """`cfg.batch_size` of `cfg = SimpleNamespace(batch_size=8)` bound once."""
+        mapping = self._mapping(node.value, scope)
+        if mapping is None:
+            return None
+        value, where = mapping
+        if not isinstance(value, cst.Call):
+            return None
+        entry = _entry(value, node.attr.value)
+        found = self.constant(entry, where, depth + 1) if entry is not None else None
+        return Constant(found.value, found.node, "config") if found else None
+
+    def _mapping(
+        self, node: cst.BaseExpression, scope: Scope
+    ) -> tuple[cst.BaseExpression, Scope] | None:
+        symbol = scope.lookup_expr(node)
+        binding = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        if binding is None or binding.value is None:
+            return None
+        value = binding.value
+        if isinstance(value, cst.Dict):
+            return value, binding.ctx.scope
+        if isinstance(value, cst.Call) and binding.ctx.scope.resolve(value.func) in NAMESPACES:
+            return value, binding.ctx.scope
+        return None
+
+    # -- argparse ------------------------------------------------------------------------
+
+    def option(self, node: cst.CSTNode, scope: Scope) -> Option | None:
+        """The argparse option `node` reads (`args.batch_size`), when the file defines
+        exactly one option of that name; None otherwise."""
+        if not isinstance(node, cst.Attribute) or not self.is_namespace(node.value, scope):
+            return None
+        found = self.options.get(node.attr.value, [])
+        return found[0] if len(found) == 1 else None
+
+    def is_namespace(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
+        """`node` holds what `parser.parse_args()` returned (through one assignment, a
+        parameter the calls of this file pass it to, or a function that returns it)."""
+        if _depth > MAX_DEPTH:
+            return False
+        if isinstance(node, cst.Call):
+            return isinstance(node.func, cst.Attribute) and node.func.attr.value in PARSE_METHODS
+        if isinstance(node, cst.Subscript):  # parser.parse_known_args()[0]
+            return self.is_namespace(node.value, scope, _depth + 1)
+        symbol = scope.lookup_expr(node)
+        if symbol is None or not symbol.bindings:
+            return False
+        for b in symbol.bindings:
+            if b.kind is Kind.PARAM:
+                passed = self.functions.arguments(b)
+                if not passed or not all(
+                    self.is_namespace(value, where, _depth + 1) for value, where in passed
+                ):
+                    return False
+            elif b.kind is Kind.ASSIGN:
+                value = b.value if b.value is not None else b.source
+                if value is None or not self._returns_namespace(value, b.ctx.scope, _depth):
+                    return False
+            else:
+                return False
+        return True
+
+    def _returns_namespace(self, value: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        if self.is_namespace(value, scope, depth + 1):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        target = self.functions.definition(value.func, scope)
+        if target is None or target.kind is not Kind.DEF:
+            return False
+        assert isinstance(target.node, cst.FunctionDef)
+        inner = self.functions.scope_of(target.node)
+        returns = self.functions.returns(target.node)
+        return bool(returns) and all(self.is_namespace(r, inner, depth + 1) for r in returns)
+
+    @property
+    def options(self) -> dict[str, list[Option]]:
+        """Every `add_argument` of the file by destination."""
+        if self._options is None:
+            self._options = {}
+            for call in self.facts.calls_by_method.get("add_argument", ()):
+                dest = _destination(call)
+                if dest is None:
+                    continue
+                default: cst.BaseExpression | None = call.kwarg("default")
+                if default is MISSING:
+                    default = FLAG_DEFAULTS.get(str_value(call.kwarg("action")) or "")
+                self._options.setdefault(dest, []).append(Option(call, default))
+        return self._options
+
+
+def _destination(call: CallSite) -> str | None:
+    dest = str_value(call.kwarg("dest"))
+    if dest is not None:
+        return dest
+    names = [str_value(a) for a in call.positional]
+    if not names or any(n is None for n in names):
+        return None
+    long = next((n for n in names if n and n.startswith("--")), None)
+    name = long or names[0] or ""
+    return name.lstrip("-").replace("-", "_") or None
+
+
+def _entry(mapping: cst.BaseExpression, key: str) -> cst.BaseExpression | None:
+    if isinstance(mapping, cst.Dict):
+        for element in mapping.elements:
+            if isinstance(element, cst.DictElement) and str_value(element.key) == key:
+                return element.value
+        return None
+    if isinstance(mapping, cst.Call):
+        value = keyword(mapping, key)
+        return None if value is MISSING else value
+    return None
