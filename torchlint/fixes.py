@@ -94,7 +94,10 @@ class Fix:
     definitions: tuple[Definition, ...] = ()
 
 
-def statements(code: str) -> tuple[cst.BaseStatement, ...]:
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+
+
+def statements(code: str) -> tuple[Statement, ...]:
     """Parse one or more statements of source code (at column 0), comments kept."""
     module = cst.parse_module(code if code.endswith("\n") else code + "\n")
     body = list(module.body)
@@ -186,7 +189,7 @@ class _Apply(cst.CSTTransformer):
                 else:
                     self.after.setdefault(key, []).extend(edit.statements)
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    def on_leave(self, original_node, updated_node):
         new = self.replace.get(id(original_node), updated_node)
         if isinstance(original_node, (cst.Module, cst.IndentedBlock)) and (
             self.remove or self.before or self.after
@@ -282,7 +285,7 @@ def add_module_level(
             continue
         imported.add(key)
         new_imports.append(imp.statement())
-    new_defs: list[cst.BaseStatement] = []
+    new_defs: list[Statement] = []
     for definition in dict.fromkeys(definitions):
         if definition.name in bound:
             continue

@@ -39,7 +39,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # (typeshed omits it)
 from typing import Any
 
 from torchlint.linter import FixRecord, TextEdit, Violation

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +104,7 @@ def _pool_size(tasks: Sequence[_Task]) -> int:
     return 1
 
 
-def _compute(tasks: Sequence[_Task], job: Job) -> Iterator[FileResult]:
+def _compute(tasks: Sequence[_Task], job: Job) -> Generator[FileResult, None, None]:
     """Results for `tasks`, in their order."""
     size = _pool_size(tasks)
     if size == 1:

@@ -71,7 +71,7 @@ class _State(CodegenState):
             start = self.starts.pop()
             self.ranges.setdefault(id(node), (start, self.offset))  # keep a syntactic range
 
-    def record_syntactic_position(  # type: ignore[override]
+    def record_syntactic_position(
         self,
         node: cst.CSTNode,
         *,

@@ -145,7 +145,7 @@ def _own_hooks(kind: type) -> set[str]:
     return names
 
 
-def _walkable(kind: type, hooks: set[str]) -> bool:
+def _walkable(kind: type[cst.CSTVisitor], hooks: set[str]) -> bool:
     """Can `walk` serve this visitor (no trivia, attribute hooks or generic overrides)?"""
     if kind.on_visit is not cst.CSTVisitor.on_visit or kind.on_leave is not cst.CSTVisitor.on_leave:
         return False
