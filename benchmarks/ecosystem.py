@@ -115,7 +115,7 @@ def run(dirs: list[Path]) -> list[Finding]:
 
 
 def read_baseline(path: Path = BASELINE) -> set[Key]:
-    return {tuple(k) for k in json.loads(path.read_text(encoding="utf-8"))["findings"]}  # type: ignore[misc]
+    return {(r, p, line) for r, p, line in json.loads(path.read_text(encoding="utf-8"))["findings"]}
 
 
 def write_baseline(keys: Iterable[Key], path: Path = BASELINE) -> None:
