@@ -6,20 +6,13 @@ Only the last test reads the corpus, and it is skipped where ../shared/corpus is
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from torchlint.registry import all_rules
 
-from .conftest import ROOT
+from .conftest import ROOT, benchmark
 
-_spec = importlib.util.spec_from_file_location("ecosystem", ROOT / "benchmarks" / "ecosystem.py")
-assert _spec is not None and _spec.loader is not None
-eco = importlib.util.module_from_spec(_spec)
-sys.modules["ecosystem"] = eco
-_spec.loader.exec_module(eco)
+eco = benchmark("ecosystem")
 
 BASELINE = eco.read_baseline()
 VERDICTS, PROBLEMS = eco.read_verdicts()
