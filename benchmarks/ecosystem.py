@@ -340,8 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     now = {f.key for f in found}
     repos = {d.resolve().name for d in dirs}
+    # Only the corpus has a baseline (another folder may share a repository's name).
+    compared = {d.resolve().name for d in dirs if d.resolve().parent == CORPUS.resolve()}
     everything = read_baseline() if BASELINE.exists() else set()
-    base = {k for k in everything if repository(k) in repos}
+    base = {k for k in everything if repository(k) in compared}
+    current = {k for k in now if repository(k) in compared}
     if args.unjudged:
         print("\n".join(unjudged(found, verdicts, args.context)), end="\n\n")
     print(
@@ -356,11 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     missing = sum(1 for k in review_set(now) if k not in verdicts)
     if missing:
         print(f"{missing} findings to judge: python benchmarks/ecosystem.py --unjudged")
-    print("\n" + "\n".join(comparison(now, base, verdicts)))
-    if args.update_baseline:
-        write_baseline((everything - base) | now)
+    if compared:
+        print("\n" + "\n".join(comparison(current, base, verdicts)))
+    if args.update_baseline and compared:
+        write_baseline((everything - base) | current)
         print(f"wrote {BASELINE.relative_to(ROOT)}")
-    return 1 if args.check and now != base else 0
+    return 1 if args.check and current != base else 0
 
 
 if __name__ == "__main__":

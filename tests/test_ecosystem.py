@@ -6,6 +6,8 @@ Only the last test reads the corpus, and it is skipped where ../shared/corpus is
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from torchlint.registry import all_rules
@@ -66,6 +68,38 @@ def test_precision_doc_is_current():
     assert table == eco.precision_markdown(BASELINE, VERDICTS), (
         "run python benchmarks/ecosystem.py --write-precision docs/precision.md"
     )
+
+
+def test_no_corpus_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setattr(eco, "CORPUS", ROOT / "no-such-corpus")
+    assert eco.main([]) == 2
+    assert "no corpus" in capsys.readouterr().err
+
+
+def test_unjudged_shows_context_and_rows_to_fill(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("".join(f"line {n}\n" for n in range(1, 11)), encoding="utf-8")
+    cells = {"cells": [{"source": "md"}, {"source": ["a = 1\n", "b = 2\n", "c = 3"]}]}
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(json.dumps(cells), encoding="utf-8")
+    judged = eco.Finding(("TL201", "repo/train.py", "2"), "judged", script, None, 2)
+    todo = [
+        eco.Finding(("TL201", "repo/train.py", "5"), "the message", script, None, 5),
+        eco.Finding(("TL104", "repo/n.ipynb", "cell 2:2"), "in a cell", notebook, 2, 2),
+    ]
+    verdicts = {judged.key: eco.Verdict("TP", "reason", "review")}
+    out = eco.unjudged([judged, *todo], verdicts, 1)
+    assert "TL201 repo/train.py:5: the message" in out
+    assert [line for line in out if line.startswith("  >")] == [
+        "  >    2 | b = 2",
+        "  >    5 | line 5",
+    ]
+    assert "       4 | line 4" in out and "       6 | line 6" in out
+    assert out[-2:] == [
+        "TL104\trepo/n.ipynb\tcell 2:2\t\t\treview",
+        "TL201\trepo/train.py\t5\t\t\treview",
+    ]
+    assert not any("repo/train.py:2" in line for line in out)
 
 
 def test_corpus_still_gives_the_baseline():
