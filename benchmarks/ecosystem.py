@@ -35,6 +35,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchlint.notebook import Notebook
+from torchlint.registry import all_rules
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -246,12 +249,9 @@ def comparison(now: set[Key], base: set[Key], verdicts: dict[Key, Verdict]) -> l
 
 def context(finding: Finding, lines: int) -> list[str]:
     """The flagged line with `lines` lines around it, numbered as the finding counts."""
-    if finding.cell is None:
-        text = finding.file.read_text(encoding="utf-8", errors="replace")
-    else:
-        cell = json.loads(finding.file.read_text(encoding="utf-8"))["cells"][finding.cell - 1]
-        source = cell["source"]
-        text = "".join(source) if isinstance(source, list) else source
+    text = finding.file.read_text(encoding="utf-8", errors="replace")
+    if finding.cell is not None:
+        text = Notebook.parse(text).cells[finding.cell - 1].source
     source_lines = text.splitlines()
     first = max(finding.row - lines, 1)
     last = min(finding.row + lines, len(source_lines))
@@ -277,8 +277,6 @@ def unjudged(found: list[Finding], verdicts: dict[Key, Verdict], lines: int) -> 
 
 
 def precision_markdown(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
-    from torchlint.registry import all_rules
-
     rules = all_rules()
     out = [
         "| rule | name | findings | reviewed | TP | FP | DEB | unjudged | precision |",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import json
 import os
 import re
 import shutil
@@ -49,11 +48,12 @@ from pathlib import Path
 
 from ecosystem import default_dirs
 
+from torchlint.notebook import Notebook
+
 WORKER_FNS = ("collate_fn", "worker_init_fn")
 LOSS_NAME = re.compile(r"(?i)loss|criterion")
 GRAD_IN_PLACE = re.compile(r"\.grad\s*[-+*/]=|\.grad\.(?:add_|sub_|mul_|div_|copy_|data)\b")
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-MAGIC = re.compile(r"\s*(?:[%!]|\w+\s*=\s*[%!])")
 KINDS = ("workers-unguarded", "workers-unpicklable", "dataparallel-loss", "explicit-arg", "syntax")
 
 
@@ -68,34 +68,21 @@ class Violation:
 
 
 def program(path: Path) -> tuple[str, list[str]]:
-    """The Python text of a .py file or of a notebook's code cells, and each line's label.
-
-    In a notebook, IPython lines become `pass` (cell magics and unparsable cells: every
-    line), so that line numbers stay those of the cells.
-    """
+    """The Python text of a .py file, or of a notebook's code cells as torchlint joins
+    them, and each line's label (`12`, or `cell 3:12` in a notebook)."""
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix != ".ipynb":
         return text, [str(n) for n in range(1, text.count("\n") + 2)]
-    lines: list[str] = []
-    labels: list[str] = []
-    for number, cell in enumerate(json.loads(text)["cells"], 1):
-        if cell.get("cell_type") != "code":
-            continue
-        source = cell["source"]
-        cell_lines = ("".join(source) if isinstance(source, list) else source).splitlines()
-        if cell_lines and cell_lines[0].startswith("%%"):
-            cell_lines = ["pass"] * len(cell_lines)
-        cell_lines = [
-            line[: len(line) - len(line.lstrip())] + "pass" if MAGIC.match(line) else line
-            for line in cell_lines
+    joined = Notebook.parse(text).program()
+    labels = [""] * (joined.source.count("\n") + 1)
+    for chunk in joined.split(joined.source):
+        lines = len(chunk.code.splitlines())
+        labels[chunk.start - 1 : chunk.start - 1 + lines] = [
+            f"cell {chunk.cell}:{n}" for n in range(1, lines + 1)
         ]
-        try:
-            ast.parse("\n".join(cell_lines))
-        except SyntaxError:
-            cell_lines = ["pass"] * len(cell_lines)
-        lines += cell_lines
-        labels += [f"cell {number}:{n}" for n in range(1, len(cell_lines) + 1)]
-    return "\n".join(lines) + "\n", labels
+        if chunk.start > 1:  # the separator line above the cell
+            labels[chunk.start - 2] = f"cell {chunk.cell}:1"
+    return joined.source, labels
 
 
 def line_map(before: str, after: str) -> list[int]:

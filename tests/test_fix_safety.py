@@ -118,5 +118,7 @@ def test_notebook_program_keeps_cell_lines(tmp_path):
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     text, labels = fs.program(path)
-    assert text.splitlines() == ["pass", "import torch", "pass", "pass", "x = torch.zeros(1)"]
-    assert labels == ["cell 2:1", "cell 2:2", "cell 3:1", "cell 3:2", "cell 4:1"]
+    lines = text.splitlines()
+    assert labels[lines.index("import torch")] == "cell 2:2"
+    assert labels[lines.index("x = torch.zeros(1)")] == "cell 4:1"
+    compile(text, "n.ipynb", "exec")
