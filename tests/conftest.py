@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -25,6 +27,14 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, env: 
         env=full_env,
         timeout=300,
     )
+
+
+def benchmark(name: str) -> ModuleType:
+    """Import benchmarks/NAME.py (a folder of scripts, not a package)."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
 
 
 @pytest.fixture

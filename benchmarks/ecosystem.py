@@ -1,0 +1,369 @@
+"""Ecosystem check: torchlint on real code, compared with a committed baseline.
+
+    python benchmarks/ecosystem.py [DIRS...] [--check] [--update-baseline] [--unjudged]
+    python benchmarks/ecosystem.py --write-precision docs/precision.md
+
+Runs the installed `torchlint check` (default rules, no cache) over directories of real
+code, one repository each (default: every folder of ../shared/corpus beside the
+checkout), prints the findings per rule and per repository with each rule's precision
+on the judged findings, and compares them with ecosystem-baseline.json: what appeared
+and disappeared, per rule, with the first few locations (the last lines of output).
+
+A finding is the triple (rule, path, line): the path starts with the repository's
+folder name (`PyTorch-GAN/implementations/aae/aae.py`); in a notebook the line is
+`cell N:L` (cell N counted among all cells, as the JSON output's `cell`, and line L of
+that cell). Several findings of one rule on one line are one triple.
+
+ecosystem-verdicts.tsv judges findings (TP, FP or DEB, with a reason). Each rule's
+review set is every finding when it has at most 30, else the 30 whose SHA-256 of
+SAMPLE_SEED + triple is smallest: a seeded random sample that keeps its members when
+other findings come and go, so a rule change asks for verdicts on the newcomers only.
+Precision is TP / (TP + FP) over the judged findings of the review set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchlint.notebook import Notebook
+from torchlint.registry import all_rules
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+BASELINE = HERE / "ecosystem-baseline.json"
+VERDICTS = HERE / "ecosystem-verdicts.tsv"
+SAMPLE_SIZE = 30
+SAMPLE_SEED = "torchlint-ecosystem-1"
+VERDICT_KINDS = ("TP", "FP", "DEB")
+ORIGINS = ("seed", "review")  # seed: ../shared/corpus/judgments.tsv of 2026-11-30
+COLUMNS = ("rule", "path", "line", "verdict", "reason", "origin")
+SHOWN = 5  # locations listed per side of the comparison
+START, END = "<!-- precision:start -->", "<!-- precision:end -->"
+
+Key = tuple[str, str, str]  # rule, path, line ("12" or "cell 3:12")
+
+
+@dataclass(frozen=True)
+class Finding:
+    key: Key
+    message: str
+    file: Path
+    cell: int | None
+    row: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str
+    origin: str
+
+
+def sort_key(key: Key) -> tuple[str, str, int, int]:
+    rule, path, line = key
+    cell, _, row = line.removeprefix("cell ").rpartition(":")
+    return rule, path, int(cell or 0), int(row)
+
+
+def show(key: Key) -> str:
+    return f"{key[0]} {key[1]}:{key[2]}"
+
+
+def repository(key: Key) -> str:
+    return key[1].split("/", 1)[0]
+
+
+# -- running torchlint ---------------------------------------------------------------------
+
+
+def default_dirs() -> list[Path]:
+    return sorted(p for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
+
+
+def run(dirs: list[Path]) -> list[Finding]:
+    """Every finding of `torchlint check` (default rules) in `dirs`, one repository each."""
+    dirs = [d.resolve() for d in dirs]
+    names = [d.name for d in dirs]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"ecosystem: two directories share a name: {names}")
+    command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json"]
+    command += ["--exit-zero", "--no-cache", "--quiet", *map(str, dirs)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        print(f"ecosystem: torchlint exited {done.returncode} (errors above)", file=sys.stderr)
+    found = []
+    for item in json.loads(done.stdout or "[]"):
+        file = (ROOT / item["filename"]).resolve()
+        top = next(d for d in dirs if file.is_relative_to(d))
+        path = file.relative_to(top.parent).as_posix()
+        row, cell = item["location"]["row"], item["cell"]
+        line = str(row) if cell is None else f"cell {cell}:{row}"
+        found.append(Finding((item["code"], path, line), item["message"], file, cell, row))
+    return found
+
+
+# -- baseline and verdicts -----------------------------------------------------------------
+
+
+def read_baseline(path: Path = BASELINE) -> set[Key]:
+    return {(r, p, line) for r, p, line in json.loads(path.read_text(encoding="utf-8"))["findings"]}
+
+
+def write_baseline(keys: Iterable[Key], path: Path = BASELINE) -> None:
+    rows = ",\n".join(f"    {json.dumps(list(k))}" for k in sorted(keys, key=sort_key))
+    about = "written by benchmarks/ecosystem.py --update-baseline: (rule, path, line) triples"
+    path.write_text(
+        f'{{\n  "about": {json.dumps(about)},\n  "findings": [\n{rows}\n  ]\n}}\n',
+        encoding="utf-8",
+    )
+
+
+def read_verdicts(path: Path = VERDICTS) -> tuple[dict[Key, Verdict], list[str]]:
+    """The verdicts by finding, and what is wrong with the file (empty when well-formed)."""
+    verdicts: dict[Key, Verdict] = {}
+    problems = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [(n, line) for n, line in enumerate(lines, 1) if line and not line.startswith("#")]
+    if not rows or tuple(rows[0][1].split("\t")) != COLUMNS:
+        return {}, [f"{path.name}: the first row must be the header {'<TAB>'.join(COLUMNS)}"]
+    for n, line in rows[1:]:
+        cells = line.split("\t")
+        if len(cells) != len(COLUMNS):
+            problems.append(f"{path.name}:{n}: {len(cells)} columns, expected {len(COLUMNS)}")
+            continue
+        rule, file, where, verdict, reason, origin = (c.strip() for c in cells)
+        key = (rule, file, where)
+        if not re.fullmatch(r"TL\d{3}", rule):
+            problems.append(f"{path.name}:{n}: rule {rule!r} is not a rule code")
+        if not re.fullmatch(r"\d+|cell \d+:\d+", where):
+            problems.append(f"{path.name}:{n}: line {where!r} is neither N nor 'cell N:L'")
+        if verdict not in VERDICT_KINDS:
+            problems.append(f"{path.name}:{n}: verdict {verdict!r} is not one of {VERDICT_KINDS}")
+        if not reason:
+            problems.append(f"{path.name}:{n}: no reason")
+        if origin not in ORIGINS:
+            problems.append(f"{path.name}:{n}: origin {origin!r} is not one of {ORIGINS}")
+        if key in verdicts:
+            problems.append(f"{path.name}:{n}: a second verdict on {show(key)}")
+        verdicts[key] = Verdict(verdict, reason, origin)
+    return verdicts, problems
+
+
+def review_set(keys: Iterable[Key]) -> set[Key]:
+    """Per rule: every finding, or the seeded sample of SAMPLE_SIZE of them."""
+    by_rule: dict[str, list[Key]] = defaultdict(list)
+    for key in keys:
+        by_rule[key[0]].append(key)
+    chosen: set[Key] = set()
+    for found in by_rule.values():
+        found.sort(key=lambda k: hashlib.sha256("\t".join((SAMPLE_SEED, *k)).encode()).digest())
+        chosen.update(found[:SAMPLE_SIZE])
+    return chosen
+
+
+# -- reports -------------------------------------------------------------------------------
+
+
+def tally(keys: set[Key], verdicts: dict[Key, Verdict]) -> dict[str, Counter[str]]:
+    """Per rule: findings, reviewed, and TP/FP/DEB/? (no verdict) over the review set."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    reviewed = review_set(keys)
+    for key in keys:
+        counts[key[0]]["findings"] += 1
+    for key in reviewed:
+        counts[key[0]]["reviewed"] += 1
+        counts[key[0]][verdicts[key].verdict if key in verdicts else "?"] += 1
+    return dict(sorted(counts.items()))
+
+
+def precision(c: Counter[str]) -> str:
+    judged = c["TP"] + c["FP"]
+    return f"{100 * c['TP'] / judged:.0f}%" if judged else "-"
+
+
+def table(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
+    """Findings per rule and repository, and precision over each rule's review set."""
+    repos = sorted({repository(k) for k in keys})
+    counts = tally(keys, verdicts)
+    per_repo = Counter((k[0], repository(k)) for k in keys)
+    head = ["rule", *repos, "total", "review", "TP", "FP", "DEB", "?", "precision"]
+    rows = [head]
+    total: Counter[str] = Counter()
+    for rule, c in counts.items():
+        total += c
+        rows.append(
+            [rule, *(str(per_repo[rule, r]) for r in repos), str(c["findings"])]
+            + [str(c[k]) for k in ("reviewed", "TP", "FP", "DEB", "?")]
+            + [precision(c)]
+        )
+    rows.append(
+        ["all", *(str(sum(per_repo[rule, r] for rule in counts)) for r in repos)]
+        + [str(total[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?")]
+        + [precision(total)]
+    )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+
+
+def comparison(now: set[Key], base: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
+    """What appeared and disappeared: a few locations, then the counts per rule (last)."""
+    added, removed = sorted(now - base, key=sort_key), sorted(base - now, key=sort_key)
+    if not added and not removed:
+        return [f"no change against the baseline ({len(base)} findings)"]
+
+    def listed(keys: list[Key], sign: str, what: str) -> list[str]:
+        shown = [
+            f"  {sign} {show(k)}  [{verdicts[k].verdict if k in verdicts else 'unjudged'}]"
+            for k in keys[:SHOWN]
+        ]
+        return [f"{what} ({len(keys)}):", *shown] if keys else []
+
+    per_rule = Counter((k[0], "+") for k in added) + Counter((k[0], "-") for k in removed)
+    rules = sorted({rule for rule, _ in per_rule})
+    return [
+        *listed(added, "+", "added"),
+        *listed(removed, "-", "removed"),
+        *(f"  {rule}  +{per_rule[rule, '+']} -{per_rule[rule, '-']}" for rule in rules),
+        f"differs from the baseline: +{len(added)} -{len(removed)} findings"
+        f" ({len(base)} -> {len(now)}); --update-baseline accepts it",
+    ]
+
+
+def context(finding: Finding, lines: int) -> list[str]:
+    """The flagged line with `lines` lines around it, numbered as the finding counts."""
+    text = finding.file.read_text(encoding="utf-8", errors="replace")
+    if finding.cell is not None:
+        text = Notebook.parse(text).cells[finding.cell - 1].source
+    source_lines = text.splitlines()
+    first = max(finding.row - lines, 1)
+    last = min(finding.row + lines, len(source_lines))
+    return [
+        f"  {'>' if n == finding.row else ' '}{n:5} | {source_lines[n - 1]}"
+        for n in range(first, last + 1)
+    ]
+
+
+def unjudged(found: list[Finding], verdicts: dict[Key, Verdict], lines: int) -> list[str]:
+    """Each finding of a review set without a verdict, in context, then TSV rows to fill."""
+    reviewed = review_set({f.key for f in found})
+    todo: dict[Key, Finding] = {}
+    for f in sorted(found, key=lambda f: sort_key(f.key)):
+        if f.key in reviewed and f.key not in verdicts:
+            todo.setdefault(f.key, f)
+    out = []
+    for f in todo.values():
+        out += [f"{show(f.key)}: {f.message}", *context(f, lines), ""]
+    out += ["# rows for ecosystem-verdicts.tsv (verdict TP/FP/DEB and reason to fill in):"]
+    out += ["\t".join((*key, "", "", "review")) for key in todo]
+    return out
+
+
+def precision_markdown(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
+    rules = all_rules()
+    out = [
+        "| rule | name | findings | reviewed | TP | FP | DEB | unjudged | precision |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    total: Counter[str] = Counter()
+    for rule, c in tally(keys, verdicts).items():
+        total += c
+        name = rules[rule].name if rule in rules else "(no such rule now)"
+        counts = " | ".join(str(c[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?"))
+        out.append(f"| [{rule}](rules/{rule}.md) | `{name}` | {counts} | {precision(c)} |")
+    counts = " | ".join(str(total[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?"))
+    out.append(f"| all | | {counts} | {precision(total)} |")
+    return out
+
+
+def write_precision(path: Path, keys: set[Key], verdicts: dict[Key, Verdict]) -> None:
+    """Replace the text between the markers of `path` by the precision table."""
+    text = path.read_text(encoding="utf-8")
+    before, start, rest = text.partition(START)
+    _, end, after = rest.partition(END)
+    if not start or not end:
+        raise SystemExit(f"ecosystem: {path} lacks the markers {START} and {END}")
+    body = "\n".join(precision_markdown(keys, verdicts))
+    path.write_text(f"{before}{START}\n{body}\n{END}{after}", encoding="utf-8")
+
+
+# -- command line --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="*", type=Path, help="repository folders (default: corpus)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the findings differ")
+    parser.add_argument("--update-baseline", action="store_true", help="rewrite the baseline")
+    parser.add_argument("--unjudged", action="store_true", help="show findings to judge")
+    parser.add_argument("--context", type=int, default=3, help="lines around each (3)")
+    parser.add_argument(
+        "--write-precision",
+        type=Path,
+        metavar="MD",
+        help="regenerate MD's precision table "
+        "from the baseline and the verdicts (runs nothing) and exit",
+    )
+    args = parser.parse_args(argv)
+    verdicts, problems = read_verdicts()
+    for problem in problems:
+        print(f"ecosystem: {problem}", file=sys.stderr)
+    if args.write_precision:
+        write_precision(args.write_precision, read_baseline(), verdicts)
+        print(f"wrote {args.write_precision}")
+        return 0
+    dirs = args.dirs or default_dirs()
+    if not dirs:
+        print(f"ecosystem: no corpus at {CORPUS}: name directories of real code", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    found = run(dirs)
+    seconds = time.perf_counter() - started
+    now = {f.key for f in found}
+    repos = {d.resolve().name for d in dirs}
+    # Only the corpus has a baseline (another folder may share a repository's name).
+    compared = {d.resolve().name for d in dirs if d.resolve().parent == CORPUS.resolve()}
+    everything = read_baseline() if BASELINE.exists() else set()
+    base = {k for k in everything if repository(k) in compared}
+    current = {k for k in now if repository(k) in compared}
+    if args.unjudged:
+        print("\n".join(unjudged(found, verdicts, args.context)), end="\n\n")
+    print(
+        f"torchlint on {', '.join(sorted(repos))}: {len(found)} findings at "
+        f"{len(now)} (rule, path, line) in {seconds:.1f} s\n"
+    )
+    print("\n".join(table(now, verdicts)))
+    print(
+        f"(review: all findings of a rule, or a seeded sample of {SAMPLE_SIZE}; "
+        "?: no verdict; precision: TP/(TP+FP))"
+    )
+    missing = sum(1 for k in review_set(now) if k not in verdicts)
+    if missing:
+        print(f"{missing} findings to judge: python benchmarks/ecosystem.py --unjudged")
+    if compared:
+        print("\n" + "\n".join(comparison(current, base, verdicts)))
+    if args.update_baseline and compared:
+        write_baseline((everything - base) | current)
+        print(f"wrote {BASELINE.relative_to(ROOT)}")
+    return 1 if args.check and current != base else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

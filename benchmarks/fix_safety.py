@@ -1,0 +1,432 @@
+"""Fix-safety check: does `torchlint fix --unsafe-fixes` break real scripts?
+
+    python benchmarks/fix_safety.py [DIRS...] [--keep]
+
+Copies repositories of real code (default: every folder of ../shared/corpus) to a
+temporary directory, runs the installed `torchlint fix --unsafe-fixes` there, compares
+each changed file with its original and prints every edit that can turn a script that
+ran into one that fails (exit 1 if any):
+
+  workers-unguarded      `num_workers` added to a DataLoader built outside an
+                         `if __name__ == "__main__":` guard (at module level, or in a
+                         function or class used from unguarded module-level code): under
+                         spawn (macOS, Windows) and forkserver (Linux from Python 3.14)
+                         every worker re-imports the script and runs that code again.
+                         Functions and classes the file never uses are taken as entered
+                         from another module, and pass.
+  workers-unpicklable    `num_workers` added to a DataLoader whose `collate_fn` or
+                         `worker_init_fn` is a lambda, a nested function or a closure
+                         (or, in a notebook, anything the notebook defines, dataset class
+                         included): spawn and forkserver must pickle it for the workers.
+  dataparallel-loss      `DataParallel(...)` wrapped around a loss: an `nn.*Loss` instance
+                         or a name like criterion/loss (the wrapper returns one loss per
+                         GPU, and scatters the targets).
+  explicit-arg           an explicit argument the code relies on, removed or changed:
+                         `set_to_none=False` in a file that updates `.grad` in place.
+  syntax                 a fixed file that no longer parses.
+
+Locations are those of the original files, as ecosystem.py writes them
+(`path:line`, `path:cell N:L` in notebooks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ecosystem import default_dirs
+
+from torchlint.notebook import Notebook
+
+WORKER_FNS = ("collate_fn", "worker_init_fn")
+LOSS_NAME = re.compile(r"(?i)loss|criterion")
+GRAD_IN_PLACE = re.compile(r"\.grad\s*[-+*/]=|\.grad\.(?:add_|sub_|mul_|div_|copy_|data)\b")
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+KINDS = ("workers-unguarded", "workers-unpicklable", "dataparallel-loss", "explicit-arg", "syntax")
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    where: str  # path:line or path:cell N:L, in the original file
+    message: str
+
+
+# -- source ---------------------------------------------------------------------------------
+
+
+def program(path: Path) -> tuple[str, list[str]]:
+    """The Python text of a .py file, or of a notebook's code cells as torchlint joins
+    them, and each line's label (`12`, or `cell 3:12` in a notebook)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".ipynb":
+        return text, [str(n) for n in range(1, text.count("\n") + 2)]
+    joined = Notebook.parse(text).program()
+    labels = [""] * (joined.source.count("\n") + 1)
+    for chunk in joined.split(joined.source):
+        lines = len(chunk.code.splitlines())
+        labels[chunk.start - 1 : chunk.start - 1 + lines] = [
+            f"cell {chunk.cell}:{n}" for n in range(1, lines + 1)
+        ]
+        if chunk.start > 1:  # the separator line above the cell
+            labels[chunk.start - 2] = f"cell {chunk.cell}:1"
+    return joined.source, labels
+
+
+def line_map(before: str, after: str) -> list[int]:
+    """For each line of `after` (0-based), the 0-based line of `before` it comes from;
+    an inserted line maps to the line above it."""
+    a, b = before.splitlines(), after.splitlines()
+    mapped = [0] * len(b)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for j in range(j1, j2):
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                mapped[j] = i1 + j - j1
+            elif tag == "replace":
+                mapped[j] = min(i1 + j - j1, i2 - 1)
+            else:
+                mapped[j] = max(i1 - 1, 0)
+    return mapped
+
+
+def name_of(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    """Calls of `name` (plain, as an attribute, or through `import ... as`), in source order."""
+    aliases = {name}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            aliases |= {a.asname for a in node.names if a.name == name and a.asname}
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and name_of(n.func) in aliases]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def has_workers(call: ast.Call) -> bool:
+    value = keyword(call, "num_workers")
+    if value is None and len(call.args) > 5:  # DataLoader's 6th positional parameter
+        value = call.args[5]
+    return value is not None and not (isinstance(value, ast.Constant) and value.value == 0)
+
+
+# -- scopes ---------------------------------------------------------------------------------
+
+
+class Module:
+    """Parents, top-level definitions and who uses them, for one parsed program."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parent: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+        self.top = {n.name: n for n in tree.body if isinstance(n, Definition)}
+        self.uses: dict[str, list[ast.Name]] = {name: [] for name in self.top}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in self.uses:
+                self.uses[node.id].append(node)
+
+    def chain(self, node: ast.AST) -> Iterator[ast.AST]:
+        while node in self.parent:
+            node = self.parent[node]
+            yield node
+
+    def context(self, node: ast.AST) -> str | Definition:
+        """'guard' (under `if __name__ == "__main__":`), 'module' (unguarded module-level
+        code), or the top-level definition the node is in."""
+        child: ast.AST = node
+        for above in self.chain(node):
+            if above is self.tree:
+                return "guard" if is_main_guard(child) else "module"
+            if isinstance(above, Definition) and self.parent.get(above) is self.tree:
+                return above
+            child = above
+        return "module"
+
+    def guarded(self, node: ast.AST, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether the code at `node` runs only from under the main guard (or from
+        another module)."""
+        where = self.context(node)
+        if isinstance(where, str):
+            return where == "guard"
+        name = where.name
+        if name in seen:
+            return True
+        outside = [use for use in self.uses[name] if self.context(use) is not where]
+        return all(self.guarded(use, seen | {name}) for use in outside)
+
+    def definition(self, name: str, at: ast.AST) -> ast.AST | None:
+        """The def, class or assigned value that binds `name` nearest around `at`."""
+        scopes = [s for s in self.chain(at) if isinstance(s, ast.FunctionDef | ast.Module)]
+        for scope in scopes:
+            for node in ast.walk(scope):
+                if node is scope or self._scope(node) is not scope:
+                    continue
+                if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name:
+                    return node
+                if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets
+                ):
+                    return node.value
+        return None
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        return next(
+            (s for s in self.chain(node) if isinstance(s, ast.FunctionDef | ast.Module)),
+            self.tree,
+        )
+
+
+def is_main_guard(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and "__main__" in ast.unparse(node.test)
+        and ("__name__" in ast.unparse(node.test))
+    )
+
+
+def unpicklable(module: Module, value: ast.expr, notebook: bool) -> str | None:
+    """Why workers under spawn cannot receive `value` (a collate_fn, say), or None."""
+    if isinstance(value, ast.Lambda):
+        return "a lambda"
+    if not isinstance(value, ast.Name):
+        return None
+    bound = module.definition(value.id, value)
+    if isinstance(bound, ast.Lambda):
+        return f"`{value.id}`, a lambda"
+    if isinstance(bound, ast.FunctionDef) and module.parent.get(bound) is not module.tree:
+        return f"`{value.id}`, a nested function"
+    if isinstance(bound, ast.FunctionDef | ast.ClassDef) and notebook:
+        return f"`{value.id}`, defined in the notebook"
+    if isinstance(bound, ast.Call) and isinstance(bound.func, ast.Name):
+        maker = module.top.get(bound.func.id)
+        if isinstance(maker, ast.FunctionDef) and any(
+            isinstance(n, ast.FunctionDef | ast.Lambda) for n in ast.walk(maker) if n is not maker
+        ):
+            return f"`{value.id}`, a closure made by `{maker.name}()`"
+    return None
+
+
+def notebook_class(module: Module, value: ast.expr) -> str | None:
+    """A notebook-defined class the dataset argument is an instance of."""
+    if isinstance(value, ast.Name):
+        bound = module.definition(value.id, value)
+        value = bound if isinstance(bound, ast.Call) else value
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and isinstance(module.top.get(value.func.id), ast.ClassDef)
+    ):
+        return value.func.id
+    return None
+
+
+def is_loss(module: Module, target: ast.expr) -> str | None:
+    """Why `target` (what DataParallel wraps) is a loss, or None."""
+    text = ast.unparse(target)
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == text for t in node.targets):
+            value = node.value
+            while (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("cuda", "to")
+            ):
+                value = value.func.value
+            if isinstance(value, ast.Call) and name_of(value.func).endswith("Loss"):
+                return f"`{text}` is `{ast.unparse(value)}`"
+    last = text.rsplit(".", 1)[-1]
+    return f"`{text}` is named like a loss" if LOSS_NAME.search(last) else None
+
+
+# -- the check ------------------------------------------------------------------------------
+
+
+def check(before: str, after: str, labels: list[str], path: str, notebook: bool) -> list[Violation]:
+    """Every unsafe edit between the original and the fixed program of one file."""
+    try:
+        old = ast.parse(before)
+    except SyntaxError:
+        return []  # not Python this interpreter reads: nothing to compare
+    try:
+        new = ast.parse(after)
+    except SyntaxError as exc:
+        return [Violation("syntax", path, f"the fixed file does not parse: {exc}")]
+    module = Module(new)
+    origin = line_map(before, after)
+
+    def where(node: ast.expr) -> str:
+        return f"{path}:{labels[origin[node.lineno - 1]]}"
+
+    found = []
+    loaders_before, loaders_after = calls(old, "DataLoader"), calls(new, "DataLoader")
+    if len(loaders_before) == len(loaders_after):
+        for was, call in zip(loaders_before, loaders_after, strict=True):
+            if has_workers(was) or not has_workers(call):
+                continue
+            if not notebook and not module.guarded(call):
+                found.append(
+                    Violation(
+                        "workers-unguarded",
+                        where(call),
+                        "num_workers added to a DataLoader that runs outside the main guard",
+                    )
+                )
+            reasons = [
+                f"{arg} is {why}"
+                for arg in WORKER_FNS
+                if (value := keyword(call, arg)) is not None
+                and (why := unpicklable(module, value, notebook))
+            ]
+            dataset = keyword(call, "dataset") or (call.args[0] if call.args else None)
+            if notebook and dataset is not None and (cls := notebook_class(module, dataset)):
+                reasons.append(f"the dataset is a `{cls}`, defined in the notebook")
+            if reasons:
+                found.append(
+                    Violation(
+                        "workers-unpicklable",
+                        where(call),
+                        "num_workers added; "
+                        f"{'; '.join(reasons)}: spawn/forkserver workers cannot unpickle it",
+                    )
+                )
+    wrapped = Counter(ast.unparse(c.args[0]) for c in calls(old, "DataParallel") if c.args)
+    for call in calls(new, "DataParallel"):
+        if not call.args:
+            continue
+        text = ast.unparse(call.args[0])
+        if wrapped[text] > 0:
+            wrapped[text] -= 1
+        elif why := is_loss(module, call.args[0]):
+            found.append(
+                Violation(
+                    "dataparallel-loss",
+                    where(call),
+                    f"DataParallel wraps a "
+                    f"loss: {why}; the wrapper scatters targets and returns one loss per GPU",
+                )
+            )
+    found += explicit_args(old, new, before, where)
+    return found
+
+
+def explicit_args(
+    old: ast.Module, new: ast.Module, before: str, where: Callable[[ast.expr], str]
+) -> list[Violation]:
+    """`set_to_none=False` removed or changed where the file updates gradients in place."""
+    evidence = next(
+        (
+            f"line {n}: {line.strip()}"
+            for n, line in enumerate(before.splitlines(), 1)
+            if GRAD_IN_PLACE.search(line)
+        ),
+        None,
+    )
+    if evidence is None:
+        return []
+    out = []
+    for was, now in zip(calls(old, "zero_grad"), calls(new, "zero_grad"), strict=False):
+        explicit = keyword(was, "set_to_none") or (was.args[0] if was.args else None)
+        kept = keyword(now, "set_to_none") or (now.args[0] if now.args else None)
+        if explicit is not None and (kept is None or ast.dump(kept) != ast.dump(explicit)):
+            out.append(
+                Violation(
+                    "explicit-arg",
+                    where(now),
+                    f"`set_to_none="
+                    f"{ast.unparse(explicit)}` removed or changed, but the file updates "
+                    f"gradients in place ({evidence})",
+                )
+            )
+    return out
+
+
+def copy(dirs: list[Path], into: Path) -> list[Path]:
+    copies = []
+    for d in dirs:
+        target = into / d.resolve().name
+        shutil.copytree(d, target, copy_function=shutil.copyfile, symlinks=True)
+        for root, _, _ in os.walk(target):
+            os.chmod(root, 0o755)
+        copies.append(target)
+    return copies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="*", type=Path, help="repository folders (default: corpus)")
+    parser.add_argument("--keep", action="store_true", help="keep the fixed copy, print its path")
+    args = parser.parse_args(argv)
+    dirs = args.dirs or default_dirs()
+    if not dirs:
+        print(
+            "fix_safety: no corpus at ../shared/corpus: name directories of real code",
+            file=sys.stderr,
+        )
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="torchlint-fix-safety-"))
+    try:
+        started = time.perf_counter()
+        copies = copy(dirs, work)
+        command = [sys.executable, "-m", "torchlint", "fix", "--unsafe-fixes", "--no-cache"]
+        done = subprocess.run(
+            [*command, "--quiet", *map(str, copies)], cwd=work, capture_output=True, text=True
+        )
+        if done.returncode not in (0, 1):
+            sys.stderr.write(done.stderr)
+        violations: list[Violation] = []
+        changed = 0
+        for original, fixed in zip(dirs, copies, strict=True):
+            for file in sorted(fixed.rglob("*")):
+                if file.suffix not in (".py", ".ipynb"):
+                    continue
+                source = original / file.relative_to(fixed)
+                if file.read_bytes() == source.read_bytes():
+                    continue
+                changed += 1
+                before, labels = program(source)
+                after, _ = program(file)
+                path = file.relative_to(work).as_posix()
+                violations += check(before, after, labels, path, file.suffix == ".ipynb")
+        seconds = time.perf_counter() - started
+    finally:
+        if args.keep:
+            print(f"fixed copy kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    for v in violations:
+        print(f"{v.kind:20} {v.where}: {v.message}")
+    counts = Counter(v.kind for v in violations)
+    print(
+        f"\nfix --unsafe-fixes changed {changed} files of {', '.join(c.name for c in copies)} "
+        f"in {seconds:.1f} s"
+    )
+    print(
+        ", ".join(f"{kind} {counts[kind]}" for kind in KINDS) + f": {len(violations)} unsafe edits"
+    )
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
