@@ -126,8 +126,4 @@ def _to_gpu(module: TorchModule, move) -> bool:
 
 def _wrappable(module: TorchModule, site: ModelSite) -> bool:
     """Every method the file calls on the model still works on a DataParallel."""
-    return all(
-        call.method in MODULE_METHODS
-        for call in module.calls
-        if call.receiver is not None and module.model_of(call.receiver, call.scope) is site
-    )
+    return all(call.method in MODULE_METHODS for call in module.method_calls_on(site))

@@ -62,20 +62,23 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or module.method_calls("set_epoch"):
             return
+        # The loaders by what they take as `sampler=`: a call built inline, or a name.
+        by_sampler: dict[int, list[DataLoaderSite]] = {}
+        for loader in module.dataloaders:
+            value = loader.arg("sampler")
+            if value is MISSING:
+                continue
+            symbol = loader.call.scope.lookup_expr(value)
+            key = id(symbol) if symbol is not None else id(value)
+            by_sampler.setdefault(key, []).append(loader)
         for sampler in module.calls_to(SAMPLER):
             if sampler.has_star_args or not _shuffles(sampler):
                 continue
             binding = module.binding_of(sampler.node)
             symbol = binding.symbol if binding is not None else None
-            for loader in module.dataloaders:
-                value = loader.arg("sampler")
-                if value is MISSING:
-                    continue
-                inline = value is sampler.node
-                if not inline and (
-                    symbol is None or loader.call.scope.lookup_expr(value) is not symbol
-                ):
-                    continue
+            inline = by_sampler.get(id(sampler.node), [])
+            named = by_sampler.get(id(symbol), []) if symbol is not None else []
+            for loader in [*inline, *named]:
                 found = module.epoch(loader)
                 if found is None:
                     continue
@@ -84,7 +87,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                     "this shuffling DistributedSampler is iterated once per epoch but "
                     "`set_epoch()` is never called, so every epoch sees the same order; "
                     "call `sampler.set_epoch(epoch)` at the start of each epoch",
-                    fix=_fix(loader, None if inline else symbol, found[1]),
+                    fix=_fix(loader, None if loader in inline else symbol, found[1]),
                 )
                 break
 

@@ -105,12 +105,14 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     if fn is not None and EVAL_FUNCTION.match(fn.name.value):
         return True
     site = module.model_called(call)
+    if site is None:
+        return False
     end = loop.calls[-1].order
     last_eval = last_train = -1
-    for mode in module.method_calls("eval", "train"):
-        if mode.ctx.function is not fn or mode.order > end or mode.receiver is None:
+    for mode in module.method_calls_on(site):
+        if mode.method not in ("eval", "train") or mode.ctx.function is not fn:
             continue
-        if module.model_of(mode.receiver, mode.scope) is not site:
+        if mode.order > end:
             continue
         args = mode.positional
         if mode.method == "eval" and not mode.node.args:
@@ -156,12 +158,11 @@ def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: ModelSite)
         if call.ctx.function is fn and _disables(module, call.node, call.scope):
             return True
     if any(
-        c.positional
+        c.method == "requires_grad_"
+        and c.positional
         and bool_value(c.positional[0]) is False
-        and c.receiver is not None
-        and module.model_of(c.receiver, c.scope) is site
         and c.ctx.function in (fn, None)
-        for c in module.method_calls("requires_grad_")
+        for c in module.method_calls_on(site)
     ):
         return True
     if fn is None:

@@ -141,12 +141,15 @@ def _duplicate_arguments(tree: ast.AST) -> list[str]:
 
 
 def _top_level_bindings(tree: ast.Module) -> Counter[str]:
+    """Imports and definitions at the top level; `model = model.to(device)` (a name rebound
+    from itself, as TL102's fix does) defines nothing new."""
     bound: Counter[str] = Counter()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update(f"import {a.asname or a.name}" for a in node.names)
         elif isinstance(node, ast.Assign):
-            bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id not in read)
     return bound
 
 

@@ -7,11 +7,14 @@ can go into one pass (their source spans must not overlap) and performs the pass
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
+
+from torchlint.walk import child_fields, children
 
 
 class Applicability(str, enum.Enum):
@@ -123,24 +126,52 @@ def fix(
 Span = tuple[tuple[int, int], tuple[int, int]]
 
 
-@dataclass
-class _Planned:
-    spans: list[tuple[tuple[int, int], tuple[int, int], bool]] = field(default_factory=list)
+Position = tuple[int, int]
 
-    def conflicts(self, spans: Sequence[tuple[tuple[int, int], tuple[int, int], bool]]) -> bool:
+
+class _Planned:
+    """The spans of the fixes kept so far: ranges that never overlap one another, and
+    insertion points. Each test and addition is a binary search, so choosing among k
+    fixes costs O(k log k), not O(k^2)."""
+
+    def __init__(self) -> None:
+        self.starts: list[Position] = []  # ranges, sorted by start (hence also by end)
+        self.ends: list[Position] = []
+        self.points: list[Position] = []  # sorted
+
+    def _range_conflicts(self, start: Position, end: Position) -> bool:
+        before = bisect.bisect_left(self.starts, end)  # ranges starting before `end`
+        if before and self.ends[before - 1] > start:
+            return True
+        first = bisect.bisect_right(self.points, start)
+        return first < len(self.points) and self.points[first] < end
+
+    def _point_conflicts(self, point: Position) -> bool:
+        before = bisect.bisect_left(self.starts, point)
+        return bool(before) and self.ends[before - 1] > point
+
+    def conflicts(self, spans: Sequence[tuple[Position, Position, bool]]) -> bool:
+        return any(
+            self._point_conflicts(start) if point else self._range_conflicts(start, end)
+            for start, end, point in spans
+        )
+
+    def add(self, spans: Sequence[tuple[Position, Position, bool]]) -> None:
         for start, end, point in spans:
-            for other_start, other_end, other_point in self.spans:
-                if point and other_point:
-                    continue
-                if point:
-                    if other_start < start < other_end:
-                        return True
-                elif other_point:
-                    if start < other_start < end:
-                        return True
-                elif start < other_end and other_start < end:
-                    return True
-        return False
+            if point:
+                bisect.insort(self.points, start)
+                continue
+            # Only the edits of one fix can overlap each other: merge them into one range.
+            i = bisect.bisect_left(self.starts, start)
+            if i and self.ends[i - 1] > start:
+                i -= 1
+                start = self.starts[i]
+            j = i
+            while j < len(self.starts) and self.starts[j] < end:
+                end = max(end, self.ends[j])
+                j += 1
+            self.starts[i:j] = [start]
+            self.ends[i:j] = [end]
 
 
 def edit_spans(edit: Edit, span_of) -> list[tuple[tuple[int, int], tuple[int, int], bool]]:
@@ -161,7 +192,7 @@ def select_compatible(fixes: Sequence[Fix], span_of) -> list[Fix]:
         spans = [s for edit in candidate.edits for s in edit_spans(edit, span_of)]
         if planned.conflicts(spans):
             continue
-        planned.spans.extend(spans)
+        planned.add(spans)
         chosen.append(candidate)
     return chosen
 
@@ -170,9 +201,11 @@ def select_compatible(fixes: Sequence[Fix], span_of) -> list[Fix]:
 # Applying
 
 
-class _Apply(cst.CSTTransformer):
+class _Apply:
+    """Rebuilds only the nodes on the paths from the module to the edited nodes (libcst's
+    transformer rebuilds every node of the tree, which dominated the cost of a fix pass)."""
+
     def __init__(self, fixes: Sequence[Fix]) -> None:
-        super().__init__()
         self.replace: dict[int, cst.CSTNode] = {}
         self.remove: set[int] = set()
         self.before: dict[int, list[cst.BaseStatement]] = {}
@@ -188,14 +221,48 @@ class _Apply(cst.CSTTransformer):
                     self.before.setdefault(key, []).extend(edit.statements)
                 else:
                     self.after.setdefault(key, []).extend(edit.statements)
+        self.targets = {*self.replace, *self.remove, *self.before, *self.after}
+        self.on_path: set[int] = set()  # nodes with a target inside (the targets included)
 
-    def on_leave(self, original_node, updated_node):
-        new = self.replace.get(id(original_node), updated_node)
-        if isinstance(original_node, (cst.Module, cst.IndentedBlock)) and (
-            self.remove or self.before or self.after
-        ):
-            new = new.with_changes(body=self._body(original_node.body, new.body))
+    def __call__(self, module: cst.Module) -> cst.Module:
+        stack: list[cst.CSTNode] = []
+
+        def find(node: cst.CSTNode) -> None:
+            if id(node) in self.targets:
+                self.on_path.update(map(id, stack))
+                self.on_path.add(id(node))
+            stack.append(node)
+            for child in children(node):
+                find(child)
+            stack.pop()
+
+        find(module)
+        new = self._rebuild(module)
+        assert isinstance(new, cst.Module)
         return new
+
+    def _rebuild(self, node: cst.CSTNode) -> cst.CSTNode:
+        replaced = self.replace.get(id(node))
+        if replaced is not None:
+            return replaced
+        if id(node) not in self.on_path:
+            return node
+        changes: dict[str, object] = {}
+        for name in child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                new = self._rebuild(value)
+                if new is not value:
+                    changes[name] = new
+            elif isinstance(value, (tuple, list)):
+                items = [self._rebuild(v) if isinstance(v, cst.CSTNode) else v for v in value]
+                if any(a is not b for a, b in zip(items, value, strict=True)):
+                    changes[name] = items
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            body = changes.get("body", node.body)
+            assert isinstance(body, (tuple, list))
+            changes["body"] = self._body(node.body, body)
+        return node.with_changes(**changes) if changes else node
 
     def _body(self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]):
         body: list[cst.BaseStatement] = []
@@ -321,8 +388,7 @@ def add_module_level(
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
     """Apply non-overlapping fixes in one pass and return the new source code."""
-    new = module.visit(_Apply(fixes))
-    assert isinstance(new, cst.Module)
+    new = _Apply(fixes)(module)
     new = add_module_level(
         new,
         [imp for f in fixes for imp in f.imports],

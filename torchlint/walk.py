@@ -12,7 +12,7 @@ commas, brackets...) and builds nothing. A visitor that wants trivia, attribute 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 import libcst as cst
@@ -133,6 +133,17 @@ def child_fields(cls: type[cst.CSTNode]) -> tuple[str, ...]:
             names = [n for n in order if n in names] + [n for n in names if n not in order]
         found = _fields_cache[cls] = tuple(names)
     return found
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that are not trivia, in source order. (libcst's `node.children`
+    rebuilds the node to find them: far too slow for searching subtrees.)"""
+    for name in child_fields(type(node)):
+        child = getattr(node, name)
+        if isinstance(child, cst.CSTNode):
+            yield child
+        elif isinstance(child, (tuple, list)):
+            yield from (c for c in child if isinstance(c, cst.CSTNode))
 
 
 def _own_hooks(kind: type) -> set[str]:

@@ -182,6 +182,20 @@ class TorchModule:
         """The module a call such as `model(x)` / `self.net(x)` runs."""
         return self._models.called(call)
 
+    @cached_property
+    def _method_calls_on_models(self) -> dict[int, list[CallSite]]:
+        found: dict[int, list[CallSite]] = {}
+        for call in self.calls:
+            if call.receiver is not None:
+                site = self.model_of(call.receiver, call.scope)
+                if site is not None:
+                    found.setdefault(id(site), []).append(call)
+        return found
+
+    def method_calls_on(self, site: ModelSite) -> list[CallSite]:
+        """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
+        return self._method_calls_on_models.get(id(site), [])
+
     def network_calls(self, loop: Loop) -> list[CallSite]:
         """Calls of networks (not losses) in the loop's body."""
         return [c for c in loop.calls if (m := self.model_called(c)) is not None and m.is_network]

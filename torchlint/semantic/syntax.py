@@ -7,7 +7,7 @@ from typing import Any
 
 import libcst as cst
 
-from torchlint.walk import child_fields
+from torchlint.walk import children
 
 
 class _Missing:
@@ -60,17 +60,6 @@ def str_value(node: cst.CSTNode | None) -> str | None:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
-
-
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The child nodes that are not trivia, in source order. (libcst's `node.children`
-    rebuilds the node to find them: far too slow for searching subtrees.)"""
-    for name in child_fields(type(node)):
-        child = getattr(node, name)
-        if isinstance(child, cst.CSTNode):
-            yield child
-        elif isinstance(child, (tuple, list)):
-            yield from (c for c in child if isinstance(c, cst.CSTNode))
 
 
 def names_read(node: cst.CSTNode) -> Iterator[str]:
