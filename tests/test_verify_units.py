@@ -255,7 +255,7 @@ def test_no_verdict_within_the_noise_says_how_many_runs_would_do():
 
 def test_too_few_runs_give_no_verdict():
     c = compare([fake_run("original", 400)], [fake_run("fixed", 800)])
-    assert c.faster is None and "1 measured runs of each" in c.verdict
+    assert c.faster is None and "1 measured run of each" in c.verdict
     assert "--repeats 4" in c.verdict
 
 

@@ -270,7 +270,8 @@ def _measure(session: _Session, fixed_path: Path) -> list[Any]:
     o, err = session.options, session.err
     order = run_order(o.repeats, o.warmup_runs)
     listed = ", ".join(v + ("*" if warm else "") for v, warm in order)
-    print(f"torchlint verify: run order {listed} (* warm-up, discarded)", file=err)
+    footnote = " (* warm-up, discarded)" if o.warmup_runs else ""
+    print(f"torchlint verify: run order {listed}{footnote}", file=err)
     runs = []
     for index, (variant, warm) in enumerate(order, 1):
         code = o.script if variant == VARIANTS[0] else fixed_path

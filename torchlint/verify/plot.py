@@ -12,6 +12,7 @@ import html
 import itertools
 import math
 import statistics
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -296,7 +297,8 @@ def png(
     bottom.set_ylabel(util_label or "utilization")
     bottom.set_xlabel("seconds since the measurement window opened")
     top.legend()
-    top.set_title(f"{title}\n{comparison.verdict if comparison else ''}", fontsize=10)
+    verdict = textwrap.fill(comparison.verdict, 110) if comparison else ""
+    top.set_title(f"{title}\n{verdict}", fontsize=9, loc="left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

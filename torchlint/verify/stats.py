@@ -379,7 +379,7 @@ def _verdict(c: Comparison, names: tuple[str, str]) -> None:
         return
     unit = head.metric.label
     n, m = len(head.before), len(head.after)
-    runs = f"{n} measured runs of each" if n == m else f"{n} and {m} measured runs"
+    runs = f"{n} and {m} measured runs" if n != m else f"{n} measured run{'s' * (n > 1)} of each"
     if e.lo is None or e.hi is None or e.level is None:
         need = min_repeats()
         c.verdict = (
