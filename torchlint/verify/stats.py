@@ -273,7 +273,7 @@ class Row:
     metric: Metric
     before: list[float]  # one value per measured run
     after: list[float]
-    estimate: Estimate | None = None
+    estimate: Estimate | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.estimate = estimate(self.before, self.after)
