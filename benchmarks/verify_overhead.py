@@ -54,9 +54,10 @@ def per_call(c: Counter, n: int = 200_000) -> tuple[float, float]:
     """Microseconds per `on_batch` (a (x, y) batch) and per `on_step` call."""
     batch = (torch.zeros(64, 256), torch.zeros(64))
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    iterator = object()  # stands for the DataLoader iterator that yields the batch
     start = time.perf_counter()
     for _ in range(n):
-        c.on_batch(batch)
+        c.on_batch(iterator, batch)
     batch_us = (time.perf_counter() - start) / n * 1e6
     start = time.perf_counter()
     for _ in range(n):

@@ -5,13 +5,19 @@ bad input."""
 from __future__ import annotations
 
 import io
+import itertools
+import math
+import random
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from torchlint.verify import command
-from torchlint.verify.harness import RunResult
-from torchlint.verify.launcher import batch_len, is_oom
+from torchlint.verify import command, stats
+from torchlint.verify.harness import RunResult, run_order
+from torchlint.verify.launcher import Counter, batch_len, is_oom
 from torchlint.verify.nvml import (
     GpuDevice,
     GpuSample,
@@ -20,7 +26,15 @@ from torchlint.verify.nvml import (
     pick_used,
     select_visible,
 )
-from torchlint.verify.plot import PlotError, check_target, html_page, nice_ticks
+from torchlint.verify.options import VerifyOptions
+from torchlint.verify.plot import (
+    PlotError,
+    check_target,
+    html_page,
+    nice_ticks,
+    throughput_series,
+    utilization_series,
+)
 from torchlint.verify.procs import CpuSample
 from torchlint.verify.report import fmt, render, table
 from torchlint.verify.stats import compare, run_metrics
@@ -154,27 +168,121 @@ def test_metrics_use_only_the_window():
     assert m["peak_memory"] == 3 * 2**30
 
 
-def test_verdict_when_ranges_do_not_overlap():
-    before = [fake_run("original", r, i) for i, r in enumerate((400, 410, 395))]
-    after = [fake_run("fixed", r, i) for i, r in enumerate((800, 790, 812))]
-    c = compare(before, after)
+def runs_at(variant: str, rates, batch: int = 40) -> list[RunResult]:
+    """Runs of one variant at these samples/s, `batch` samples per optimizer step."""
+    return [
+        fake_run(variant, r, i, steps=max(1, round(r * 2.0 / batch))) for i, r in enumerate(rates)
+    ]
+
+
+def test_exact_mann_whitney_distribution_matches_enumeration():
+    # U over every way of splitting ranks 0..n+m-1 between the samples, counted by brute force.
+    for n, m in ((1, 1), (2, 3), (3, 3), (4, 5)):
+        counts = [0] * (n * m + 1)
+        for first in itertools.combinations(range(n + m), n):
+            second = [v for v in range(n + m) if v not in first]
+            counts[sum(1 for x in first for y in second if y < x)] += 1
+        assert list(stats._u_counts(n, m)) == counts
+
+
+def test_fewest_runs_for_an_interval():
+    assert stats.min_repeats() == 4  # with 3 of each, the smallest two-sided p is 2/20
+    assert stats.estimate([1.0, 1.1, 0.9], [2.0, 2.1, 1.9]).lo is None
+    e = stats.estimate([1.0, 1.1, 0.9, 1.05], [2.0, 2.1, 1.9, 2.05])
+    assert e.decided and e.level == pytest.approx(1 - 2 / 70)  # 4 of each: complete separation
+
+
+def simulate(effect: float, noise: float, sims: int, seed: int) -> float:
+    """The share of simulated comparisons, at the default repeats, with a verdict; each
+    run's throughput is the truth times log-normal run-to-run noise."""
+    rng = random.Random(seed)
+    n = VerifyOptions.repeats
+    decided = 0
+    for _ in range(sims):
+        before = [math.exp(rng.gauss(0.0, noise)) for _ in range(n)]
+        after = [effect * math.exp(rng.gauss(0.0, noise)) for _ in range(n)]
+        decided += stats.estimate(before, after).decided
+    return decided / sims
+
+
+def test_no_effect_gives_a_false_verdict_at_most_at_the_stated_level():
+    sims = 2000
+    rate = simulate(1.0, 0.05, sims, seed=13)
+    level = stats.estimate([1.0] * VerifyOptions.repeats, [2.0] * VerifyOptions.repeats).level
+    assert level >= stats.LEVEL
+    alpha = 1 - level  # the exact level the default repeats allow (3.2% at 5 runs of each)
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / sims), rate
+    assert rate <= (1 - stats.LEVEL) + 3 * math.sqrt(0.05 * 0.95 / sims)
+
+
+def test_a_1_3x_effect_under_5_percent_noise_is_detected():
+    assert simulate(1.3, 0.05, 1000, seed=7) >= 0.80
+    assert simulate(1 / 1.3, 0.05, 1000, seed=8) >= 0.80  # slower, the same
+
+
+def test_verdict_states_the_interval_and_level():
+    c = compare(
+        runs_at("original", (400, 410, 395, 405, 398)), runs_at("fixed", (800, 790, 812, 805, 795))
+    )
     assert c.faster is True
-    assert "2.00x faster" in c.verdict
-    assert c.row("samples_per_s").ratio == pytest.approx(2.0)
-    assert not [w for w in c.warnings if "noise" in w]
+    assert "fixed is 2.00x faster than original in samples/s" in c.verdict
+    assert "95% interval" in c.verdict and "exact level 96.8%" in c.verdict
+    e = c.row("samples_per_s").estimate
+    assert e.lo < 2.0 < e.hi and e.lo > 1.9
+    assert "batch size" not in c.verdict  # 40 samples per step in both
+    summary = c.to_json()
+    assert summary["level"] == 0.95 and summary["metrics"]["samples_per_s"]["decided"] is True
+    assert summary["metrics"]["step_time_ms"]["higher_is_better"] is False
 
 
-def test_no_verdict_when_ranges_overlap_and_noise_is_flagged():
-    before = [fake_run("original", r, i) for i, r in enumerate((400, 520, 450))]
-    after = [fake_run("fixed", r, i) for i, r in enumerate((480, 430, 500))]
-    c = compare(before, after)
-    assert c.faster is None and c.verdict.startswith("no measurable difference")
-    assert any("noise larger than the effect" in w for w in c.warnings)
+def test_slower_is_said_too():
+    c = compare(
+        runs_at("original", (800, 790, 812, 805, 795)), runs_at("fixed", (400, 410, 395, 405, 398))
+    )
+    assert c.faster is False and "fixed is 2.00x slower" in c.verdict
 
 
-def test_one_repeat_gives_no_verdict():
+def test_no_verdict_within_the_noise_says_how_many_runs_would_do():
+    c = compare(
+        runs_at("original", (400, 520, 450, 470, 430)), runs_at("fixed", (480, 430, 500, 455, 515))
+    )
+    assert c.faster is None
+    assert c.verdict.startswith("no difference detected at this noise level in samples/s")
+    assert "95% interval" in c.verdict and "more runs of each" in c.verdict
+    assert c.repeats_needed is not None and c.repeats_needed > 5
+    assert f"--repeats {c.repeats_needed}" in c.verdict
+
+
+def test_too_few_runs_give_no_verdict():
     c = compare([fake_run("original", 400)], [fake_run("fixed", 800)])
-    assert c.faster is None and "one measured run" in c.verdict
+    assert c.faster is None and "1 measured run of each" in c.verdict
+    assert "--repeats 4" in c.verdict
+
+
+def test_a_changed_batch_size_is_said_in_the_verdict():
+    c = compare(runs_at("original", (400, 410, 395, 405, 398), batch=8),
+                runs_at("fixed", (800, 790, 812, 805, 795), batch=32))  # fmt: skip
+    assert "changed the batch size (8 -> 32 samples per step)" in c.verdict
+    assert "time per sample (2.5 -> 1.25 ms)" in c.verdict
+    assert c.row("time_per_sample_ms").estimate.ratio == pytest.approx(0.5, rel=0.02)
+
+
+def test_warmup_runs_are_left_out():
+    before = runs_at("original", (400, 410, 395, 405, 398))
+    warm = fake_run("original", 10)
+    warm.warmup_run = True
+    c = compare([warm, *before], runs_at("fixed", (800, 790, 812, 805, 795)))
+    assert len(c.row("samples_per_s").before) == 5 and min(c.row("samples_per_s").before) == 395
+
+
+def test_run_order_is_counterbalanced():
+    order = run_order(repeats=4, warmup_runs=1)
+    assert order[:2] == [("original", True), ("fixed", True)]
+    measured = [v for v, warm in order if not warm]
+    assert measured == ["original", "fixed", "fixed", "original"] * 2
+    # With an even number of repeats, a linear drift adds as much to each variant.
+    positions = {v: sum(i for i, m in enumerate(measured) if m == v) for v in ("original", "fixed")}
+    assert positions["original"] == positions["fixed"]
 
 
 def test_shared_gpu_and_throttling_warnings():
@@ -190,24 +298,28 @@ def test_failed_runs_are_left_out_and_counted():
     c = compare(
         [fake_run("original", 400), fake_run("original", 400)], [fake_run("fixed", 800), bad]
     )
-    assert any("1 of 4 runs failed" in w for w in c.warnings)
+    assert any("1 of 4 measured runs failed" in w for w in c.warnings)
 
 
 # -- report and plot ------------------------------------------------------------------------
 
 
 def test_table_and_report():
-    before = [fake_run("original", r, i) for i, r in enumerate((400, 410))]
-    after = [fake_run("fixed", r, i) for i, r in enumerate((800, 790))]
+    before = runs_at("original", (400, 410, 395, 405, 398))
+    after = runs_at("fixed", (800, 790, 812, 805, 795))
     c = compare(before, after)
     text = table(c)
-    for label in ("samples/s", "step time", "GPU util (NVML)", "SM activity (GPM)",
-                  "peak GPU memory", "power", "energy/sample", "CPU util"):  # fmt: skip
-        assert label in text
-    assert "1.96x" in text or "1.97x" in text
+    labels = ("samples/s", "time per sample", "step time", "GPU util (NVML)", "SM activity (GPM)",
+              "peak GPU memory", "power", "energy/sample", "CPU util")  # fmt: skip
+    assert all(label in text for label in labels)
+    header, _, samples = text.splitlines()[:3]
+    assert "fixed/original" in header and "95% interval" in header and "better" in header
+    assert samples.split()[-1] == "higher" and "2.00x" in samples and "*" in samples
+    step_time = next(line for line in text.splitlines() if line.startswith("step time"))
+    assert step_time.split()[-1] == "lower"
     report = render(c, [*before, *after], "/tmp/logs")
     assert "share of time any kernel was running" in report
-    assert "verdict: fixed is" in report and "/tmp/logs" in report
+    assert "verdict: fixed is 2.00x faster" in report and "/tmp/logs" in report
 
 
 def test_fmt_units():
@@ -217,14 +329,40 @@ def test_fmt_units():
     assert fmt(None, "%") == "-"
 
 
-def test_html_plot_is_self_contained_svg():
-    runs = [fake_run("original", 400, 1), fake_run("fixed", 800, 2)]
-    page = html_page(runs, compare(runs[:1], runs[1:]), ("original", "fixed"), "demo")
+def test_html_page_carries_the_report_and_draws_every_run():
+    before = runs_at("original", (400, 410, 395, 405, 398))
+    after = runs_at("fixed", (800, 790, 812, 805, 795))
+    c = compare(before, after)
+    c.notes.append("no GPU (no NVIDIA driver): CPU-side figures only; try Colab")
+    c.warnings.append("other processes kept the CPU busy")
+    page = html_page([*before, *after], c, ("original", "fixed"), "demo")
     assert "<script" not in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "95% interval" in page and "fixed is 2.00x faster" in page  # table and verdict
+    assert "no GPU (no NVIDIA driver)" in page and "other processes kept the CPU busy" in page
+    assert "<table" in page and page.count("<tr>") == 1 + len(c.rows)
     svg = ET.fromstring(page[page.index("<svg") : page.index("</svg>") + 6])
     lines = svg.findall(".//{http://www.w3.org/2000/svg}polyline")
-    assert len(lines) == 4  # throughput and utilization, one line per run
+    assert len(lines) == 20  # throughput and utilization, one line per measured run
     assert "GPU util" in page
+
+
+def test_a_short_window_still_draws_every_run(tmp_path):
+    # 150 ms windows sampled every 100 ms: one throughput point, one CPU sample inside.
+    runs = []
+    for i, variant in enumerate(("original", "fixed")):
+        r = fake_run(variant, 400 * (i + 1), i, duration=0.15)
+        r.gpu = []
+        r.cpu = [CpuSample(t, 10.0 + (t - 99.95) * 0.8, 2**30, 2) for t in (99.95, 100.05, 100.2)]
+        runs.append(r)
+    page = html_page(runs, compare(runs[:1], runs[1:]), ("original", "fixed"), "short")
+    svg = ET.fromstring(page[page.index("<svg") : page.index("</svg>") + 6])
+    ns = "{http://www.w3.org/2000/svg}"
+    colors = {line.get("stroke") for line in svg.findall(f".//{ns}polyline")}
+    assert len(colors) == 2  # both variants in both panels...
+    assert len(svg.findall(f".//{ns}circle")) >= 4  # ...every point marked
+    assert "CPU use (cores)" in page
+    for r in runs:
+        assert throughput_series(r) and utilization_series(r)[1]
 
 
 def test_plot_target_checked_before_running(monkeypatch):
@@ -319,9 +457,9 @@ def test_oom_recognised():
 # -- bad input: one line, exit 2 ------------------------------------------------------------
 
 
-def run_verify(*args, **kwargs):
+def run_verify(script, **kwargs):
     out, err = io.StringIO(), io.StringIO()
-    code = command.verify(*args, stdout=out, stderr=err, **kwargs)
+    code = command.verify(VerifyOptions(Path(script), **kwargs), stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -332,10 +470,12 @@ def run_verify(*args, **kwargs):
         ("x = (\n", {}, "syntax error"),
         ("import torch\n", {"steps": 0}, "--steps must be at least 1"),
         ("import torch\n", {"warmup": 0}, "--warmup must be at least 1"),
+        ("import torch\n", {"window": -1.0}, "--window must be 0"),
+        ("import torch\n", {"warmup_runs": -1}, "--warmup-runs must be 0 or more"),
         ("import torch\n", {"apply": True}, "--apply only"),
-        ("import torch\n", {"plot": "out.svg"}, ".png or .html"),
-        ("import torch\n", {"select": ["TL999"]}, "unknown rule selector"),
-        ("import torch\n", {"json_out": "/nonexistent/dir/x.json"}, "does not exist"),
+        ("import torch\n", {"plot": Path("out.svg")}, ".png or .html"),
+        ("import torch\n", {"select": ("TL999",)}, "unknown rule selector"),
+        ("import torch\n", {"json_out": Path("/nonexistent/dir/x.json")}, "does not exist"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, setup, kwargs, message):
@@ -361,12 +501,49 @@ def test_without_torch_asks_for_the_extra(tmp_path, monkeypatch):
     assert code == 2 and "pip install 'torchlint[verify]'" in err
 
 
-def test_nothing_to_compare_when_no_fix_applies(tmp_path):
+def test_nothing_to_compare_has_its_own_exit_code(tmp_path):
     pytest.importorskip("torch")
     script = tmp_path / "train.py"
     script.write_text("import torch\nprint(torch.ones(2))\n")
     code, out, _ = run_verify(script)
-    assert code == 0 and "no fixes apply" in out
+    assert code == command.EXIT_NOTHING == 3 and "no fixes apply" in out
+
+
+def test_the_cli_builds_one_options_object_with_the_defaults(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from torchlint.cli import app
+
+    seen = []
+    monkeypatch.setattr(command, "verify", lambda options: seen.append(options) or 0)
+    script = tmp_path / "t.py"
+    result = CliRunner().invoke(app, ["verify", str(script), "--", "--lr", "1"])
+    assert result.exit_code == 0, result.output
+    assert seen == [VerifyOptions(script, ("--lr", "1"))]  # every default from the dataclass
+    result = CliRunner().invoke(
+        app, ["verify", str(script), "--repeats", "7", "--window", "0", "--select", "TL2,TL3"]
+    )
+    assert seen[-1] == VerifyOptions(script, repeats=7, window=0.0, select=("TL2", "TL3"))
+
+
+@pytest.mark.parametrize(
+    ("env", "platform", "expected", "absent"),
+    [
+        ({"COLAB_RELEASE_TAG": "release-colab_20251201", "PATH": ""}, "linux", "on Colab", "cloud"),
+        ({"PATH": ""}, "darwin", "NVML is NVIDIA-only", "driver"),
+        ({"PATH": ""}, "linux", "a local machine with an NVIDIA GPU and its driver", "Mac"),
+    ],
+)
+def test_the_no_gpu_hint_fits_where_the_user_is(env, platform, expected, absent):
+    hint = command.gpu_hint(env, platform)
+    assert expected in hint and absent not in hint
+
+
+def test_the_no_gpu_hint_with_nvidia_tools_present(tmp_path):
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nexit 9\n")
+    tool.chmod(0o755)
+    assert "run `nvidia-smi`" in command.gpu_hint({"PATH": str(tmp_path)}, "linux")
 
 
 def test_png_plot_when_matplotlib_is_there(tmp_path):
@@ -378,11 +555,38 @@ def test_png_plot_when_matplotlib_is_there(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_module_entry_point(capsys):
-    from torchlint.verify.__main__ import main
+def test_module_entry_point_is_the_same_command(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint.verify", "missing.py", "--steps", "3", "--", "-x"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2 and "missing.py: no such file" in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint.verify", "x.py", "--steps", "many"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
 
-    assert main(["missing.py", "--steps", "3", "--", "--lr", "1"]) == 2
-    assert "missing.py: no such file" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        main(["x.py", "--steps", "many"])
-    assert exc.value.code == 2
+
+# -- the launcher's counting ---------------------------------------------------------------
+
+
+def test_only_batches_that_feed_optimizer_steps_are_counted(tmp_path):
+    torch = pytest.importorskip("torch")
+    counter = Counter({"channel": str(tmp_path / "c"), "warmup": 1, "steps": 1000})
+    train, val = object(), object()  # two DataLoader iterators
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    for step in range(6):
+        for _ in range(2):  # gradient accumulation: two batches of 16 per step
+            counter.on_batch(train, torch.zeros(16, 3))
+        if step % 2:
+            for _ in range(5):  # validation batches of 64 between steps
+                counter.on_batch(val, torch.zeros(64, 3))
+            counter.on_batch(train, torch.zeros(16, 3))
+            counter.on_batch(train, torch.zeros(16, 3))
+            counter.on_step(optimizer)
+            continue
+        counter.on_step(optimizer)
+    assert counter.opt_steps == 6
+    assert (counter.batches, counter.samples) == (6 * 2 + 3 * 2, (6 * 2 + 3 * 2) * 16)
+    assert counter.loader_batches == 6 * 2 + 3 * 2 + 3 * 5

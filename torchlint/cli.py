@@ -18,6 +18,7 @@ import typer
 from torchlint import __version__
 from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
+from torchlint.verify.options import VerifyOptions
 
 app = typer.Typer(
     name="torchlint",
@@ -480,17 +481,33 @@ def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL2
 )
 def verify_command(
     ctx: typer.Context,
-    script: Annotated[str, typer.Argument(help="The training script to run.")],
+    script: Annotated[Path, typer.Argument(help="The training script to run.")],
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     unsafe_fixes: Annotated[
         bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change results.")
-    ] = False,
-    steps: Annotated[int, typer.Option(help="Optimizer steps inside the measurement window.")] = 50,
-    warmup: Annotated[int, typer.Option(help="Optimizer steps before the window opens.")] = 10,
-    repeats: Annotated[int, typer.Option(help="Runs of each variant, alternated.")] = 3,
-    timeout: Annotated[float, typer.Option(help="Seconds before a run is killed.")] = 300.0,
-    interval: Annotated[float, typer.Option(help="Sampling interval in milliseconds.")] = 100.0,
+    ] = VerifyOptions.unsafe_fixes,
+    warmup: Annotated[
+        int, typer.Option(help="Optimizer steps before the measurement window opens.")
+    ] = VerifyOptions.warmup,
+    steps: Annotated[
+        int, typer.Option(help="The window holds at least this many optimizer steps...")
+    ] = VerifyOptions.steps,
+    window: Annotated[
+        float, typer.Option(help="...and lasts at least this many seconds (0: steps only).")
+    ] = VerifyOptions.window,
+    repeats: Annotated[
+        int, typer.Option(help="Measured runs of each variant, in the order A B B A A B ...")
+    ] = VerifyOptions.repeats,
+    warmup_runs: Annotated[
+        int, typer.Option(help="Runs of each variant first, discarded (caches, clocks).")
+    ] = VerifyOptions.warmup_runs,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds before a run is ended.")
+    ] = VerifyOptions.timeout,
+    interval: Annotated[
+        float, typer.Option(help="Sampling interval in milliseconds.")
+    ] = VerifyOptions.interval_ms,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write raw samples and summaries here.")
     ] = None,
@@ -499,38 +516,47 @@ def verify_command(
     ] = None,
     tune_batch_size: Annotated[
         bool, typer.Option("--tune-batch-size", help="Find the largest batch size that runs.")
-    ] = False,
+    ] = VerifyOptions.tune_batch_size,
     apply: Annotated[
         bool, typer.Option("--apply", help="With --tune-batch-size: write the best batch size.")
-    ] = False,
+    ] = VerifyOptions.apply,
     nproc_per_node: Annotated[
         int | None, typer.Option("--nproc-per-node", help="Run each variant under torchrun.")
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Run SCRIPT as it is and as fixed; compare throughput and GPU use (args after --)."""
+    """Run SCRIPT as it is and as fixed; compare throughput and GPU use (args after --).
+
+    Exit codes: 0 measured, 1 the script could not be measured, 2 bad input,
+    3 nothing to compare (no fix applies).
+    """
     from torchlint.verify.command import verify
 
-    raise typer.Exit(
-        verify(
-            script,
-            ctx.args,
-            select=_split(select),
-            ignore=_split(ignore),
-            unsafe_fixes=unsafe_fixes,
-            steps=steps,
-            warmup=warmup,
-            repeats=repeats,
-            timeout=timeout,
-            interval_ms=interval,
-            json_out=json_out,
-            plot=plot,
-            tune_batch_size=tune_batch_size,
-            apply=apply,
-            nproc_per_node=nproc_per_node,
-            config_file=config,
-        )
+    options = VerifyOptions(
+        script,
+        tuple(ctx.args),
+        select=_tuple(_split(select)),
+        ignore=_tuple(_split(ignore)),
+        unsafe_fixes=unsafe_fixes,
+        warmup=warmup,
+        steps=steps,
+        window=window,
+        repeats=repeats,
+        warmup_runs=warmup_runs,
+        timeout=timeout,
+        interval_ms=interval,
+        json_out=json_out,
+        plot=plot,
+        tune_batch_size=tune_batch_size,
+        apply=apply,
+        nproc_per_node=nproc_per_node,
+        config_file=config,
     )
+    raise typer.Exit(verify(options))
+
+
+def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
 
 
 @app.command("clean")

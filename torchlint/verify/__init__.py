@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchlint.verify.options import VerifyOptions
 
-def verify(*args: Any, **kwargs: Any) -> int:
+
+def verify(options: VerifyOptions, **kwargs: Any) -> int:
     """See `torchlint.verify.command.verify`."""
     from torchlint.verify.command import verify as run
 
-    return run(*args, **kwargs)
+    return run(options, **kwargs)
 
 
-__all__ = ["verify"]
+__all__ = ["VerifyOptions", "verify"]

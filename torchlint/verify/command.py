@@ -1,134 +1,68 @@
 """`torchlint verify`: run a script as it is and as torchlint would fix it, and compare.
 
-`verify()` takes plain Python arguments and returns the exit code: 0 measured, 1 the
-script could not be measured (its own failure, reported with its stderr), 2 bad input
-(one line, never a traceback).
+`verify(options)` returns the exit code: 0 measured, 1 the script could not be measured
+(its own failure, reported with its stderr), 2 bad input (one line, never a traceback),
+3 nothing to compare (no fix applies to the script).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-COLAB_HINT = "on Colab: Runtime > Change runtime type > GPU"
+from torchlint.verify.options import UsageError, VerifyOptions
 
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit 2."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
 
 def verify(
-    script: str | os.PathLike[str],
-    script_args: Sequence[str] = (),
+    options: VerifyOptions,
     *,
-    select: Sequence[str] | None = None,
-    ignore: Sequence[str] | None = None,
-    unsafe_fixes: bool = False,
-    steps: int = 50,
-    warmup: int = 10,
-    repeats: int = 3,
-    timeout: float = 300.0,
-    interval_ms: float = 100.0,
-    json_out: str | os.PathLike[str] | None = None,
-    plot: str | os.PathLike[str] | None = None,
-    tune_batch_size: bool = False,
-    apply: bool = False,
-    nproc_per_node: int | None = None,
-    config_file: str | os.PathLike[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     nvml: Any = None,
-    stop_grace: float = 5.0,
-    kill_wait: float = 3.0,
 ) -> int:
+    """Run `options.script` as it is and as fixed (`nvml`: a stand-in for tests)."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     try:
-        return _verify(
-            Path(script),
-            list(script_args),
-            select=select,
-            ignore=ignore,
-            unsafe_fixes=unsafe_fixes,
-            steps=steps,
-            warmup=warmup,
-            repeats=repeats,
-            timeout=timeout,
-            interval=interval_ms / 1000.0,
-            json_out=Path(json_out) if json_out else None,
-            plot=Path(plot) if plot else None,
-            tune=tune_batch_size,
-            apply=apply,
-            nproc=nproc_per_node,
-            config_file=Path(config_file) if config_file else None,
-            out=out,
-            err=err,
-            nvml=nvml,
-            stop_grace=stop_grace,
-            kill_wait=kill_wait,
-        )
+        return _verify(_checked(options), out, err, nvml)
     except UsageError as exc:
         print(f"torchlint verify: error: {exc}", file=err)
         return EXIT_USAGE
 
 
-def _check_options(
-    script: Path,
-    steps: int,
-    warmup: int,
-    repeats: int,
-    timeout: float,
-    interval: float,
-    nproc: int | None,
-    tune: bool,
-    apply: bool,
-    json_out: Path | None,
-    plot: Path | None,
-) -> None:
-    if steps < 1:
-        raise UsageError("--steps must be at least 1")
-    if warmup < 1:
-        raise UsageError("--warmup must be at least 1 (the first steps include start-up costs)")
-    if repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    if timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    if interval < 0.01:
-        raise UsageError("--interval must be at least 10 ms")
-    if nproc is not None and nproc < 1:
-        raise UsageError("--nproc-per-node must be at least 1")
-    if apply and not tune:
-        raise UsageError(
-            "--apply only writes a tuned batch size (with --tune-batch-size); "
-            "use `torchlint fix` to apply fixes"
-        )
+def _checked(options: VerifyOptions) -> VerifyOptions:
+    """The options with the script's path resolved, once every check passed."""
+    options.check()
+    script = options.script
     if not script.exists():
         raise UsageError(f"{script}: no such file")
     if not script.is_file():
         raise UsageError(f"{script}: not a file")
     if script.suffix != ".py":
         raise UsageError(f"{script}: verify runs Python scripts (.py)")
-    for path, flag in ((json_out, "--json"), (plot, "--plot")):
-        if path is not None and not path.absolute().parent.is_dir():
-            raise UsageError(f"{flag} {path}: directory {path.absolute().parent} does not exist")
-    if plot is not None:
+    if options.plot is not None:
         from torchlint.verify.plot import PlotError, check_target
 
         try:
-            check_target(plot)
+            check_target(options.plot)
         except PlotError as exc:
             raise UsageError(str(exc)) from None
     if importlib.util.find_spec("torch") is None:
         raise UsageError(
             "verify needs PyTorch in this Python environment: pip install 'torchlint[verify]'"
         )
+    return dataclasses.replace(options, script=script.resolve())
 
 
 def _read_script(script: Path) -> tuple[Any, str]:
@@ -158,31 +92,25 @@ def _load_config(script: Path, config_file: Path | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def build_fixed(
-    script: Path,
-    text: str,
-    select: Sequence[str] | None,
-    ignore: Sequence[str] | None,
-    unsafe: bool,
-    config_file: Path | None = None,
-) -> tuple[str, list[str], list[str]]:
+def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
     """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
     fix engine and the script's configuration."""
     from torchlint.config import ConfigError, expand, instantiate
     from torchlint.linter import Linter, LintError
 
-    config = _load_config(script, config_file)
+    script = options.script
+    config = _load_config(script, options.config_file)
     try:
-        if select:
-            config.select = list(expand(select))
-        if ignore:
-            config.ignore.extend(expand(ignore))
+        if options.select:
+            config.select = list(expand(options.select))
+        if options.ignore:
+            config.ignore.extend(expand(options.ignore))
         codes = config.rules_for(script, config.selected_codes())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     linter = Linter(instantiate(codes), config.settings())
     try:
-        outcome = linter.fix(text, str(script), unsafe=unsafe or config.unsafe_fixes)
+        outcome = linter.fix(text, str(script), unsafe=options.unsafe_fixes or config.unsafe_fixes)
     except LintError as exc:
         raise UsageError(f"{script}: {exc}") from None
     held = sorted(
@@ -199,6 +127,27 @@ def _probe_gpu(nvml: Any) -> tuple[Any, list[Any], str | None]:
         return nvml, nvml.open(visible_devices_env()), None
     except NvmlUnavailable as exc:
         return None, [], str(exc)
+
+
+def gpu_hint(env: Mapping[str, str] = os.environ, platform: str = sys.platform) -> str:
+    """How to measure a GPU from where this runs."""
+    if "COLAB_RELEASE_TAG" in env or "COLAB_GPU" in env:
+        return "on Colab: Runtime > Change runtime type > a GPU, then run the cell again"
+    if platform == "darwin":
+        return (
+            "NVML is NVIDIA-only, so a Mac shows the CPU side; to measure a GPU, run this on "
+            "a Linux machine with an NVIDIA GPU (a cloud GPU instance, or Colab)"
+        )
+    if shutil.which("nvidia-smi", path=env.get("PATH")):
+        return (
+            "this machine has NVIDIA's tools: run `nvidia-smi` to check the driver, and "
+            "check CUDA_VISIBLE_DEVICES"
+        )
+    return (
+        "to measure a GPU, run this where there is one: a local machine with an NVIDIA GPU "
+        "and its driver (with a CUDA build of torch), a cloud GPU instance, or Colab "
+        "(Runtime > Change runtime type > GPU)"
+    )
 
 
 def _run_label(result: Any) -> str:
@@ -229,175 +178,134 @@ def _torch_notes(runs: Sequence[Any], gpu_reason: str | None) -> list[str]:
     return []
 
 
-def _verify(
-    script: Path,
-    args: list[str],
-    *,
-    select: Sequence[str] | None,
-    ignore: Sequence[str] | None,
-    unsafe_fixes: bool,
-    steps: int,
-    warmup: int,
-    repeats: int,
-    timeout: float,
-    interval: float,
-    json_out: Path | None,
-    plot: Path | None,
-    tune: bool,
-    apply: bool,
-    nproc: int | None,
-    config_file: Path | None,
-    out: TextIO,
-    err: TextIO,
-    nvml: Any,
-    stop_grace: float,
-    kill_wait: float,
-) -> int:
+@dataclass
+class _Session:
+    """What every run of one invocation shares."""
+
+    options: VerifyOptions
+    log_dir: Path
+    nvml: Any
+    devices: Sequence[Any]
+    gpu_reason: str | None  # why no GPU is measured; None when one is
+    out: TextIO
+    err: TextIO
+
+    def run(self, variant: str, code: Path, index: int, **extra: Any) -> Any:
+        from torchlint.verify.harness import RunSpec, run_once
+
+        spec = RunSpec(variant, code, index, self.log_dir, self.options, **extra)
+        return run_once(spec, self.nvml, self.devices)
+
+    def header(self) -> dict[str, Any]:
+        """The start of the --json document."""
+        return {
+            "torchlint_verify": 2,
+            "script": str(self.options.script),
+            "args": list(self.options.script_args),
+            "settings": self.options.to_json(),
+            "gpu": {
+                "reason_unavailable": self.gpu_reason,
+                "devices": [
+                    {"index": d.index, "uuid": d.uuid, "name": d.name, "gpm": d.gpm}
+                    for d in self.devices
+                ],
+            },
+            "log_dir": str(self.log_dir),
+        }
+
+
+def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
     from torchlint.linter import unified_diff
-    from torchlint.verify.harness import RunSpec, run_once
 
-    _check_options(
-        script, steps, warmup, repeats, timeout, interval, nproc, tune, apply, json_out, plot
-    )
-    script = script.resolve()
+    script = options.script
     source, text = _read_script(script)
-    log_dir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
-
-    def spec(variant: str, code: Path, index: int, **extra: Any) -> RunSpec:
-        return RunSpec(
-            variant,
-            script,
-            code,
-            args,
-            log_dir,
-            index,
-            warmup=warmup,
-            steps=steps,
-            timeout=timeout,
-            interval=interval,
-            nproc=nproc,
-            stop_grace=stop_grace,
-            kill_wait=kill_wait,
-            **extra,
-        )
-
-    fixed_text = text
-    diff = ""
-    if not tune:
-        fixed_text, fixed_codes, held = build_fixed(
-            script, text, select, ignore, unsafe_fixes, config_file
-        )
+    fixed_text, diff = text, ""
+    if not options.tune_batch_size:
+        fixed_text, fixed_codes, held = build_fixed(options, text)
         if fixed_text == text:
             more = f"; {', '.join(held)} can be fixed with --unsafe-fixes" if held else ""
             print(
                 f"torchlint verify: no fixes apply to {script.name}{more}: nothing to compare",
                 file=out,
             )
-            return EXIT_OK
+            return EXIT_NOTHING
         diff = unified_diff(script.name, text, fixed_text)
         print(f"Fixes applied to a copy of {script.name} ({', '.join(fixed_codes)}):", file=out)
         print(diff, file=out)
 
+    log_dir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
     nvml, devices, gpu_reason = _probe_gpu(nvml)
     if gpu_reason is not None:
         print(
             f"torchlint verify: no GPU to measure ({gpu_reason}); comparing what the CPU "
-            f"shows (samples/s, step time, wall time, CPU use, peak RSS) - {COLAB_HINT}",
+            "shows (samples/s, step time, wall time, CPU use, peak RSS)",
             file=err,
         )
     else:
         names = ", ".join(f"{d.index}: {d.name}" for d in devices)
-        print(f"torchlint verify: sampling GPU(s) {names} every {interval * 1000:g} ms", file=err)
+        print(
+            f"torchlint verify: sampling GPU(s) {names} every {options.interval_ms:g} ms",
+            file=err,
+        )
     print(f"torchlint verify: logs in {log_dir}", file=err)
+    session = _Session(options, log_dir, nvml, devices, gpu_reason, out, err)
     try:
-        if tune:
-            return _tune(
-                spec,
-                script,
-                source,
-                nvml,
-                devices,
-                gpu_reason,
-                log_dir,
-                json_out,
-                plot,
-                apply,
-                config_file,
-                out,
-                err,
-            )
-        fixed_dir = log_dir / "fixed"
-        fixed_dir.mkdir()
-        fixed_path = fixed_dir / script.name
+        if options.tune_batch_size:
+            return _tune(session, source)
+        fixed_path = log_dir / "fixed" / script.name
+        fixed_path.parent.mkdir()
         fixed_path.write_bytes(fixed_text.encode(source.encoding))
         (log_dir / "fix.diff").write_text(diff, encoding="utf-8")
-        runs = []
-        total = 2 * repeats
-        for repeat in range(repeats):
-            for variant, code in (("original", script), ("fixed", fixed_path)):
-                index = len(runs) + 1
-                result = run_once(spec(variant, code, index), nvml, devices)
-                runs.append(result)
-                print(f"[{index}/{total}] {variant}: {_run_label(result)}", file=err)
-            if repeat == 0:
-                for note in _torch_notes(runs, gpu_reason):
-                    print(f"torchlint verify: {note}", file=err)
-            if not all(
-                any(r.usable for r in runs if r.variant == v) for v in ("original", "fixed")
-            ):
-                break
-        return _report(
-            runs,
-            gpu_reason,
-            devices,
-            log_dir,
-            json_out,
-            plot,
-            diff,
-            script,
-            args,
-            out,
-            {
-                "steps": steps,
-                "warmup": warmup,
-                "repeats": repeats,
-                "timeout": timeout,
-                "interval_ms": interval * 1000,
-                "nproc_per_node": nproc,
-                "unsafe_fixes": unsafe_fixes,
-            },
-        )
+        return _report(session, _measure(session, fixed_path), diff)
     finally:
         if nvml is not None:
             nvml.close()
 
 
-def _report(
-    runs: list[Any],
-    gpu_reason: str | None,
-    devices: Sequence[Any],
-    log_dir: Path,
-    json_out: Path | None,
-    plot: Path | None,
-    diff: str,
-    script: Path,
-    args: list[str],
-    out: TextIO,
-    settings: dict[str, Any],
-) -> int:
+def _measure(session: _Session, fixed_path: Path) -> list[Any]:
+    """Every run, in the counterbalanced order; stops early once a variant has failed
+    every run so far (after each pair)."""
+    from torchlint.verify.harness import VARIANTS, run_order
+
+    o, err = session.options, session.err
+    order = run_order(o.repeats, o.warmup_runs)
+    listed = ", ".join(v + ("*" if warm else "") for v, warm in order)
+    footnote = " (* warm-up, discarded)" if o.warmup_runs else ""
+    print(f"torchlint verify: run order {listed}{footnote}", file=err)
+    runs = []
+    for index, (variant, warm) in enumerate(order, 1):
+        code = o.script if variant == VARIANTS[0] else fixed_path
+        result = session.run(variant, code, index, warmup_run=warm)
+        runs.append(result)
+        label = variant + (" (warm-up)" if warm else "")
+        print(f"[{index}/{len(order)}] {label}: {_run_label(result)}", file=err)
+        if index == 2:
+            for note in _torch_notes(runs, session.gpu_reason):
+                print(f"torchlint verify: {note}", file=err)
+        if index % 2 == 0 and not all(
+            any(r.usable for r in runs if r.variant == v) for v in VARIANTS
+        ):
+            break
+    return runs
+
+
+def _report(session: _Session, runs: list[Any], diff: str) -> int:
     from torchlint.verify import plot as plotting
     from torchlint.verify.report import failure, render
     from torchlint.verify.stats import compare, run_metrics
 
+    out, script = session.out, session.options.script
     before = [r for r in runs if r.variant == "original"]
     after = [r for r in runs if r.variant == "fixed"]
-    measured = any(r.usable for r in before) and any(r.usable for r in after)
+    measured = all(any(r.usable and not r.warmup_run for r in v) for v in (before, after))
     comparison = compare(before, after)
-    if gpu_reason is not None:
-        comparison.notes.append(f"no GPU ({gpu_reason}): CPU-side figures only")
-    comparison.notes.extend(_torch_notes(runs, gpu_reason))
+    if session.gpu_reason is not None:
+        comparison.notes.append(
+            f"no GPU ({session.gpu_reason}): CPU-side figures only; {gpu_hint()}"
+        )
+    comparison.notes.extend(_torch_notes(runs, session.gpu_reason))
     if measured:
-        print(render(comparison, runs, str(log_dir)), file=out)
+        print(render(comparison, runs, str(session.log_dir)), file=out)
     else:
         if any(r.usable for r in before):
             print(
@@ -410,27 +318,18 @@ def _report(
         for r in runs:
             if not r.usable:
                 print(failure(r), file=out)
-        print(f"logs of every run: {log_dir}", file=out)
+        print(f"logs of every run: {session.log_dir}", file=out)
     code = EXIT_OK if measured else EXIT_FAILED
-    if json_out is not None:
+    if session.options.json_out is not None:
         data = {
-            "torchlint_verify": 1,
-            "script": str(script),
-            "args": args,
-            "settings": settings,
-            "gpu": {
-                "reason_unavailable": gpu_reason,
-                "devices": [
-                    {"index": d.index, "uuid": d.uuid, "name": d.name, "gpm": d.gpm}
-                    for d in devices
-                ],
-            },
+            **session.header(),
             "diff": diff,
-            "log_dir": str(log_dir),
+            "order": [[r.variant, r.warmup_run] for r in runs],
             "summary": comparison.to_json(),
             "runs": [{**r.to_json(), "metrics": run_metrics(r)} for r in runs],
         }
-        code = max(code, _write(json_out, json.dumps(data, indent=1, default=str), out))
+        code = max(code, _write(session.options.json_out, data, out))
+    plot = session.options.plot
     if plot is not None and measured:
         try:
             plotting.write(plot, runs, comparison, title=f"torchlint verify {script.name}")
@@ -441,7 +340,8 @@ def _report(
     return code
 
 
-def _write(path: Path, text: str, out: TextIO) -> int:
+def _write(path: Path, data: dict[str, Any], out: TextIO) -> int:
+    text = json.dumps(data, indent=1, default=str)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -451,26 +351,14 @@ def _write(path: Path, text: str, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _tune(
-    spec: Any,
-    script: Path,
-    source: Any,
-    nvml: Any,
-    devices: Sequence[Any],
-    gpu_reason: str | None,
-    log_dir: Path,
-    json_out: Path | None,
-    plot: Path | None,
-    apply: bool,
-    config_file: Path | None,
-    out: TextIO,
-    err: TextIO,
-) -> int:
+def _tune(session: _Session, source: Any) -> int:
     from torchlint.verify import plot as plotting
-    from torchlint.verify.harness import run_once
+    from torchlint.verify.report import failure
+    from torchlint.verify.stats import run_metrics
     from torchlint.verify.tune import render, search
 
-    if gpu_reason is not None:
+    o, out, err = session.options, session.out, session.err
+    if session.gpu_reason is not None:
         print(
             "torchlint verify: without a GPU the batch size is bounded by RAM and the "
             "dataset, not by GPU memory",
@@ -481,9 +369,7 @@ def _tune(
     def trial(size: int | None) -> Any:
         index = len(results) + 1
         label = f"bs={size}" if size is not None else "as-is"
-        result = run_once(
-            spec(label, script, index, batch_size=size, watch_batch_size=True), nvml, devices
-        )
+        result = session.run(label, o.script, index, batch_size=size, watch_batch_size=True)
         if size is None and result.original_batch_size is not None:
             result.variant = f"bs={result.original_batch_size}"
         results.append(result)
@@ -492,41 +378,31 @@ def _tune(
 
     tuning = search(trial)
     print(render(tuning), file=out)
-    print(f"logs of every run: {log_dir}", file=out)
+    print(f"logs of every run: {session.log_dir}", file=out)
     code = EXIT_OK if tuning.largest is not None else EXIT_FAILED
     if tuning.largest is None:
         for r in results:
             if not r.usable:
-                from torchlint.verify.report import failure
-
                 print(failure(r), file=out)
-    if apply and tuning.best is not None:
-        code = max(
-            code, _apply_batch_size(script, source, tuning.best, tuning.start, config_file, out)
-        )
-    if json_out is not None:
-        from torchlint.verify.stats import run_metrics
-
+    if o.apply and tuning.best is not None:
+        code = max(code, _apply_batch_size(o, source, tuning.best, tuning.start, out))
+    if o.json_out is not None:
         data = {
-            "torchlint_verify": 1,
-            "script": str(script),
-            "gpu": {"reason_unavailable": gpu_reason},
-            "log_dir": str(log_dir),
+            **session.header(),
             "tuning": tuning.to_json(),
             "runs": [{**r.to_json(), "metrics": run_metrics(r)} for r in results],
         }
-        code = max(code, _write(json_out, json.dumps(data, indent=1, default=str), out))
-    if plot is not None and any(r.usable for r in results):
+        code = max(code, _write(o.json_out, data, out))
+    if o.plot is not None and any(r.usable for r in results):
         names = list(dict.fromkeys(r.variant for r in results if r.usable))
-        plotting.write(
-            plot, results, None, names, f"torchlint verify --tune-batch-size {script.name}"
-        )
-        print(f"plot written to {plot}", file=out)
+        title = f"torchlint verify --tune-batch-size {o.script.name}"
+        plotting.write(o.plot, results, None, names, title)
+        print(f"plot written to {o.plot}", file=out)
     return code
 
 
 def _apply_batch_size(
-    script: Path, source: Any, best: int, start: int | None, config_file: Path | None, out: TextIO
+    options: VerifyOptions, source: Any, best: int, start: int | None, out: TextIO
 ) -> int:
     """Write `best` into the script through TL001's fix (min-batch-size = best)."""
     from torchlint.config import instantiate
@@ -535,13 +411,14 @@ def _apply_batch_size(
     from torchlint.semantic import Settings
     from torchlint.source import SourceError, write_source
 
+    script = options.script
     if start is not None and best <= start:
         print(f"--apply: the script's batch size {start} is already the best; unchanged", file=out)
         return EXIT_OK
     if "TL001" not in all_rules():
         print(f"--apply: rule TL001 is not available; set batch_size={best} by hand", file=out)
         return EXIT_FAILED
-    config = _load_config(script, config_file)
+    config = _load_config(script, options.config_file)
     settings = Settings(
         options={**config.options, "min-batch-size": best}, target_torch=config.target_torch
     )

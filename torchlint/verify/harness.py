@@ -1,4 +1,4 @@
-"""One measured run of a script in a fresh subprocess, and the A/B alternation.
+"""One measured run of a script in a fresh subprocess, and the order of the runs.
 
 The parent starts the launcher in a new session (its own process group), samples the
 GPUs and the group's CPU time every interval, reads the launcher's channel, and ends
@@ -18,29 +18,35 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.verify.nvml import GpuDevice, GpuSample, Nvml
+from torchlint.verify.options import VerifyOptions
 from torchlint.verify.procs import CpuSample, ProcessTree
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 ENV = "TORCHLINT_VERIFY"
+VARIANTS = ("original", "fixed")
+
+
+def run_order(repeats: int, warmup_runs: int) -> list[tuple[str, bool]]:
+    """(variant, is a warm-up run) in running order: the warm-up runs, then the measured
+    pairs counterbalanced, A B B A A B ..., so a drift (page cache, clocks, heat, other
+    load) favours neither variant."""
+    a, b = VARIANTS
+    order = [(v, True) for _ in range(warmup_runs) for v in (a, b)]
+    for repeat in range(repeats):
+        order += [(v, False) for v in ((a, b) if repeat % 2 == 0 else (b, a))]
+    return order
 
 
 @dataclass
 class RunSpec:
     variant: str  # "original" | "fixed" | "bs=<n>"
-    script: Path  # the user's script (its directory is the working directory)
     code: Path  # the file whose code runs (the script, or the fixed copy)
-    args: Sequence[str]
-    log_dir: Path
     index: int
-    warmup: int = 10
-    steps: int = 50
-    timeout: float = 300.0
-    interval: float = 0.1
-    nproc: int | None = None
+    log_dir: Path
+    options: VerifyOptions  # options.script: the user's script (its directory is the cwd)
     batch_size: int | None = None
     watch_batch_size: bool = False  # report the DataLoaders' batch sizes (tuning)
-    stop_grace: float = 5.0  # after the window closed, how long the script may take to exit
-    kill_wait: float = 3.0  # between SIGINT, SIGTERM and SIGKILL
+    warmup_run: bool = False  # discarded from the comparison
     env: dict[str, str] | None = None
 
 
@@ -66,6 +72,7 @@ class RunResult:
     batch_size: int | None = None
     original_batch_size: int | None = None
     oom: bool = False
+    warmup_run: bool = False
 
     # -- the window -----------------------------------------------------------------------
 
@@ -107,6 +114,7 @@ class RunResult:
         return {
             "variant": self.variant,
             "index": self.index,
+            "warmup_run": self.warmup_run,
             "status": self.status,
             "message": self.message,
             "returncode": self.returncode,
@@ -172,14 +180,15 @@ class _Channel:
 
 
 def command_for(spec: RunSpec) -> list[str]:
-    launch = [LAUNCHER, str(spec.script), *spec.args]
-    if spec.nproc:
+    o = spec.options
+    launch = [LAUNCHER, str(o.script), *o.script_args]
+    if o.nproc_per_node:
         return [
             sys.executable,
             "-m",
             "torch.distributed.run",
             "--standalone",
-            f"--nproc-per-node={spec.nproc}",
+            f"--nproc-per-node={o.nproc_per_node}",
             *launch,
         ]
     return [sys.executable, *launch]
@@ -201,18 +210,20 @@ def run_once(
     """Run the script once and measure it; never raises for the script's own failures."""
     import subprocess
 
+    o = spec.options
     stem = f"{spec.index:02d}-{spec.variant}"
     channel = spec.log_dir / f"{stem}.channel"
     out_path = spec.log_dir / f"{stem}.stdout.log"
     err_path = spec.log_dir / f"{stem}.stderr.log"
     settings = {
         "channel": str(channel),
-        "warmup": spec.warmup,
-        "steps": spec.steps,
-        "code": str(spec.code) if spec.code != spec.script else None,
+        "warmup": o.warmup,
+        "steps": o.steps,
+        "window": o.window,
+        "code": str(spec.code) if spec.code != o.script else None,
         "batch_size": spec.batch_size,
         "watch_batch_size": spec.watch_batch_size,
-        "progress_interval": spec.interval,
+        "progress_interval": o.interval,
     }
     env = dict(spec.env if spec.env is not None else os.environ)
     env[ENV] = json.dumps(settings)
@@ -223,6 +234,7 @@ def run_once(
         stdout_log=str(out_path),
         stderr_log=str(err_path),
         batch_size=spec.batch_size,
+        warmup_run=spec.warmup_run,
     )
     # What runs on the GPUs before we start is someone else's (shared GPU).
     if nvml is not None:
@@ -236,7 +248,7 @@ def run_once(
         try:
             proc = subprocess.Popen(
                 command_for(spec),
-                cwd=str(spec.script.parent),
+                cwd=str(o.script.parent),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -247,8 +259,8 @@ def run_once(
             result.message = f"cannot start Python: {exc}"
             return result
         tree = ProcessTree(proc.pid)
-        deadline = result.started + spec.timeout
-        expected = spec.nproc or 1
+        deadline = result.started + o.timeout
+        expected = o.nproc_per_node or 1
         closed_at: float | None = None
         timed_out = False
         try:
@@ -266,14 +278,14 @@ def run_once(
                         closed_at = now
                 if proc.poll() is not None:
                     break
-                if closed_at is not None and now - closed_at > spec.stop_grace:
-                    result.killed = tree.kill(spec.kill_wait, proc.poll)
+                if closed_at is not None and now - closed_at > o.stop_grace:
+                    result.killed = tree.kill(o.kill_wait, proc.poll)
                     break
                 if now >= deadline:
                     timed_out = True
-                    result.killed = tree.kill(spec.kill_wait, proc.poll)
+                    result.killed = tree.kill(o.kill_wait, proc.poll)
                     break
-                time.sleep(max(0.0, spec.interval - (time.monotonic() - now)))
+                time.sleep(max(0.0, o.interval - (time.monotonic() - now)))
         except BaseException:  # Ctrl-C in the parent: leave nothing running
             tree.kill(1.0, proc.poll)
             raise
@@ -281,7 +293,7 @@ def run_once(
             proc.poll()
         if tree.alive():  # the script exited, something it started did not
             result.leftovers = len(tree.refresh()) or 1
-            signal = tree.kill(spec.kill_wait, proc.poll)
+            signal = tree.kill(o.kill_wait, proc.poll)
             result.killed = result.killed or signal
         try:
             result.returncode = proc.wait(timeout=10)
@@ -290,11 +302,11 @@ def run_once(
         result.ended = time.monotonic()
     result.events.extend(reader.read())
     result.stderr_tail = _tail(err_path)
-    _classify(result, spec, timed_out, closed_at is not None)
+    _classify(result, o, timed_out, closed_at is not None)
     return result
 
 
-def _classify(result: RunResult, spec: RunSpec, timed_out: bool, closed: bool) -> None:
+def _classify(result: RunResult, o: VerifyOptions, timed_out: bool, closed: bool) -> None:
     events = result.events
     for e in events:
         if e.get("event") == "batch_size":
@@ -309,18 +321,18 @@ def _classify(result: RunResult, spec: RunSpec, timed_out: bool, closed: bool) -
         result.status = "ok"
         if result.killed:
             result.message = (
-                f"the script did not exit within {spec.stop_grace:g}s of the stop request; "
+                f"the script did not exit within {o.stop_grace:g}s of the stop request; "
                 f"its processes were ended with {result.killed}"
             )
         return
-    want = spec.warmup + spec.steps
+    want = o.warmup + o.steps
     if timed_out:
         result.status = "timeout"
         steps = max((int(e.get("steps", 0)) for e in events if "steps" in e), default=0)
         where = "inside" if opened else "before"
         result.message = (
-            f"timed out after {spec.timeout:g}s {where} the measurement window "
-            f"({steps} of {want} optimizer steps); every process of the run was ended "
+            f"timed out after {o.timeout:g}s {where} the measurement window "
+            f"({steps} of at least {want} optimizer steps); every process of the run was ended "
             f"with {result.killed or 'no signal'}"
         )
         return
@@ -337,13 +349,14 @@ def _classify(result: RunResult, spec: RunSpec, timed_out: bool, closed: bool) -
     if hook_error is not None and not opened:
         result.status = "no-window"
         result.message = f"cannot count steps: {hook_error.get('message')}"
-    elif opened and steps > spec.warmup:
+    elif opened and steps > o.warmup:
         result.status = "partial"
         result.message = (
-            f"the script finished after {steps} optimizer steps, before the window's "
-            f"{want}; measured {steps - spec.warmup} steps"
+            f"the script finished {steps - o.warmup} optimizer steps into the measurement "
+            f"window, before it closed (at least --steps {o.steps} and --window {o.window:g}s); "
+            "measured those"
         )
-    elif steps == 0 and int(end.get("batches", 0)) == 0:
+    elif steps == 0 and int(end.get("loader_batches", 0)) == 0:
         result.status = "no-window"
         result.message = (
             "the script finished without iterating a DataLoader or stepping an optimizer "
@@ -358,7 +371,7 @@ def _classify(result: RunResult, spec: RunSpec, timed_out: bool, closed: bool) -
         result.status = "no-window"
         result.message = (
             f"the script finished after {steps} optimizer steps, before the measurement "
-            f"window ({want} = --warmup {spec.warmup} + --steps {spec.steps}); lower them "
+            f"window ({want} = --warmup {o.warmup} + --steps {o.steps}); lower them "
             "or give the script more work"
         )
 

@@ -6,11 +6,14 @@ script itself imports torch. Its settings arrive in the ``TORCHLINT_VERIFY`` env
 variable (JSON); what it measures leaves as JSON lines in a channel file, one per rank,
 never through the script's stdout.
 
-Counted without editing the script: batches and samples yielded by DataLoader iterators
-and optimizer steps (a global optimizer step hook; with several optimizers only the first
-one stepped counts). After ``warmup`` steps the measurement window opens; after ``steps``
-more it closes and `StopRun`, a BaseException that ``except Exception`` cannot swallow,
-ends the script; then the launcher runs the atexit handlers and exits.
+Counted without editing the script: optimizer steps (a global optimizer step hook; with
+several optimizers only the first one stepped counts) and the batches and samples that feed
+them: at each step, those yielded since the previous step by the DataLoader iterator that
+yielded the last batch (the training loader). Batches of other loaders (validation) are
+left out. After ``warmup`` steps the measurement window opens; it closes at the first step
+after at least ``steps`` more and ``window`` seconds, and `StopRun`, a BaseException that
+``except Exception`` cannot swallow, ends the script; then the launcher runs the atexit
+handlers and exits.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Counter:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.warmup = int(settings["warmup"])
         self.steps = int(settings["steps"])
+        self.window = float(settings.get("window", 0.0))
         self.batch_size = settings.get("batch_size")
         self.watch_batch_size = bool(settings.get("watch_batch_size"))
         self.progress_every = float(settings.get("progress_interval", 0.1))
@@ -87,11 +91,15 @@ class Counter:
         self.pid = os.getpid()
         path = f"{settings['channel']}.{self.rank}.jsonl"
         self.out = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives until exit
-        self.batches = 0
+        self.batches = 0  # batches and samples that fed optimizer steps
         self.samples = 0
+        self.loader_batches = 0  # every batch of every DataLoader
+        self.pending: dict[int, list[int]] = {}  # iterator id -> [batches, samples] since a step
+        self.last_iterator = 0  # id() of the iterator that yielded the last batch
         self.opt_steps = 0
         self.first_optimizer: int | None = None
         self.phase = 0  # 0: warm-up, 1: window open, 2: window closed
+        self.opened_at = 0.0
         self.next_progress = 0.0
         self.torch: Any = None
         self.undo: list[Any] = []
@@ -113,15 +121,19 @@ class Counter:
             "steps": self.opt_steps,
             "batches": self.batches,
             "samples": self.samples,
+            "loader_batches": self.loader_batches,
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "maxrss_kb": usage.ru_maxrss,
         }
 
     # -- hooks ----------------------------------------------------------------------------
 
-    def on_batch(self, batch: Any) -> None:
-        self.batches += 1
-        self.samples += batch_len(batch)
+    def on_batch(self, iterator: object, batch: Any) -> None:
+        self.loader_batches += 1
+        self.last_iterator = id(iterator)
+        counts = self.pending.setdefault(self.last_iterator, [0, 0])
+        counts[0] += 1
+        counts[1] += batch_len(batch)
         if self.phase == 2:
             raise StopRun
 
@@ -131,11 +143,21 @@ class Counter:
         elif id(optimizer) != self.first_optimizer:
             return
         self.opt_steps += 1
+        fed = self.pending.get(self.last_iterator)
+        if fed is not None:
+            self.batches += fed[0]
+            self.samples += fed[1]
+        self.pending.clear()
         if self.phase == 0 and self.opt_steps >= self.warmup:
             self._sync()
             self.phase = 1
+            self.opened_at = time.monotonic()
             self.emit("window_open", **self.counts(), **self._device())
-        elif self.phase == 1 and self.opt_steps >= self.warmup + self.steps:
+        elif (
+            self.phase == 1
+            and self.opt_steps >= self.warmup + self.steps
+            and time.monotonic() - self.opened_at >= self.window
+        ):
             self._sync()
             self.phase = 2
             self.emit("window_close", **self.counts(), peak_memory=self._peak_memory())
@@ -201,7 +223,7 @@ class Counter:
             @functools.wraps(original_next)
             def __next__(it: Any) -> Any:
                 batch = original_next(it)
-                counter.on_batch(batch)
+                counter.on_batch(it, batch)
                 return batch
 
             base.__next__ = __next__

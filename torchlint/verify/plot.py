@@ -1,7 +1,9 @@
-"""--plot: throughput and utilization over each run's window, both variants overlaid.
+"""--plot: throughput and utilization over each measured run's window, both variants
+overlaid (every point marked, so a run with one point still shows).
 
-HTML is a self-contained page with inline SVG (no dependency); PNG needs matplotlib,
-which torchlint does not depend on.
+HTML is a self-contained page: the report's table, verdict, notes and warnings, and
+inline SVG charts (no dependency); PNG (charts and verdict) needs matplotlib, which
+torchlint does not depend on.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 import html
 import itertools
 import math
+import statistics
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from torchlint.verify.harness import RunResult
 from torchlint.verify.nvml import normalize_uuid
+from torchlint.verify.report import cells, remarks, table_note
 from torchlint.verify.stats import Comparison, used_uuids
 
 COLORS = ("#1f77b4", "#e8590c", "#2f9e44", "#9c36b5")
@@ -86,8 +91,16 @@ def utilization_series(result: RunResult) -> tuple[str, Series]:
             (t - span[0], sum(v) / len(v)) for t, v in sorted(ticks.items())
         ]
     cpu = [c for c in result.cpu if span[0] <= c.t <= span[1]]
+    if len(cpu) < 2:  # a window shorter than the interval: the samples around it
+        before = [c for c in result.cpu if c.t < span[0]][-1:]
+        after = [c for c in result.cpu if c.t > span[1]][:1]
+        cpu = [*before, *cpu, *after]
+    duration = span[1] - span[0]
     series = [
-        ((a.t + b.t) / 2 - span[0], (b.cpu_s - a.cpu_s) / (b.t - a.t))
+        (
+            min(max((a.t + b.t) / 2 - span[0], 0.0), duration),
+            (b.cpu_s - a.cpu_s) / (b.t - a.t),
+        )
         for a, b in itertools.pairwise(cpu)
         if b.t > a.t
     ]
@@ -151,6 +164,11 @@ def _panel(
             f"{left + x / xmax * pw:.1f},{top + ph - y / ymax * ph:.1f}" for x, y in series
         )
         svg.append(f'<polyline points="{coords}" stroke="{color}" class="line"/>')
+        svg.extend(
+            f'<circle cx="{left + x / xmax * pw:.1f}" cy="{top + ph - y / ymax * ph:.1f}" '
+            f'r="2.5" fill="{color}"/>'
+            for x, y in series
+        )
     for variant, value in medians:  # dashed: the median over the repeats
         color = COLORS[names.index(variant) % len(COLORS)] if variant in names else "#555"
         y = top + ph - value / ymax * ph
@@ -172,14 +190,14 @@ def html_page(
     names: Sequence[str],
     title: str,
 ) -> str:
-    throughput = [(r.variant, r.index, throughput_series(r)) for r in runs if r.usable]
+    measured = [r for r in runs if r.usable and not r.warmup_run]
+    throughput = [(r.variant, r.index, throughput_series(r)) for r in measured]
     util_label = "utilization"
     util = []
-    for r in runs:
-        if r.usable:
-            label, series = utilization_series(r)
-            util_label = label or util_label
-            util.append((r.variant, r.index, series))
+    for r in measured:
+        label, series = utilization_series(r)
+        util_label = label or util_label
+        util.append((r.variant, r.index, series))
     width, panel = 860, 230
     svg = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{2 * panel + 40}" '
@@ -193,9 +211,9 @@ def html_page(
     row = comparison.row("samples_per_s") if comparison is not None else None
     if row is not None:
         medians = [
-            (name, spread.median)
-            for name, spread in zip(names, (row.before, row.after), strict=False)
-            if spread is not None
+            (name, statistics.median(values))
+            for name, values in zip(names, (row.before, row.after), strict=False)
+            if values
         ]
     svg += _panel("Throughput (samples/s)", throughput, names, 0, width, panel, medians)
     svg += _panel(util_label, util, names, panel, width, panel)
@@ -208,15 +226,43 @@ def html_page(
         x += 30 + 8 * len(name)
     svg.append(
         f'<text x="{x + 10}" y="{2 * panel + 21}" class="legend">'
-        "(one line per run; runs alternated)</text>"
+        "(one line per measured run; warm-up runs left out)</text>"
     )
     svg.append("</svg>")
-    verdict = html.escape(comparison.verdict) if comparison else ""
+    body = [f"<h2>{html.escape(title)}</h2>"]
+    if comparison is not None:
+        pair = (names[0], names[1])
+        rows = cells(comparison, pair)
+        body.append(f"<p><b>verdict:</b> {html.escape(comparison.verdict)}</p>")
+        body.append("<table style='border-collapse:collapse'>")
+        for i, cols in enumerate(rows):
+            tag = "th" if i == 0 else "td"
+            tds = "".join(
+                f"<{tag} style='padding:2px 8px;text-align:{'left' if j == 0 else 'right'}'>"
+                f"{html.escape(c)}</{tag}>"
+                for j, c in enumerate(cols)
+            )
+            body.append(f"<tr>{tds}</tr>")
+        body.append("</table>")
+        body.append(f"<p style='font-size:small'>{html.escape(table_note(pair))}</p>")
+        notes = remarks(comparison, runs)
+        if notes:
+            body.append(
+                "<ul>"
+                + "".join(
+                    f"<li><pre style='white-space:pre-wrap;margin:0'>{html.escape(n)}</pre></li>"
+                    for n in notes
+                )
+                + "</ul>"
+            )
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title></head>\n"
         "<body style='font-family:sans-serif;max-width:900px'>\n"
-        f"<h2>{html.escape(title)}</h2>\n<p>{verdict}</p>\n" + "\n".join(svg) + "\n</body></html>\n"
+        + "\n".join(body)
+        + "\n"
+        + "\n".join(svg)
+        + "\n</body></html>\n"
     )
 
 
@@ -236,22 +282,23 @@ def png(
     util_label = "utilization"
     seen: set[str] = set()
     for r in runs:
-        if not r.usable:
+        if not r.usable or r.warmup_run:
             continue
         color = COLORS[names.index(r.variant) % len(COLORS)] if r.variant in names else "#555"
         label = r.variant if r.variant not in seen else None
         seen.add(r.variant)
         t = throughput_series(r)
         if t:
-            top.plot(*zip(*t, strict=True), color=color, label=label, lw=1.5)
+            top.plot(*zip(*t, strict=True), color=color, label=label, lw=1.5, marker="o", ms=3)
         util_label, u = utilization_series(r)
         if u:
-            bottom.plot(*zip(*u, strict=True), color=color, lw=1.5)
+            bottom.plot(*zip(*u, strict=True), color=color, lw=1.5, marker="o", ms=3)
     top.set_ylabel("samples/s")
     bottom.set_ylabel(util_label or "utilization")
     bottom.set_xlabel("seconds since the measurement window opened")
     top.legend()
-    top.set_title(f"{title}\n{comparison.verdict if comparison else ''}", fontsize=10)
+    verdict = textwrap.fill(comparison.verdict, 110) if comparison else ""
+    top.set_title(f"{title}\n{verdict}", fontsize=9, loc="left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

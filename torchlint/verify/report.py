@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchlint.verify.harness import RunResult
-from torchlint.verify.stats import Comparison, Spread
+from torchlint.verify.stats import LEVEL, Comparison, Row
 
 UTIL_NOTE = (
     "GPU util is NVML's: the share of time any kernel was running, not how much of the GPU it used"
 )
+BETTER = {True: "higher", False: "lower", None: "-"}
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -28,44 +29,65 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:,.1f}" if value >= 100 else f"{value:.3g}"
     if unit == "cores":
         return f"{value:.2f} cores"
-    return f"{value:.4g} {unit}"
+    return f"{value:.4g} {unit}".rstrip()
 
 
-def _spread(s: Spread | None) -> str:
-    if s is None:
+def _interval(row: Row) -> str:
+    e = row.estimate
+    if e is None or e.lo is None or e.hi is None:
         return "-"
-    if len(s.values) < 2:
-        return "n=1"
-    return f"±{s.relative / 2:.1%}"
+    return f"{e.lo:.2f}x-{e.hi:.2f}x" + (" *" if e.decided else "")
 
 
-def _ratio(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{ratio:.2f}x"
-
-
-def table(comparison: Comparison, names: tuple[str, str] = ("original", "fixed")) -> str:
-    header = ["metric", names[0], names[1], "ratio", f"spread {names[0]} | {names[1]}"]
+def cells(
+    comparison: Comparison, names: tuple[str, str] = ("original", "fixed")
+) -> list[list[str]]:
+    """The table's header and rows, as text cells (the terminal and the HTML page)."""
+    header = [
+        "metric",
+        names[0],
+        names[1],
+        f"{names[1]}/{names[0]}",
+        f"{LEVEL:.0%} interval",
+        "better",
+    ]
     rows = [header]
     for r in comparison.rows:
         unit = r.metric.unit
+        e = r.estimate
         rows.append(
             [
                 r.metric.label,
-                fmt(r.before.median if r.before else None, unit),
-                fmt(r.after.median if r.after else None, unit),
-                _ratio(r.ratio),
-                f"{_spread(r.before)} | {_spread(r.after)}",
+                fmt(Row.median(r.before), unit),
+                fmt(Row.median(r.after), unit),
+                "-" if e is None else f"{e.ratio:.2f}x",
+                _interval(r),
+                BETTER[r.metric.higher_is_better],
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return rows
+
+
+def table_note(names: tuple[str, str] = ("original", "fixed")) -> str:
+    return (
+        f"{names[1]}/{names[0]}: the median of the ratios over every pair of runs "
+        f"(Hodges-Lehmann); interval: exact Mann-Whitney, {LEVEL:.0%} or just above "
+        "(* it excludes 1x); better: which way a ratio is an improvement"
+    )
+
+
+def table(comparison: Comparison, names: tuple[str, str] = ("original", "fixed")) -> str:
+    rows = cells(comparison, names)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for i, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
+        out = [row[0].ljust(widths[0])] + [
             c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
         ]
-        lines.append("  ".join(cells).rstrip())
+        lines.append("  ".join(out).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    lines.append(table_note(names))
     return "\n".join(lines)
 
 
@@ -78,35 +100,35 @@ def failure(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+def remarks(comparison: Comparison, runs: Sequence[RunResult]) -> list[str]:
+    """What the table needs said: notes, warnings, runs that failed or had to be ended."""
+    out = []
+    if comparison.row("gpu_util") is not None:
+        note = UTIL_NOTE
+        if comparison.row("sm_activity") is None:
+            note += " (SM activity needs GPM: Hopper or newer)"
+        out.append(f"note: {note}.")
+    for label, devices in comparison.per_device.items():
+        utils = ", ".join(f"{uuid[:12]} {fmt(u, '%')}" for uuid, u in devices.items())
+        out.append(f"note: GPU util per device, median over the runs of {label}: {utils}")
+    out.extend(f"note: {note}" for note in comparison.notes)
+    out.extend(f"warning: {w}" for w in comparison.warnings)
+    for r in runs:
+        if r.usable and (r.killed or r.leftovers):
+            extra = f" ({r.leftovers} leftover process(es) ended)" if r.leftovers else ""
+            out.append(f"note: run {r.index} ({r.variant}): {r.message}{extra}".rstrip())
+        elif not r.usable:
+            out.append(failure(r))
+    return out
+
+
 def render(
     comparison: Comparison,
     runs: Sequence[RunResult],
     log_dir: str,
     names: tuple[str, str] = ("original", "fixed"),
 ) -> str:
-    out = [table(comparison, names), ""]
-    if comparison.row("gpu_util") is not None:
-        note = UTIL_NOTE
-        if comparison.row("sm_activity") is None:
-            note += " (SM activity needs GPM: Hopper or newer)"
-        out.append(f"note: {note}.")
-    if comparison.per_device:
-        out.append("GPU util per device (median over repeats):")
-        for label, devices in comparison.per_device.items():
-            cells = ", ".join(f"{uuid[:12]} {fmt(u, '%')}" for uuid, u in devices.items())
-            out.append(f"  {label}: {cells}")
-    for note in comparison.notes:
-        out.append(f"note: {note}")
-    for w in comparison.warnings:
-        out.append(f"warning: {w}")
-    for r in runs:
-        if not r.usable or r.killed or r.leftovers:
-            if r.usable:
-                extra = f" ({r.leftovers} leftover process(es) ended)" if r.leftovers else ""
-                out.append(f"note: run {r.index} ({r.variant}): {r.message}{extra}".rstrip())
-            else:
-                out.append(failure(r))
-    out.append("")
+    out = [table(comparison, names), "", *remarks(comparison, runs), ""]
     out.append(f"verdict: {comparison.verdict}")
     out.append(f"logs of every run: {log_dir}")
-    return "\n".join(line for line in out)
+    return "\n".join(out)
