@@ -364,7 +364,7 @@ def _tune(session: _Session, source: Any) -> int:
             "dataset, not by GPU memory",
             file=err,
         )
-    results = []
+    results: list[Any] = []
 
     def trial(size: int | None) -> Any:
         index = len(results) + 1

@@ -226,7 +226,7 @@ class Counter:
                 counter.on_batch(it, batch)
                 return batch
 
-            base.__next__ = __next__
+            setattr(base, "__next__", __next__)  # noqa: B010 (a method of torch's class)
             handle = register_optimizer_step_post_hook(self.on_step)
             self.undo = [lambda: setattr(base, "__next__", original_next), handle.remove]
             if self.batch_size is not None or self.watch_batch_size:
@@ -245,7 +245,7 @@ class Counter:
         DataLoader that uses automatic batching (batch-size tuning)."""
         import inspect
 
-        original_init = loader_class.__init__
+        original_init = getattr(loader_class, "__init__")  # noqa: B009 (the class's, unbound)
         signature = inspect.signature(original_init)
         counter = self
 
@@ -266,7 +266,7 @@ class Counter:
                 bound.arguments["batch_size"] = used
             original_init(*bound.args, **bound.kwargs)
 
-        loader_class.__init__ = __init__
+        setattr(loader_class, "__init__", __init__)  # noqa: B010
 
 
 class _TorchWatcher(importlib.abc.MetaPathFinder):

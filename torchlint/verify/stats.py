@@ -110,7 +110,7 @@ def run_metrics(result: RunResult) -> dict[str, Any]:
     m["samples_per_step"] = sum(per_step) if per_step and batches else None
     m["window_s"] = duration
     m["samples"] = samples
-    peaks = [c.get("peak_memory") for _, c in windows.values() if c.get("peak_memory")]
+    peaks = [c["peak_memory"] for _, c in windows.values() if c.get("peak_memory")]
     m["peak_memory"] = max(peaks) if peaks else None
 
     gpu = window_samples(result)
@@ -149,7 +149,7 @@ def run_metrics(result: RunResult) -> dict[str, Any]:
     rss = [c.rss for c in result.cpu if c.t <= span[1]]
     m["peak_rss"] = max(rss) if rss else None
     if m["peak_rss"] is None:
-        kb = [c.get("maxrss_kb") for _, c in windows.values() if c.get("maxrss_kb")]
+        kb = [c["maxrss_kb"] for _, c in windows.values() if c.get("maxrss_kb")]
         m["peak_rss"] = max(kb) * 1024 if kb else None
     return m
 
