@@ -3,20 +3,23 @@
 What: a torch factory (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`,
 `linspace`, `tensor`, `*_like`, `rand`, `randn`, `randint`, `randperm`) whose result
 is immediately moved with `.cuda()` or `.to(<device>)` and nothing else (no dtype,
-no `non_blocking`, no `copy`).
+no `non_blocking`, no `copy`), on every training step: in a training loop that steps
+the optimizer each iteration (or a loop inside one), in the `forward` of a module, or
+in a function they call (two levels). Setup code that runs once, once-per-epoch code,
+inference loops and tests cost a copy or two: left alone.
 
-Why: the tensor is allocated and filled by the CPU, then copied over PCIe with a
-synchronising host-to-device transfer, then the CPU copy is thrown away. Passing
+Why: every step, the tensor is allocated and filled by the CPU, then copied over PCIe
+with a synchronising host-to-device transfer, then the CPU copy is thrown away. Passing
 `device=` creates it where it is used: no copy, no CPU work, no sync. The PyTorch
 Performance Tuning Guide: "Create tensors directly on the target device".
 
 Bad:
-    mask = torch.zeros(batch, seq).cuda()
-    ids = torch.arange(seq).to(device)
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), self.hidden).cuda()
 
 Good:
-    mask = torch.zeros(batch, seq, device="cuda")
-    ids = torch.arange(seq, device=device)
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)
 
 Fix (sometimes safe): pass `device=` to the factory (`.cuda()` becomes
 `device="cuda"`, `.cuda(1)` becomes `device="cuda:1"`). Safe for deterministic
@@ -94,7 +97,7 @@ class CpuTensorThenMoved(Rule):
             ):
                 continue
             device = self._device(module, move)
-            if device is None:
+            if device is None or not module.per_step(move.ctx):
                 continue
             safe = _safe(name, factory)
             spelled = module.module.code_for_node(factory.func)

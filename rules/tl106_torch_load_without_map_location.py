@@ -1,28 +1,35 @@
 """TL106 torch-load-without-map-location: a checkpoint is loaded onto the device it was saved on.
 
 What: `torch.load(...)` without `map_location` (keyword, or the second positional
-argument).
+argument) of model state: the result goes into `load_state_dict` (directly, through a
+subscript such as `torch.load(p)["model"]`, or through a name), or is used as a module
+(`.eval()`, `.to()`, called). Reported where it matters where the tensors land: the
+script is written to run without a GPU too (it asks `torch.cuda.is_available()`, or
+moves to the GPU only on a branch), or it runs as several processes
+(`torch.distributed`, `DistributedDataParallel`). Left alone: loads of other things
+(datasets, arrays, vocabularies: they were saved from the CPU), and checkpoints the
+same file saves (same path or path template): a resume on the setup that wrote them.
 
 Why: without `map_location`, every tensor is restored to the device recorded when it
-was saved, usually `cuda:0`. Every process of a multi-GPU job then allocates the
-whole checkpoint on GPU 0 (out-of-memory, or memory held for the whole run), a
-GPU-saved checkpoint cannot be opened on a machine without CUDA, and a state dict
-that is copied into a model anyway makes a useless round trip through GPU 0.
+was saved, usually `cuda:0`. A GPU-saved checkpoint then cannot be opened on a
+machine without CUDA (the script's CPU path fails), every process of a multi-GPU job
+allocates the whole checkpoint on GPU 0 (out-of-memory, or memory held for the run),
+and a state dict that is copied into a model anyway makes a round trip through GPU 0.
 
 Bad:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.load_state_dict(torch.load("checkpoint.pt"))
-    checkpoint = torch.load(path)
 
 Good:
     model.load_state_dict(torch.load("checkpoint.pt", map_location="cpu"))
     checkpoint = torch.load(path, map_location=device)
 
 Fix (sometimes safe): where the result goes straight into `load_state_dict` (directly,
-or through a subscript such as `torch.load(p)["model"]`), add `map_location="cpu"`.
-Safe because `Module.load_state_dict` copies every value into the existing
-parameters and buffers in place, on their own device, and `Optimizer.load_state_dict`
-casts its state to the device of the parameters; the values are the same. Elsewhere
-the right location depends on how the result is used, so the rule only reports.
+or through a subscript), add `map_location="cpu"`. Safe because
+`Module.load_state_dict` copies every value into the existing parameters and buffers
+in place, on their own device, and `Optimizer.load_state_dict` casts its state to the
+device of the parameters; the values are the same. Elsewhere the right location
+depends on how the result is used, so the rule only reports.
 
 Sources: torch.load docs ("map_location"); PyTorch "Saving and Loading Models"
 tutorial, "Saving & Loading Model Across Devices".
@@ -37,22 +44,34 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic import MISSING, CallSite, Kind, TorchModule
+from torchlint.semantic.syntax import str_value
+
+LOADS = ("torch.load", "torch.serialization.load")
+MODULE_USES = ("eval", "train", "to", "cuda", "parameters", "state_dict", "forward")
+DISTRIBUTED = ("torch.distributed.", "torch.nn.parallel.DistributedDataParallel")
 
 
-def _into_load_state_dict(module: TorchModule) -> set[int]:
-    """ids of expressions passed as the state dict of a `.load_state_dict(...)` call."""
-    found: set[int] = set()
-    for call in module.method_calls("load_state_dict"):
-        args = call.node.args
-        state = call.kwarg("state_dict")
-        if state is MISSING and args and args[0].keyword is None and not args[0].star:
-            state = args[0].value
-        while isinstance(state, cst.Subscript):
-            state = state.value
-        if state is not MISSING:
-            found.add(id(state))
-    return found
+def _state_argument(call: CallSite) -> cst.BaseExpression:
+    """What a `.load_state_dict(...)` call loads, subscripts peeled (`ckpt["model"]`)."""
+    state = call.arg("state_dict", index=0)
+    while isinstance(state, cst.Subscript):
+        state = state.value
+    return state
+
+
+def _template(module: TorchModule, path: cst.BaseExpression) -> str:
+    """What identifies a checkpoint path: its leading string (a `%`/`.format`/f-string
+    template), else its code."""
+    node: cst.CSTNode = path
+    if isinstance(node, cst.BinaryOperation):
+        node = node.left
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        node = node.func.value  # "...".format(...)
+    text = str_value(node)
+    if text is None and isinstance(node, cst.FormattedString):
+        text = "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
+    return text or module.module.code_for_node(path)
 
 
 class TorchLoadWithoutMapLocation(Rule):
@@ -62,21 +81,40 @@ class TorchLoadWithoutMapLocation(Rule):
     tokens = ("load(",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        loads = module.calls_to("torch.load", "torch.serialization.load")
+        loads = module.calls_to(*LOADS)
         if not loads:
             return
-        into_state = _into_load_state_dict(module)
+        distributed = any(q.startswith(DISTRIBUTED) for q in module.qualnames_called)
+        if not distributed and not module.runs_without_gpu:
+            return
+        direct = {id(_state_argument(c)) for c in module.method_calls("load_state_dict")}
+        states = {  # names whose value is loaded into a module
+            id(symbol)
+            for c in module.method_calls("load_state_dict")
+            if (symbol := c.scope.lookup_expr(_state_argument(c))) is not None
+        }
+        saved = {
+            _template(module, c.node.args[1].value)
+            for c in module.calls_to("torch.save", "torch.serialization.save")
+            if len(c.node.args) > 1 and c.node.args[1].keyword is None
+        }
         for call in loads:
             if call.has_star_args or call.kwarg("map_location") is not MISSING:
                 continue
             if len(call.positional) >= 2:
                 continue  # torch.load(f, map_location)
+            path = call.arg("f", index=0)
+            if path is not MISSING and _template(module, path) in saved:
+                continue  # this file's own checkpoint, reloaded on the setup that wrote it
+            into_state = id(call.node) in direct
+            if not into_state and not self._model_state(module, call, states):
+                continue
+            where = "every process fills GPU 0" if distributed else "it fails on the CPU-only path"
             message = (
                 "`torch.load` without `map_location` restores every tensor to the device it "
-                "was saved from (usually cuda:0): each process fills GPU 0 and CPU-only "
-                "machines cannot load it; pass `map_location`"
+                f"was saved from (usually cuda:0): {where}; pass `map_location`"
             )
-            if id(call.node) not in into_state:
+            if not into_state:
                 yield self.diagnostic(call.node, message)
                 continue
             yield self.diagnostic(
@@ -91,3 +129,19 @@ class TorchLoadWithoutMapLocation(Rule):
                     ),
                 ),
             )
+
+    @staticmethod
+    def _model_state(module: TorchModule, call: CallSite, states: set[int]) -> bool:
+        """The load is bound to a name that goes into `load_state_dict`, or that is used
+        as a module (`model = torch.load(path); model.eval()`)."""
+        binding = module.binding_of(call.node)
+        if binding is None or binding.kind is not Kind.ASSIGN:
+            return False
+        if id(binding.symbol) in states:
+            return True
+        uses = module.facts.calls_by_method
+        return any(
+            c.receiver is not None and c.scope.lookup_expr(c.receiver) is binding.symbol
+            for m in MODULE_USES
+            for c in uses.get(m, ())
+        ) or any(c.scope.lookup_expr(c.node.func) is binding.symbol for c in module.calls)

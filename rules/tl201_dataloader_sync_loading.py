@@ -1,13 +1,16 @@
 """TL201 dataloader-sync-loading: DataLoader loads batches on the main process.
 
-What: a `torch.utils.data.DataLoader` built without `num_workers` (or with
-`num_workers=0`) loads and collates every batch in the training process itself.
+What: a `torch.utils.data.DataLoader` without `num_workers` (or with `num_workers=0`)
+whose batches feed a training loop of this file (a backward pass and an optimizer step
+per batch), in a file that trains on a GPU (see TL202 for what counts). Left alone:
+datasets already in memory (`TensorDataset`, a list of tensors: nothing to decode,
+workers only add start-up and transfer overhead), an `IterableDataset` (workers would
+each yield the whole stream unless it shards itself), loaders only evaluated or used
+once, CPU-only scripts, and loaders built from `**kwargs`.
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one
-trains. The PyTorch Performance Tuning Guide puts "enable async data loading"
-first. An explicit `num_workers=0` is a deliberate choice in tests and debugging,
-so it is reported only when that loader feeds a training loop in the same file.
+trains. The PyTorch Performance Tuning Guide puts "enable async data loading" first.
 
 Bad:
     loader = DataLoader(train_set, batch_size=64, shuffle=True)
@@ -19,11 +22,19 @@ Fix (unsafe): set `num_workers=NUM_WORKERS`, defined once after the imports as t
 CPU cores this process may use (`os.sched_getaffinity`, else `os.cpu_count()`),
 shared among the processes torchrun starts on the machine (`LOCAL_WORLD_SIZE`),
 minus one for the main process, and at least 1. Unsafe because each worker holds a
-copy of the dataset (memory), an `IterableDataset` without per-worker sharding
-yields duplicates, and random augmentations draw from per-worker seeds.
+copy of the dataset (memory), and random augmentations draw from per-worker seeds.
+Offered only where workers can start: under the `spawn` start method (macOS, Windows)
+and `forkserver` (Linux's default from Python 3.14) each worker re-imports the script
+and unpickles the dataset, so the loops over the loader (where workers start) must run
+under `if __name__ == "__main__":` (or in a function only called from there), and
+`collate_fn`, `worker_init_fn` and the dataset must not hold a lambda or a nested
+function; in a notebook, workers cannot import the classes and functions the notebook
+defines. Where one
+of these fails, the finding says which and no fix is made.
 
 Sources: PyTorch Performance Tuning Guide, "Enable async data loading and
-augmentation"; torch.utils.data docs, "Single- and Multi-process Data Loading".
+augmentation"; torch.utils.data docs, "Single- and Multi-process Data Loading" and
+"Platform-specific behaviors"; multiprocessing docs, "Safe importing of main module".
 """
 
 from __future__ import annotations
@@ -44,21 +55,28 @@ class DataLoaderSyncLoading(Rule):
     tokens = ("DataLoader",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if not module.uses_gpu:
+            return
         for loader in module.dataloaders:
-            if loader.opaque:
+            if loader.opaque or not loader.feeds_training:
                 continue
             workers = loader.arg("num_workers")
-            if workers is MISSING:
-                what = "DataLoader without `num_workers` loads every batch on the main process"
-            elif int_value(workers) == 0 and loader.feeds_training:
-                what = (
-                    "`num_workers=0` on a training DataLoader loads every batch on the main process"
-                )
-            else:
+            if workers is not MISSING and int_value(workers) != 0:
                 continue
+            if module.in_memory(loader) or module.iterable_dataset(loader):
+                continue
+            what = (
+                "DataLoader without `num_workers`"
+                if workers is MISSING
+                else "`num_workers=0` on a training DataLoader"
+            )
+            message = (
+                f"{what} loads every batch on the main process while the GPU waits; set "
+                "`num_workers` to the CPU cores per process minus one"
+            )
+            hazard = module.workers_hazard(loader)
             yield self.diagnostic(
                 loader.call.node,
-                f"{what} while the GPU waits; set `num_workers` to the CPU cores per process "
-                "minus one so batches are prepared in parallel",
-                fix=loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
+                f"{message} (not fixed: {hazard})" if hazard else message,
+                fix=None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
             )

@@ -1,16 +1,19 @@
 """TL202 dataloader-no-pin-memory: batches for the GPU are loaded into pageable memory.
 
 What: a `torch.utils.data.DataLoader` without `pin_memory` (or with
-`pin_memory=False` on a loader that feeds a training loop in the same file), in a
-file that uses CUDA: it mentions a CUDA device (`"cuda"`, `.cuda()`,
-`torch.cuda.*`), or is Lightning/Accelerate/DeepSpeed/transformers Trainer code,
-which trains on the GPU when there is one.
+`pin_memory=False`) whose batches feed a training loop of this file (a backward pass
+and an optimizer step per batch), in a file that trains on a GPU: a device that is a
+GPU on some branch (`"cuda"`, `torch.device("cuda" if ... else "cpu")`,
+`torch.accelerator.current_accelerator()`, a `--device` option defaulting to "cuda"),
+`.cuda()`, `torch.cuda.*`, or Lightning/Accelerate/DeepSpeed/transformers Trainer code,
+which trains on the GPU when there is one. Loaders only evaluated, or used for a batch
+of samples now and then, are left alone: their copies are not on the training path.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin
 thread puts batches in page-locked memory, the copy runs at full PCIe bandwidth and
-`non_blocking=True` copies (TL105) overlap compute. An explicit `pin_memory=False`
-on an evaluation loader, or in a CPU-only file, is a choice and left alone.
+`non_blocking=True` copies (TL105) overlap compute. In a CPU-only file there is
+nothing to copy to.
 
 Bad:
     loader = DataLoader(dataset, batch_size=64, shuffle=True)
@@ -48,12 +51,12 @@ class DataLoaderNoPinMemory(Rule):
         if not module.dataloaders or not module.uses_gpu:
             return
         for loader in module.dataloaders:
-            if loader.opaque:
+            if loader.opaque or not loader.feeds_training:
                 continue
             pin = loader.arg("pin_memory")
             if pin is MISSING:
                 what = "DataLoader without `pin_memory`"
-            elif bool_value(pin) is False and loader.feeds_training:
+            elif bool_value(pin) is False:
                 what = "`pin_memory=False` on a training DataLoader"
             else:
                 continue

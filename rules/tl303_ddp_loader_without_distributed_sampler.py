@@ -43,7 +43,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, Kind, TorchModule
+from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.syntax import dotted_name, is_none
 
 SAMPLER = "torch.utils.data.DistributedSampler"
@@ -54,7 +54,6 @@ SHARDED_WRAPPERS = (
     "torch.distributed.fsdp.fully_shard",
     "torch.distributed._composable.fsdp.fully_shard",
 )
-ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 
 
 def spell_sampler(module: TorchModule, scope) -> tuple[str, Import | None]:
@@ -81,7 +80,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             if not _none(loader.arg("sampler")) or not _none(loader.arg("batch_sampler")):
                 continue
-            if _iterable_dataset(module, loader):
+            if module.iterable_dataset(loader):
                 continue
             yield self.diagnostic(
                 loader.call.node,
@@ -94,31 +93,6 @@ class DdpLoaderWithoutDistributedSampler(Rule):
 
 def _none(value: cst.BaseExpression) -> bool:
     return value is MISSING or is_none(value)
-
-
-def _iterable_dataset(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """A dataset built from a class deriving from `IterableDataset` (no sampler possible)."""
-    dataset = loader.arg("dataset")
-    if dataset is MISSING:
-        return False
-    scope = loader.call.scope
-    values = [(dataset, scope)]
-    values += [
-        (b.value, b.ctx.scope)
-        for b in module.bindings(dataset, scope)
-        if b.kind is Kind.ASSIGN and b.value is not None
-    ]
-    for value, where in values:
-        if not isinstance(value, cst.Call):
-            continue
-        if module.resolve(value.func, where) == ITERABLE_DATASET:
-            return True
-        cls = module.functions.class_scope(value.func, where)
-        if cls is not None and cls.parent is not None:
-            assert isinstance(cls.node, cst.ClassDef)
-            if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
-                return True
-    return False
 
 
 def _fix(module: TorchModule, loader: DataLoaderSite) -> Fix | None:

@@ -1,12 +1,17 @@
 """TL401 host-sync-in-training-loop: the training loop waits for the GPU every step.
 
-What: inside a training loop (a loop whose body calls `.backward()` and an optimizer
-`.step()`), on every step: `.item()`, `.tolist()`, `.cpu()`, `.numpy(force=True)`,
-`float(...)` / `int(...)` / `print(...)` of the loss or a model output (f-strings
-and `str.format` included), or `torch.cuda.synchronize()`. Calls under a periodic
-condition (`if step % 100 == 0:`, `if not i % log_every:`) are not reported, nor is
-anything outside the per-step loop (once per epoch is fine). Only files that use
-CUDA are checked (on the CPU there is nothing to wait for).
+What: inside a training loop, on every step (the loop runs a backward pass and an
+optimizer step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a
+warm-up wrapper's method that steps one; a scheduler's `.step()` is not one):
+`.item()`, `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` /
+`print(...)` of the loss or a model output (f-strings and `str.format` included), or
+`torch.cuda.synchronize()`. Not reported: calls under a periodic condition (`if step %
+100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
+is fine), and a value the loop needs on the host to decide what to do (`if not
+math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
+loop: a NaN guard, early stopping). One finding per statement (a progress `print` of
+several values is one sync). Only files that use a GPU are checked (on the CPU there is
+nothing to wait for); a device from `torch.accelerator` counts.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -51,7 +56,7 @@ from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.syntax import contains, dotted_name
+from torchlint.semantic.syntax import children, contains, dotted_name, names_read
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
@@ -74,16 +79,21 @@ class HostSyncInTrainingLoop(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.uses_gpu:
             return
-        seen: set[int] = set()
+        seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
             tensors = _tensor_names(module, loop)
+            tested: set[str] | None = None
             for call in loop.calls:
-                if id(call.node) in seen:
+                if id(call.ctx.statement) in seen:
                     continue
                 what = _sync(module, call, tensors)
                 if what is None or is_periodic(call):
                     continue
-                seen.add(id(call.node))
+                if tested is None:
+                    tested = _names_tested(loop)
+                if _decides(call, tested):
+                    continue
+                seen.add(id(call.ctx.statement))
                 yield self.diagnostic(
                     call.node,
                     f"{what} in the training loop blocks until the GPU has finished every "
@@ -112,6 +122,37 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             if _reads_tensor(arg.value, tensors, allow_strings=call.qualname == "print"):
                 return f"`{call.qualname}()` of a tensor"
     return None
+
+
+def _names_tested(loop: Loop) -> set[str]:
+    """Names read in the tests of the `if`/`while` statements of the loop's body."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = list(loop.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, cst.While)):
+            names.update(names_read(node.test))
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        stack.extend(children(node))
+    return names
+
+
+def _decides(call: CallSite, tested: set[str]) -> bool:
+    """The value read is needed on the host to decide what runs next: the call is in an
+    `if` test (`if not math.isfinite(loss.item()):`), or it is assigned to a name that an
+    `if`/`while` of the loop tests (a NaN guard, early stopping)."""
+    if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
+        return True
+    statement = call.ctx.statement
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and contains(small.value, call.node):
+            targets = {n for t in small.targets for n in names_read(t.target)}
+            if targets & tested:
+                return True
+    return False
 
 
 def _forced(call: CallSite) -> bool:

@@ -3,7 +3,9 @@
 What: `optimizer.zero_grad(set_to_none=False)` (or `model.zero_grad(False)`) on any
 receiver; with `target-torch` below 2.0 also a bare `zero_grad()`, whose default
 was `set_to_none=False` until PyTorch 2.0 (below 1.7 there is no `set_to_none`:
-nothing is reported).
+nothing is reported). An explicit `False` is a decision where the file adds into or
+writes gradients in place (`p.grad += g`, `p.grad.add_(g)`, `p.grad.data.copy_(g)`:
+with `None` gradients these raise): then nothing is reported.
 
 Why: zeroing launches a memset for every parameter's `.grad` each step, and the next
 `backward()` then reads those zeros back to accumulate into them. With
@@ -40,8 +42,8 @@ import libcst as cst
 from torchlint.edits import remove_kwarg, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import MISSING, Kind, TorchModule
+from torchlint.semantic.syntax import bool_value, dotted_name
 
 WHY = (
     "every step writes zeros into each parameter's `.grad` and backward then adds into "
@@ -61,6 +63,7 @@ class ZeroGradKeepsZeros(Rule):
         if target is not None and target < (1, 7):
             return  # no `set_to_none` parameter yet
         old_torch = target is not None and target < (2, 0)
+        updates_grads: bool | None = None
         for call in module.method_calls("zero_grad"):
             if call.has_star_args:
                 continue
@@ -85,6 +88,10 @@ class ZeroGradKeepsZeros(Rule):
                 continue
             if bool_value(value) is not False:
                 continue
+            if updates_grads is None:
+                updates_grads = _updates_grads_in_place(module)
+            if updates_grads:
+                continue  # `p.grad += g` needs the zeros: `None += g` is a TypeError
             if old_torch:
                 new = node.with_changes(
                     args=[
@@ -102,6 +109,22 @@ class ZeroGradKeepsZeros(Rule):
                 + ("use `set_to_none=True`" if old_torch else "drop the argument"),
                 fix=fix(title, Applicability.UNSAFE, Replace(node, new)),
             )
+
+
+def _updates_grads_in_place(module: TorchModule) -> bool:
+    """Something in the file adds into or writes `.grad` in place (`p.grad += g`,
+    `p.grad.add_(g)`, `p.grad.data.copy_(g)`): it relies on the zero tensors."""
+    for b in module.facts.bindings:
+        name = b.symbol.name
+        if b.kind is Kind.AUGASSIGN and (name.endswith(".grad") or ".grad." in name):
+            return True
+    for call in module.calls:
+        receiver = dotted_name(call.receiver) if call.receiver is not None else None
+        if receiver is None or not (call.method or "").endswith("_"):
+            continue
+        if receiver.endswith(".grad") or ".grad." in receiver:
+            return True
+    return False
 
 
 def _drop_arg(call: cst.Call, value: cst.BaseExpression) -> cst.Call:

@@ -13,6 +13,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+# A GPU training script with one finding under the default rules: TL201 on its loader
+# (line 3, column 10), with an unsafe fix. Most tests of the machinery use it.
+LOADER = (
+    "import torch\n"
+    "from torch.utils.data import DataLoader\n"
+    "loader = DataLoader(ds, batch_size=64, pin_memory=True)\n"
+    "model = torch.nn.Linear(8, 1).cuda()\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    'if __name__ == "__main__":\n'
+    "    for x in loader:\n"
+    "        model(x.cuda(non_blocking=True)).sum().backward()\n"
+    "        optimizer.step()\n"
+)
 
 
 def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):

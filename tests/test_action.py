@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ROOT
+from .conftest import LOADER, ROOT
 
 EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 CONDITION = re.compile(r"^([\w.-]+) == '([^']*)'$")
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
-BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
 
 
 def _lookup(context: dict[str, Any], path: str) -> str:
@@ -104,7 +103,7 @@ def runner(tmp_path_factory) -> Runner:
     workspace = tmp / "workspace"
     (workspace / "src").mkdir(parents=True)
     (workspace / ".git").mkdir()
-    (workspace / "src" / "train.py").write_text(BAD)
+    (workspace / "src" / "train.py").write_text(LOADER)
     (workspace / "src" / "clean.py").write_text("import torch\n")
     return Runner(tmp, workspace, tmp / "runner-temp")
 
@@ -124,7 +123,7 @@ def test_annotations_and_summary(runner):
     assert skipped == []  # no SARIF upload unless asked
     assert check.returncode == 1, check.stderr
     assert check.stdout.startswith(
-        "::warning file=src/train.py,line=3,endLine=3,col=10,endColumn=24,title=torchlint (TL201)::"
+        "::warning file=src/train.py,line=3,endLine=3,col=10,endColumn=56,title=torchlint (TL201)::"
     )
     assert "| src/train.py | 3 | TL201 |" in runner.summary.read_text()
     clean = runner.run(paths="src/clean.py")[0][-1]

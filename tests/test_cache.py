@@ -14,9 +14,7 @@ from torchlint.cache import DIRNAME, TAG, Cache, code_fingerprint
 from torchlint.config import load_config
 from torchlint.runner import Job
 
-from .conftest import ROOT, run_cli
-
-LOADER = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+from .conftest import LOADER, ROOT, run_cli
 
 
 @pytest.fixture
@@ -200,7 +198,7 @@ def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
     job = Job(codes=("TL201",), settings=config.settings(), fix=True, unsafe=True)
     cache = tmp_path / "cache"
-    fixable = [f for f in files if "DataLoader(ds)" in f.read_text() and "(:" not in f.read_text()]
+    fixable = [f for f in files if "DataLoader(ds" in f.read_text() and "(:" not in f.read_text()]
     first = parallel.run_files(files, job, config, cache_dir=cache)
     assert sum(bool(r.fixed) for r in first) == len(fixable) > 0
     second = parallel.run_files(files, job, config, cache_dir=cache)

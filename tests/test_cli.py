@@ -11,9 +11,7 @@ import pytest
 
 from torchlint import __version__
 
-from .conftest import FIXTURES, ROOT, run_cli
-
-LOADER = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+from .conftest import FIXTURES, LOADER, ROOT, run_cli
 
 
 @pytest.fixture
@@ -32,8 +30,8 @@ def test_check_reports_with_excerpt_and_summary(project):
     result = run_cli("check", ".", cwd=project)
     assert result.returncode == 1
     assert "train.py:3:10: TL201 " in result.stdout
-    assert "3 | loader = DataLoader(ds)" in result.stdout
-    assert "^^^^^^^^^^^^^^ TL201" in result.stdout
+    assert "3 | loader = DataLoader(ds, batch_size=64, pin_memory=True)" in result.stdout
+    assert " ^" + "^" * 45 + " TL201" in result.stdout
     assert "help: Set `num_workers=NUM_WORKERS` (unsafe fix" in result.stdout
     assert "Found 1 problem (0 fixable with --fix; 1 more with --unsafe-fixes)." in result.stdout
     assert "\x1b[" not in result.stdout  # no colour when not a terminal
@@ -81,7 +79,9 @@ def test_diff_writes_nothing(project):
     before = (project / "train.py").read_bytes()
     result = run_cli("fix", "--diff", "--unsafe-fixes", "train.py", cwd=project)
     assert result.returncode == 1
-    assert "+loader = DataLoader(ds, num_workers=NUM_WORKERS)" in result.stdout
+    assert "+loader = DataLoader(ds, batch_size=64, pin_memory=True, num_workers=NUM_WORKERS)" in (
+        result.stdout
+    )
     assert "--- train.py" in result.stdout
     assert (project / "train.py").read_bytes() == before
 
@@ -93,7 +93,7 @@ def test_stdin(project):
         "fix", "--unsafe-fixes", "-", "--stdin-filename", "x.py", input=LOADER, cwd=project
     )
     assert fixed.returncode == 0
-    assert "loader = DataLoader(ds, num_workers=NUM_WORKERS)" in fixed.stdout
+    assert "pin_memory=True, num_workers=NUM_WORKERS)" in fixed.stdout
 
 
 def test_select_and_ignore(project):
@@ -134,8 +134,7 @@ def test_bad_inputs_each_reported_and_run_continues(tmp_path):
     (tmp_path / "binary.py").write_bytes(b"\x00\x01torch\x00")
     (tmp_path / "bad_coding.py").write_bytes(b"# -*- coding: klingon -*-\nimport torch\n")
     (tmp_path / "good_latin1.py").write_bytes(
-        b"# -*- coding: latin-1 -*-\nimport torch\nfrom torch.utils.data import DataLoader\n"
-        b"x = DataLoader(ds)  # caf\xe9\n"
+        b"# -*- coding: latin-1 -*-\nimport torch\n\nopt.zero_grad(set_to_none=False)  # caf\xe9\n"
     )
     (tmp_path / "empty.py").write_text("")
     (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
@@ -143,7 +142,7 @@ def test_bad_inputs_each_reported_and_run_continues(tmp_path):
     errors = _errors(result)
     assert result.returncode == 2
     joined = "\n".join(errors)
-    assert "syntax.py: syntax error at 4:" in joined
+    assert "syntax.py: syntax error at 10:" in joined
     assert "latin.py: cannot decode as utf-8" in joined
     assert "binary.py: binary file" in joined
     assert "bad_coding.py:" in joined
@@ -151,7 +150,7 @@ def test_bad_inputs_each_reported_and_run_continues(tmp_path):
     assert "loop.py:" in joined
     assert len(errors) == 6
     # The valid files were still linted.
-    assert "good_latin1.py:4:5: TL201" in result.stdout
+    assert "good_latin1.py:4:1: TL405" in result.stdout
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root")

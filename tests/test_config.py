@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli
-
-LOADER = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+from .conftest import LOADER, run_cli
 
 
 def write_project(root: Path, config: str, name: str = "pyproject.toml") -> None:

@@ -1,4 +1,9 @@
-"""The linter and fix engine: suppressions, fix passes, imports, invalid fixes."""
+"""The linter and fix engine: suppressions, fix passes, imports, invalid fixes.
+
+The engine is exercised through a test rule, TLX01 (reported as TL201 so that noqa codes
+read naturally), that reports every DataLoader without workers and adds them as TL201's
+fix does: an edit of the call, an import and a module-level definition. What TL201 itself
+decides is for its own tests."""
 
 from __future__ import annotations
 
@@ -7,18 +12,32 @@ from collections.abc import Iterator
 import libcst as cst
 import pytest
 
-from torchlint.config import default_options, instantiate
+from torchlint.config import default_options
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.linter import Linter, LintError
 from torchlint.noqa import parse_suppressions
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Settings, TorchModule
+from torchlint.semantic import MISSING, Settings, TorchModule
 
 HEADER = "import torch\nfrom torch.utils.data import DataLoader\n"
 
 
+class _EveryLoader(Rule):
+    code = "TL201"
+    name = "every-loader"
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("DataLoader",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        for loader in module.dataloaders:
+            if loader.arg("num_workers") is MISSING:
+                yield self.diagnostic(
+                    loader.call.node, "no workers", loader.workers_fix("Set num_workers")
+                )
+
+
 def tl201() -> Linter:
-    return Linter(instantiate(["TL201"]), Settings(options=default_options()))
+    return Linter([_EveryLoader()], Settings(options=default_options()))
 
 
 @pytest.mark.parametrize(

@@ -133,10 +133,10 @@ def test_transformers_trainer_through_plain_import_is_managed():
     source = (
         "import torch\n"
         "import transformers\n"
-        'model = torch.nn.Linear(2, 1).to("cuda")\n'
+        'model = torch.nn.Linear(8192, 8192).to("cuda")\n'
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(3):\n"
-        "    model(torch.randn(4, 2)).sum().backward()\n"
+        "for x in torch.utils.data.DataLoader(data, batch_size=64):\n"
+        "    model(x.cuda()).sum().backward()\n"
         "    opt.step()\n"
     )
     assert codes_found(source, "TL301") == [(3, "TL301")]

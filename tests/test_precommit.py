@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import LOADER, ROOT
 
-BAD = "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+BAD = LOADER  # TL201 reports line 3
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 PYPROJECT = '[tool.torchlint]\nselect = ["TL201"]\nextend-exclude = ["generated/"]\n'
 UNSAFE = PYPROJECT + "unsafe-fixes = true\n"  # TL201's fix is unsafe

@@ -16,11 +16,13 @@ from torchlint.config import load_config
 from torchlint.linter import Linter, LintError, parse
 from torchlint.runner import Job, process_file
 
-from .conftest import run_cli
+from .conftest import LOADER, run_cli
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
-LOADER = HEAD + "loader = DataLoader(ds)\n"
-FIXED_CALL = "DataLoader(ds, num_workers=NUM_WORKERS)"
+# TL405's fix in the layout tests: it applies wherever the call is.
+EXPLICIT = "opt.zero_grad(set_to_none=False)"
+FIXED_CALL = "opt.zero_grad()"
+LOADER_FIXED = "pin_memory=True, num_workers=NUM_WORKERS)"  # TL201's fix of LOADER
 
 
 def _ok(result, code: int = 0) -> None:
@@ -39,13 +41,11 @@ def _fix_twice(tmp_path: Path, name: str) -> bytes:
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
 def test_line_endings_kept(tmp_path, newline):
-    source = (HEAD + "def f():\n\tif 1:\n\t\tloader = DataLoader(ds)  # tabs\n").replace(
-        "\n", newline
-    )
+    source = (HEAD + f"def f(opt):\n\tif 1:\n\t\t{EXPLICIT}  # tabs\n").replace("\n", newline)
     (tmp_path / "t.py").write_bytes(source.encode())
     result = run_cli("check", "--output-format", "concise", "t.py", cwd=tmp_path)
     _ok(result, 1)
-    assert "t.py:5:12: TL201" in result.stdout  # columns count characters
+    assert "t.py:5:3: TL405" in result.stdout  # columns count characters
     data = _fix_twice(tmp_path, "t.py")
     assert FIXED_CALL.encode() in data
     others = {"\n": b"\r", "\r\n": b"", "\r": b"\n"}[newline]
@@ -56,7 +56,7 @@ def test_line_endings_kept(tmp_path, newline):
 
 def test_mixed_line_endings_and_no_final_newline(tmp_path):
     (tmp_path / "t.py").write_bytes(
-        b"import torch\r\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)"
+        b"import torch\r\nfrom torch.utils.data import DataLoader\n" + EXPLICIT.encode()
     )
     data = _fix_twice(tmp_path, "t.py")
     assert data.startswith(b"import torch\r\nfrom torch.utils.data import DataLoader\n")
@@ -70,7 +70,7 @@ def test_bom_and_latin1_round_trip(tmp_path):
     )
     for name in ("bom.py", "latin.py"):
         data = _fix_twice(tmp_path, name)
-        assert FIXED_CALL.encode() in data
+        assert LOADER_FIXED.encode() in data
     assert (tmp_path / "bom.py").read_bytes().startswith(b"\xef\xbb\xbfimport torch")
     latin = (tmp_path / "latin.py").read_bytes()
     assert b"s = 'caf\xe9'  # \xe9\n" in latin
@@ -153,7 +153,7 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     _ok(result, 2)
     assert "t.py: permission denied (file is read-only); not written" in result.stderr
     assert target.read_text() == LOADER
-    assert FIXED_CALL in (tmp_path / "ok.py").read_text()
+    assert LOADER_FIXED in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
     assert names == ["ok.py", "t.py"]  # no temporary file left behind
 
@@ -187,7 +187,7 @@ def test_fix_keeps_compiler_warnings_to_itself_and_accepts_newer_syntax(tmp_path
     _ok(result)
     assert "Warning" not in result.stderr
     for name in ("warn.py", "newer.py"):
-        assert FIXED_CALL in (tmp_path / name).read_text()
+        assert LOADER_FIXED in (tmp_path / name).read_text()
 
 
 def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from torchlint.semantic.loaders import WRAPPERS
 from torchlint.semantic.models import ModelKind, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, bound_names
-from torchlint.semantic.syntax import children, dotted_name
+from torchlint.semantic.syntax import children, dotted_name, names_read
 from torchlint.walk import walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -116,6 +116,17 @@ def batch_names(module: TorchModule, loop: Loop) -> set[str]:
     """Names bound to a batch or to one of its tensors."""
     names = {n.value for t in loader_targets(module, loop) for n in bound_names(t)}
     return names | set(batch_tensors(module, loop, rebound=True))
+
+
+def derived_from_batch(module: TorchModule, loop: Loop) -> set[str]:
+    """Names bound to the batch, or in the loop to something computed from it (in
+    source order: `x = x.to(device)`, `inputs = batch["x"].float()`)."""
+    derived = batch_names(module, loop)
+    for b in loop.assignments:
+        value = b.value if b.value is not None else b.source
+        if value is not None and derived & set(names_read(value)):
+            derived.add(b.symbol.name)
+    return derived
 
 
 def visible(module: TorchModule, expr: cst.BaseExpression | None, loop: Loop) -> bool:

@@ -38,6 +38,7 @@ class DeviceKind(str, enum.Enum):
 class Device:
     kind: DeviceKind
     index: int | None = None
+    cpu_path: bool = False  # a GPU on some path, the CPU (or unknown) on another
 
     @property
     def is_gpu(self) -> bool:
@@ -51,13 +52,15 @@ class Device:
         """The device of a value that is `self` on one path and `other` on another."""
         if self == other:
             return self
+        cpu_path = self.cpu_path or other.cpu_path
         if self.kind is other.kind:
-            return Device(self.kind)
+            return Device(self.kind, cpu_path=cpu_path)
         if self.is_gpu and other.is_gpu:
-            return Device(DeviceKind.ACCELERATOR)
+            return Device(DeviceKind.ACCELERATOR, cpu_path=cpu_path)
         if self.is_gpu or other.is_gpu:  # GPU when present
-            return self if self.is_gpu else other
-        return Device(DeviceKind.UNKNOWN)  # CPU and UNKNOWN
+            gpu = self if self.is_gpu else other
+            return Device(gpu.kind, gpu.index, cpu_path=True)
+        return Device(DeviceKind.UNKNOWN, cpu_path=cpu_path)  # CPU and UNKNOWN
 
 
 CPU = Device(DeviceKind.CPU)

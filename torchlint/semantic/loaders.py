@@ -149,6 +149,10 @@ class Loaders:
             elif b.kind is Kind.PARAM:
                 for value, where in self.functions.arguments(b) or ():
                     found.extend(self.of(value, where, depth + 1))
+            elif b.kind is Kind.LOOP and isinstance(b.source, (cst.Tuple, cst.List)):
+                # `for loader in (train_loader, val_loader):`
+                for element in b.source.elements:
+                    found.extend(self.of(element.value, b.ctx.scope, depth + 1))
         return list(dict.fromkeys(found))
 
     def _returned(

@@ -11,15 +11,18 @@ import libcst as cst
 from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
-from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Models, ModelSite
+from torchlint.semantic.networks import Networks
 from torchlint.semantic.scopes import Binding, Kind, Scope
-from torchlint.semantic.syntax import MISSING
+from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
+TENSOR_DATASET = "torch.utils.data.TensorDataset"
+ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Frameworks that own the device, the samplers and the process group.
 MANAGED_PREFIXES = (
     "lightning",
@@ -57,6 +60,7 @@ class TorchModule:
         self.values = Values(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
         self._models = Models(facts, self.functions)
+        self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models)
         self._loaders = Loaders(facts, self.functions)
 
@@ -250,6 +254,202 @@ class TorchModule:
             "torch.accelerator.is_available",
         )
 
+    # -- where code runs ---------------------------------------------------------------
+
+    @property
+    def notebook(self) -> bool:
+        return self.path.endswith(".ipynb")
+
+    def guarded(self, ctx: Context, node: cst.CSTNode | None = None, _depth: int = 0) -> bool:
+        """`node` (by default the statement of `ctx`) runs only under `if __name__ ==
+        "__main__":`, directly or in a function every call of which (in this file) does:
+        what a spawned DataLoader worker, which re-imports the script, never runs (so
+        where workers may be started)."""
+        target = node if node is not None else ctx.statement
+        if target is not None and any(_main_guard(i) and contains(i.body, target) for i in ctx.ifs):
+            return True
+        function = ctx.function
+        if function is None or _depth > 3 or self.notebook:
+            return False
+        callers = self.functions.callers(function)
+        return bool(callers) and all(self.guarded(c.ctx, c.node, _depth + 1) for c, _ in callers)
+
+    def per_step(self, ctx: Context, _depth: int = 0) -> bool:
+        """Code here runs on every training step: in a step loop, in the `forward` of a
+        network of this file, or in a function called from such code (two levels)."""
+        if any(
+            loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops) for loop in ctx.loops
+        ):
+            return True
+        function = ctx.function
+        if function is None or _depth > 2:
+            return False
+        if function.name.value == "forward" and ctx.class_ is not None:
+            return True
+        return any(self.per_step(c.ctx, _depth + 1) for c, _ in self.functions.callers(function))
+
+    @cached_property
+    def runs_without_gpu(self) -> bool:
+        """The script is written to run on the CPU too: it asks whether a GPU is there,
+        moves to one only under a condition, or picks its device on a branch."""
+        if self.calls_to("torch.cuda.is_available", "torch.accelerator.is_available"):
+            return True
+        for call in self.method_calls("to", "cuda"):
+            device = self.move(call)
+            if device is None:
+                continue
+            if device.cpu_path or (device.is_gpu and call.ctx.ifs):
+                return True
+        return False
+
+    # -- datasets and worker processes ----------------------------------------------------
+
+    def dataset_values(self, loader: DataLoaderSite) -> list[tuple[cst.BaseExpression, Scope]]:
+        """The dataset expression of a loader, and what the name it is holds (one level)."""
+        dataset = loader.arg("dataset")
+        if dataset is MISSING:
+            return []
+        scope = loader.call.scope
+        found = [(dataset, scope)]
+        found += [
+            (b.value, b.ctx.scope)
+            for b in self.bindings(dataset, scope)
+            if b.kind is Kind.ASSIGN and b.value is not None
+        ]
+        return found
+
+    def in_memory(self, loader: DataLoaderSite) -> bool:
+        """The dataset is tensors already in memory (`TensorDataset`, a list of tensors):
+        nothing to decode, so worker processes only add overhead."""
+        for value, scope in self.dataset_values(loader):
+            if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+                return True
+            if isinstance(value, cst.Call) and self.resolve(value.func, scope) == TENSOR_DATASET:
+                return True
+        return False
+
+    def iterable_dataset(self, loader: DataLoaderSite) -> bool:
+        """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
+        for value, scope in self.dataset_values(loader):
+            if not isinstance(value, cst.Call):
+                continue
+            if self.resolve(value.func, scope) == ITERABLE_DATASET:
+                return True
+            cls = self.functions.class_scope(value.func, scope)
+            if cls is not None and cls.parent is not None:
+                assert isinstance(cls.node, cst.ClassDef)
+                if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
+                    return True
+        return False
+
+    def workers_hazard(self, loader: DataLoaderSite) -> str | None:
+        """Why starting worker processes for this loader could break a script that runs
+        (under the `spawn` start method of macOS and Windows, and `forkserver`, Linux's
+        default from Python 3.14, each worker re-imports the script and unpickles the
+        dataset and functions it is given); None when nothing stands in the way."""
+        scope = loader.call.scope
+        passed = [*self.dataset_values(loader)]
+        passed += [
+            (v, scope)
+            for n in ("collate_fn", "worker_init_fn")
+            if (v := loader.arg(n)) is not MISSING
+        ]
+        if self.notebook:
+            # Spawned workers do not re-run a notebook, but they cannot import what it defines.
+            if any(self._defined_here(v, s) for v, s in passed):
+                return (
+                    "in a notebook, workers started with spawn cannot import the classes and "
+                    "functions the notebook defines: move the Dataset (and collate_fn) to a module"
+                )
+        elif not loader.loops or not all(self.guarded(lp.ctx, lp.node) for lp in loader.loops):
+            return (
+                'the loop over this loader is not under `if __name__ == "__main__":`: under '
+                "spawn/forkserver each worker re-runs the script and fails; add the guard"
+            )
+        for name in ("collate_fn", "worker_init_fn"):
+            value = loader.arg(name)
+            if value is not MISSING and not self._picklable(value, scope):
+                return (
+                    f"`{name}` is a lambda or a nested function, which spawned workers cannot "
+                    "receive: make it a module-level function"
+                )
+        if any(self._holds_lambda(v, s) for v, s in self.dataset_values(loader)):
+            return (
+                "the dataset holds a lambda (`transforms.Lambda(lambda ...)`?), which spawned "
+                "workers cannot receive: use a module-level function"
+            )
+        return None
+
+    def _picklable(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if isinstance(node, cst.Lambda):
+            return False
+        if depth > 3:
+            return True
+        if isinstance(node, cst.Call):
+            if self.resolve(node.func, scope) == "functools.partial" and node.args:
+                return self._picklable(node.args[0].value, scope, depth + 1)
+            target = self.functions.definition(node.func, scope)
+            if target is not None and target.kind is Kind.DEF:
+                assert isinstance(target.node, cst.FunctionDef)
+                inner = self.functions.scope_of(target.node)
+                return all(
+                    self._picklable(r, inner, depth + 1)
+                    for r in self.functions.returns(target.node)
+                )
+            return True
+        for b in self.bindings(node, scope):
+            if b.kind is Kind.DEF and b.symbol.scope.function is not None:
+                return False  # a nested function (a closure)
+            if (
+                b.kind is Kind.ASSIGN
+                and b.value is not None
+                and not self._picklable(b.value, b.ctx.scope, depth + 1)
+            ):
+                return False
+        return True
+
+    def _defined_here(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
+        """The expression uses a class or function this file defines, or a lambda (what
+        the names in it hold included, two levels)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Lambda):
+                return True
+            if isinstance(n, cst.Name):
+                for b in self.bindings(n, scope):
+                    if b.kind in (Kind.DEF, Kind.CLASS):
+                        return True
+                    if (
+                        b.kind is Kind.ASSIGN
+                        and b.value is not None
+                        and depth < 2
+                        and self._defined_here(b.value, b.ctx.scope, depth + 1)
+                    ):
+                        return True
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            stack.extend(children(n))
+        return False
+
+    def _holds_lambda(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
+        """A lambda in the expression, or in what a name in it holds (two levels)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Lambda):
+                return True
+            if isinstance(n, cst.Name) and depth < 2:
+                for value in self.assigned_values(n, scope):
+                    if self._holds_lambda(value, scope, depth + 1):
+                        return True
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            stack.extend(children(n))
+        return False
+
     # -- values ----------------------------------------------------------------------
 
     def constant(self, node: cst.CSTNode, scope: Scope) -> Constant | None:
@@ -281,6 +481,20 @@ class TorchModule:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
+
+
+def _main_guard(node: cst.If) -> bool:
+    """`if __name__ == "__main__":` (either way round)."""
+    test = node.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    sides = [test.left, target.comparator]
+    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
+        str_value(s) == "__main__" for s in sides
+    )
 
 
 def build(

@@ -38,6 +38,7 @@ CANONICAL = {
     "torch.optim.optimizer.Optimizer": "torch.optim.Optimizer",
     "torch.utils.data.dataset.Dataset": "torch.utils.data.Dataset",
     "torch.utils.data.dataset.IterableDataset": "torch.utils.data.IterableDataset",
+    "torch.utils.data.dataset.TensorDataset": "torch.utils.data.TensorDataset",
     "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
     "torch.amp.grad_scaler.GradScaler": "torch.amp.GradScaler",
     "torch.autograd.grad_mode.no_grad": "torch.no_grad",

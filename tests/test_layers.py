@@ -1,0 +1,139 @@
+"""The import contract of docs/architecture.md: data flows down the layers, never back.
+
+Every import counts, function-local ones too (they hide cycles as well as any), except
+those under `if TYPE_CHECKING:` (annotations only)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+PACKAGE = ROOT / "torchlint"
+RULES = ROOT / "rules"
+# The semantic layer, top to bottom: each module imports only modules before it.
+SEMANTIC_ORDER = [
+    "syntax", "scopes", "facts", "builder", "functions", "values", "devices", "models",
+    "networks", "loops", "loaders", "module", "batches",
+]  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    if path.is_relative_to(RULES):
+        parts = ["torchlint", "rules", *path.relative_to(RULES).with_suffix("").parts]
+    else:
+        parts = ["torchlint", *path.relative_to(PACKAGE).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def sources() -> dict[str, Path]:
+    return {module_name(p): p for p in [*PACKAGE.rglob("*.py"), *RULES.glob("*.py")]}
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The modules of this project that `path` imports at run time."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while stack:
+        node = stack.pop()
+        if _type_checking(node):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+        stack.extend(ast.iter_child_nodes(node))
+    return {m for m in found if m in known}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    found = sources()
+    known = set(found)
+    return {name: imports(path, name, known) for name, path in found.items()}
+
+
+def test_no_rule_imports_another_rule(graph):
+    offenders = {
+        name: sorted(m for m in deps if m.startswith("torchlint.rules."))
+        for name, deps in graph.items()
+        if name.startswith("torchlint.rules.")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_core_never_imports_the_cli(graph):
+    """Only entry points (`python -m torchlint`, `python -m torchlint.verify`) do."""
+    importers = sorted(
+        n for n, deps in graph.items() if "torchlint.cli" in deps and not n.endswith("__main__")
+    )
+    assert importers == []
+
+
+def test_rules_read_the_semantic_layer_not_the_engine(graph):
+    engine = {"torchlint.linter", "torchlint.runner", "torchlint.parallel", "torchlint.cache"}
+    engine |= {"torchlint.config", "torchlint.reporters", "torchlint.cli"}
+    offenders = {
+        n: sorted(deps & engine) for n, deps in graph.items() if n.startswith("torchlint.rules.")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_no_import_cycles(graph):
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_semantic_layers_import_downward_only(graph):
+    assert sorted(m.rpartition(".")[2] for m in graph if m.startswith("torchlint.semantic.")) == (
+        sorted(SEMANTIC_ORDER)
+    )
+    for i, layer in enumerate(SEMANTIC_ORDER):
+        deps = {
+            d.rpartition(".")[2]
+            for d in graph[f"torchlint.semantic.{layer}"]
+            if d.startswith("torchlint.semantic")
+        }
+        assert deps <= set(SEMANTIC_ORDER[:i]), (layer, sorted(deps - set(SEMANTIC_ORDER[:i])))
+
+
+def test_only_the_verifier_imports_torch_and_only_lazily():
+    for name, path in sources().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = {a.name.split(".")[0] for n in top for a in n.names if isinstance(n, ast.Import)}
+        names |= {(n.module or "").split(".")[0] for n in top if isinstance(n, ast.ImportFrom)}
+        assert not names & {"torch", "pynvml"}, name
+        if not name.startswith("torchlint.verify"):
+            text = path.read_text(encoding="utf-8")
+            assert "import torch\n" not in text and "import pynvml" not in text, name

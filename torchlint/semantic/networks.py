@@ -1,0 +1,243 @@
+"""What a network is like, where it can be read from the code: how many parameters it
+has (from the sizes its layers are built with), whether it is a well-known architecture,
+and whether it takes sequences first (recurrent and transformer layers without
+`batch_first=True`), which `DataParallel` would split along time instead of the batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.models import ZOO_PREFIXES, ModelKind, Models, ModelSite
+from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.syntax import MISSING, argument, bool_value, keyword
+from torchlint.semantic.values import Values
+
+MAX_DEPTH = 6
+Count = Callable[[list[int | None], cst.Call], int | None]
+
+RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
+SEQUENCE_FIRST = (
+    "torch.nn.LSTM",
+    "torch.nn.GRU",
+    "torch.nn.RNN",
+    "torch.nn.Transformer",
+    "torch.nn.TransformerEncoder",
+    "torch.nn.TransformerDecoder",
+    "torch.nn.TransformerEncoderLayer",
+    "torch.nn.TransformerDecoderLayer",
+    "torch.nn.MultiheadAttention",
+)
+CONTAINERS = ("torch.nn.Sequential", "torch.nn.ModuleList")
+
+
+def _conv(dims: int) -> Count:
+    def count(sizes: list[int | None], call: cst.Call) -> int | None:
+        cin, cout, kernel = sizes[:3]
+        if cin is None or cout is None or kernel is None:
+            return None
+        return cin * cout * kernel**dims + cout
+
+    return count
+
+
+def _recurrent(gates: int) -> Count:
+    def count(sizes: list[int | None], call: cst.Call) -> int | None:
+        inputs, hidden = sizes[:2]
+        layers = sizes[2] if len(sizes) > 2 and sizes[2] is not None else 1
+        if inputs is None or hidden is None:
+            return None
+        directions = 2 if bool_value(keyword(call, "bidirectional")) else 1
+        first = gates * (inputs * hidden + hidden * hidden + 2 * hidden)
+        rest = gates * (directions * hidden * hidden + hidden * hidden + 2 * hidden)
+        return directions * (first + (layers - 1) * rest)
+
+    return count
+
+
+def _pair(sizes: list[int | None], call: cst.Call) -> int | None:  # Linear, Embedding
+    a, b = sizes[:2]
+    return a * b + (b if "Linear" in _name(call) else 0) if a and b else None
+
+
+def _norm(sizes: list[int | None], call: cst.Call) -> int | None:
+    return 2 * sizes[0] if sizes and sizes[0] is not None else None
+
+
+def _name(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+
+
+LAYERS: dict[str, Count] = {
+    "Linear": _pair,
+    "Embedding": _pair,
+    "EmbeddingBag": _pair,
+    "Conv1d": _conv(1),
+    "Conv2d": _conv(2),
+    "Conv3d": _conv(3),
+    "ConvTranspose1d": _conv(1),
+    "ConvTranspose2d": _conv(2),
+    "ConvTranspose3d": _conv(3),
+    "BatchNorm1d": _norm,
+    "BatchNorm2d": _norm,
+    "BatchNorm3d": _norm,
+    "LayerNorm": _norm,
+    "InstanceNorm2d": _norm,
+    **{name: _recurrent(gates) for name, gates in RECURRENT.items()},
+}
+POSITIONS = {  # the size arguments of each layer, by name then position
+    "Linear": ("in_features", "out_features"),
+    "Embedding": ("num_embeddings", "embedding_dim"),
+    "EmbeddingBag": ("num_embeddings", "embedding_dim"),
+    "LSTM": ("input_size", "hidden_size", "num_layers"),
+    "GRU": ("input_size", "hidden_size", "num_layers"),
+    "RNN": ("input_size", "hidden_size", "num_layers"),
+    "LayerNorm": ("normalized_shape",),
+}
+CONV = ("in_channels", "out_channels", "kernel_size")
+
+
+class Networks:
+    def __init__(self, functions: Functions, values: Values, models: Models) -> None:
+        self.functions = functions
+        self.values = values
+        self.models = models
+        self._classes: dict[int, int | None] = {}
+
+    def well_known(self, site: ModelSite) -> bool:
+        """Built by a model zoo (torchvision, timm, torch.hub, `from_pretrained`)."""
+        qualname = site.construction.qualname or ""
+        return qualname.startswith(ZOO_PREFIXES) or (
+            qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")
+        )
+
+    def parameters(self, site: ModelSite) -> int | None:
+        """How many parameters the network has, where every size it is built with can be
+        read; None otherwise."""
+        return self._count(site.construction.node, site.construction.scope, 0)
+
+    def _count(self, node: cst.BaseExpression, scope: Scope, depth: int) -> int | None:
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Call):
+            qualname = scope.resolve(node.func)
+            if qualname is not None:
+                return self._library(qualname, node, scope, depth)
+            cls = self.functions.class_scope(node.func, scope)
+            return self._class(cls, depth) if cls is not None else None
+        site = self.models.of(node, scope)
+        return (
+            self._count(site.construction.node, site.construction.scope, depth + 1)
+            if (site is not None)
+            else None
+        )
+
+    def _library(self, qualname: str, call: cst.Call, scope: Scope, depth: int) -> int | None:
+        if not qualname.startswith("torch.nn."):
+            return None
+        name = qualname.rsplit(".", 1)[-1]
+        if qualname in CONTAINERS:
+            items: list[cst.BaseExpression] = []
+            for arg in call.args:
+                value = arg.value
+                if isinstance(value, (cst.List, cst.Tuple)) and not arg.star:
+                    items.extend(e.value for e in value.elements)
+                elif arg.star:
+                    return None  # `*layers` built elsewhere
+                else:
+                    items.append(value)
+            counts = [self._count(v, scope, depth + 1) for v in items]
+            return sum(c for c in counts if c is not None) if None not in counts else None
+        count = LAYERS.get(name)
+        if count is None:
+            kind = self.models.kind_of_construction(call, scope)
+            return 0 if kind is not None and kind is not ModelKind.NETWORK else None
+        params = POSITIONS.get(name, CONV)
+        sizes = [self._int(argument(call, p, params), scope) for p in params]
+        return count(sizes, call)
+
+    def _int(self, node: cst.BaseExpression, scope: Scope) -> int | None:
+        if node is MISSING:
+            return None
+        if isinstance(node, (cst.Tuple, cst.List)):  # kernel (3, 3): the first
+            return self._int(node.elements[0].value, scope) if node.elements else None
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self._int(node.left, scope), self._int(node.right, scope)
+            if left is None or right is None:
+                return None
+            operator = type(node.operator).__name__
+            ops = {"Add": left + right, "Multiply": left * right, "Subtract": left - right}
+            if operator == "FloorDivide" and right:
+                return left // right
+            return ops.get(operator)
+        found = self.values.constant(node, scope)
+        value = found.value if found is not None else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def _class(self, cls: Scope, depth: int) -> int | None:
+        """A network class of this file: the layers its methods assign to `self`."""
+        key = id(cls)
+        if key in self._classes:
+            return self._classes[key]
+        self._classes[key] = None  # while computing
+        total = 0
+        for base in cls.bases:
+            inherited = self._class(base, depth + 1)
+            if inherited is None:
+                return None
+            total += inherited
+        for symbol in cls.attributes.values():
+            for b in symbol.bindings:
+                if b.kind is not Kind.ASSIGN or b.value is None:
+                    continue
+                if not isinstance(b.value, (cst.Call, cst.Name, cst.Attribute)):
+                    continue  # sizes, flags, lists of constants
+                if isinstance(b.value, cst.Call) and self._not_a_module(b.value, b.ctx.scope):
+                    continue
+                count = self._count(b.value, b.ctx.scope, depth + 1)
+                if count is None:
+                    return None
+                total += count
+        self._classes[key] = total
+        return total
+
+    def _not_a_module(self, call: cst.Call, scope: Scope) -> bool:
+        """A call that builds something else than a module (a tensor, a number)."""
+        qualname = scope.resolve(call.func) or ""
+        if qualname.startswith("torch.nn."):
+            return False
+        return qualname.startswith("torch.") or qualname in ("int", "float", "len", "range")
+
+    def sequence_first(self, site: ModelSite) -> bool:
+        """The network holds a recurrent or transformer layer that takes (sequence, batch,
+        ...) inputs: one built without `batch_first=True`."""
+        return self._sequence_first(site.construction.node, site.construction.scope, 0)
+
+    def _sequence_first(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        if depth > MAX_DEPTH or not isinstance(node, cst.Call):
+            site = self.models.of(node, scope) if depth <= MAX_DEPTH else None
+            return site is not None and self._sequence_first(
+                site.construction.node, site.construction.scope, depth + 1
+            )
+        qualname = scope.resolve(node.func)
+        if qualname in SEQUENCE_FIRST:
+            return bool_value(keyword(node, "batch_first")) is not True
+        if qualname in CONTAINERS:
+            return any(self._sequence_first(a.value, scope, depth + 1) for a in node.args)
+        cls = self.functions.class_scope(node.func, scope)
+        if cls is None:
+            return False
+        return any(
+            self._sequence_first(b.value, b.ctx.scope, depth + 1)
+            for c in [cls, *cls.bases]
+            for symbol in c.attributes.values()
+            for b in symbol.bindings
+            if b.value is not None
+        )
+
+
+def millions(count: int) -> str:
+    return f"{count / 1e6:.1f}M" if count < 1e9 else f"{count / 1e9:.1f}B"
