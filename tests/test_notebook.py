@@ -23,8 +23,9 @@ from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.linter import Linter
 from torchlint.model import Settings
 from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
+from torchlint.results import Job
 from torchlint.rule import Diagnostic, Rule
-from torchlint.runner import Job, lint_notebook
+from torchlint.runner import lint_notebook
 
 from .conftest import FIXTURES, run_cli
 

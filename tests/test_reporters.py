@@ -17,11 +17,10 @@ import jsonschema
 import pytest
 
 from torchlint import __version__
-from torchlint.linter import FixRecord, TextEdit, Violation
 from torchlint.registry import all_rules
 from torchlint.reporters import FORMATS, Context, render
 from torchlint.reporters.github import escape_data, escape_property, summary
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, FixRecord, TextEdit, Violation
 
 from .conftest import ROOT, run_cli
 

@@ -14,7 +14,8 @@ import pytest
 
 from torchlint.config import load_config
 from torchlint.linter import Linter, LintError, parse
-from torchlint.runner import Job, process_file
+from torchlint.results import Job
+from torchlint.runner import process_file
 
 from .conftest import run_cli
 

@@ -14,11 +14,11 @@ import pytest
 
 from torchlint.cli import _summary
 from torchlint.config import load_config
-from torchlint.linter import FixRecord, Violation
 from torchlint.model import Settings
+from torchlint.parallel import run_files
 from torchlint.progress import Progress
 from torchlint.reporters import Context
-from torchlint.runner import FileResult, Job, run
+from torchlint.results import FileResult, FixRecord, Job, Violation
 
 from .conftest import run_cli
 
@@ -162,7 +162,7 @@ def test_runner_reports_each_result_as_it_is_made(tmp_path):
     seen: list[str] = []
     config = load_config(None)
     job = Job(codes=("TL201",), settings=Settings())
-    results = run(files, job, config, lambda r: seen.append(r.path))
+    results = run_files(files, job, config, lambda r: seen.append(r.path))
     assert seen == [r.path for r in results] and len(seen) == 3
 
 

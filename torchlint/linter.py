@@ -24,6 +24,7 @@ from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
 from torchlint.model import Settings, build_model
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import NodePositions
+from torchlint.results import FixRecord, TextEdit, Violation
 from torchlint.rule import Diagnostic, Rule
 
 MAX_FIX_PASSES = 16
@@ -31,38 +32,6 @@ MAX_FIX_PASSES = 16
 
 class LintError(Exception):
     """The file cannot be analysed (syntax error, too deeply nested...)."""
-
-
-@dataclass(frozen=True)
-class TextEdit:
-    """Replace text from `start` to `end` (1-based line, 1-based column) by `content`."""
-
-    start: tuple[int, int]
-    end: tuple[int, int]
-    content: str
-    cell: int | None = None  # notebooks: the cell the positions are relative to
-
-
-@dataclass(frozen=True)
-class FixRecord:
-    title: str
-    applicability: str  # "safe" | "unsafe"
-    edits: tuple[TextEdit, ...] = ()
-
-
-@dataclass(frozen=True)
-class Violation:
-    """A finding with resolved positions: what reporters and the cache see."""
-
-    code: str
-    name: str
-    message: str
-    line: int  # 1-based
-    column: int  # 1-based, in characters
-    end_line: int
-    end_column: int
-    fix: FixRecord | None = None
-    cell: int | None = None  # notebooks: 1-based cell number; line/column are then in the cell
 
 
 @dataclass

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import Any
 
-from torchlint.linter import FixRecord, TextEdit, Violation
+from torchlint.results import FixRecord, TextEdit, Violation
 
 # Cell magics whose body is Python run in the kernel's namespace.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})

@@ -9,46 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, LintError, Violation, unified_diff
-from torchlint.model import Settings
+from torchlint.linter import Linter, LintError, unified_diff
+from torchlint.notebook import Notebook, NotebookError
+from torchlint.results import FileResult, Job
 from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
-
-
-@dataclass
-class FileResult:
-    """What happened to one file; plain data (picklable, cacheable)."""
-
-    path: str  # as shown to the user
-    violations: list[Violation] = field(default_factory=list)
-    error: str | None = None
-    fixed: list[str] = field(default_factory=list)  # codes of applied fixes
-    diff: str | None = None  # with --diff: what --fix would change
-    text: str | None = None  # the (fixed) text the violations point into
-    fixed_text: str | None = None  # stdin in fix mode: the fixed source to print
-    # Notebooks (text is None): every cell's (fixed) source, by cell number - 1; a
-    # violation's line and column point into the cell named by its `cell`.
-    cells: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class Job:
-    """What to do with every file of a run."""
-
-    codes: tuple[str, ...]
-    settings: Settings
-    fix: bool = False
-    unsafe: bool = False
-    diff: bool = False  # compute fixes, write nothing
-    with_edits: bool = False  # reporters that show fix edits need them
 
 
 @dataclass
@@ -181,8 +154,6 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
 
 def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text."""
-    from torchlint.notebook import Notebook, NotebookError
-
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
@@ -234,21 +205,6 @@ def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
             result.error = str(exc)
             result.fixed = []
     return result
-
-
-def run(
-    files: Iterable[Path],
-    job: Job,
-    config: Config,
-    on_result: Callable[[FileResult], None] | None = None,
-    cache_dir: Path | None = None,
-) -> list[FileResult]:
-    """Lint every file (in worker processes when there are enough), answering from the
-    cache in `cache_dir` what it knows (None: no cache). Results, and the calls of
-    `on_result` (progress bar, --verbose), come in the order of `files`."""
-    from torchlint.parallel import run_files
-
-    return run_files(list(files), job, config, on_result, cache_dir)
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:

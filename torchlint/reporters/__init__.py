@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from torchlint.linter import Violation
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 _MODULES = {
     "text": "text",
