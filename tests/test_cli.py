@@ -155,6 +155,24 @@ def test_bad_inputs_each_reported_and_run_continues(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root")
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("import torch\nx = torch.zeros(3\n", "2:16: '(' was never closed"),
+        ("import torch\nx = (\n", "2:5: '(' was never closed"),
+        (LOADER + "x = (\n", "4:5: '(' was never closed"),
+    ],
+)
+@pytest.mark.parametrize("args", [(), ("--output-format", "json"), ("--fix",)])
+def test_a_syntax_error_is_exit_2_with_cpythons_position(tmp_path, source, where, args):
+    """Also in a file that holds none of the rules' tokens (not analysed, but checked)."""
+    (tmp_path / "f.py").write_text(source)
+    result = run_cli("check", "--no-cache", *args, "f.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert _errors(result) == [f"torchlint: error: f.py: syntax error at {where}"]
+    assert (tmp_path / "f.py").read_text() == source
+
+
 def test_unreadable_file(tmp_path):
     target = tmp_path / "secret.py"
     target.write_text(LOADER)

@@ -329,7 +329,7 @@ def run_verify(*args, **kwargs):
     ("setup", "kwargs", "message"),
     [
         (None, {}, "no such file"),
-        ("x = (\n", {}, "syntax error"),
+        ("x = (\n", {}, "train.py: syntax error at 1:5: '(' was never closed"),
         ("import torch\n", {"steps": 0}, "--steps must be at least 1"),
         ("import torch\n", {"warmup": 0}, "--warmup must be at least 1"),
         ("import torch\n", {"apply": True}, "--apply only"),

@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import queue
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,6 +33,24 @@ MAX_FIX_PASSES = 16
 
 class LintError(Exception):
     """The file cannot be analysed (syntax error, too deeply nested...)."""
+
+
+class InvalidSyntax(LintError):
+    """A syntax error, at one 1-based line and column."""
+
+    def __init__(self, line: int, column: int, message: str) -> None:
+        super().__init__(f"syntax error at {line}:{column}: {message}")
+        self.line, self.column, self.message = line, column, message
+
+    @classmethod
+    def from_compile(cls, exc: SyntaxError | ValueError, source: str) -> InvalidSyntax:
+        """What `compile(source, ...)` raised (ValueError: null bytes, before Python 3.12)."""
+        message = str(exc.msg) if isinstance(exc, SyntaxError) else str(exc)
+        line = getattr(exc, "lineno", None)
+        if line is not None:
+            return cls(line, getattr(exc, "offset", None) or 1, message)
+        before = source[: source.find("\0")] if "\0" in source else ""
+        return cls(before.count("\n") + 1, len(before) - before.rfind("\n"), message)
 
 
 @dataclass
@@ -126,33 +145,53 @@ def _may_nest_deeply(source: str) -> bool:
     return max(map(len, text.split("\n\n"))) >= DEEP_CHARS
 
 
-def parse(source: str) -> cst.Module:
-    if not _may_nest_deeply(source):
-        return _parse(source)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
-        try:
-            ast.parse(source)
-        except (RecursionError, MemoryError):
-            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
-        except SyntaxError as exc:  # too many nested parentheses, levels of indentation
-            if "too many" in str(exc.msg):
-                raise LintError(f"{TOO_DEEP} ({exc.msg})") from None
-            # else a syntax error, or syntax newer than this Python: libcst decides
-        except ValueError:
-            pass
-    return _parse(source)
-
-
-def _parse(source: str) -> cst.Module:
+def parse(source: str, path: str = "<string>") -> cst.Module:
+    """libcst's tree of `source`. A syntax error is reported where CPython reports it
+    when CPython refuses the text too, else (CPython accepts it) where libcst does."""
+    if _may_nest_deeply(source):
+        _cpython_refusal(source, path)  # raises for text too deep to analyse
     try:
         return parser_thread.parse(source)
     except cst.ParserSyntaxError as exc:
-        raise LintError(
-            f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
-        ) from None
+        raise _cpython_refusal(source, path) or _libcst_refusal(exc) from None
     except RecursionError:
         raise LintError(TOO_DEEP) from None
+
+
+def check_syntax(source: str, path: str = "<string>") -> None:
+    """Raise `InvalidSyntax` for text that does not parse, at C speed where it does (the
+    check for files no rule needs to read). Text CPython refuses is given to libcst,
+    which accepts syntax newer than this Python."""
+    if _cpython_refusal(source, path) is not None:
+        parse(source, path)
+
+
+def _cpython_refusal(source: str, path: str) -> InvalidSyntax | None:
+    """CPython's syntax error in `source`, if any; LintError for text too deep for it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
+        try:
+            compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (RecursionError, MemoryError):
+            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
+        except (SyntaxError, ValueError) as exc:
+            error = InvalidSyntax.from_compile(exc, source)
+            if "too many" in error.message:  # nested parentheses, levels of indentation
+                raise LintError(f"{TOO_DEEP} ({error.message})") from None
+            return error
+    return None
+
+
+_LIBCST_POSITION = re.compile(r"parser error: error at (\d+):(\d+): ", re.DOTALL)
+
+
+def _libcst_refusal(exc: cst.ParserSyntaxError) -> InvalidSyntax:
+    """libcst's error, at the one position its message holds (its columns are 0-based)."""
+    m = _LIBCST_POSITION.match(exc.message)
+    if m is not None:
+        return InvalidSyntax(int(m.group(1)), int(m.group(2)) + 1, exc.message[m.end() :])
+    message = exc.message.removeprefix("tokenizer error: ")
+    return InvalidSyntax(exc.raw_line, exc.raw_column + 1, message)
 
 
 _COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
@@ -243,8 +282,9 @@ class Linter:
         """Findings in `source`, suppressions applied, sorted by position."""
         rules = applies(self.rules, source)
         if not rules:
+            check_syntax(source, path)
             return []
-        module = parse(source)
+        module = parse(source, path)
         diagnostics = _diagnostics(module, path, rules, self.settings)
         return self._violations(module, source, diagnostics, with_edits)
 
@@ -294,9 +334,10 @@ class Linter:
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
         if not rules:
+            check_syntax(source, path)
             return outcome
         text = source
-        module = parse(text)
+        module = parse(text, path)
         for _ in range(MAX_FIX_PASSES):
             suppressions = parse_suppressions(text)
             diagnostics = _diagnostics(module, path, rules, self.settings)
@@ -318,7 +359,7 @@ class Linter:
                 break
             try:
                 _check_compiles(new_text, text, path)
-                new_module = parse(new_text)
+                new_module = parse(new_text, path)
             except (*_COMPILE_ERRORS, LintError) as exc:
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
