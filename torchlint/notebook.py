@@ -16,6 +16,9 @@ placeholder line (a comment, or `pass` with a comment where it is indented), so 
 numbers are unchanged, and put back after fixing. A cell whose first line is a cell
 magic is not Python, unless the magic runs its body as Python in the kernel
 (`%%time`, `%%timeit`, `%%capture`, `%%prun`, `%%debug`); such cells are skipped.
+A cell that still does not parse is left out of the program (opaque, as ruff treats
+it) and reported as an error at its own line and column; the other cells are still
+analysed, and such a notebook is not fixed.
 
 Fixes are applied to the program, which is then split back into cells at the
 separators. Separators are comments, which no fix edits; code a fix adds before a
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import Any
 
+from torchlint.linter import InvalidSyntax, LintError, check_syntax
 from torchlint.results import FixRecord, TextEdit, Violation
 
 # Cell magics whose body is Python run in the kernel's namespace.
@@ -244,21 +248,30 @@ class Program:
     placeholders: dict[str, tuple[int, str]] = field(
         default_factory=dict
     )  # line -> (cell, original)
+    # Cells left out because they do not parse (as ruff does: the others are still
+    # analysed), by cell number: the error in cell positions.
+    broken: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cells: Sequence[Cell], statements: bool = False) -> Program:
         base = "torchlint"
         while any(f"<{base} " in c.source for c in cells):
             base += "_"
-        program = cls("", [c.number for c in cells], {c.number: c.source for c in cells})
+        program = cls("", [], {})
         parts: list[str] = []
-        for index, cell in enumerate(cells):
-            if index:
+        for cell in cells:
+            try:
+                lines = program._python_lines(cell, base, not program.cells, statements)
+            except LintError as exc:
+                program.broken[cell.number] = _in_cell(cell.number, exc)
+                continue
+            if program.cells:
                 marker = f"# <{base} cell {cell.number}>"
                 separator = f"pass  {marker}" if statements else marker
                 program.separators.append(separator)
                 parts.append(separator + "\n")
-            lines = program._python_lines(cell, base, first=index == 0, statements=statements)
+            program.cells.append(cell.number)
+            program.originals[cell.number] = cell.source
             if lines and not lines[-1].endswith(("\n", "\r")):
                 lines[-1] += "\n"
             parts.extend(lines)
@@ -266,18 +279,24 @@ class Program:
         return program
 
     def _python_lines(self, cell: Cell, base: str, first: bool, statements: bool) -> list[str]:
+        """The cell's lines, IPython syntax replaced; LintError if they still do not parse."""
         lines = split_lines(cell.source)
-        magic = _magic_lines(lines, cell.source, future=not first)
+        valid = _compiles(cell.source)
+        magic = _magic_lines(lines, valid, future=not first)
+        placeholders: dict[str, tuple[int, str]] = {}
         for i in sorted(magic):
             text = _strip_newline(lines[i])
-            marker = f"# <{base} ipython {len(self.placeholders)}>"
+            marker = f"# <{base} ipython {len(self.placeholders) + len(placeholders)}>"
             indent = text[: len(text) - len(text.lstrip())]
             if magic[i] and (indent or statements):
                 placeholder = f"{indent}pass  {marker}"
             else:
                 placeholder = marker
-            self.placeholders[placeholder] = (cell.number, text)
+            placeholders[placeholder] = (cell.number, text)
             lines[i] = placeholder + _newline_of(lines[i])
+        if not valid:
+            check_syntax("".join(lines), f"<cell {cell.number}>")
+        self.placeholders.update(placeholders)
         return lines
 
     def split(self, text: str) -> list[Chunk]:
@@ -333,20 +352,13 @@ class Program:
         return chunk, line - chunk.start + 1
 
     def explain(self, error: str) -> str:
-        """A linter error about the program, restated in cell positions."""
-        m = re.match(r"syntax error at (\d+):(\d+)", error)
+        """A linter error about the program, restated in cell positions (a syntax error
+        only libcst finds: every cell CPython refuses is checked and left out already)."""
+        m = re.match(r"syntax error at (\d+):(\d+): ", error)
         if not m or not self.cells:
             return error
-        chunks = self.split(self.source)
-        chunk, line = self.locate(chunks, int(m.group(1)))
-        try:
-            compile(chunk.code, "<cell>", "exec", _COMPILE_FLAGS, dont_inherit=True)
-        except SyntaxError as exc:
-            where = f"{exc.lineno}:{exc.offset}" if exc.lineno else f"{line}:{m.group(2)}"
-            return f"syntax error in cell {chunk.cell} at {where}: {exc.msg}"
-        except (ValueError, RecursionError):
-            pass
-        return f"syntax error in cell {chunk.cell} at {line}:{m.group(2)}"
+        chunk, line = self.locate(self.split(self.source), int(m.group(1)))
+        return f"syntax error in cell {chunk.cell} at {line}:{m.group(2)}: {error[m.end() :]}"
 
     def violations(
         self, violations: Iterable[Violation], text: str, chunks: Sequence[Chunk]
@@ -406,15 +418,25 @@ def _with_tail(text: str, original: str) -> str:
 # IPython syntax
 
 
-def _magic_lines(lines: list[str], source: str, future: bool) -> dict[int, bool]:
-    """Indices of the lines to replace -> whether the line starts a statement."""
-    found: dict[int, bool] = {}
+def _compiles(source: str) -> bool:
     try:
         compile(source, "<cell>", "exec", _COMPILE_FLAGS, dont_inherit=True)
-        valid = True
-    except (SyntaxError, ValueError, RecursionError):
-        valid = False
-    if valid and not (future and "__future__" in source):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _in_cell(number: int, error: LintError) -> str:
+    """A cell's error, as the user finds it: cell number, then line and column in the cell."""
+    if isinstance(error, InvalidSyntax):
+        return f"syntax error in cell {number} at {error.line}:{error.column}: {error.message}"
+    return f"cell {number}: {error}"
+
+
+def _magic_lines(lines: list[str], valid: bool, future: bool) -> dict[int, bool]:
+    """Indices of the lines to replace -> whether the line starts a statement."""
+    found: dict[int, bool] = {}
+    if valid and not (future and any("__future__" in line for line in lines)):
         return found
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     start = 0

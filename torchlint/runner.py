@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pathspec
@@ -160,7 +160,10 @@ def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple
         return FileResult(name, error=str(exc)), text
     for statements in (False, True):  # statement separators survive more fixes (see notebook.py)
         program = notebook.program(statements)
-        result = lint_text(program.source, name, job, codes)
+        # A cell that does not parse is an error, and the notebook is not fixed (a fix
+        # could need that cell, or conflict with it), but the other cells are analysed.
+        run = replace(job, fix=False, diff=False) if program.broken else job
+        result = lint_text(program.source, name, run, codes)
         if result.error is not None:
             result.error, result.text = program.explain(result.error), None
             return result, text
@@ -180,6 +183,8 @@ def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple
     result.violations = program.violations(result.violations, fixed, chunks)
     result.diff = notebook.diff(name, changed) if job.diff and changed else None
     result.text, result.cells = None, notebook.sources(changed)
+    if program.broken:
+        result.error = "; ".join(program.broken.values())
     return result, new_text
 
 
