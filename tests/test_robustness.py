@@ -7,6 +7,7 @@ on disk afterwards), in-process where a race has to be staged.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -17,10 +18,21 @@ from torchlint.linter import Linter, LintError, parse
 from torchlint.results import Job
 from torchlint.runner import process_file
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_unprivileged, unprivileged
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
 LOADER = HEAD + "loader = DataLoader(ds)\n"
+NOTEBOOK = json.dumps(
+    {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "source": source}
+            for source in (HEAD, "loader = DataLoader(ds)")
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+)
 FIXED_CALL = "DataLoader(ds, num_workers=NUM_WORKERS)"
 
 
@@ -157,6 +169,51 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     assert FIXED_CALL in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
     assert names == ["ok.py", "t.py"]  # no temporary file left behind
+
+
+def _findings(result) -> list[tuple[str, int, int]]:
+    found = json.loads(result.stdout)
+    return [(v["filename"], v["location"]["row"], v["location"]["column"]) for v in found]
+
+
+def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
+    """Not those of the fixed text that was never written (there, none would remain)."""
+    target = tmp_path / "t.py"
+    target.write_text(LOADER + "val = DataLoader(ds)\n")
+    target.chmod(0o444)
+    args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
+    fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
+    _ok(fixing, 2)
+    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 4, 7)]
+    assert fixing.stdout == run_cli("check", *args, cwd=tmp_path).stdout
+    text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
+    assert "No fixes applied; 2 problems left" in text.stdout
+
+
+@unprivileged
+def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
+    project = tmp_path / "ro"
+    project.mkdir()
+    (project / "t.py").write_text(LOADER)
+    (project / "t.py").chmod(0o666)  # writable: only the directory refuses the new file
+    (project / "nb.ipynb").write_text(NOTEBOOK)
+    (project / "nb.ipynb").chmod(0o666)
+    project.chmod(0o555)
+    tmp_path.chmod(0o755)
+    try:
+        args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", ".")
+        result = run_cli_unprivileged("check", "--fix", *args, cwd=project)
+    finally:
+        project.chmod(0o755)
+    _ok(result, 2)
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
+        "torchlint: error: nb.ipynb: cannot write: Permission denied",
+        "torchlint: error: t.py: cannot write: Permission denied",
+    ]
+    assert _findings(result) == [("nb.ipynb", 1, 10), ("t.py", 3, 10)]
+    assert [v["cell"] for v in json.loads(result.stdout)] == [2, None]
+    assert (project / "t.py").read_text() == LOADER
+    assert (project / "nb.ipynb").read_text() == NOTEBOOK
 
 
 def test_file_changed_between_read_and_write_is_not_clobbered(tmp_path, monkeypatch):

@@ -206,9 +206,9 @@ def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     if job.fix and not job.diff and result.error is None and new_text != source.text:
         try:
             write_source(source, new_text)
-        except SourceError as exc:
+        except SourceError as exc:  # nothing written: report what the file on disk holds
+            result, _ = _lint_source(source.text, name, replace(job, fix=False), codes)
             result.error = str(exc)
-            result.fixed = []
     return result
 
 
