@@ -14,7 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
-def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
+):
     """Run the real `torchlint` command in a subprocess."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
@@ -24,7 +30,7 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, env: 
         capture_output=True,
         text=True,
         env=full_env,
-        timeout=300,
+        timeout=timeout,
     )
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -169,6 +172,47 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     assert FIXED_CALL in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
     assert names == ["ok.py", "t.py"]  # no temporary file left behind
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("cache", [(), ("--no-cache",)])
+def test_fifos_and_sockets_named_py_are_skipped_with_a_warning(tmp_path, cache):
+    """Reading a FIFO waits for a writer: the run must neither hang nor fail on one."""
+    (tmp_path / "ok.py").write_text(LOADER)
+    os.mkfifo(tmp_path / "pipe.py")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock.py"))
+        for args in ((".",), ("pipe.py", "ok.py")):
+            result = run_cli(
+                "check", *cache, "--output-format", "concise", *args, cwd=tmp_path, timeout=60
+            )
+            _ok(result, 1)
+            assert "ok.py:3:10: TL201" in result.stdout
+            warnings = [line for line in result.stderr.splitlines() if line]
+            expected = ["torchlint: warning: pipe.py: a FIFO, not a regular file; skipped"]
+            if args == (".",):
+                expected.append(
+                    "torchlint: warning: sock.py: a socket, not a regular file; skipped"
+                )
+            assert warnings == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_file_replaced_by_a_fifo_after_discovery_is_an_error_not_a_wait(tmp_path):
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def writer() -> None:  # should a read wait after all, end it: the test fails, not hangs
+        if not done.wait(10):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    threading.Thread(target=writer, daemon=True).start()
+    job = Job(codes=("TL201",), settings=load_config(None).settings())
+    result = process_file(fifo, job, ["TL201"])
+    done.set()
+    assert result.error == "a FIFO, not a regular file"
 
 
 def _findings(result) -> list[tuple[str, int, int]]:

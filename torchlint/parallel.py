@@ -24,6 +24,7 @@ from torchlint.config import Config
 from torchlint.linter import TOO_DEEP, parser_thread
 from torchlint.results import FileResult, Job
 from torchlint.runner import display, process_file
+from torchlint.source import SourceError, read_bytes
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -148,8 +149,8 @@ def run_files(
         for task in tasks:
             task.stamp = _stamp(task.path)
             try:
-                task.raw = task.path.read_bytes()
-            except OSError:
+                task.raw = read_bytes(task.path)
+            except SourceError:
                 todo.append(task)  # process_file reports why
                 continue
             hit = cache.get(task.path, display(task.path), task.codes, task.raw)

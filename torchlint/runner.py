@@ -19,7 +19,14 @@ from torchlint.config import Config, instantiate
 from torchlint.linter import Linter, LintError, unified_diff
 from torchlint.notebook import Notebook, NotebookError
 from torchlint.results import FileResult, Job
-from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
+from torchlint.source import (
+    SourceError,
+    SourceFile,
+    decode,
+    irregular,
+    read_source,
+    write_source,
+)
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -76,9 +83,17 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
 
     def add(path: Path) -> None:
         key = path.absolute()
-        if key not in seen:
-            seen.add(key)
+        if key in seen:
+            return
+        seen.add(key)
+        try:
+            kind = irregular(os.stat(path).st_mode)
+        except OSError:  # a dangling link, say: reading it says why
+            kind = None
+        if kind is None:
             found.files.append(path)
+        else:  # reading a FIFO would wait for a writer; a device may never end
+            found.warnings.append(f"{display(path)}: {kind}, not a regular file; skipped")
 
     for raw in paths:
         path = Path(raw)
