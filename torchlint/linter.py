@@ -21,11 +21,11 @@ from typing import Any, ParamSpec, TypeVar
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
+from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible, text_edits
 from torchlint.model import Settings, build_model
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import NodePositions
-from torchlint.results import FixRecord, TextEdit, Violation
+from torchlint.results import FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 
 MAX_FIX_PASSES = 16
@@ -229,28 +229,22 @@ def _diagnostics(
     return found
 
 
-def _positions(module: cst.Module, diagnostics: Sequence[Diagnostic] = ()) -> NodePositions:
+def _positions(
+    module: cst.Module, diagnostics: Sequence[Diagnostic] = (), with_edits: bool = False
+) -> NodePositions:
     """Positions of the reported nodes and of the nodes their fixes edit (any other node
-    on demand): never of the whole tree."""
+    on demand), and of the top-level statements for fixes shown as text edits: never of
+    the whole tree."""
     nodes = [d.node for d in diagnostics]
     nodes += [e.node for d in diagnostics if d.fix is not None for e in d.fix.edits]
+    if with_edits:
+        nodes += module.body
     return NodePositions(module, nodes)
 
 
 def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
     r: CodeRange = positions[node]
     return (r.start.line, r.start.column), (r.end.line, r.end.column)
-
-
-def _text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
-    """Line-level edits that turn `before` into `after`."""
-    a = before.splitlines(keepends=True)
-    b = after.splitlines(keepends=True)
-    edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            edits.append(TextEdit((i1 + 1, 1), (i2 + 1, 1), "".join(b[j1:j2])))
-    return tuple(edits)
 
 
 def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
@@ -298,7 +292,7 @@ class Linter:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module, diagnostics)
+        positions = _positions(module, diagnostics, with_edits)
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:
@@ -311,7 +305,7 @@ class Linter:
             seen.add(key)
             record = None
             if d.fix is not None:
-                edits = _text_edits(source, apply_fixes(module, [d.fix])) if with_edits else ()
+                edits = text_edits(module, source, positions, d.fix) if with_edits else ()
                 record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
             out.append(
                 Violation(

@@ -45,15 +45,16 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import Any
 
+from torchlint.fixes import line_edits
 from torchlint.linter import InvalidSyntax, LintError, check_syntax
 from torchlint.results import FixRecord, TextEdit, Violation
+from torchlint.source import split_lines
 
 # Cell magics whose body is Python run in the kernel's namespace.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
 _COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _NEWLINE_RUN = re.compile(r"(?:\r\n|\r|\n)*\Z")
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _MAGIC_START = ("%", "!", "?", "/", ",", ";")
 _MAGIC_ASSIGN = re.compile(r"\s*[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]")
 _HELP_END = re.compile(r"\s*%{0,2}[A-Za-z_][\w.\[\]'\"]*\?{1,2}\s*\Z")
@@ -66,11 +67,6 @@ _NON_ASCII_ESCAPE = re.compile(
 
 class NotebookError(Exception):
     """A notebook that cannot be read, split back into cells, or written safely."""
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their endings, split where Python splits them (not at \\f or U+2028)."""
-    return _LINE.findall(text)
 
 
 def _strip_newline(line: str) -> str:
@@ -396,15 +392,8 @@ class Program:
         edits: list[TextEdit] = []
         for old, new in zip(chunks, after, strict=True):
             if old.source != new.source:
-                edits += [replace(e, cell=old.cell) for e in _line_edits(old.source, new.source)]
+                edits += [replace(e, cell=old.cell) for e in line_edits(old.source, new.source)]
         return tuple(edits)
-
-
-def _line_edits(before: str, after: str) -> Iterator[TextEdit]:
-    a, b = split_lines(before), split_lines(after)
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            yield TextEdit((i1 + 1, 1), (i2 + 1, 1), "".join(b[j1:j2]))
 
 
 def _with_tail(text: str, original: str) -> str:

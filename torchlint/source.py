@@ -11,11 +11,19 @@ from __future__ import annotations
 import codecs
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split where Python splits them (not at \\f or U+2028)."""
+    return _LINE.findall(text)
 
 
 class SourceError(Exception):

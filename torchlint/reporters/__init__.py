@@ -30,7 +30,7 @@ _MODULES = {
 }
 FORMATS = tuple(_MODULES)
 HUMAN = frozenset({"text", "full", "concise"})  # followed by a summary line
-# Formats that show the text edits of each fix (computing them costs a fix per finding).
+# Formats that show the text edits of each fix (spliced from the edited nodes' positions).
 WITH_EDITS = frozenset({"json", "json-lines", "sarif", "rdjson", "rdjsonl"})
 
 TOOL_URL = "https://github.com/torchlint/torchlint"
