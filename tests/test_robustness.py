@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.config import load_config
-from torchlint.linter import Linter, LintError, parse
+from torchlint.linter import MAX_TOKENS, Linter, LintError, parse
 from torchlint.results import Job
 from torchlint.runner import process_file
 
@@ -109,8 +109,9 @@ def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
 def test_very_long_line_and_many_lines(tmp_path):
     long_line = "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n"
     (tmp_path / "long.py").write_text(LOADER + long_line)
-    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(25_000))
-    (tmp_path / "big.py").write_text(LOADER + body)  # 50k lines
+    lines = (MAX_TOKENS - 100) // 3  # as many as memory allows analysing: 24k lines
+    body = "".join(f"v{i} = {i}\n" for i in range(lines))
+    (tmp_path / "big.py").write_text(LOADER + body)
     result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
     _ok(result, 1)
     assert "big.py:3:10: TL201" in result.stdout
@@ -213,6 +214,27 @@ def test_a_file_replaced_by_a_fifo_after_discovery_is_an_error_not_a_wait(tmp_pa
     result = process_file(fifo, job, ["TL201"])
     done.set()
     assert result.error == "a FIFO, not a regular file"
+
+
+def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
+    """Memory is bounded by the largest file analysed: a larger one is not parsed by
+    libcst (generated tables of numbers, mostly), and says so."""
+    table = "TABLE = [" + "1, " * (MAX_TOKENS // 2) + "]\n"
+    (tmp_path / "big.py").write_text(LOADER + table)
+    (tmp_path / "ok.py").write_text(LOADER)
+    tokens = 2 * (MAX_TOKENS // 2) + 20  # the table's numbers and commas, and the rest
+    warning = f"torchlint: warning: big.py: too large to analyse ({tokens:,} tokens, over "
+    for _ in range(2):  # the second run answers from the cache, warning included
+        result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
+        _ok(result, 1)
+        assert result.stdout.splitlines()[0].startswith("ok.py:3:10: TL201")
+        assert result.stderr.startswith(warning), result.stderr
+    (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
+    result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
+    _ok(result, 2)
+    assert result.stderr.splitlines() == [
+        "torchlint: error: big.py: syntax error at 5:5: '(' was never closed"
+    ]
 
 
 def _findings(result) -> list[tuple[str, int, int]]:

@@ -201,6 +201,7 @@ def _check(
     errors = [r for r in results if r.error is not None]
     for r in errors:
         _error(f"{r.path}: {r.error}")
+    warnings += [f"{r.path}: {r.warning}" for r in results if r.warning is not None]
     if not quiet:
         for w in warnings:
             typer.echo(f"torchlint: warning: {w}", err=True)

@@ -194,6 +194,37 @@ def _libcst_refusal(exc: cst.ParserSyntaxError) -> InvalidSyntax:
     return InvalidSyntax(exc.raw_line, exc.raw_column + 1, message)
 
 
+# libcst's tree takes 2 to 4 KB per token of the text (measured on PyTorch's sources;
+# 3.6 KB at worst, in tables of numbers), so a process's peak memory is bounded by its
+# largest analysed file: about 45 MB + MAX_TOKENS x 3.6 KB x 1.25 (model, positions).
+# A file above that is checked for syntax only (by CPython alone: libcst would need the
+# memory) and reported with a warning. A token takes a character at least, so shorter
+# text is never counted.
+MAX_TOKENS = 75_000
+_TOKEN = re.compile(
+    r"""(?s)[rRbBuUfF]{0,2}(?:'''(?:\\.|[^\\])*?'''|"{3}(?:\\.|[^\\])*?"{3}"""
+    r"""|'(?:\\.|[^'\\\r\n])*'|"(?:\\.|[^"\\\r\n])*")|#[^\r\n]*|\w+|[^\w\s]"""
+)
+
+
+class TooLarge(LintError):
+    """A file too large to analyse in bounded memory: it was checked for syntax only."""
+
+
+def _check_size(source: str, path: str) -> None:
+    if len(source) <= MAX_TOKENS:
+        return
+    tokens = _TOKEN.subn("", source)[1]  # a string or a comment counts one
+    if tokens > MAX_TOKENS:
+        refusal = _cpython_refusal(source, path)
+        if refusal is not None:
+            raise refusal
+        raise TooLarge(
+            f"too large to analyse ({tokens:,} tokens, over {MAX_TOKENS:,}); "
+            "checked for syntax only"
+        )
+
+
 _COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
 
 
@@ -278,6 +309,7 @@ class Linter:
         if not rules:
             check_syntax(source, path)
             return []
+        _check_size(source, path)
         module = parse(source, path)
         diagnostics = _diagnostics(module, path, rules, self.settings)
         return self._violations(module, source, diagnostics, with_edits)
@@ -330,36 +362,24 @@ class Linter:
         if not rules:
             check_syntax(source, path)
             return outcome
+        _check_size(source, path)
         text = source
         module = parse(text, path)
         for _ in range(MAX_FIX_PASSES):
-            suppressions = parse_suppressions(text)
-            diagnostics = _diagnostics(module, path, rules, self.settings)
-            positions = None
-            candidates: list[Fix] = []
-            code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
-            for d in diagnostics:
-                if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
-                    continue
-                positions = positions or _positions(module, diagnostics)
-                if suppressions.suppressed(d.code, positions[d.node].start.line):
-                    continue
-                candidates.append(d.fix)
-                code_of.setdefault(id(d.fix), d.code)
-            chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
-            new_text = apply_fixes(module, chosen) if chosen else text
-            if new_text == text:
-                outcome.remaining = self._violations(module, text, diagnostics, False)
+            new_text, fixed, remaining = self._fix_pass(module, text, path, rules, unsafe)
+            if remaining is not None:
+                outcome.remaining = remaining
                 break
+            del module  # one tree at a time: this one goes before the next is parsed
             try:
                 _check_compiles(new_text, text, path)
-                new_module = parse(new_text, path)
+                module = parse(new_text, path)
             except (*_COMPILE_ERRORS, LintError) as exc:
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
                 ) from None
-            outcome.fixed.extend(code_of[id(f)] for f in chosen)
-            text, module = new_text, new_module
+            outcome.fixed.extend(fixed)
+            text = new_text
             # A fix may bring in what another rule looks for (TL303 adds a
             # DistributedSampler that TL304 checks): re-select on the new text.
             rules = applies(self.rules, text)
@@ -369,6 +389,30 @@ class Linter:
             )
         outcome.text = text
         return outcome
+
+    def _fix_pass(
+        self, module: cst.Module, text: str, path: str, rules: Sequence[Rule], unsafe: bool
+    ) -> tuple[str, list[str], list[Violation] | None]:
+        """One pass: the new text and the codes of the fixes applied in it, or (nothing
+        to apply) the findings that remain."""
+        suppressions = parse_suppressions(text)
+        diagnostics = _diagnostics(module, path, rules, self.settings)
+        positions = None
+        candidates: list[Fix] = []
+        code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
+        for d in diagnostics:
+            if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
+                continue
+            positions = positions or _positions(module, diagnostics)
+            if suppressions.suppressed(d.code, positions[d.node].start.line):
+                continue
+            candidates.append(d.fix)
+            code_of.setdefault(id(d.fix), d.code)
+        chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
+        new_text = apply_fixes(module, chosen) if chosen else text
+        if new_text == text:
+            return text, [], self._violations(module, text, diagnostics, False)
+        return new_text, [code_of[id(f)] for f in chosen], None
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

@@ -53,6 +53,7 @@ class FileResult:
     path: str  # as shown to the user
     violations: list[Violation] = field(default_factory=list)
     error: str | None = None
+    warning: str | None = None  # analysed only in part (too large: syntax only)
     fixed: list[str] = field(default_factory=list)  # codes of applied fixes
     diff: str | None = None  # with --diff: what --fix would change
     text: str | None = None  # the (fixed) text the violations point into

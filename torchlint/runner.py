@@ -16,7 +16,7 @@ from pathlib import Path
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, LintError, unified_diff
+from torchlint.linter import Linter, LintError, TooLarge, unified_diff
 from torchlint.notebook import Notebook, NotebookError
 from torchlint.results import FileResult, Job
 from torchlint.source import (
@@ -162,6 +162,8 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
                 result.diff = unified_diff(name, text, outcome.text)
         else:
             result.violations = linter.lint(text, name, with_edits=job.with_edits)
+    except TooLarge as exc:
+        result.warning = str(exc)
     except LintError as exc:
         result.error = str(exc)
     return result
