@@ -19,9 +19,10 @@ Fix (unsafe): the TL201 fix, `num_workers=NUM_WORKERS` with `NUM_WORKERS` define
 after the imports (CPU cores per local process minus one, at least 1). Unsafe for
 TL201's reasons: each worker holds a copy of the dataset, an `IterableDataset`
 without per-worker sharding yields duplicates, and random augmentations draw from
-per-worker seeds. As for TL201, not offered where workers cannot start (no `if
-__name__ == "__main__":` guard, a lambda or nested function as `collate_fn`,
-`worker_init_fn` or in the dataset, a notebook): the finding says why.
+per-worker seeds. Unlike TL201's, it is offered wherever the loader is: the script
+cannot run as it is (it stops where the loader is built), so the fix cannot break a
+script that ran; where workers cannot start (no `if __name__ == "__main__":` guard under
+spawn, a lambda as `collate_fn`), see TL201's doc for what else the script needs.
 
 Target torch: before PyTorch 2.0 `prefetch_factor` defaulted to 2 and only other
 values raised, so with `target-torch` below 2.0 `prefetch_factor=2` is not
@@ -68,13 +69,9 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
                 options.append(f"`prefetch_factor={prefetch}`")
             if not options:
                 continue
-            message = (
-                f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
-                "when this DataLoader is built; add `num_workers`"
-            )
-            hazard = module.workers_hazard(loader)
             yield self.diagnostic(
                 loader.call.node,
-                f"{message} (not fixed: {hazard})" if hazard else message,
-                fix=None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
+                f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
+                "when this DataLoader is built; add `num_workers`",
+                fix=loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
             )

@@ -12,7 +12,7 @@ import pytest
 import torchlint.parallel as parallel
 from torchlint.cache import DIRNAME, TAG, Cache, code_fingerprint
 from torchlint.config import load_config
-from torchlint.runner import Job
+from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
 
 from .conftest import LOADER, ROOT, run_cli
 
@@ -136,9 +136,6 @@ def test_rule_source_is_part_of_the_key(tmp_path, monkeypatch):
 
 
 def test_put_and_get_round_trip_every_field(tmp_path):
-    from torchlint.linter import FixRecord, TextEdit, Violation
-    from torchlint.runner import FileResult
-
     job = Job(codes=("TL201",), settings=load_config(None).settings(), with_edits=True)
     cache = Cache(tmp_path / "c", job)
     raw = LOADER.encode()

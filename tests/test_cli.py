@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from torchlint import __version__
 
-from .conftest import FIXTURES, LOADER, ROOT, run_cli
+from .conftest import FIXTURES, LOADER, run_cli, run_cli_unprivileged, unprivileged
 
 
 @pytest.fixture
@@ -153,41 +152,33 @@ def test_bad_inputs_each_reported_and_run_continues(tmp_path):
     assert "good_latin1.py:4:1: TL405" in result.stdout
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root")
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("import torch\nx = torch.zeros(3\n", "2:16: '(' was never closed"),
+        ("import torch\nx = (\n", "2:5: '(' was never closed"),
+        (LOADER + "x = (\n", "10:5: '(' was never closed"),
+    ],
+)
+@pytest.mark.parametrize("args", [(), ("--output-format", "json"), ("--fix",)])
+def test_a_syntax_error_is_exit_2_with_cpythons_position(tmp_path, source, where, args):
+    """Also in a file that holds none of the rules' tokens (not analysed, but checked)."""
+    (tmp_path / "f.py").write_text(source)
+    result = run_cli("check", "--no-cache", *args, "f.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert _errors(result) == [f"torchlint: error: f.py: syntax error at {where}"]
+    assert (tmp_path / "f.py").read_text() == source
+
+
+@unprivileged
 def test_unreadable_file(tmp_path):
     target = tmp_path / "secret.py"
     target.write_text(LOADER)
     target.chmod(0)
-    cmd = ["check", "secret.py"]
-    if os.geteuid() == 0:  # root reads anything: drop privileges for the run
-        os.chmod(tmp_path, 0o755)
-        result = _run_as_nobody(cmd, tmp_path)
-    else:
-        result = run_cli(*cmd, cwd=tmp_path)
+    os.chmod(tmp_path, 0o755)
+    result = run_cli_unprivileged("check", "secret.py", cwd=tmp_path)
     assert result.returncode == 2
     assert _errors(result) == ["torchlint: error: secret.py: permission denied"]
-
-
-def _run_as_nobody(cmd, cwd):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-m",
-            "torchlint",
-            *cmd,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
-    )
 
 
 def test_empty_directory_is_a_warning(tmp_path):

@@ -1,5 +1,7 @@
 """Real code, end to end: lint and `fix --unsafe-fixes` a sample of the installed torch
-package's own sources (present wherever the tests run), through the real command.
+package's own sources (present wherever the tests run), with this repository's examples
+and rule fixtures beside them (torch's library code is rarely a training script, so they
+are where the fixes get exercised), through the real command.
 
 No crash; every fixed file still parses and compiles; a second fix changes nothing;
 files without findings are byte-identical. The sample is deterministic: the files
@@ -20,7 +22,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from .conftest import run_cli
+from .conftest import FIXTURES, ROOT, run_cli
 
 INTERESTING = (
     "DataLoader",
@@ -70,6 +72,12 @@ def corpus(tmp_path_factory) -> Path:
         dest = target / path.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)
+    ours = [*ROOT.joinpath("examples").rglob("*.py"), *FIXTURES.glob("TL*/bad*.py")]
+    for path in ours:
+        if not path.name.endswith(".fixed.py"):
+            dest = target / "torchlint-examples" / path.relative_to(ROOT)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
     return target
 
 

@@ -7,14 +7,16 @@ decides is for its own tests."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
 import pytest
 
+from torchlint import linter
 from torchlint.config import default_options
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
-from torchlint.linter import Linter, LintError
+from torchlint.linter import InvalidSyntax, Linter, LintError
 from torchlint.noqa import parse_suppressions
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
@@ -133,9 +135,38 @@ def test_fix_producing_invalid_code_is_refused():
         Linter([BreaksCode()]).fix(source)
 
 
-def test_syntax_error_is_a_lint_error():
-    with pytest.raises(LintError, match="syntax error at 3:"):
-        tl201().lint(HEADER + "def f(:\n")
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("import torch\nx = torch.zeros(3\n", "syntax error at 2:16: '(' was never closed"),
+        ("import torch\nx = (\n", "syntax error at 2:5: '(' was never closed"),
+        (HEADER + "é = DataLoader(ds) +\n", "syntax error at 3:21: invalid syntax"),
+        (HEADER + "def f():\n  return 1\n return 2\n", "syntax error at 5:10: unindent "),
+    ],
+)
+@pytest.mark.parametrize("method", ["lint", "fix"])
+def test_syntax_errors_are_reported_where_cpython_reports_them(source, message, method):
+    """Text no rule reads is checked too; one position, in characters, 1-based."""
+    with pytest.raises(InvalidSyntax) as caught:
+        getattr(tl201(), method)(source)
+    assert str(caught.value).startswith(message)
+
+
+def test_a_syntax_error_only_libcst_finds_is_reported_at_its_one_position(monkeypatch):
+    monkeypatch.setattr(linter, "_cpython_refusal", lambda source, path: None)
+    with pytest.raises(InvalidSyntax) as caught:
+        tl201().lint(HEADER + "x = DataLoader(ds) +\n")
+    message = str(caught.value)
+    assert message.startswith("syntax error at 4:1: expected one of ")
+    assert re.findall(r"\d+:\d+", message) == ["4:1"]
+
+
+def test_syntax_newer_than_this_python_is_not_an_error():
+    """libcst accepts PEP 695 (Python 3.12) where an older CPython refuses it."""
+    assert tl201().lint("type Vector = list[float]\n") == []
+    assert [v.code for v in tl201().lint(HEADER + "type X = int\nx = DataLoader(ds)\n")] == [
+        "TL201"
+    ]
 
 
 def test_a_call_grown_too_long_is_split_one_argument_per_line():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -39,6 +40,9 @@ def test_fix_leaves_only_findings_without_a_fix(fixed_examples):
     assert [item for item in remaining if item["fix"] is not None] == []
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="running the examples needs torch"
+)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_fixed_scripts_run_on_cpu(fixed_examples, name):
     work, _, _, _ = fixed_examples

@@ -95,15 +95,15 @@ def test_rules_read_the_semantic_layer_not_the_engine(graph):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_no_import_cycles(graph):
-    cycles: list[list[str]] = []
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(node: str, path: list[str]) -> None:
         state[node] = 1
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                cycles.append([*path[path.index(dep) :], dep])
+                found.append([*path[path.index(dep) :], dep])
             elif dep not in state:
                 visit(dep, [*path, dep])
         state[node] = 2
@@ -111,7 +111,20 @@ def test_no_import_cycles(graph):
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-    assert cycles == []
+    return found
+
+
+def test_the_graph_sees_local_imports_and_cycles(graph):
+    assert "torchlint.verify.command" in graph["torchlint.cli"]  # imported in a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_no_import_cycles(graph):
+    assert cycles(graph) == []
+
+
+def test_results_is_a_leaf(graph):
+    assert graph["torchlint.results"] == set()
 
 
 def test_semantic_layers_import_downward_only(graph):

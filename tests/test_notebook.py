@@ -26,8 +26,9 @@ from torchlint.config import default_options
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.linter import Linter
 from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
+from torchlint.results import Job
 from torchlint.rule import Diagnostic, Rule
-from torchlint.runner import Job, lint_notebook
+from torchlint.runner import lint_notebook
 from torchlint.semantic import MISSING, Settings
 from torchlint.semantic.syntax import int_value
 
@@ -93,6 +94,22 @@ def workers_rule(monkeypatch):
             Linter([_Workers()], job.settings) if "TLX02" in codes else real(job, codes)
         ),
     )
+
+
+# The loader cells, then a cell that trains on the GPU with the loader (for TL201 itself).
+TRAINING_CELLS = (
+    *LOADER_CELLS,
+    (
+        "code",
+        lines(
+            "model = torch.nn.Linear(1, 1).cuda()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in loader:\n"
+            "    model(x.float().cuda()[:, None]).sum().backward()\n"
+            "    opt.step()"
+        ),
+    ),
+)
 
 
 def job(fix: bool = False, **kw) -> Job:
@@ -369,6 +386,45 @@ def test_a_syntax_error_names_the_cell():
     assert new == text
 
 
+def test_a_broken_cell_is_reported_and_the_other_cells_still_analysed():
+    """The broken cell sits between the imports and the loader: it is left out (opaque),
+    and the loader in the cell after it is still found, in its cell's coordinates."""
+    broken = ("code", lines("%time x = 1\nfor x in y\n    pass"))
+    cells = (*LOADER_CELLS[:2], broken, *LOADER_CELLS[2:])
+    for fixing in (False, True):
+        result, new = lint(notebook(*cells), fix=fixing)
+        assert result.error == "syntax error in cell 3 at 2:11: expected ':'"
+        assert new == notebook(*cells)  # never fixed around a broken cell
+        assert result.fixed == []
+        [v] = result.violations
+        assert (v.cell, v.line, v.column) == (5, 3, 10)
+
+
+def test_every_broken_cell_is_named_and_cell_positions_are_their_own():
+    cells = (
+        ("code", lines("x = (")),
+        *LOADER_CELLS,
+        ("code", lines("y = 1\n  z = 2")),
+    )
+    result, _ = lint(notebook(*cells))
+    assert result.error == (
+        "syntax error in cell 1 at 1:5: '(' was never closed; "
+        "syntax error in cell 6 at 2:2: unexpected indent"
+    )
+    assert [(v.cell, v.line) for v in result.violations] == [(5, 3)]
+
+
+def test_a_broken_first_cell_lets_the_next_cell_hold_future_imports():
+    cells = (
+        ("code", lines("def f(:")),
+        ("code", lines("from __future__ import annotations\nimport torch")),
+        ("code", lines("from torch.utils.data import DataLoader\nloader = DataLoader(ds)")),
+    )
+    result, _ = lint(notebook(*cells))
+    assert result.error == "syntax error in cell 1 at 1:7: invalid syntax"
+    assert [(v.cell, v.line) for v in result.violations] == [(3, 2)]
+
+
 def test_notebooks_in_other_languages_are_skipped():
     text = notebook(*LOADER_CELLS, language_info={"name": "R"})
     result, _ = lint(text)
@@ -515,6 +571,21 @@ def test_a_syntax_error_in_a_cell_is_one_clear_line_and_the_file_is_untouched(tm
         "torchlint: error: broken.ipynb: syntax error in cell 5 at 1:16: expected ':'"
     ]
     assert path.read_bytes() == before
+
+
+def test_a_broken_cell_with_the_cli_reports_the_others_findings(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    cells = (("code", lines("x = (")), *TRAINING_CELLS)
+    path.write_text(notebook(*cells), encoding="utf-8")
+    before = path.read_bytes()
+    for command in ("check", "fix"):
+        result = run_cli(command, "--unsafe-fixes", *SELECT, "-q", "broken.ipynb", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            "torchlint: error: broken.ipynb: syntax error in cell 1 at 1:5: '(' was never closed"
+        ]
+        assert "broken.ipynb:cell 5:3:10: TL201" in result.stdout
+        assert path.read_bytes() == before
 
 
 def test_invalid_json_is_a_clear_error(tmp_path):

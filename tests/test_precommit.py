@@ -126,7 +126,7 @@ def test_try_repo_check_fails_and_fix_rewrites(repo, pre_commit, head):
     assert "Failed" in fix and "files were modified by this hook" in fix
     assert "Fixed 1 problem in 1 file." in fix
     assert "1 x TL201 (dataloader-sync-loading)" in fix
-    assert "DataLoader(ds, num_workers=NUM_WORKERS)" in (project / "train.py").read_text()
+    assert "pin_memory=True, num_workers=NUM_WORKERS)" in (project / "train.py").read_text()
     assert (project / "clean.py").read_text() == CLEAN
 
 

@@ -7,20 +7,36 @@ on disk afterwards), in-process where a race has to be staged.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from torchlint.config import load_config
-from torchlint.linter import Linter, LintError, parse
-from torchlint.runner import Job, process_file
+from torchlint.linter import MAX_TOKENS, Linter, LintError, parse
+from torchlint.results import Job
+from torchlint.runner import process_file
 
-from .conftest import LOADER, run_cli
+from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
 # TL405's fix in the layout tests: it applies wherever the call is.
 EXPLICIT = "opt.zero_grad(set_to_none=False)"
+NOTEBOOK = json.dumps(
+    {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "source": source}
+            for source in (HEAD, EXPLICIT)
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+)
 FIXED_CALL = "opt.zero_grad()"
 LOADER_FIXED = "pin_memory=True, num_workers=NUM_WORKERS)"  # TL201's fix of LOADER
 
@@ -93,8 +109,9 @@ def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
 def test_very_long_line_and_many_lines(tmp_path):
     long_line = "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n"
     (tmp_path / "long.py").write_text(LOADER + long_line)
-    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(25_000))
-    (tmp_path / "big.py").write_text(LOADER + body)  # 50k lines
+    lines = (MAX_TOKENS - 100) // 3  # as many as memory allows analysing: 24k lines
+    body = "".join(f"v{i} = {i}\n" for i in range(lines))
+    (tmp_path / "big.py").write_text(LOADER + body)
     result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
     _ok(result, 1)
     assert "big.py:3:10: TL201" in result.stdout
@@ -156,6 +173,113 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     assert LOADER_FIXED in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
     assert names == ["ok.py", "t.py"]  # no temporary file left behind
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("cache", [(), ("--no-cache",)])
+def test_fifos_and_sockets_named_py_are_skipped_with_a_warning(tmp_path, cache):
+    """Reading a FIFO waits for a writer: the run must neither hang nor fail on one."""
+    (tmp_path / "ok.py").write_text(LOADER)
+    os.mkfifo(tmp_path / "pipe.py")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock.py"))
+        for args in ((".",), ("pipe.py", "ok.py")):
+            result = run_cli(
+                "check", *cache, "--output-format", "concise", *args, cwd=tmp_path, timeout=60
+            )
+            _ok(result, 1)
+            assert "ok.py:3:10: TL201" in result.stdout
+            warnings = [line for line in result.stderr.splitlines() if line]
+            expected = ["torchlint: warning: pipe.py: a FIFO, not a regular file; skipped"]
+            if args == (".",):
+                expected.append(
+                    "torchlint: warning: sock.py: a socket, not a regular file; skipped"
+                )
+            assert warnings == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_file_replaced_by_a_fifo_after_discovery_is_an_error_not_a_wait(tmp_path):
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def writer() -> None:  # should a read wait after all, end it: the test fails, not hangs
+        if not done.wait(10):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    threading.Thread(target=writer, daemon=True).start()
+    job = Job(codes=("TL201",), settings=load_config(None).settings())
+    result = process_file(fifo, job, ["TL201"])
+    done.set()
+    assert result.error == "a FIFO, not a regular file"
+
+
+def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
+    """Memory is bounded by the largest file analysed: a larger one is not parsed by
+    libcst (generated tables of numbers, mostly), and says so."""
+    table = "TABLE = [" + "1, " * (MAX_TOKENS // 2) + "]\n"
+    (tmp_path / "big.py").write_text(LOADER + table)
+    (tmp_path / "ok.py").write_text(LOADER)
+    warning = "torchlint: warning: big.py: too large to analyse ("
+    for _ in range(2):  # the second run answers from the cache, warning included
+        result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
+        _ok(result, 1)
+        assert result.stdout.splitlines()[0].startswith("ok.py:3:10: TL201")
+        assert result.stderr.startswith(warning), result.stderr
+        assert f"tokens, over {MAX_TOKENS:,}); checked for syntax only" in result.stderr
+    (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
+    result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
+    _ok(result, 2)
+    assert result.stderr.splitlines() == [
+        "torchlint: error: big.py: syntax error at 11:5: '(' was never closed"
+    ]
+
+
+def _findings(result) -> list[tuple[str, int, int]]:
+    found = json.loads(result.stdout)
+    return [(v["filename"], v["location"]["row"], v["location"]["column"]) for v in found]
+
+
+def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
+    """Not those of the fixed text that was never written (there, none would remain)."""
+    target = tmp_path / "t.py"
+    target.write_text(LOADER + EXPLICIT + "\n")
+    target.chmod(0o444)
+    args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
+    fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
+    _ok(fixing, 2)
+    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 10, 1)]
+    assert fixing.stdout == run_cli("check", *args, cwd=tmp_path).stdout
+    text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
+    assert "No fixes applied; 2 problems left" in text.stdout
+
+
+@unprivileged
+def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
+    project = tmp_path / "ro"
+    project.mkdir()
+    (project / "t.py").write_text(LOADER)
+    (project / "t.py").chmod(0o666)  # writable: only the directory refuses the new file
+    (project / "nb.ipynb").write_text(NOTEBOOK)
+    (project / "nb.ipynb").chmod(0o666)
+    project.chmod(0o555)
+    tmp_path.chmod(0o755)
+    try:
+        args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", ".")
+        result = run_cli_unprivileged("check", "--fix", *args, cwd=project)
+    finally:
+        project.chmod(0o755)
+    _ok(result, 2)
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
+        "torchlint: error: nb.ipynb: cannot write: Permission denied",
+        "torchlint: error: t.py: cannot write: Permission denied",
+    ]
+    assert _findings(result) == [("nb.ipynb", 1, 1), ("t.py", 3, 10)]
+    assert [v["cell"] for v in json.loads(result.stdout)] == [2, None]
+    assert (project / "t.py").read_text() == LOADER
+    assert (project / "nb.ipynb").read_text() == NOTEBOOK
 
 
 def test_file_changed_between_read_and_write_is_not_clobbered(tmp_path, monkeypatch):

@@ -14,23 +14,23 @@ import pytest
 
 from torchlint.cli import _summary
 from torchlint.config import load_config
-from torchlint.linter import FixRecord, Violation
+from torchlint.parallel import run_files
 from torchlint.progress import Progress
 from torchlint.reporters import Context
-from torchlint.runner import FileResult, Job, run
+from torchlint.results import FileResult, FixRecord, Job, Violation
 from torchlint.semantic import Settings
 
 from .conftest import run_cli
 
-# TL201 (unsafe fix) and TL502 (safe fix) on one file
+# TL405 (unsafe fix) and TL502 (safe fix) on one file
 MIXED = """\
 import torch
 from torch.utils.data import DataLoader
 
-loader = DataLoader(ds)
+opt.zero_grad(set_to_none=False)
 scaler = torch.cuda.amp.GradScaler()
 """
-SELECT = ("--select", "TL201,TL502")
+SELECT = ("--select", "TL405,TL502")
 
 
 @pytest.fixture
@@ -43,19 +43,19 @@ def test_quiet_prints_findings_but_no_summary_or_warnings(project):
     (project / "empty").mkdir()
     result = run_cli("check", "-q", *SELECT, ".", "empty", cwd=project)
     assert result.returncode == 1
-    assert "train.py:4:10: TL201" in result.stdout and "train.py:5:10: TL502" in result.stdout
+    assert "train.py:4:1: TL405" in result.stdout and "train.py:5:10: TL502" in result.stdout
     assert "Found" not in result.stdout and result.stderr == ""
     loud = run_cli("check", *SELECT, ".", "empty", cwd=project)
     assert "warning: empty: no Python files found" in loud.stderr
 
 
 def test_verbose_names_config_rules_and_each_file(project):
-    (project / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL201"]\n')
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL405"]\n')
     result = run_cli("check", "-v", ".", cwd=project)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert lines[0] == f"torchlint: config: {project.resolve() / 'pyproject.toml'}"
-    assert lines[1] == "torchlint: rules: TL201"
+    assert lines[1] == "torchlint: rules: TL405"
     assert "torchlint: 1 file to check" in lines
     assert "torchlint: checked train.py: 1 finding" in lines
     assert lines[-1].startswith("torchlint: done in ")
@@ -66,7 +66,7 @@ def test_verbose_names_config_rules_and_each_file(project):
 def test_statistics_count_per_code(project):
     (project / "more.py").write_text(MIXED)
     result = run_cli("check", "--statistics", "--output-format", "concise", *SELECT, cwd=project)
-    assert "2\tTL201\t[ ] dataloader-sync-loading" in result.stdout
+    assert "2\tTL405\t[ ] zero-grad-keeps-zeros" in result.stdout
     assert "2\tTL502\t[*] deprecated-cuda-amp-api" in result.stdout
     assert result.stdout.rstrip().endswith(
         "Found 4 problems (2 fixable with --fix; 2 more with --unsafe-fixes)."
@@ -78,7 +78,7 @@ def test_show_fixes_shows_each_fix_as_a_diff(project):
     assert result.returncode == 1
     assert '  = help: Use `torch.amp.GradScaler("cuda", ...)`\n' in result.stdout
     assert (
-        "    4   loader = DataLoader(ds)\n"
+        "    4   opt.zero_grad(set_to_none=False)\n"
         "    5 - scaler = torch.cuda.amp.GradScaler()\n"
         '      + scaler = torch.amp.GradScaler("cuda")\n'
     ) in result.stdout
@@ -87,7 +87,7 @@ def test_show_fixes_shows_each_fix_as_a_diff(project):
 
 def test_fix_lists_fixes_and_says_what_is_left(project):
     result = run_cli("fix", "--show-fixes", *SELECT, "train.py", cwd=project)
-    assert result.returncode == 1  # TL201 remains: its fix is unsafe
+    assert result.returncode == 1  # TL405 remains: its fix is unsafe
     assert "Fixes applied:\ntrain.py:\n  1 x TL502 (deprecated-cuda-amp-api)\n" in result.stdout
     assert result.stdout.endswith("Fixed 1 problem in 1 file; 1 more with --unsafe-fixes.\n")
     assert 'torch.amp.GradScaler("cuda")' in (project / "train.py").read_text()
@@ -162,7 +162,7 @@ def test_runner_reports_each_result_as_it_is_made(tmp_path):
     seen: list[str] = []
     config = load_config(None)
     job = Job(codes=("TL201",), settings=Settings())
-    results = run(files, job, config, lambda r: seen.append(r.path))
+    results = run_files(files, job, config, lambda r: seen.append(r.path))
     assert seen == [r.path for r in results] and len(seen) == 3
 
 

@@ -22,9 +22,8 @@ from torchlint.verify.procs import stat
 from torchlint.verify.stats import run_metrics
 
 from .conftest import ROOT, run_cli
-from .verify_nvml_fake import FakePynvml
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="the verifier runs training scripts with torch")
 
 EXAMPLE = ROOT / "examples" / "verify" / "slow_loader.py"
 
@@ -302,6 +301,8 @@ def test_except_exception_cannot_swallow_the_stop(tmp_path):
 
 def test_gpu_path_with_recorded_nvml_series(tmp_path):
     """The whole pipeline with NVML replaying an H100 recording (no GPU needed)."""
+    from .verify_nvml_fake import FakePynvml  # needs nvidia-ml-py: skips only this test
+
     script = write(
         tmp_path,
         "train.py",

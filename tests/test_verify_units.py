@@ -467,7 +467,7 @@ def run_verify(script, **kwargs):
     ("setup", "kwargs", "message"),
     [
         (None, {}, "no such file"),
-        ("x = (\n", {}, "syntax error"),
+        ("x = (\n", {}, "train.py: syntax error at 1:5: '(' was never closed"),
         ("import torch\n", {"steps": 0}, "--steps must be at least 1"),
         ("import torch\n", {"warmup": 0}, "--warmup must be at least 1"),
         ("import torch\n", {"window": -1.0}, "--window must be 0"),

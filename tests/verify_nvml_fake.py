@@ -11,7 +11,9 @@ import ctypes
 import itertools
 from types import SimpleNamespace
 
-import pynvml
+import pytest
+
+pynvml = pytest.importorskip("pynvml", reason="the NVML stand-in uses nvidia-ml-py's structures")
 
 # Recorded on an H100 SXM (driver 550) while a ResNet-50 trained with a starved
 # DataLoader: utilization bursts, power around 300 W, one power-capped reading.

@@ -24,13 +24,11 @@ import shutil
 import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchlint import __version__
+from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
 from torchlint.source import SourceError, decode
-
-if TYPE_CHECKING:
-    from torchlint.runner import FileResult, Job
 
 DIRNAME = ".torchlint_cache"
 ENV = "TORCHLINT_CACHE_DIR"  # overrides the location (tests, read-only checkouts)
@@ -166,9 +164,6 @@ def encode_result(result: FileResult) -> dict[str, Any]:
 
 
 def decode_result(data: dict[str, Any], name: str) -> FileResult:
-    from torchlint.linter import FixRecord, TextEdit, Violation
-    from torchlint.runner import FileResult
-
     def violation(v: dict[str, Any]) -> Violation:
         fix = v.get("fix")
         if fix is not None:

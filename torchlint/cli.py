@@ -133,7 +133,9 @@ def _check(
 ) -> int:
     from torchlint import reporters
     from torchlint.config import ConfigError, parse_target
-    from torchlint.runner import Job, discover, run, run_stdin
+    from torchlint.parallel import run_files
+    from torchlint.results import Job
+    from torchlint.runner import discover, run_stdin
 
     paths = paths or ["."]
     if output_format not in reporters.FORMATS:
@@ -190,7 +192,7 @@ def _check(
             from torchlint.cache import location
 
             cache_dir = None if no_cache else location(config.root)
-            results = found.errors + run(found.files, job, config, on_result, cache_dir)
+            results = found.errors + run_files(found.files, job, config, on_result, cache_dir)
         finally:
             if progress is not None:
                 progress.close()
@@ -200,6 +202,7 @@ def _check(
     errors = [r for r in results if r.error is not None]
     for r in errors:
         _error(f"{r.path}: {r.error}")
+    warnings += [f"{r.path}: {r.warning}" for r in results if r.warning is not None]
     if not quiet:
         for w in warnings:
             typer.echo(f"torchlint: warning: {w}", err=True)

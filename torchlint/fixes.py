@@ -8,12 +8,21 @@ can go into one pass (their source spans must not overlap) and performs the pass
 from __future__ import annotations
 
 import bisect
+import difflib
 import enum
+import functools
+import inspect
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
+from torchlint.positions import NodePositions
+from torchlint.results import TextEdit
+from torchlint.source import split_lines
 from torchlint.walk import child_fields, children
 
 
@@ -225,7 +234,14 @@ class _Apply:
         self.on_path: set[int] = set()  # nodes with a target inside (the targets included)
 
     def __call__(self, module: cst.Module) -> cst.Module:
+        new = self.rebuild(module)
+        assert isinstance(new, cst.Module)
+        return new
+
+    def rebuild(self, root: cst.CSTNode) -> cst.CSTNode:
+        """`root` with the edits that fall inside it applied."""
         stack: list[cst.CSTNode] = []
+        self.on_path = set()
 
         def find(node: cst.CSTNode) -> None:
             if id(node) in self.targets:
@@ -236,10 +252,8 @@ class _Apply:
                 find(child)
             stack.pop()
 
-        find(module)
-        new = self._rebuild(module)
-        assert isinstance(new, cst.Module)
-        return new
+        find(root)
+        return self._rebuild(root)
 
     def _rebuild(self, node: cst.CSTNode) -> cst.CSTNode:
         replaced = self.replace.get(id(node))
@@ -292,11 +306,13 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def _top_level_bindings(module: cst.Module) -> tuple[set[tuple[str, str | None]], set[str]]:
+def _top_level_bindings(
+    body: Sequence[cst.BaseStatement],
+) -> tuple[set[tuple[str, str | None]], set[str]]:
     """Top-level imports as (module, name) pairs, and every top-level bound name."""
     imported: set[tuple[str, str | None]] = set()
     bound: set[str] = set()
-    for stmt in module.body:
+    for stmt in body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 bound.add(stmt.name.value)
@@ -340,11 +356,21 @@ def _dotted(node: cst.BaseExpression) -> str:
     return ""
 
 
-def add_module_level(
-    module: cst.Module, imports: Sequence[Import], definitions: Sequence[Definition]
-) -> cst.Module:
-    """Add missing imports after the import block, then missing definitions after them."""
-    imported, bound = _top_level_bindings(module)
+@dataclass(frozen=True)
+class ModuleLevel:
+    """Where a pass's imports and definitions go: `statements` before `body[index]`
+    (appended when index == len(body)), that statement then parted by a blank line."""
+
+    index: int
+    statements: tuple[cst.BaseStatement, ...]
+    blank_line_after: bool
+
+
+def plan_module_level(
+    body: Sequence[cst.BaseStatement], imports: Sequence[Import], definitions: Sequence[Definition]
+) -> ModuleLevel | None:
+    """The missing imports after the import block, then the missing definitions."""
+    imported, bound = _top_level_bindings(body)
     new_imports: list[cst.BaseStatement] = []
     for imp in dict.fromkeys(imports):
         key = (imp.module, imp.name)
@@ -364,26 +390,33 @@ def add_module_level(
             )
         new_defs.extend(added)
     if not new_imports and not new_defs:
-        return module
-    body = list(module.body)
+        return None
     # Skip the docstring and `from __future__` imports, then the leading import block.
     i = 1 if body and _is_docstring(body[0]) else 0
     while i < len(body) and _is_import(body[i]):
         i += 1
     # Place new imports after the last import of the leading block (also past guarded
     # `try: import x` blocks is not attempted: precision over cleverness).
-    head, tail = body[:i], body[i:]
-    if new_defs and tail:
-        # A blank line between the definitions and what follows keeps code readable.
-        first = tail[0]
-        if not first.leading_lines:
-            tail[0] = first.with_changes(leading_lines=[cst.EmptyLine()])
-    if new_defs and (head or new_imports):
-        first_def = new_defs[0]
-        new_defs[0] = first_def.with_changes(
-            leading_lines=[cst.EmptyLine(), *first_def.leading_lines]
+    if new_defs and (i or new_imports):
+        new_defs[0] = new_defs[0].with_changes(
+            leading_lines=[cst.EmptyLine(), *new_defs[0].leading_lines]
         )
-    return module.with_changes(body=[*head, *new_imports, *new_defs, *tail])
+    # A blank line between the definitions and what follows keeps code readable.
+    blank = bool(new_defs) and i < len(body) and not getattr(body[i], "leading_lines", True)
+    return ModuleLevel(i, (*new_imports, *new_defs), blank)
+
+
+def add_module_level(
+    module: cst.Module, imports: Sequence[Import], definitions: Sequence[Definition]
+) -> cst.Module:
+    """Add missing imports after the import block, then missing definitions after them."""
+    plan = plan_module_level(module.body, imports, definitions)
+    if plan is None:
+        return module
+    head, tail = list(module.body[: plan.index]), list(module.body[plan.index :])
+    if plan.blank_line_after:
+        tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
+    return module.with_changes(body=[*head, *plan.statements, *tail])
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
@@ -395,3 +428,165 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
         [d for f in fixes for d in f.definitions],
     )
     return new.code
+
+
+# ---------------------------------------------------------------------------------------
+# A fix's edits as text (JSON, SARIF...), without generating the module again
+
+
+def line_edits(before: str, after: str, first_line: int = 1) -> list[TextEdit]:
+    """Whole-line edits that turn `before` (starting at line `first_line`) into `after`."""
+    a, b = split_lines(before), split_lines(after)
+    return [
+        TextEdit((i1 + first_line, 1), (i2 + first_line, 1), "".join(b[j1:j2]))
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if tag != "equal"
+    ]
+
+
+# (start, end, order among insertions at one offset, new text), in offsets of the code
+# libcst generated (the module's text and `NodePositions.popped`).
+Splice = tuple[int, int, int, str]
+_AFTER, _MODULE_LEVEL, _BEFORE, _IN_PLACE = range(4)
+_PASS = cst.SimpleStatementLine([cst.Pass()])
+
+
+def text_edits(
+    module: cst.Module, source: str, positions: NodePositions, fix: Fix
+) -> tuple[TextEdit, ...]:
+    """The whole-line edits that applying `fix` alone makes to `source` (`module`'s code).
+
+    Each edit is spliced in at the extent of the node it edits (`positions` must hold
+    those nodes and the module's statements), with the code generated for what takes
+    its place in that node's context; a fix that adds imports or definitions while it
+    also reshapes the top level (where they go depends on it), or whose edits overlap,
+    is applied to the module instead (the same text, at the cost of generating it)."""
+    splices = _splices(module, positions, fix)
+    if splices is None:
+        return tuple(line_edits(source, apply_fixes(module, [fix])))
+    return _spliced(source + positions.popped, positions.popped, splices)
+
+
+def _splices(module: cst.Module, positions: NodePositions, fix: Fix) -> list[Splice] | None:
+    adds = bool(fix.imports or fix.definitions)
+    top = {id(stmt) for stmt in module.body}
+    if adds and (not module.body or any(id(e.node) in top for e in fix.edits)):
+        return None
+    removed = {id(e.node) for e in fix.edits if isinstance(e, Remove)}
+    anchors = {id(e.node) for e in fix.edits if isinstance(e, (InsertBefore, InsertAfter))}
+    out: list[Splice] = []
+    for edit in fix.edits:
+        start, end = positions.extent(edit.node)
+        where = positions.context(edit.node)
+        if isinstance(edit, Replace):
+            out.append(
+                (start, end, _IN_PLACE, _code(module, [edit.new], where.indent, where.kwargs))
+            )
+        elif isinstance(edit, InsertAfter):
+            out.append((end, end, _AFTER, _code(module, edit.statements, where.indent)))
+        elif isinstance(edit, InsertBefore):
+            out.append((start, start, _BEFORE, _code(module, edit.statements, where.indent)))
+        else:
+            body = module.body if where.block is None else where.block.body
+            if any(id(stmt) not in removed or id(stmt) in anchors for stmt in body):
+                out.append((start, end, _IN_PLACE, ""))
+            elif edit.node is body[0]:  # the whole block goes: `pass` takes its place
+                last = positions.extent(body[-1])[1]
+                out.append((start, last, _IN_PLACE, _code(module, [_PASS], where.indent)))
+    if adds:
+        out += _module_level(module, positions, fix)
+    out.sort(key=lambda splice: splice[:3])
+    if any(b[0] < a[1] for a, b in itertools.pairwise(out)):
+        return None
+    return out
+
+
+def _module_level(module: cst.Module, positions: NodePositions, fix: Fix) -> list[Splice]:
+    """The fix's imports and definitions, where `add_module_level` puts them. The top
+    level keeps its shape (see `_splices`); a top-level statement the fix edits inside
+    is transformed (alone) only where that can change what it binds or imports."""
+    body = list(module.body)
+    starts = [positions.extent(stmt)[0] for stmt in body]
+    applier = _Apply([fix])
+    for i in {bisect.bisect_right(starts, positions.extent(e.node)[0]) - 1 for e in fix.edits}:
+        if isinstance(body[i], cst.SimpleStatementLine) or any(
+            e.node is getattr(body[i], "name", None) for e in fix.edits
+        ):
+            rebuilt = applier.rebuild(body[i])
+            assert isinstance(rebuilt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            body[i] = rebuilt
+    plan = plan_module_level(body, fix.imports, fix.definitions)
+    if plan is None:
+        return []
+    at = starts[plan.index] if plan.index < len(body) else positions.extent(module.body[-1])[1]
+    text = _code(module, plan.statements, ())
+    if plan.blank_line_after:
+        text += _code(module, [cst.EmptyLine()], ())
+    return [(at, at, _MODULE_LEVEL, text)]
+
+
+@functools.cache
+def _codegen_kwargs(node_type: type[cst.CSTNode]) -> frozenset[str]:
+    return frozenset(inspect.signature(node_type._codegen_impl).parameters) - {"self", "state"}
+
+
+def _code(
+    module: cst.Module,
+    nodes: Iterable[cst.CSTNode],
+    indent: Sequence[str],
+    kwargs: dict[str, Any] | None = None,
+) -> str:
+    """The code of `nodes` generated where the indentation is `indent` and the parent
+    passes `kwargs` (those each node takes: a replacement may be of another type)."""
+    state = CodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        indent_tokens=list(indent),
+    )
+    for node in nodes:
+        accepted = _codegen_kwargs(type(node))
+        node._codegen(state, **{k: v for k, v in (kwargs or {}).items() if k in accepted})
+    return "".join(state.tokens)
+
+
+def _spliced(text: str, popped: str, splices: Sequence[Splice]) -> tuple[TextEdit, ...]:
+    """Whole-line edits for sorted, disjoint splices of `text`: each run of lines they
+    touch, diffed line by line (the edits a diff of the whole file would give)."""
+    lines = split_lines(text)
+    starts = list(itertools.accumulate(map(len, lines), initial=0))
+
+    def line_at(offset: int) -> int:  # 0-based index of the line holding `offset`
+        return bisect.bisect_right(starts, offset) - 1
+
+    regions: list[tuple[int, int, list[Splice]]] = []
+    for splice in splices:
+        first, end = starts[line_at(splice[0])], splice[1]
+        last = end if starts[line_at(end)] == end else starts[line_at(end) + 1]
+        if regions and first <= regions[-1][1]:
+            regions[-1] = (regions[-1][0], max(last, regions[-1][1]), [*regions[-1][2], splice])
+        else:
+            regions.append((first, last, [splice]))
+    edits: list[TextEdit] = []
+    for first, last, group in regions:
+        pieces, at = [], first
+        for start, end, _, new in group:
+            pieces += [text[at:start], new]
+            at = end
+        pieces.append(text[at:last])
+        edits += line_edits(text[first:last], "".join(pieces), line_at(first) + 1)
+    if popped and edits and edits[-1].end[0] == len(lines) + 1:
+        edits[-1] = _without_last_newline(edits[-1], lines)
+    return tuple(edits)
+
+
+def _without_last_newline(edit: TextEdit, lines: Sequence[str]) -> TextEdit:
+    """An edit that reaches the end of a text whose last newline libcst dropped (and
+    drops again): on the text as it is, the new end has no newline either."""
+    start, content = edit.start, edit.content
+    if (start[0] > len(lines) or not content) and start[0] > 1:  # keep a line to end on
+        start, content = (start[0] - 1, 1), lines[start[0] - 2] + content
+    for newline in ("\r\n", "\n", "\r"):
+        if content.endswith(newline):
+            content = content[: -len(newline)]
+            break
+    return TextEdit(start, edit.end, content, edit.cell)

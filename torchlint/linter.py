@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import queue
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -20,9 +21,10 @@ from typing import Any, ParamSpec, TypeVar
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible
+from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible, text_edits
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import NodePositions
+from torchlint.results import FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 
@@ -33,36 +35,22 @@ class LintError(Exception):
     """The file cannot be analysed (syntax error, too deeply nested...)."""
 
 
-@dataclass(frozen=True)
-class TextEdit:
-    """Replace text from `start` to `end` (1-based line, 1-based column) by `content`."""
+class InvalidSyntax(LintError):
+    """A syntax error, at one 1-based line and column."""
 
-    start: tuple[int, int]
-    end: tuple[int, int]
-    content: str
-    cell: int | None = None  # notebooks: the cell the positions are relative to
+    def __init__(self, line: int, column: int, message: str) -> None:
+        super().__init__(f"syntax error at {line}:{column}: {message}")
+        self.line, self.column, self.message = line, column, message
 
-
-@dataclass(frozen=True)
-class FixRecord:
-    title: str
-    applicability: str  # "safe" | "unsafe"
-    edits: tuple[TextEdit, ...] = ()
-
-
-@dataclass(frozen=True)
-class Violation:
-    """A finding with resolved positions: what reporters and the cache see."""
-
-    code: str
-    name: str
-    message: str
-    line: int  # 1-based
-    column: int  # 1-based, in characters
-    end_line: int
-    end_column: int
-    fix: FixRecord | None = None
-    cell: int | None = None  # notebooks: 1-based cell number; line/column are then in the cell
+    @classmethod
+    def from_compile(cls, exc: SyntaxError | ValueError, source: str) -> InvalidSyntax:
+        """What `compile(source, ...)` raised (ValueError: null bytes, before Python 3.12)."""
+        message = str(exc.msg) if isinstance(exc, SyntaxError) else str(exc)
+        line = getattr(exc, "lineno", None)
+        if line is not None:
+            return cls(line, getattr(exc, "offset", None) or 1, message)
+        before = source[: source.find("\0")] if "\0" in source else ""
+        return cls(before.count("\n") + 1, len(before) - before.rfind("\n"), message)
 
 
 @dataclass
@@ -157,33 +145,84 @@ def _may_nest_deeply(source: str) -> bool:
     return max(map(len, text.split("\n\n"))) >= DEEP_CHARS
 
 
-def parse(source: str) -> cst.Module:
-    if not _may_nest_deeply(source):
-        return _parse(source)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
-        try:
-            ast.parse(source)
-        except (RecursionError, MemoryError):
-            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
-        except SyntaxError as exc:  # too many nested parentheses, levels of indentation
-            if "too many" in str(exc.msg):
-                raise LintError(f"{TOO_DEEP} ({exc.msg})") from None
-            # else a syntax error, or syntax newer than this Python: libcst decides
-        except ValueError:
-            pass
-    return _parse(source)
-
-
-def _parse(source: str) -> cst.Module:
+def parse(source: str, path: str = "<string>") -> cst.Module:
+    """libcst's tree of `source`. A syntax error is reported where CPython reports it
+    when CPython refuses the text too, else (CPython accepts it) where libcst does."""
+    if _may_nest_deeply(source):
+        _cpython_refusal(source, path)  # raises for text too deep to analyse
     try:
         return parser_thread.parse(source)
     except cst.ParserSyntaxError as exc:
-        raise LintError(
-            f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
-        ) from None
+        raise _cpython_refusal(source, path) or _libcst_refusal(exc) from None
     except RecursionError:
         raise LintError(TOO_DEEP) from None
+
+
+def check_syntax(source: str, path: str = "<string>") -> None:
+    """Raise `InvalidSyntax` for text that does not parse, at C speed where it does (the
+    check for files no rule needs to read). Text CPython refuses is given to libcst,
+    which accepts syntax newer than this Python."""
+    if _cpython_refusal(source, path) is not None:
+        parse(source, path)
+
+
+def _cpython_refusal(source: str, path: str) -> InvalidSyntax | None:
+    """CPython's syntax error in `source`, if any; LintError for text too deep for it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
+        try:
+            compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (RecursionError, MemoryError):
+            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
+        except (SyntaxError, ValueError) as exc:
+            error = InvalidSyntax.from_compile(exc, source)
+            if "too many" in error.message:  # nested parentheses, levels of indentation
+                raise LintError(f"{TOO_DEEP} ({error.message})") from None
+            return error
+    return None
+
+
+_LIBCST_POSITION = re.compile(r"parser error: error at (\d+):(\d+): ", re.DOTALL)
+
+
+def _libcst_refusal(exc: cst.ParserSyntaxError) -> InvalidSyntax:
+    """libcst's error, at the one position its message holds (its columns are 0-based)."""
+    m = _LIBCST_POSITION.match(exc.message)
+    if m is not None:
+        return InvalidSyntax(int(m.group(1)), int(m.group(2)) + 1, exc.message[m.end() :])
+    message = exc.message.removeprefix("tokenizer error: ")
+    return InvalidSyntax(exc.raw_line, exc.raw_column + 1, message)
+
+
+# libcst's tree takes 2 to 4 KB per token of the text (measured on PyTorch's sources;
+# 3.6 KB at worst, in tables of numbers), so a process's peak memory is bounded by its
+# largest analysed file: about 45 MB + MAX_TOKENS x 3.6 KB x 1.25 (model, positions).
+# A file above that is checked for syntax only (by CPython alone: libcst would need the
+# memory) and reported with a warning. A token takes a character at least, so shorter
+# text is never counted.
+MAX_TOKENS = 75_000
+_TOKEN = re.compile(
+    r"""(?s)[rRbBuUfF]{0,2}(?:'''(?:\\.|[^\\])*?'''|"{3}(?:\\.|[^\\])*?"{3}"""
+    r"""|'(?:\\.|[^'\\\r\n])*'|"(?:\\.|[^"\\\r\n])*")|#[^\r\n]*|\w+|[^\w\s]"""
+)
+
+
+class TooLarge(LintError):
+    """A file too large to analyse in bounded memory: it was checked for syntax only."""
+
+
+def _check_size(source: str, path: str) -> None:
+    if len(source) <= MAX_TOKENS:
+        return
+    tokens = _TOKEN.subn("", source)[1]  # a string or a comment counts one
+    if tokens > MAX_TOKENS:
+        refusal = _cpython_refusal(source, path)
+        if refusal is not None:
+            raise refusal
+        raise TooLarge(
+            f"too large to analyse ({tokens:,} tokens, over {MAX_TOKENS:,}); "
+            "checked for syntax only"
+        )
 
 
 _COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
@@ -221,28 +260,22 @@ def _diagnostics(
     return found
 
 
-def _positions(module: cst.Module, diagnostics: Sequence[Diagnostic] = ()) -> NodePositions:
+def _positions(
+    module: cst.Module, diagnostics: Sequence[Diagnostic] = (), with_edits: bool = False
+) -> NodePositions:
     """Positions of the reported nodes and of the nodes their fixes edit (any other node
-    on demand): never of the whole tree."""
+    on demand), and of the top-level statements for fixes shown as text edits: never of
+    the whole tree."""
     nodes = [d.node for d in diagnostics]
     nodes += [e.node for d in diagnostics if d.fix is not None for e in d.fix.edits]
+    if with_edits:
+        nodes += module.body
     return NodePositions(module, nodes)
 
 
 def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
     r: CodeRange = positions[node]
     return (r.start.line, r.start.column), (r.end.line, r.end.column)
-
-
-def _text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
-    """Line-level edits that turn `before` into `after`."""
-    a = before.splitlines(keepends=True)
-    b = after.splitlines(keepends=True)
-    edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            edits.append(TextEdit((i1 + 1, 1), (i2 + 1, 1), "".join(b[j1:j2])))
-    return tuple(edits)
 
 
 def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
@@ -274,8 +307,10 @@ class Linter:
         """Findings in `source`, suppressions applied, sorted by position."""
         rules = applies(self.rules, source)
         if not rules:
+            check_syntax(source, path)
             return []
-        module = parse(source)
+        _check_size(source, path)
+        module = parse(source, path)
         diagnostics = _diagnostics(module, path, rules, self.settings)
         return self._violations(module, source, diagnostics, with_edits)
 
@@ -289,7 +324,7 @@ class Linter:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module, diagnostics)
+        positions = _positions(module, diagnostics, with_edits)
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:
@@ -302,7 +337,7 @@ class Linter:
             seen.add(key)
             record = None
             if d.fix is not None:
-                edits = _text_edits(source, apply_fixes(module, [d.fix])) if with_edits else ()
+                edits = text_edits(module, source, positions, d.fix) if with_edits else ()
                 record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
             out.append(
                 Violation(
@@ -325,37 +360,26 @@ class Linter:
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
         if not rules:
+            check_syntax(source, path)
             return outcome
+        _check_size(source, path)
         text = source
-        module = parse(text)
+        module = parse(text, path)
         for _ in range(MAX_FIX_PASSES):
-            suppressions = parse_suppressions(text)
-            diagnostics = _diagnostics(module, path, rules, self.settings)
-            positions = None
-            candidates: list[Fix] = []
-            code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
-            for d in diagnostics:
-                if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
-                    continue
-                positions = positions or _positions(module, diagnostics)
-                if suppressions.suppressed(d.code, positions[d.node].start.line):
-                    continue
-                candidates.append(d.fix)
-                code_of.setdefault(id(d.fix), d.code)
-            chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
-            new_text = apply_fixes(module, chosen) if chosen else text
-            if new_text == text:
-                outcome.remaining = self._violations(module, text, diagnostics, False)
+            new_text, fixed, remaining = self._fix_pass(module, text, path, rules, unsafe)
+            if remaining is not None:
+                outcome.remaining = remaining
                 break
+            del module  # one tree at a time: this one goes before the next is parsed
             try:
                 _check_compiles(new_text, text, path)
-                new_module = parse(new_text)
+                module = parse(new_text, path)
             except (*_COMPILE_ERRORS, LintError) as exc:
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
                 ) from None
-            outcome.fixed.extend(code_of[id(f)] for f in chosen)
-            text, module = new_text, new_module
+            outcome.fixed.extend(fixed)
+            text = new_text
             # A fix may bring in what another rule looks for (TL303 adds a
             # DistributedSampler that TL304 checks): re-select on the new text.
             rules = applies(self.rules, text)
@@ -365,6 +389,30 @@ class Linter:
             )
         outcome.text = text
         return outcome
+
+    def _fix_pass(
+        self, module: cst.Module, text: str, path: str, rules: Sequence[Rule], unsafe: bool
+    ) -> tuple[str, list[str], list[Violation] | None]:
+        """One pass: the new text and the codes of the fixes applied in it, or (nothing
+        to apply) the findings that remain."""
+        suppressions = parse_suppressions(text)
+        diagnostics = _diagnostics(module, path, rules, self.settings)
+        positions = None
+        candidates: list[Fix] = []
+        code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
+        for d in diagnostics:
+            if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
+                continue
+            positions = positions or _positions(module, diagnostics)
+            if suppressions.suppressed(d.code, positions[d.node].start.line):
+                continue
+            candidates.append(d.fix)
+            code_of.setdefault(id(d.fix), d.code)
+        chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
+        new_text = apply_fixes(module, chosen) if chosen else text
+        if new_text == text:
+            return text, [], self._violations(module, text, diagnostics, False)
+        return new_text, [code_of[id(f)] for f in chosen], None
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

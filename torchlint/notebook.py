@@ -16,6 +16,9 @@ placeholder line (a comment, or `pass` with a comment where it is indented), so 
 numbers are unchanged, and put back after fixing. A cell whose first line is a cell
 magic is not Python, unless the magic runs its body as Python in the kernel
 (`%%time`, `%%timeit`, `%%capture`, `%%prun`, `%%debug`); such cells are skipped.
+A cell that still does not parse is left out of the program (opaque, as ruff treats
+it) and reported as an error at its own line and column; the other cells are still
+analysed, and such a notebook is not fixed.
 
 Fixes are applied to the program, which is then split back into cells at the
 separators. Separators are comments, which no fix edits; code a fix adds before a
@@ -42,14 +45,16 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]  # (typeshed omits it)
 from typing import Any
 
-from torchlint.linter import FixRecord, TextEdit, Violation
+from torchlint.fixes import line_edits
+from torchlint.linter import InvalidSyntax, LintError, check_syntax
+from torchlint.results import FixRecord, TextEdit, Violation
+from torchlint.source import split_lines
 
 # Cell magics whose body is Python run in the kernel's namespace.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
 _COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _NEWLINE_RUN = re.compile(r"(?:\r\n|\r|\n)*\Z")
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _MAGIC_START = ("%", "!", "?", "/", ",", ";")
 _MAGIC_ASSIGN = re.compile(r"\s*[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[!%]")
 _HELP_END = re.compile(r"\s*%{0,2}[A-Za-z_][\w.\[\]'\"]*\?{1,2}\s*\Z")
@@ -62,11 +67,6 @@ _NON_ASCII_ESCAPE = re.compile(
 
 class NotebookError(Exception):
     """A notebook that cannot be read, split back into cells, or written safely."""
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their endings, split where Python splits them (not at \\f or U+2028)."""
-    return _LINE.findall(text)
 
 
 def _strip_newline(line: str) -> str:
@@ -244,21 +244,30 @@ class Program:
     placeholders: dict[str, tuple[int, str]] = field(
         default_factory=dict
     )  # line -> (cell, original)
+    # Cells left out because they do not parse (as ruff does: the others are still
+    # analysed), by cell number: the error in cell positions.
+    broken: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cells: Sequence[Cell], statements: bool = False) -> Program:
         base = "torchlint"
         while any(f"<{base} " in c.source for c in cells):
             base += "_"
-        program = cls("", [c.number for c in cells], {c.number: c.source for c in cells})
+        program = cls("", [], {})
         parts: list[str] = []
-        for index, cell in enumerate(cells):
-            if index:
+        for cell in cells:
+            try:
+                lines = program._python_lines(cell, base, not program.cells, statements)
+            except LintError as exc:
+                program.broken[cell.number] = _in_cell(cell.number, exc)
+                continue
+            if program.cells:
                 marker = f"# <{base} cell {cell.number}>"
                 separator = f"pass  {marker}" if statements else marker
                 program.separators.append(separator)
                 parts.append(separator + "\n")
-            lines = program._python_lines(cell, base, first=index == 0, statements=statements)
+            program.cells.append(cell.number)
+            program.originals[cell.number] = cell.source
             if lines and not lines[-1].endswith(("\n", "\r")):
                 lines[-1] += "\n"
             parts.extend(lines)
@@ -266,18 +275,24 @@ class Program:
         return program
 
     def _python_lines(self, cell: Cell, base: str, first: bool, statements: bool) -> list[str]:
+        """The cell's lines, IPython syntax replaced; LintError if they still do not parse."""
         lines = split_lines(cell.source)
-        magic = _magic_lines(lines, cell.source, future=not first)
+        valid = _compiles(cell.source)
+        magic = _magic_lines(lines, valid, future=not first)
+        placeholders: dict[str, tuple[int, str]] = {}
         for i in sorted(magic):
             text = _strip_newline(lines[i])
-            marker = f"# <{base} ipython {len(self.placeholders)}>"
+            marker = f"# <{base} ipython {len(self.placeholders) + len(placeholders)}>"
             indent = text[: len(text) - len(text.lstrip())]
             if magic[i] and (indent or statements):
                 placeholder = f"{indent}pass  {marker}"
             else:
                 placeholder = marker
-            self.placeholders[placeholder] = (cell.number, text)
+            placeholders[placeholder] = (cell.number, text)
             lines[i] = placeholder + _newline_of(lines[i])
+        if not valid:
+            check_syntax("".join(lines), f"<cell {cell.number}>")
+        self.placeholders.update(placeholders)
         return lines
 
     def split(self, text: str) -> list[Chunk]:
@@ -333,20 +348,13 @@ class Program:
         return chunk, line - chunk.start + 1
 
     def explain(self, error: str) -> str:
-        """A linter error about the program, restated in cell positions."""
-        m = re.match(r"syntax error at (\d+):(\d+)", error)
+        """A linter error about the program, restated in cell positions (a syntax error
+        only libcst finds: every cell CPython refuses is checked and left out already)."""
+        m = re.match(r"syntax error at (\d+):(\d+): ", error)
         if not m or not self.cells:
             return error
-        chunks = self.split(self.source)
-        chunk, line = self.locate(chunks, int(m.group(1)))
-        try:
-            compile(chunk.code, "<cell>", "exec", _COMPILE_FLAGS, dont_inherit=True)
-        except SyntaxError as exc:
-            where = f"{exc.lineno}:{exc.offset}" if exc.lineno else f"{line}:{m.group(2)}"
-            return f"syntax error in cell {chunk.cell} at {where}: {exc.msg}"
-        except (ValueError, RecursionError):
-            pass
-        return f"syntax error in cell {chunk.cell} at {line}:{m.group(2)}"
+        chunk, line = self.locate(self.split(self.source), int(m.group(1)))
+        return f"syntax error in cell {chunk.cell} at {line}:{m.group(2)}: {error[m.end() :]}"
 
     def violations(
         self, violations: Iterable[Violation], text: str, chunks: Sequence[Chunk]
@@ -384,15 +392,8 @@ class Program:
         edits: list[TextEdit] = []
         for old, new in zip(chunks, after, strict=True):
             if old.source != new.source:
-                edits += [replace(e, cell=old.cell) for e in _line_edits(old.source, new.source)]
+                edits += [replace(e, cell=old.cell) for e in line_edits(old.source, new.source)]
         return tuple(edits)
-
-
-def _line_edits(before: str, after: str) -> Iterator[TextEdit]:
-    a, b = split_lines(before), split_lines(after)
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            yield TextEdit((i1 + 1, 1), (i2 + 1, 1), "".join(b[j1:j2]))
 
 
 def _with_tail(text: str, original: str) -> str:
@@ -406,15 +407,25 @@ def _with_tail(text: str, original: str) -> str:
 # IPython syntax
 
 
-def _magic_lines(lines: list[str], source: str, future: bool) -> dict[int, bool]:
-    """Indices of the lines to replace -> whether the line starts a statement."""
-    found: dict[int, bool] = {}
+def _compiles(source: str) -> bool:
     try:
         compile(source, "<cell>", "exec", _COMPILE_FLAGS, dont_inherit=True)
-        valid = True
-    except (SyntaxError, ValueError, RecursionError):
-        valid = False
-    if valid and not (future and "__future__" in source):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _in_cell(number: int, error: LintError) -> str:
+    """A cell's error, as the user finds it: cell number, then line and column in the cell."""
+    if isinstance(error, InvalidSyntax):
+        return f"syntax error in cell {number} at {error.line}:{error.column}: {error.message}"
+    return f"cell {number}: {error}"
+
+
+def _magic_lines(lines: list[str], valid: bool, future: bool) -> dict[int, bool]:
+    """Indices of the lines to replace -> whether the line starts a statement."""
+    found: dict[int, bool] = {}
+    if valid and not (future and any("__future__" in line for line in lines)):
         return found
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     start = 0

@@ -22,7 +22,9 @@ from pathlib import Path
 from torchlint.cache import Cache
 from torchlint.config import Config
 from torchlint.linter import TOO_DEEP, parser_thread
-from torchlint.runner import FileResult, Job, display, process_file
+from torchlint.results import FileResult, Job
+from torchlint.runner import display, process_file
+from torchlint.source import SourceError, read_bytes
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -135,7 +137,9 @@ def run_files(
     on_result: Callable[[FileResult], None] | None = None,
     cache_dir: Path | None = None,
 ) -> list[FileResult]:
-    """Lint (or fix) every file; results in the order of `files`."""
+    """Lint (or fix) every file (in worker processes when there are enough), answering
+    from the cache in `cache_dir` what it knows (None: no cache). Results, and the calls
+    of `on_result` (progress bar, --verbose), come in the order of `files`."""
     tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
     results: list[FileResult | None] = [None] * len(tasks)
     cache = Cache(cache_dir, job) if cache_dir is not None else None
@@ -145,8 +149,8 @@ def run_files(
         for task in tasks:
             task.stamp = _stamp(task.path)
             try:
-                task.raw = task.path.read_bytes()
-            except OSError:
+                task.raw = read_bytes(task.path)
+            except SourceError:
                 todo.append(task)  # process_file reports why
                 continue
             hit = cache.get(task.path, display(task.path), task.codes, task.raw)

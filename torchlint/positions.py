@@ -7,6 +7,11 @@ code is generated once with a state that counts characters and records offsets o
 for the nodes asked for (and the nodes their ranges are defined by); offsets become
 lines and columns at the end. The ranges are libcst's `PositionProvider` ranges
 (tests/test_positions.py compares them on every node of real files).
+
+The same pass records, for those nodes, the exact text each generated (`extent`) and
+what generating other code in its place needs (`context`: the indentation, and the
+arguments the parent passed, such as a default comma): a fix's edits are then spliced
+into the text without generating the module again.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import re
+import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -23,6 +30,15 @@ from libcst.metadata import CodePosition, CodeRange
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # as libcst counts lines
 _NULL = contextlib.nullcontext()
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a node's code was generated."""
+
+    indent: tuple[str, ...]  # the indentation tokens in force
+    kwargs: dict[str, Any]  # what the parent passed to its `_codegen` (default_comma...)
+    block: cst.IndentedBlock | None  # the innermost block around it; None: the module
 
 
 class _Record:
@@ -52,6 +68,10 @@ class _State(CodegenState):
         self.wanted = wanted
         self.starts: list[int] = []
         self.ranges: dict[int, tuple[int, int]] = {}
+        self.extents: dict[int, tuple[int, int]] = {}
+        self.contexts: dict[int, Context] = {}
+        self.blocks: list[cst.IndentedBlock] = []
+        self.popped = ""  # the last newline, when the module has none
 
     def add_indent_tokens(self) -> None:
         self.tokens.extend(self.indent_tokens)
@@ -62,14 +82,29 @@ class _State(CodegenState):
         self.tokens.append(value)
         self.offset += len(value)
 
+    def pop_trailing_newline(self) -> None:
+        if self.tokens:
+            self.popped = self.tokens.pop()
+
     def before_codegen(self, node: cst.CSTNode) -> None:
+        if type(node) is cst.IndentedBlock:
+            self.blocks.append(node)
         if id(node) in self.wanted:
             self.starts.append(self.offset)
+            caller = sys._getframe(1).f_locals  # CSTNode._codegen(self, state, **kwargs)
+            self.contexts[id(node)] = Context(
+                tuple(self.indent_tokens),
+                dict(caller.get("kwargs", {})),
+                self.blocks[-1] if self.blocks else None,
+            )
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         if id(node) in self.wanted:
             start = self.starts.pop()
+            self.extents[id(node)] = (start, self.offset)
             self.ranges.setdefault(id(node), (start, self.offset))  # keep a syntactic range
+        if type(node) is cst.IndentedBlock:
+            self.blocks.pop()
 
     def record_syntactic_position(
         self,
@@ -94,28 +129,44 @@ class NodePositions:
     def __init__(self, module: cst.Module, nodes: Iterable[cst.CSTNode] = ()) -> None:
         self.module = module
         self.wanted: set[int] = {id(n) for n in nodes}
-        self.ranges: dict[int, tuple[int, int]] = {}
+        self.state = _State(module, set())
         self.line_starts: list[int] = []
         if self.wanted:
             self._compute()
 
     def _compute(self) -> None:
-        state = _State(self.module, set(self.wanted))
-        self.module._codegen(state)
-        self.ranges = state.ranges
-        code = "".join(state.tokens)
+        self.state = _State(self.module, set(self.wanted))
+        self.module._codegen(self.state)
+        code = "".join(self.state.tokens)
         self.line_starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+
+    def _lookup(self, table: str, node: cst.CSTNode) -> Any:
+        found = getattr(self.state, table).get(id(node))
+        if found is None:
+            self.wanted.add(id(node))
+            self._compute()
+            found = getattr(self.state, table).get(id(node))
+            if found is None:
+                raise KeyError(node)
+        return found
 
     def _position(self, offset: int) -> CodePosition:
         line = bisect.bisect_right(self.line_starts, offset)
         return CodePosition(line, offset - self.line_starts[line - 1])
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        found = self.ranges.get(id(node))
-        if found is None:
-            self.wanted.add(id(node))
-            self._compute()
-            found = self.ranges.get(id(node))
-            if found is None:
-                raise KeyError(node)
-        return CodeRange(self._position(found[0]), self._position(found[1]))
+        start, end = self._lookup("ranges", node)
+        return CodeRange(self._position(start), self._position(end))
+
+    def extent(self, node: cst.CSTNode) -> tuple[int, int]:
+        """The offsets of all the text `node` generated (its whitespace included), in the
+        module's code followed by `popped`."""
+        return self._lookup("extents", node)
+
+    def context(self, node: cst.CSTNode) -> Context:
+        return self._lookup("contexts", node)
+
+    @property
+    def popped(self) -> str:
+        """The newline libcst generates last and drops again (a file without one)."""
+        return self.state.popped

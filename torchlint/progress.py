@@ -11,10 +11,9 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-if TYPE_CHECKING:  # `torchlint --version` must not pay for libcst
-    from torchlint.runner import FileResult
+from torchlint.results import FileResult
 
 
 def wanted(stream: TextIO) -> bool:

@@ -9,46 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, LintError, Violation, unified_diff
-from torchlint.semantic import Settings
-from torchlint.source import SourceError, SourceFile, decode, read_source, write_source
+from torchlint.linter import Linter, LintError, TooLarge, unified_diff
+from torchlint.notebook import Notebook, NotebookError
+from torchlint.results import FileResult, Job
+from torchlint.source import (
+    SourceError,
+    SourceFile,
+    decode,
+    irregular,
+    read_source,
+    write_source,
+)
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
-
-
-@dataclass
-class FileResult:
-    """What happened to one file; plain data (picklable, cacheable)."""
-
-    path: str  # as shown to the user
-    violations: list[Violation] = field(default_factory=list)
-    error: str | None = None
-    fixed: list[str] = field(default_factory=list)  # codes of applied fixes
-    diff: str | None = None  # with --diff: what --fix would change
-    text: str | None = None  # the (fixed) text the violations point into
-    fixed_text: str | None = None  # stdin in fix mode: the fixed source to print
-    # Notebooks (text is None): every cell's (fixed) source, by cell number - 1; a
-    # violation's line and column point into the cell named by its `cell`.
-    cells: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class Job:
-    """What to do with every file of a run."""
-
-    codes: tuple[str, ...]
-    settings: Settings
-    fix: bool = False
-    unsafe: bool = False
-    diff: bool = False  # compute fixes, write nothing
-    with_edits: bool = False  # reporters that show fix edits need them
 
 
 @dataclass
@@ -103,9 +83,17 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
 
     def add(path: Path) -> None:
         key = path.absolute()
-        if key not in seen:
-            seen.add(key)
+        if key in seen:
+            return
+        seen.add(key)
+        try:
+            kind = irregular(os.stat(path).st_mode)
+        except OSError:  # a dangling link, say: reading it says why
+            kind = None
+        if kind is None:
             found.files.append(path)
+        else:  # reading a FIFO would wait for a writer; a device may never end
+            found.warnings.append(f"{display(path)}: {kind}, not a regular file; skipped")
 
     for raw in paths:
         path = Path(raw)
@@ -174,6 +162,8 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
                 result.diff = unified_diff(name, text, outcome.text)
         else:
             result.violations = linter.lint(text, name, with_edits=job.with_edits)
+    except TooLarge as exc:
+        result.warning = str(exc)
     except LintError as exc:
         result.error = str(exc)
     return result
@@ -181,15 +171,16 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
 
 def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text."""
-    from torchlint.notebook import Notebook, NotebookError
-
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
         return FileResult(name, error=str(exc)), text
     for statements in (False, True):  # statement separators survive more fixes (see notebook.py)
         program = notebook.program(statements)
-        result = lint_text(program.source, name, job, codes)
+        # A cell that does not parse is an error, and the notebook is not fixed (a fix
+        # could need that cell, or conflict with it), but the other cells are analysed.
+        run = replace(job, fix=False, diff=False) if program.broken else job
+        result = lint_text(program.source, name, run, codes)
         if result.error is not None:
             result.error, result.text = program.explain(result.error), None
             return result, text
@@ -209,6 +200,8 @@ def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple
     result.violations = program.violations(result.violations, fixed, chunks)
     result.diff = notebook.diff(name, changed) if job.diff and changed else None
     result.text, result.cells = None, notebook.sources(changed)
+    if program.broken:
+        result.error = "; ".join(program.broken.values())
     return result, new_text
 
 
@@ -230,25 +223,10 @@ def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     if job.fix and not job.diff and result.error is None and new_text != source.text:
         try:
             write_source(source, new_text)
-        except SourceError as exc:
+        except SourceError as exc:  # nothing written: report what the file on disk holds
+            result, _ = _lint_source(source.text, name, replace(job, fix=False), codes)
             result.error = str(exc)
-            result.fixed = []
     return result
-
-
-def run(
-    files: Iterable[Path],
-    job: Job,
-    config: Config,
-    on_result: Callable[[FileResult], None] | None = None,
-    cache_dir: Path | None = None,
-) -> list[FileResult]:
-    """Lint every file (in worker processes when there are enough), answering from the
-    cache in `cache_dir` what it knows (None: no cache). Results, and the calls of
-    `on_result` (progress bar, --verbose), come in the order of `files`."""
-    from torchlint.parallel import run_files
-
-    return run_files(list(files), job, config, on_result, cache_dir)
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:

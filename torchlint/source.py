@@ -11,11 +11,19 @@ from __future__ import annotations
 import codecs
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split where Python splits them (not at \\f or U+2028)."""
+    return _LINE.findall(text)
 
 
 class SourceError(Exception):
@@ -52,17 +60,49 @@ def decode(raw: bytes) -> tuple[str, str]:
     return text, encoding
 
 
-def read_source(path: Path) -> SourceFile:
+def irregular(mode: int) -> str | None:
+    """What a file of this `st_mode` is when it is not a regular file; None when it is."""
+    kinds = (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+# Opening a FIFO for reading waits for a writer; without blocking, the file is seen for
+# what it is (fstat) before anything is read.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _require_regular(mode: int) -> None:
+    kind = irregular(mode)
+    if kind == "a directory":
+        raise SourceError("is a directory")
+    if kind is not None:
+        raise SourceError(f"{kind}, not a regular file")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file; SourceError for anything else, never a wait."""
     try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise SourceError("is a directory") from None
+        _require_regular(os.stat(path).st_mode)
+        with open(os.open(path, _OPEN_FLAGS), "rb") as handle:
+            _require_regular(os.fstat(handle.fileno()).st_mode)  # replaced in between
+            return handle.read()
     except FileNotFoundError:
         raise SourceError("no such file") from None
     except PermissionError:
         raise SourceError("permission denied") from None
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
+
+
+def read_source(path: Path) -> SourceFile:
+    raw = read_bytes(path)
     text, encoding = decode(raw)
     return SourceFile(path, raw, text, encoding)
 
@@ -78,9 +118,9 @@ def write_source(original: SourceFile, text: str) -> None:
     """Atomically replace the file with `text`, if the file still holds what was read."""
     data = encode(text, original.encoding)
     path = original.path
+    if read_bytes(path) != original.raw:
+        raise SourceError("file changed on disk while torchlint ran; not written")
     try:
-        if path.read_bytes() != original.raw:
-            raise SourceError("file changed on disk while torchlint ran; not written")
         mode = stat.S_IMODE(path.stat().st_mode)
         if not os.access(path, os.W_OK) or not mode & 0o222:  # root too respects a-w
             raise SourceError("permission denied (file is read-only); not written")

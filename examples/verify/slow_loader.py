@@ -48,17 +48,19 @@ def main() -> None:
     args = parser.parse_args()
     # One intra-op thread: on a small machine the cores are needed for data loading.
     torch.set_num_threads(1)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     loader = DataLoader(Waveforms(args.samples), batch_size=8, shuffle=True)
     layers = [nn.Linear(LENGTH, 256), nn.ReLU()]
     for _ in range(12):
         layers += [nn.Linear(256, 256), nn.ReLU()]
-    model = nn.Sequential(*layers, nn.Linear(256, CLASSES))
+    model = nn.Sequential(*layers, nn.Linear(256, CLASSES)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):
         total = 0.0
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
             loss = criterion(model(x), y)
             loss.backward()

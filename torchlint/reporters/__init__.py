@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from torchlint.linter import Violation
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 _MODULES = {
     "text": "text",
@@ -31,7 +30,7 @@ _MODULES = {
 }
 FORMATS = tuple(_MODULES)
 HUMAN = frozenset({"text", "full", "concise"})  # followed by a summary line
-# Formats that show the text edits of each fix (computing them costs a fix per finding).
+# Formats that show the text edits of each fix (spliced from the edited nodes' positions).
 WITH_EDITS = frozenset({"json", "json-lines", "sarif", "rdjson", "rdjsonl"})
 
 TOOL_URL = "https://github.com/torchlint/torchlint"

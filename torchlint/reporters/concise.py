@@ -5,7 +5,7 @@ from __future__ import annotations
 from torchlint.reporters import Context, fixable
 from torchlint.reporters.style import Style
 from torchlint.reporters.text import location
-from torchlint.runner import FileResult
+from torchlint.results import FileResult
 
 
 def render(results: list[FileResult], context: Context) -> str:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchlint.linter import Violation
 from torchlint.reporters import Context, cell_prefix, fixable, repo_path
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 MAX_SUMMARY_ROWS = 500
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.linter import Violation
 from torchlint.reporters import Context, cell_prefix, fingerprints, repo_path
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 
 def _location(path: str, v: Violation) -> dict[str, Any]:

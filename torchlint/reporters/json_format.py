@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.linter import Violation
 from torchlint.reporters import Context, rule_url
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 
 def violation_dict(path: str, v: Violation) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 
 from torchlint.reporters import Context
 from torchlint.reporters.json_format import violation_dict
-from torchlint.runner import FileResult
+from torchlint.results import FileResult
 
 
 def render(results: list[FileResult], context: Context) -> str:

@@ -10,7 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from torchlint.reporters import Context
-from torchlint.runner import FileResult
+from torchlint.results import FileResult
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.linter import Violation
 from torchlint.reporters import (
     TOOL_URL,
     Context,
@@ -19,7 +18,7 @@ from torchlint.reporters import (
     rule_url,
     source_lines,
 )
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, Violation
 
 SOURCE = {"name": "torchlint", "url": TOOL_URL}
 

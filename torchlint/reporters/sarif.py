@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.linter import FixRecord, Violation
 from torchlint.registry import all_rules, family
 from torchlint.reporters import (
     TOOL_URL,
@@ -24,8 +23,8 @@ from torchlint.reporters import (
     repo_path,
     rule_url,
 )
+from torchlint.results import FileResult, FixRecord, Violation
 from torchlint.rule import Rule
-from torchlint.runner import FileResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "torchlint/v1"

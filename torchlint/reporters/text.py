@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from torchlint.linter import FixRecord, Violation
 from torchlint.reporters import Context, fixable, source_lines
 from torchlint.reporters.style import Style
-from torchlint.runner import FileResult
+from torchlint.results import FileResult, FixRecord, Violation
 
 MAX_EXCERPT_LINES = 4
 

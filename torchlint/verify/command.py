@@ -66,20 +66,17 @@ def _checked(options: VerifyOptions) -> VerifyOptions:
 
 
 def _read_script(script: Path) -> tuple[Any, str]:
+    from torchlint.linter import InvalidSyntax
     from torchlint.source import SourceError, read_source
 
     try:
         source = read_source(script)
     except SourceError as exc:
         raise UsageError(f"{script}: {exc}") from None
-    try:
+    try:  # all of the compiler (`return` outside a function...): the script is to run
         compile(source.text, str(script), "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise UsageError(
-            f"{script}:{exc.lineno}:{exc.offset or 0}: syntax error: {exc.msg}"
-        ) from None
-    except ValueError as exc:
-        raise UsageError(f"{script}: {exc}") from None
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(f"{script}: {InvalidSyntax.from_compile(exc, source.text)}") from None
     return source, source.text
 
 
