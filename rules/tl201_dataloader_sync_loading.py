@@ -3,10 +3,12 @@
 What: a `torch.utils.data.DataLoader` without `num_workers` (or with `num_workers=0`)
 whose batches feed a training loop of this file (a backward pass and an optimizer step
 per batch), in a file that trains on a GPU (see TL202 for what counts). Left alone:
-datasets already in memory (`TensorDataset`, a list of tensors: nothing to decode,
-workers only add start-up and transfer overhead), an `IterableDataset` (workers would
-each yield the whole stream unless it shards itself), loaders only evaluated or used
-once, CPU-only scripts, and loaders built from `**kwargs`.
+datasets that do no work per sample, as far as their origin shows (tensors already in
+memory: `TensorDataset`, a list; a Dataset class of the file whose `__getitem__` calls
+nothing; a dataset class from another module built without any transform): workers
+only add start-up and transfer overhead there; an `IterableDataset` (workers would each
+yield the whole stream unless it shards itself); loaders only evaluated or used once;
+CPU-only scripts; loaders built from `**kwargs`.
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one
@@ -63,7 +65,7 @@ class DataLoaderSyncLoading(Rule):
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:
                 continue
-            if module.in_memory(loader) or module.iterable_dataset(loader):
+            if module.plain_data(loader) or module.iterable_dataset(loader):
                 continue
             what = (
                 "DataLoader without `num_workers`"

@@ -1,7 +1,8 @@
 """End to end: a naive single-GPU training + evaluation script, fixed with every
 multi-GPU / sync / precision rule (TL3xx-TL5xx, off-by-default ones included) plus
-TL201, equals its expected file exactly, is stable under a second fix, and the fixed
-script still runs with real torch on a machine without CUDA.
+TL201 (silent here: the dataset is tensors in memory, nothing for workers to load),
+equals its expected file exactly, is stable under a second fix, and the fixed script
+still runs with real torch on a machine without CUDA.
 
 UPDATE_FIXTURES=1 rewrites train.fixed.py from the current fixer (read it before
 accepting it).
@@ -39,7 +40,7 @@ CODES = [
     "TL502",
 ]
 # What the fix must have done, and what is left for a person (rules without a fix).
-FIXED = {"TL201", "TL301", "TL402", "TL403", "TL404", "TL405", "TL501"}
+FIXED = {"TL301", "TL402", "TL403", "TL404", "TL405", "TL501"}
 REMAINING = {"TL302", "TL401"}
 
 

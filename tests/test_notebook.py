@@ -96,9 +96,24 @@ def workers_rule(monkeypatch):
     )
 
 
-# The loader cells, then a cell that trains on the GPU with the loader (for TL201 itself).
+# An MNIST loader, then a cell that trains on the GPU with it (for TL201 itself).
 TRAINING_CELLS = (
-    *LOADER_CELLS,
+    ("markdown", ["# Title"]),
+    (
+        "code",
+        lines(
+            "import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "from torchvision import datasets"
+        ),
+    ),
+    ("markdown", ["## Data"]),
+    (
+        "code",
+        lines(
+            "%matplotlib inline\nds = datasets.MNIST('data')\nloader = DataLoader(ds, batch_size=4)"
+        ),
+    ),
     (
         "code",
         lines(

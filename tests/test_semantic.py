@@ -426,3 +426,19 @@ def test_managed_frameworks():
     assert model_of("from transformers import Trainer\n").managed
     assert not model_of("from transformers import AutoModel\n").managed
     assert not model_of("import torch\n").managed
+
+
+def test_a_loader_stepped_with_next_feeds_the_loop():
+    model = model_of(
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds)\nonce = DataLoader(ds)\n"
+        "opt = torch.optim.SGD(params)\n"
+        "data_iter = iter(loader)\n"
+        "first = next(iter(once))\n"
+        "for step in range(100):\n"
+        "    x = next(data_iter)\n"
+        "    model(x).backward()\n"
+        "    opt.step()\n"
+    )
+    loader, once = model.dataloaders
+    assert loader.feeds_training and not once.feeds_training

@@ -239,9 +239,11 @@ class Devices:
         return False
 
     def move(self, call: CallSite) -> Device | None:
-        """Where `x.cuda(...)` / `x.to(...)` moves `x`: None when it is not provably a
+        """Where `x.cuda(...)` / `x.to(...)` / `x.cpu()` moves `x`: None when it is not a
         device move (`.to(torch.float16)`, `.to(other_tensor)`, `.to(memory_format=...)`).
         A `.to(expr)` whose expression is not known but could be a device is UNKNOWN."""
+        if call.method == "cpu":
+            return None if call.node.args else CPU
         if call.method == "cuda":
             device = call.arg("device", index=0)
             if device is MISSING:

@@ -111,9 +111,36 @@ class Loaders:
             if isinstance(loop.node, cst.For):
                 for it in iterables(loop.node.iter, loop.ctx.scope):
                     for site in self.of(it, loop.ctx.scope):
-                        if loop not in site.loops:
-                            site.loops.append(loop)
-                            loop.loaders.append(site)
+                        self._iterated(site, loop)
+        # `batch = next(it)` with `it = iter(loader)` in a loop: that loop takes a batch from
+        # the loader each time round. (`next(iter(loader))` draws one batch from a fresh
+        # iterator: a sample, not a stream of batches.)
+        for call in facts.calls_by_qualname.get("next", ()):
+            if call.ctx.loops and call.node.args and not call.node.args[0].star:
+                for site in self._iterator_of(call.node.args[0].value, call.scope):
+                    self._iterated(site, call.ctx.loops[-1])
+
+    @staticmethod
+    def _iterated(site: DataLoaderSite, loop: Loop) -> None:
+        if loop not in site.loops:
+            site.loops.append(loop)
+            loop.loaders.append(site)
+
+    def _iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+        """The loaders a name bound to `iter(loader)` walks."""
+        symbol = scope.lookup_expr(node)
+        if symbol is None:
+            return []
+        values = [(b.value, b.ctx.scope) for b in symbol.bindings if b.value is not None]
+        found: list[DataLoaderSite] = []
+        for value, where in values:
+            if (
+                isinstance(value, cst.Call)
+                and where.resolve(value.func) == "iter"
+                and len(value.args) == 1
+            ):
+                found.extend(self.of(value.args[0].value, where))
+        return found
 
     def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> list[DataLoaderSite]:
         """The loaders an expression may hold."""

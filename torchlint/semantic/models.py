@@ -166,7 +166,7 @@ class Models:
                     self._hold(site, b.symbol)
         self._linked = True
         for call in self.facts.calls:
-            if call.method in ("to", "cuda") and call.receiver is not None:
+            if call.method in ("to", "cuda", "cpu") and call.receiver is not None:
                 site = self.of(call.receiver, call.scope)
                 if site is not None and call not in site.moves:
                     site.moves.append(call)
@@ -191,7 +191,7 @@ class Models:
                 _, peeled = self._unwrap(binding.value, scope) if binding.value else (None, [])
                 for inner in peeled:
                     call = calls[id(inner)]
-                    if call.method in ("to", "cuda"):
+                    if call.method in ("to", "cuda", "cpu"):
                         site.moves.append(call)
                     elif call.qualname in PARALLEL_WRAPPERS:
                         site.wrappers.append(call)

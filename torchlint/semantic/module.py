@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,6 +23,8 @@ from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
+# Libraries whose datasets decode and transform each sample.
+DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Frameworks that own the device, the samplers and the process group.
 MANAGED_PREFIXES = (
@@ -318,15 +321,46 @@ class TorchModule:
         ]
         return found
 
-    def in_memory(self, loader: DataLoaderSite) -> bool:
-        """The dataset is tensors already in memory (`TensorDataset`, a list of tensors):
-        nothing to decode, so worker processes only add overhead."""
-        for value, scope in self.dataset_values(loader):
-            if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
-                return True
-            if isinstance(value, cst.Call) and self.resolve(value.func, scope) == TENSOR_DATASET:
-                return True
-        return False
+    def _transform(self, arg: cst.Arg, scope: Scope) -> bool:
+        """A transform passed to a dataset: `transform=...`, or a torchvision transform."""
+        if arg.keyword is not None and "transform" in arg.keyword.value:
+            return True
+        value = arg.value
+        return isinstance(value, cst.Call) and (self.resolve(value.func, scope) or "").startswith(
+            "torchvision.transforms"
+        )
+
+    def plain_data(self, loader: DataLoaderSite) -> bool:
+        """Where the dataset comes from shows it does no work per sample, so worker
+        processes would only add overhead: tensors already in memory (`TensorDataset`, a
+        list), a Dataset class of this file whose `__getitem__` calls nothing, or a dataset
+        class from elsewhere built without any transform (`MyTrainDataset(2048)`). A
+        torchvision dataset, a transform passed, or an origin we cannot see: not plain."""
+        dataset = loader.arg("dataset")
+        if dataset is MISSING:
+            return False
+        origins = self.values.origins(dataset, loader.call.scope)
+        return bool(origins) and all(self._plain(value, scope) for value, scope in origins)
+
+    def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = self.resolve(value.func, scope)
+        if qualname == TENSOR_DATASET:
+            return True
+        if qualname is not None:
+            return not qualname.startswith(DECODING) and not any(
+                self._transform(a, scope) for a in value.args
+            )
+        cls = self.functions.class_scope(value.func, scope)
+        getitem = cls.member("__getitem__") if cls is not None else None
+        method = getitem.only(Kind.DEF) if getitem is not None else None
+        if method is None:
+            return False
+        assert isinstance(method.node, cst.FunctionDef)
+        return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
 
     def iterable_dataset(self, loader: DataLoaderSite) -> bool:
         """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
@@ -481,6 +515,14 @@ class TorchModule:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
+
+
+def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
 
 
 def _main_guard(node: cst.If) -> bool:

@@ -162,6 +162,55 @@ class Values:
             return value, binding.ctx.scope
         return None
 
+    # -- where a value comes from ---------------------------------------------------------
+
+    def origins(
+        self, node: cst.BaseExpression, scope: Scope, _depth: int = 0
+    ) -> list[tuple[cst.BaseExpression, Scope]]:
+        """The expressions `node` may evaluate, followed through names, parameters (what
+        the calls of this file pass), functions of this file (what they return) and tuple
+        unpacking. A name or parameter that cannot be followed is its own origin."""
+        if _depth > MAX_DEPTH:
+            return [(node, scope)]
+        if isinstance(node, cst.Call):
+            returned = self._returned(node, scope, None, _depth)
+            return returned if returned is not None else [(node, scope)]
+        symbol = scope.lookup_expr(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if symbol is None or not symbol.bindings:
+            return [(node, scope)]
+        found: list[tuple[cst.BaseExpression, Scope]] = []
+        for b in symbol.bindings:
+            if b.kind is Kind.ASSIGN and b.value is not None:
+                found += self.origins(b.value, b.ctx.scope, _depth + 1)
+            elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
+                returned = self._returned(b.source, b.ctx.scope, b.path[0], _depth)
+                found += returned if returned is not None else [(node, scope)]
+            elif b.kind is Kind.PARAM and (passed := self.functions.arguments(b)):
+                for value, where in passed:
+                    found += self.origins(value, where, _depth + 1)
+            else:
+                found.append((node, scope))
+        return found
+
+    def _returned(
+        self, call: cst.Call, scope: Scope, element: int | None, depth: int
+    ) -> list[tuple[cst.BaseExpression, Scope]] | None:
+        """What a function of this file returns (the `element`-th of a tuple); None when
+        the call is not to one."""
+        target = self.functions.definition(call.func, scope)
+        if target is None or target.kind is not Kind.DEF:
+            return None
+        assert isinstance(target.node, cst.FunctionDef)
+        inner = self.functions.scope_of(target.node)
+        found: list[tuple[cst.BaseExpression, Scope]] = []
+        for value in self.functions.returns(target.node):
+            if element is not None:
+                if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                    return None
+                value = value.elements[element].value
+            found += self.origins(value, inner, depth + 1)
+        return found or None
+
     # -- argparse ------------------------------------------------------------------------
 
     def option(self, node: cst.CSTNode, scope: Scope) -> Option | None:
