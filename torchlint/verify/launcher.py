@@ -108,7 +108,7 @@ class Counter:
         if os.getpid() != self.pid:  # a forked DataLoader worker or a script's own fork
             return
         fields["event"] = event
-        fields["t"] = time.monotonic()
+        fields.setdefault("t", time.monotonic())
         fields["rank"] = self.rank
         with contextlib.suppress(OSError, ValueError):
             self.out.write(json.dumps(fields, default=str) + "\n")
@@ -152,7 +152,8 @@ class Counter:
             self._sync()
             self.phase = 1
             self.opened_at = time.monotonic()
-            self.emit("window_open", **self.counts(), **self._device())
+            # The window's clock starts here, not after the counters are read.
+            self.emit("window_open", t=self.opened_at, **self.counts(), **self._device())
         elif (
             self.phase == 1
             and self.opt_steps >= self.warmup + self.steps
