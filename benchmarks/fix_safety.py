@@ -21,6 +21,10 @@ ran into one that fails (exit 1 if any):
   dataparallel-loss      `DataParallel(...)` wrapped around a loss: an `nn.*Loss` instance
                          or a name like criterion/loss (the wrapper returns one loss per
                          GPU, and scatters the targets).
+  persistent-without-workers
+                         `persistent_workers=True` added where `num_workers` is not a
+                         positive literal or the NUM_WORKERS constant (`--n_cpu 0` would
+                         then raise ValueError when the loader is built).
   explicit-arg           an explicit argument the code relies on, removed or changed:
                          `set_to_none=False` in a file that updates `.grad` in place.
   syntax                 a fixed file that no longer parses.
@@ -54,7 +58,14 @@ WORKER_FNS = ("collate_fn", "worker_init_fn")
 LOSS_NAME = re.compile(r"(?i)loss|criterion")
 GRAD_IN_PLACE = re.compile(r"\.grad\s*[-+*/]=|\.grad\.(?:add_|sub_|mul_|div_|copy_|data)\b")
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-KINDS = ("workers-unguarded", "workers-unpicklable", "dataparallel-loss", "explicit-arg", "syntax")
+KINDS = (
+    "workers-unguarded",
+    "workers-unpicklable",
+    "persistent-without-workers",
+    "dataparallel-loss",
+    "explicit-arg",
+    "syntax",
+)
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,16 @@ def has_workers(call: ast.Call) -> bool:
     if value is None and len(call.args) > 5:  # DataLoader's 6th positional parameter
         value = call.args[5]
     return value is not None and not (isinstance(value, ast.Constant) and value.value == 0)
+
+
+def surely_workers(call: ast.Call) -> bool:
+    """`num_workers` is a positive literal or the constant the worker fixes define."""
+    value = keyword(call, "num_workers")
+    if value is None and len(call.args) > 5:
+        value = call.args[5]
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, int) and value.value > 0
+    return isinstance(value, ast.Name) and value.id == "NUM_WORKERS"
 
 
 # -- scopes ---------------------------------------------------------------------------------
@@ -283,6 +304,20 @@ def check(before: str, after: str, labels: list[str], path: str, notebook: bool)
     loaders_before, loaders_after = calls(old, "DataLoader"), calls(new, "DataLoader")
     if len(loaders_before) == len(loaders_after):
         for was, call in zip(loaders_before, loaders_after, strict=True):
+            persistent = keyword(call, "persistent_workers")
+            if (
+                keyword(was, "persistent_workers") is None
+                and isinstance(persistent, ast.Constant)
+                and persistent.value is True
+                and not surely_workers(call)
+            ):
+                found.append(
+                    Violation(
+                        "persistent-without-workers",
+                        where(call),
+                        "persistent_workers=True added where num_workers may be 0 (ValueError)",
+                    )
+                )
             if has_workers(was) or not has_workers(call):
                 continue
             if not notebook and not module.guarded(call):

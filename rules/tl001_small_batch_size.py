@@ -1,16 +1,24 @@
 """TL001 small-batch-size: a training DataLoader uses a batch size too small to fill the GPU.
 
-What: a `torch.utils.data.DataLoader` whose `batch_size` is an int literal, or a
-module-level constant bound once to one, below the `min-batch-size` option (default
-32), and whose batches feed a training loop (a loop calling `.backward()` and an
-optimizer `.step()`) in the same file.
+What: a `torch.utils.data.DataLoader` whose batches feed a training loop of the file
+(a backward pass and an optimizer step per batch) and whose `batch_size` is a constant
+from 2 to below the `min-batch-size` option (default 32): an int literal, a name bound
+once to one, an argparse option's default (`args.batch_size`), a config entry
+(`config["batch_size"]`, `cfg.batch_size` of a dict or namespace), or a parameter's
+default or the one value every call of the file passes. A value a user can change
+(the option, config and parameter defaults) is reported only where every network the
+loader trains is small enough to read (under 10M parameters counted from its layers):
+elsewhere a small default is usually a memory budget (high-resolution GANs, style
+transfer) the paper chose. A batch size of 1 is a choice
+left alone: per-sample training, variable-size inputs, and the image-to-image GAN papers
+(pix2pix, CycleGAN) train with batch 1 and instance normalisation on purpose.
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on
 arithmetic, and throughput per sample collapses. Larger batches (within memory)
 are the first lever of the PyTorch Performance Tuning Guide and of Lightning's
-`BatchSizeFinder`. A batch size read from a variable, a config or the command line
-is never reported: it cannot be proven small.
+`BatchSizeFinder`. A command-line or config default is what the script runs with
+unless told otherwise: the finding names where the value comes from.
 
 Bad:
     BATCH_SIZE = 8
@@ -24,12 +32,12 @@ Good:
     BATCH_SIZE = 32  # and the learning rate scaled with it
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
 
-Fix (unsafe): raise the literal (or the constant's value, where it is defined) to
-`min-batch-size`. Unsafe because it changes the optimisation: fewer steps per
-epoch, a different gradient noise scale and a different memory footprint. Scale the
-learning rate with the batch size (linear scaling rule, Goyal et al. 2017) and check
-convergence; `torchlint verify --tune-batch-size` measures the largest batch that
-fits on your GPU.
+Fix (unsafe): raise the literal (the constant's value, the option's default, the config
+entry: where it is written) to `min-batch-size`. Unsafe because it changes the
+optimisation: fewer steps per epoch, a different gradient noise scale and a different
+memory footprint. Scale the learning rate with the batch size (linear scaling rule,
+Goyal et al. 2017) and check convergence; `torchlint verify --tune-batch-size` measures
+the largest batch that fits on your GPU.
 
 Options: `min-batch-size` (int, default 32).
 
@@ -45,8 +53,16 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
+
+SMALL_NETWORK = 10_000_000  # parameters
+ORIGINS = {
+    "argparse": "the command-line default",
+    "config": "the config value",
+    "default": "the parameter default",
+    "argument": "the value passed for",
+}
 
 
 class SmallBatchSize(Rule):
@@ -65,14 +81,18 @@ class SmallBatchSize(Rule):
             if value is MISSING:
                 continue
             found = module.constant(value, loader.call.scope)
-            if found is None or found.origin not in ("literal", "name"):
+            if found is None:
                 continue
             size = found.value
-            if not isinstance(size, int) or isinstance(size, bool) or not 0 < size < minimum:
+            if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < minimum:
                 continue
             if not loader.feeds_training:
                 continue
+            if found.origin in ORIGINS and not _small_networks(module, loader):
+                continue  # a default a user can change, sized for networks we cannot see
             where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
+            if found.origin in ("argparse", "config", "default", "argument"):
+                where = f"{ORIGINS[found.origin]} {where}"
             yield self.diagnostic(
                 loader.call.node,
                 f"{where}={size}` feeds a training loop: batches this small leave the GPU "
@@ -85,6 +105,19 @@ class SmallBatchSize(Rule):
                     Replace(found.node, cst.Integer(str(minimum))),
                 ),
             )
+
+
+def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """The networks the loader trains are all small enough (their size read from their
+    layers) that per-step overhead, not arithmetic, bounds each step."""
+    sizes = [
+        module.networks.parameters(site)
+        for loop in loader.loops
+        if loop.is_training
+        for c in module.network_calls(loop)
+        if (site := module.model_called(c)) is not None
+    ]
+    return bool(sizes) and all(s is not None and s < SMALL_NETWORK for s in sizes)
 
 
 def _code(node: cst.BaseExpression) -> str:

@@ -74,6 +74,8 @@ class DefaultBatchSize(Rule):
                 fix=fix(
                     f"Add `batch_size={size}`",
                     Applicability.UNSAFE,
-                    Replace(loader.call.node, loader.set_arg("batch_size", cst.Integer(str(size)))),
-                ),
+                    Replace(loader.call.node, call),
+                )
+                if (call := loader.set_arg("batch_size", cst.Integer(str(size)))) is not None
+                else None,
             )

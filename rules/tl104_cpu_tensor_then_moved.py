@@ -6,12 +6,20 @@ is immediately moved with `.cuda()` or `.to(<device>)` and nothing else (no dtyp
 no `non_blocking`, no `copy`), on every training step: in a training loop that steps
 the optimizer each iteration (or a loop inside one), in the `forward` of a module, or
 in a function they call (two levels). Setup code that runs once, once-per-epoch code,
-inference loops and tests cost a copy or two: left alone.
+code under an `if step % N == 0:` (or a helper called there: sampling images),
+inference loops and tests cost a copy or two: left alone. Likewise, per step, an
+array NumPy builds only to become a GPU tensor: `Tensor(np.random.normal(0, 1, shape))`
+with the legacy `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the
+PyTorch-GAN idiom: noise and real/fake labels built every step), or
+`torch.from_numpy(np.ones(shape)).cuda()`. Arrays of real data (a batch NumPy loaded)
+are not built by a NumPy factory in the call: left alone.
 
 Why: every step, the tensor is allocated and filled by the CPU, then copied over PCIe
 with a synchronising host-to-device transfer, then the CPU copy is thrown away. Passing
 `device=` creates it where it is used: no copy, no CPU work, no sync. The PyTorch
-Performance Tuning Guide: "Create tensors directly on the target device".
+Performance Tuning Guide: "Create tensors directly on the target device". A copy from
+pageable memory without `non_blocking` also waits for the GPU to finish its queue: a
+NumPy-built tensor per step is a host-device sync per step, like `.item()` (TL401).
 
 Bad:
     def forward(self, x):
@@ -31,6 +39,11 @@ generators give different numbers and draw from different seeds' streams; and fo
 differ in the last bit. Calls that also pass `requires_grad=`, `out=`,
 `pin_memory=`, a `device=` of their own or `**kwargs` are left alone (with
 `requires_grad=True` the moved tensor is not a leaf: changing that changes `.grad`).
+NumPy-built: `T(np.ones(shape))`, `np.zeros`, `np.full(shape, v)` with a CUDA tensor
+type `T` become `T(*shape).fill_(v)` (safe: the same values, dtype and device; shapes
+spelled as a tuple, `x.shape` or `x.size()`); the random ones are reported without a
+fix (torch's generator draws other numbers than NumPy's: port them by hand as the
+message says).
 
 Sources: PyTorch Performance Tuning Guide, "Create tensors directly on the target
 device"; CUDA semantics notes; torch.Generator docs (per-device generators).
@@ -46,6 +59,7 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
+from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.syntax import int_value
 
 DETERMINISTIC = {
@@ -64,6 +78,34 @@ RANDOM = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "ra
 INEXACT = {"linspace", "arange"}  # `arange` of int literals is exact: see `_safe`
 FACTORIES = DETERMINISTIC | RANDOM | INEXACT
 BLOCKING_KWARGS = ("device", "requires_grad", "out", "pin_memory")
+# NumPy arrays built only to become a GPU tensor, and how to build them there.
+NUMPY_ON_DEVICE = {
+    "zeros": "`torch.zeros(shape, device=...)`",
+    "ones": "`torch.ones(shape, device=...)`",
+    "full": "`torch.full(shape, value, device=...)`",
+    "empty": "`torch.empty(shape, device=...)`",
+    "eye": "`torch.eye(n, device=...)`",
+    "arange": "`torch.arange(..., device=...)`",
+    "linspace": "`torch.linspace(..., device=...)`",
+    "normal": "`torch.normal(mean, std, shape, device=...)`",
+    "uniform": "`torch.empty(shape, device=...).uniform_(low, high)`",
+    "rand": "`torch.rand(shape, device=...)`",
+    "random": "`torch.rand(shape, device=...)`",
+    "random_sample": "`torch.rand(shape, device=...)`",
+    "randn": "`torch.randn(shape, device=...)`",
+    "standard_normal": "`torch.randn(shape, device=...)`",
+    "randint": "`torch.randint(low, high, shape, device=...)`",
+    "permutation": "`torch.randperm(n, device=...)`",
+}
+RANDOM_ARRAYS = {"normal", "uniform", "rand", "random", "random_sample", "randn"}
+RANDOM_ARRAYS |= {"standard_normal", "randint", "permutation"}
+NUMPY_FACTORIES = [
+    f"numpy.random.{n}" if n in RANDOM_ARRAYS else f"numpy.{n}" for n in NUMPY_ON_DEVICE
+]
+# Calls that make a CPU tensor of an array (then moved with `.cuda()`/`.to(...)`).
+TO_TENSOR = {"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"}
+TO_TENSOR |= {f"torch.{t}Tensor" for t in ("Float", "Double", "Half", "Long", "Int", "Byte")}
+CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
 
 
 def _safe(name: str, factory: cst.Call) -> bool:
@@ -77,6 +119,43 @@ def _safe(name: str, factory: cst.Call) -> bool:
     return False
 
 
+def _filled(tensor_type: cst.Call, array: cst.Call, name: str) -> cst.Call | None:
+    """`T(np.ones(shape))` as `T(*shape).fill_(1.0)`: the same values, dtype and device,
+    with no array and no copy. Only for `ones`/`zeros`/`full` of a shape we can spread."""
+    if name not in ("ones", "zeros", "full") or not array.args or array.args[0].keyword:
+        return None
+    if name == "full":
+        if len(array.args) != 2 or array.args[1].keyword is not None:
+            return None
+        value: cst.BaseExpression = array.args[1].value
+    elif len(array.args) == 1:
+        value = cst.Float("1.0" if name == "ones" else "0.0")
+    else:
+        return None  # a dtype or order
+    shape = array.args[0].value
+    if isinstance(shape, cst.Tuple) and shape.elements:
+        sizes = [
+            cst.Arg(e.value, star="*" if isinstance(e, cst.StarredElement) else "")
+            for e in shape.elements
+        ]
+    elif (isinstance(shape, cst.Attribute) and shape.attr.value == "shape") or (
+        isinstance(shape, cst.Call)
+        and isinstance(shape.func, cst.Attribute)
+        and shape.func.attr.value == "size"
+        and not shape.args
+    ):
+        sizes = [cst.Arg(shape, star="*")]
+    else:
+        return None
+    built = tensor_type.with_changes(args=_commas(sizes))
+    return cst.Call(cst.Attribute(built, cst.Name("fill_")), [cst.Arg(value)])
+
+
+def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [a.with_changes(comma=comma) for a in args[:-1]] + args[-1:]
+
+
 class CpuTensorThenMoved(Rule):
     code = "TL104"
     name = "cpu-tensor-then-moved"
@@ -84,6 +163,7 @@ class CpuTensorThenMoved(Rule):
     tokens = ("cuda", ".to(")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        arrays = {id(c.node): c for c in module.calls_to(*NUMPY_FACTORIES)}
         for move in module.method_calls("cuda", "to"):
             factory = move.receiver
             if not isinstance(factory, cst.Call):
@@ -92,12 +172,14 @@ class CpuTensorThenMoved(Rule):
             head, _, name = qualname.rpartition(".")
             if head != "torch" or name not in FACTORIES:
                 continue
+            if factory.args and id(factory.args[0].value) in arrays:
+                continue  # `torch.tensor(np.zeros(n)).cuda()`: NumPy-built, below
             if any(a.star == "**" for a in factory.args) or any(
                 a.keyword is not None and a.keyword.value in BLOCKING_KWARGS for a in factory.args
             ):
                 continue
             device = self._device(module, move)
-            if device is None or not module.per_step(move.ctx):
+            if device is None or not module.per_step(move.ctx) or is_periodic(move):
                 continue
             safe = _safe(name, factory)
             spelled = module.module.code_for_node(factory.func)
@@ -111,6 +193,59 @@ class CpuTensorThenMoved(Rule):
                     Replace(move.node, set_kwarg(factory, "device", device)),
                 ),
             )
+        if arrays:
+            yield from self._from_numpy(module, arrays)
+
+    def _from_numpy(self, module: TorchModule, arrays: dict[int, CallSite]) -> Iterator[Diagnostic]:
+        """Arrays NumPy builds every step only to be copied to the GPU: `T(np.ones(s))`
+        with `T` a CUDA tensor type, `torch.from_numpy(np.random.normal(...)).cuda()`."""
+        for call in module.calls:
+            args = call.node.args
+            if len(args) != 1 or args[0].keyword is not None or args[0].star:
+                continue
+            array = arrays.get(id(args[0].value))
+            if array is None or not module.per_step(call.ctx) or is_periodic(call):
+                continue
+            built = module.devices.tensor_type(call.node.func, call.scope)
+            if built is not None and built.is_gpu:
+                yield self._numpy_built(module, call, array, call.node)
+        for move in module.method_calls("cuda", "to"):
+            inner = move.receiver
+            while (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in CASTS
+                and not inner.args
+            ):
+                inner = inner.func.value  # `torch.from_numpy(a).float().cuda()`
+            if not isinstance(inner, cst.Call) or len(inner.args) != 1:
+                continue
+            array = arrays.get(id(inner.args[0].value))
+            if array is None or module.resolve(inner.func, move.scope) not in TO_TENSOR:
+                continue
+            device = module.move(move)
+            if device is None or device.is_cpu or is_periodic(move):
+                continue
+            if module.per_step(move.ctx):
+                yield self._numpy_built(module, move, array, None)
+
+    def _numpy_built(
+        self, module: TorchModule, at: CallSite, array: CallSite, tensor_type: cst.Call | None
+    ) -> Diagnostic:
+        name = (module.resolve(array.node.func, array.scope) or "").rpartition(".")[2]
+        spelled = module.module.code_for_node(array.node.func)
+        message = (
+            f"`{spelled}(...)` is computed by NumPy on the CPU and copied to the GPU on every "
+            f"step; build it on the device: {NUMPY_ON_DEVICE[name]}"
+        )
+        edit = _filled(tensor_type, array.node, name) if tensor_type is not None else None
+        return self.diagnostic(
+            at.node,
+            message,
+            fix=fix("Build the tensor on its device", Applicability.SAFE, Replace(at.node, edit))
+            if edit is not None
+            else None,
+        )
 
     @staticmethod
     def _device(module: TorchModule, move: CallSite) -> cst.BaseExpression | None:

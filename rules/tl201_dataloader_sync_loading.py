@@ -8,7 +8,9 @@ memory: `TensorDataset`, a list; a Dataset class of the file whose `__getitem__`
 nothing; a dataset class from another module built without any transform): workers
 only add start-up and transfer overhead there; an `IterableDataset` (workers would each
 yield the whole stream unless it shards itself); loaders only evaluated or used once;
-CPU-only scripts; loaders built from `**kwargs`.
+CPU-only scripts; loaders built from `*args` or from a `**` dict the file does not
+fully show (a dict literal, `dict(...)`, `d.update(...)` and `d["key"] = v` are read
+like keywords).
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one
@@ -32,7 +34,8 @@ under `if __name__ == "__main__":` (or in a function only called from there), an
 `collate_fn`, `worker_init_fn` and the dataset must not hold a lambda or a nested
 function; in a notebook, workers cannot import the classes and functions the notebook
 defines. Where one
-of these fails, the finding says which and no fix is made.
+of these fails, the finding says which and no fix is made; so too where a `**` dict
+sets `num_workers=0` (a keyword as well would raise TypeError: change the dict).
 
 Sources: PyTorch Performance Tuning Guide, "Enable async data loading and
 augmentation"; torch.utils.data docs, "Single- and Multi-process Data Loading" and
@@ -77,8 +80,11 @@ class DataLoaderSyncLoading(Rule):
                 "`num_workers` to the CPU cores per process minus one"
             )
             hazard = module.workers_hazard(loader)
+            fixed = None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`")
+            if fixed is None and not hazard:
+                hazard = "the `**` dict sets it: change it there"
             yield self.diagnostic(
                 loader.call.node,
                 f"{message} (not fixed: {hazard})" if hazard else message,
-                fix=None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
+                fix=fixed,
             )

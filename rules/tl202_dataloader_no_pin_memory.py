@@ -23,7 +23,10 @@ Good:
 
 Fix (safe): set `pin_memory=torch.cuda.is_available()`: pinned where there is a GPU
 to copy to, and no warning (nor wasted page-locked memory) on CPU-only machines.
-Safe: pinning changes where a batch lives in host memory, never its values.
+Safe: pinning changes where a batch lives in host memory, never its values. Options
+passed as `**options` are read like keywords when the file shows how the dict is built;
+when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword as
+well would raise TypeError), and a dict the file does not show is not reported.
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; torch.utils.data docs, "Memory Pinning".
@@ -61,17 +64,18 @@ class DataLoaderNoPinMemory(Rule):
             else:
                 continue
             spelled, imp = module.spell("torch.cuda.is_available", loader.call.scope)
+            call = loader.set_arg("pin_memory", cst.parse_expression(f"{spelled}()"))
             yield self.diagnostic(
                 loader.call.node,
                 f"{what} in a file that trains on the GPU: host-to-device copies go through "
-                f"pageable memory and cannot overlap compute; set `pin_memory={spelled}()`",
-                fix=fix(
+                f"pageable memory and cannot overlap compute; set `pin_memory={spelled}()`"
+                + (" in the `**` dict that sets it" if call is None else ""),
+                fix=None
+                if call is None
+                else fix(
                     f"Set `pin_memory={spelled}()`",
                     Applicability.SAFE,
-                    Replace(
-                        loader.call.node,
-                        loader.set_arg("pin_memory", cst.parse_expression(f"{spelled}()")),
-                    ),
+                    Replace(loader.call.node, call),
                     imports=[imp] if imp is not None else [],
                 ),
             )

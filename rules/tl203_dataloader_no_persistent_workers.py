@@ -3,7 +3,9 @@
 What: a `torch.utils.data.DataLoader` with worker processes (`num_workers` an int
 literal above 0, or the `NUM_WORKERS` constant TL201 defines) that is iterated once
 per epoch (a loop over it inside another loop, or inside a function called in a
-loop) and was built outside that outer loop, without `persistent_workers`.
+loop) and was built outside that outer loop, without `persistent_workers`; or whose
+iterator is made again and again (`next(iter(val_loader))` in a helper the training
+loop calls every N steps): each `iter()` starts the workers anew.
 
 Why: without `persistent_workers=True` every `for batch in loader` starts
 `num_workers` fresh processes, each importing its modules and rebuilding its copy of
@@ -21,10 +23,14 @@ Bad:
 Good:
     loader = DataLoader(train_set, batch_size=64, num_workers=8, persistent_workers=True)
 
-Fix (unsafe): add `persistent_workers=True`. Unsafe because the workers keep their
-copy of the dataset (memory) and their state across epochs: a dataset that changes
-between epochs (curriculum, `set_epoch` on the dataset rather than the sampler) is
-no longer seen by them, and worker seeds are not redrawn each epoch.
+Fix (unsafe): add `persistent_workers=True` (`persistent_workers=opt.n_cpu > 0` where
+the worker count is a name or option a user may set to 0, for which `True` raises). No
+fix where the `**` dict gets `num_workers` on some paths only (`if use_cuda:
+kwargs.update(num_workers=1, ...)`): set the option in the same place by hand. Unsafe
+because the workers keep their copy of the dataset (memory) and their state across
+epochs: a dataset that changes between epochs (curriculum, `set_epoch` on the dataset
+rather than the sampler) is no longer seen by them, and worker seeds are not redrawn
+each epoch.
 
 Target torch: `persistent_workers` exists from PyTorch 1.7; with `target-torch`
 below 1.7 the rule is silent.
@@ -40,10 +46,11 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.edits import WORKERS_NAME
-from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.syntax import int_value
+from torchlint.semantic.loaders import DATALOADER_PARAMS
+from torchlint.semantic.syntax import argument, int_value
 
 
 def has_workers(module: TorchModule, loader: DataLoaderSite) -> bool:
@@ -74,6 +81,24 @@ def _at_least_one(value: cst.BaseExpression) -> bool:
     )
 
 
+def _persistent(loader: DataLoaderSite) -> Fix | None:
+    """Set `persistent_workers`: `True`, or `workers > 0` where the count is a name the
+    user may set to 0 (`--n_cpu 0`: `persistent_workers=True` then raises ValueError)."""
+    workers = argument(loader.call.node, "num_workers", DATALOADER_PARAMS)
+    value: cst.BaseExpression = cst.Name("True")
+    if isinstance(workers, (cst.Name, cst.Attribute)) and not (
+        isinstance(workers, cst.Name) and workers.value == WORKERS_NAME
+    ):
+        value = cst.Comparison(workers, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer("0"))])
+    call = loader.set_arg("persistent_workers", value)
+    if call is None:
+        return None
+    spelled = "True" if isinstance(value, cst.Name) else cst.Module([]).code_for_node(value)
+    return fix(
+        f"Set `persistent_workers={spelled}`", Applicability.UNSAFE, Replace(loader.call.node, call)
+    )
+
+
 class DataLoaderNoPersistentWorkers(Rule):
     code = "TL203"
     name = "dataloader-no-persistent-workers"
@@ -86,18 +111,30 @@ class DataLoaderNoPersistentWorkers(Rule):
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("persistent_workers") is not MISSING:
                 continue
-            if not has_workers(module, loader) or module.epoch(loader) is None:
+            if not has_workers(module, loader):
                 continue
+            if module.epoch(loader) is not None:
+                what = "is iterated every epoch"
+                when = "at the start of each epoch"
+            elif (again := module.reiterated(loader)) is not None:
+                where = f" in `{again.ctx.function.name.value}`" if again.ctx.function else ""
+                what = (
+                    f"gets a new iterator again and again "
+                    f"(`{module.module.code_for_node(again.node)}`{where})"
+                )
+                when = "for each new iterator"
+            else:
+                continue
+            message = (
+                f"DataLoader with worker processes {what} without `persistent_workers`: its "
+                f"workers are restarted (and the dataset copied) {when} while the GPU waits; "
+                "set `persistent_workers=True`"
+            )
+            if not loader.passes("num_workers"):
+                # `True` where there are no workers raises ValueError.
+                message += " where `num_workers` is set (not fixed: it is on some paths only)"
             yield self.diagnostic(
                 loader.call.node,
-                "DataLoader with worker processes is iterated every epoch without "
-                "`persistent_workers`: its workers are restarted (and the dataset copied) at "
-                "the start of each epoch while the GPU waits; set `persistent_workers=True`",
-                fix=fix(
-                    "Set `persistent_workers=True`",
-                    Applicability.UNSAFE,
-                    Replace(
-                        loader.call.node, loader.set_arg("persistent_workers", cst.Name("True"))
-                    ),
-                ),
+                message,
+                fix=_persistent(loader) if loader.passes("num_workers") else None,
             )

@@ -5,7 +5,9 @@ optimizer step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a
 warm-up wrapper's method that steps one; a scheduler's `.step()` is not one):
 `.item()`, `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` /
 `print(...)` of the loss or a model output (f-strings and `str.format` included), or
-`torch.cuda.synchronize()`. Not reported: calls under a periodic condition (`if step %
+`torch.cuda.synchronize()`; also such calls one call away: in a function of the file
+the loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the
+`forward` of a network the loop trains. Not reported: calls under a periodic condition (`if step %
 100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
 is fine), and a value the loop needs on the host to decide what to do (`if not
 math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
@@ -54,7 +56,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, Scope, TorchModule
+from torchlint.semantic import CallSite, Kind, Loop, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.syntax import children, contains, dotted_name, names_read
 
@@ -98,6 +100,20 @@ class HostSyncInTrainingLoop(Rule):
                     call.node,
                     f"{what} in the training loop blocks until the GPU has finished every "
                     f"queued kernel, on every step, so the GPU idles; {ADVICE}",
+                )
+        for function, why in _per_step_functions(module).items():
+            for call in module.training.calls_in(function):
+                what = _sync(module, call, set())
+                if what is None or is_periodic(call) or id(call.ctx.statement) in seen:
+                    continue
+                if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
+                    continue  # needed on the host to decide what runs next
+                seen.add(id(call.ctx.statement))
+                yield self.diagnostic(
+                    call.node,
+                    f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
+                    f"finished every queued kernel, on every step, so the GPU idles; return "
+                    "the tensor and sync every N steps, or keep the value on the device",
                 )
 
 
@@ -153,6 +169,27 @@ def _decides(call: CallSite, tested: set[str]) -> bool:
             if targets & tested:
                 return True
     return False
+
+
+def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
+    """Functions of this file that run on every training step: those a step loop calls
+    (not under a periodic condition), and the `forward` of the networks it trains."""
+    found: dict[cst.FunctionDef, str] = {}
+    for loop in module.step_loops:
+        for call in loop.calls:
+            target = module.functions.target(call)
+            if target is not None and not is_periodic(call):
+                found.setdefault(target.function, "called every training step")
+            site = module.model_called(call)
+            if site is None or not site.is_network:
+                continue
+            cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)
+            forward = cls.member("forward") if cls is not None else None
+            binding = forward.only(Kind.DEF) if forward is not None else None
+            if binding is not None:
+                assert isinstance(binding.node, cst.FunctionDef)
+                found.setdefault(binding.node, "the forward pass of a network trained every step")
+    return found
 
 
 def _forced(call: CallSite) -> bool:

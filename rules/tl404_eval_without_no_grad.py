@@ -5,7 +5,12 @@ function, with no `model.train()` in between) or inside a function named
 `eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
 `torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
 (as a `with`, as a decorator of the function, or around every call of the
-function), and no `.backward()` / `torch.autograd.grad` in the loop.
+function), and no `.backward()` / `torch.autograd.grad` in the loop. Also a function
+the training loop calls (a sampling helper every N steps) that switches a network to
+`.eval()` and then runs it, with gradients on, no backward pass and no value returned
+(a returned output may be backpropagated by the caller). A network of another file
+(`from models import *`) counts when the file switches it between `.train()` and
+`.eval()`.
 
 Why: `model.eval()` only switches dropout and batch norm to inference behaviour; it
 does not turn off autograd. Every forward pass in the loop still records the graph
@@ -24,7 +29,8 @@ Good:
         for x, y in val_loader:
             correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
 
-Fix (safe): wrap the loop in `with torch.no_grad():`. Values are unchanged; the
+Fix (safe): wrap the loop in `with torch.no_grad():`; decorate the helper with
+`@torch.no_grad()`. Values are unchanged; the
 outputs just no longer require grad. Not reported when a value computed in the loop
 may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
 a loop that recomputes it).
@@ -57,7 +63,7 @@ class EvalWithoutNoGrad(Rule):
     code = "TL404"
     name = "eval-without-no-grad"
     fix_safety = FixSafety.SAFE
-    tokens = ("DataLoader",)  # a loader loop needs a DataLoader built in the file
+    tokens = ("DataLoader", ".eval(")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         backprop = _backprop_calls(module)
@@ -87,6 +93,70 @@ class EvalWithoutNoGrad(Rule):
                 "gradients, so every batch records a graph and keeps its activations; wrap "
                 "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
                 fix=_wrap(module, loop),
+            )
+        yield from self._helpers(module, backprop, reported)
+
+    def _helpers(
+        self, module: TorchModule, backprop: list[CallSite], reported: list[Loop]
+    ) -> Iterator[Diagnostic]:
+        """Functions the training loop calls that switch a network to eval and run it
+        (a sampling helper every N steps), returning nothing a caller could backprop."""
+        done: set[int] = set()
+        trained = {
+            id(symbol)
+            for c in module.method_calls("train")
+            if c.receiver is not None and (symbol := c.scope.lookup_expr(c.receiver)) is not None
+        }
+        for mode in module.method_calls("eval"):
+            fn = mode.ctx.function
+            if fn is None or id(fn) in done or mode.receiver is None:
+                continue
+            site = module.model_of(mode.receiver, mode.scope)
+            symbol = mode.scope.lookup_expr(mode.receiver)
+            if site is None:
+                # A module of another file (`from models import *`): an nn.Module by use,
+                # switched between `.train()` and `.eval()`.
+                if symbol is None or id(symbol) not in trained:
+                    continue
+            elif not site.is_network:
+                continue
+            if mode.node.args or module.functions.returns(fn) or _decorated(module, fn):
+                continue
+            body = module.training.calls_in(fn)
+            if any(c in backprop for c in body) or any(
+                loop.ctx.function is fn for loop in reported
+            ):
+                continue
+            calls = [
+                c
+                for c in body
+                if c.order > mode.order
+                and (
+                    module.model_called(c) is site
+                    if site is not None
+                    else c.scope.lookup_expr(c.node.func) is symbol
+                )
+            ]
+            if not calls or any(_grad_disabled(module, c) for c in calls):
+                continue
+            callers = module.functions.callers(fn)
+            if not any(module.per_step(c.ctx) for c, _ in callers):
+                continue
+            if any(_grad_disabled(module, c) for c, _ in callers):
+                continue
+            if any(
+                c.ctx.function is fn and _disables(module, c.node, c.scope)
+                for c in module.calls_to(SET_GRAD)
+            ):
+                continue
+            done.add(id(fn))
+            name = dotted_name(calls[0].node.func) or "the model"
+            yield self.diagnostic(
+                calls[0].node,
+                f"`{fn.name.value}` runs `{name}` after `.eval()` with autograd on, from the "
+                "training loop: the forward pass records a graph nothing backpropagates; "
+                "decorate the function with `@torch.no_grad()`",
+                fix=_decorate(module, fn),
             )
 
 
@@ -189,6 +259,23 @@ def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
             if not recomputed:
                 return True
     return False
+
+
+def _decorated(module: TorchModule, fn: cst.FunctionDef) -> bool:
+    scope = module.functions.scope_of(fn).parent or module.scope
+    return any(_disables(module, d.decorator, scope) for d in fn.decorators)
+
+
+def _decorate(module: TorchModule, fn: cst.FunctionDef) -> Fix:
+    scope = module.functions.scope_of(fn).parent or module.scope
+    spelled, imp = module.spell("torch.no_grad", scope)
+    decorator = cst.Decorator(cst.Call(cst.parse_expression(spelled)))
+    return fix(
+        "Decorate the function with `@torch.no_grad()`",
+        Applicability.SAFE,
+        Replace(fn, fn.with_changes(decorators=[decorator, *fn.decorators])),
+        imports=[imp] if imp else [],
+    )
 
 
 def _wrap(module: TorchModule, loop: Loop) -> Fix:

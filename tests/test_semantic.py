@@ -442,3 +442,68 @@ def test_a_loader_stepped_with_next_feeds_the_loop():
     )
     loader, once = model.dataloaders
     assert loader.feeds_training and not once.feeds_training
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        ('kw = {"batch_size": 8}\n', {"batch_size": "8"}),
+        ("kw = dict(batch_size=8, **{'shuffle': True})\n", {"batch_size": "8", "shuffle": "True"}),
+        (
+            'base = {"batch_size": 8}\nkw = dict(base, num_workers=0)\n',
+            {"batch_size": "8", "num_workers": "0"},
+        ),
+        ('kw = {}\nif cuda:\n    kw.update({"pin_memory": True})\n', {"pin_memory": "True"}),
+        (
+            'kw = {}\nkw["num_workers"] = 2\nkw.setdefault("shuffle", True)\nn = kw.get("x")\n',
+            {"num_workers": "2", "shuffle": "True"},
+        ),
+        # Not readable: the loader is opaque.
+        ("kw = load_options()\n", None),
+        ("kw = {}\nkw[key] = 2\n", None),
+        ("kw = {}\nkw.pop('shuffle')\n", None),
+        ("kw = {}\nkw.update(other)\n", None),
+        ("kw = {}\nkw.update(shuffle=True)\n", None),
+        ("kw = {**a}\n", None),
+        ("kw = {}\nkw.update(kw)\n", None),
+        ("def make(kw):\n    return DataLoader(ds, **kw)\nkw = {}\n", None),
+    ],
+)
+def test_loader_options_through_a_dict(setup, expected):
+    code = "from torch.utils.data import DataLoader\n" + setup
+    if "return DataLoader" not in setup:
+        code += "loader = DataLoader(ds, **kw)\n"
+    (loader,) = model_of(code).dataloaders
+    module = cst.Module([])
+    got = (
+        None
+        if loader.spread is None
+        else {k: module.code_for_node(v) for k, v in loader.spread.items()}
+    )
+    assert got == expected
+    assert loader.opaque is (expected is None)
+    if expected is not None and "num_workers" in expected:
+        assert loader.set_arg("num_workers", cst.Integer("4")) is None  # would be a TypeError
+        assert loader.set_arg("timeout", cst.Integer("4")) is not None
+
+
+def test_loader_options_set_on_some_paths():
+    code = (
+        "from torch.utils.data import DataLoader\n"
+        'kw = {"batch_size": 8}\n'
+        "if cuda:\n"
+        '    kw.update({"num_workers": 1})\n'
+        '    kw["pin_memory"] = True\n'
+        "    inside = DataLoader(ds, **kw)\n"
+        "if big:\n"
+        '    other = {"shuffle": True, "batch_size": 4}\n'
+        "else:\n"
+        '    other = {"batch_size": 2}\n'
+        "loader = DataLoader(ds, **kw)\n"
+        "second = DataLoader(ds, **other)\n"
+    )
+    inside, loader, second = model_of(code).dataloaders
+    assert loader.passes("batch_size") and not loader.passes("num_workers")
+    assert loader.maybe == {"num_workers", "pin_memory"}
+    assert second.passes("batch_size") and not second.passes("shuffle")
+    assert inside.passes("num_workers") and inside.passes("pin_memory")  # under the same if

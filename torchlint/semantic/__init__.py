@@ -1,10 +1,11 @@
 """The PyTorch-aware facts every rule shares, built once per file in one walk.
 
-Layers, each importing only those above it: syntax (pure CST helpers) -> scopes
+Modules, each importing only those before it: syntax (pure CST helpers) -> scopes
 (bindings, resolution) -> facts (contexts, calls, loops) -> builder (the walk) ->
-functions (calls between the file's functions) -> values (constants) -> devices (the
-lattice) -> models (module identity) -> loops (training steps) -> loaders -> module
-(`TorchModule`, what rules read) -> batches (data flow in loader loops)."""
+functions (calls between the file's functions) -> values (constants, origins) -> devices
+(the lattice) -> models (module identity) -> networks (size and shape) -> loops
+(training steps) -> loaders -> module (`TorchModule`, what rules read) -> batches (data
+flow in loader loops). docs/architecture.md says more."""
 
 from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Context, Loop

@@ -38,6 +38,10 @@ class Facts:
     cuda_strings: list[cst.SimpleString] = field(default_factory=list)
     calls_by_qualname: dict[str, list[CallSite]] = field(default_factory=dict)
     calls_by_method: dict[str, list[CallSite]] = field(default_factory=dict)
+    # `x[key] = v` (v is None for `x[key] += v`), and where it is.
+    item_stores: list[tuple[cst.Subscript, cst.BaseExpression | None, Context]] = field(
+        default_factory=list
+    )
 
 
 def collect(module: cst.Module) -> Facts:
@@ -166,6 +170,9 @@ class _Builder(cst.CSTVisitor):
             binding = Binding(placeholder, kind, node, self._ctx(), value, source, path=path)
             self.pending.append(_PendingAttribute(target, binding))
             self._record(binding)
+        elif isinstance(target, cst.Subscript):
+            stored = value if kind is Kind.ASSIGN and not path else None
+            self.facts.item_stores.append((target, stored, self._ctx()))
 
     def _record(self, binding: Binding) -> None:
         self.facts.bindings.append(binding)

@@ -80,6 +80,12 @@ DEVICE_CALLS = {
     "torch.cuda.current_device": CUDA,
     "torch.get_default_device": UNKNOWN,
 }
+# The legacy typed constructors (`torch.cuda.FloatTensor(...)`): they build on the device
+# of their module.
+LEGACY_TENSOR_TYPES = frozenset(
+    f"{t}Tensor"
+    for t in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+)
 
 
 def _from_text(text: str) -> Device | None:
@@ -214,6 +220,37 @@ class Devices:
             result = result.join(UNKNOWN)  # other bindings we cannot read
         self._symbols[key] = result
         return result
+
+    def tensor_type(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Device | None:
+        """Where a legacy tensor type builds its tensors: `torch.cuda.FloatTensor` (CUDA),
+        `torch.FloatTensor`/`torch.Tensor` (CPU), or a name bound only to such types
+        (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`: CUDA with a CPU
+        path). None for anything else."""
+        if _depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.IfExp):
+            branches = [self.tensor_type(n, scope, _depth + 1) for n in (node.body, node.orelse)]
+            known = [d for d in branches if d is not None]
+            return join_all(known) if len(known) == 2 else None
+        qualname = scope.resolve(node)
+        if qualname is not None:
+            head, _, name = qualname.rpartition(".")
+            if head == "torch.cuda" and name in LEGACY_TENSOR_TYPES:
+                return CUDA
+            if head == "torch" and (name in LEGACY_TENSOR_TYPES or name == "Tensor"):
+                return CPU
+            return None
+        symbol = scope.lookup_expr(node) if isinstance(node, cst.Name) else None
+        if symbol is None or not symbol.bindings:
+            return None
+        found = [
+            self.tensor_type(b.value, b.ctx.scope, _depth + 1)
+            if b.kind is Kind.ASSIGN and b.value is not None
+            else None
+            for b in symbol.bindings
+        ]
+        known = [d for d in found if d is not None]
+        return join_all(known) if len(known) == len(found) else None
 
     def not_a_device(self, node: cst.CSTNode, scope: Scope) -> bool:
         """Provably something else than a device: a dtype, a number, a tensor literal..."""

@@ -4,6 +4,7 @@ return a loader, one level), and the loops that repeat those loops (epochs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -14,7 +15,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Kind, Scope, Symbol
-from torchlint.semantic.syntax import MISSING, argument
+from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Positional parameters of torch.utils.data.DataLoader, in order.
@@ -48,30 +49,55 @@ class DataLoaderSite:
     call: CallSite
     symbols: list[Symbol] = field(default_factory=list)  # names/attributes holding it
     loops: list[Loop] = field(default_factory=list)  # `for` loops iterating it
+    # `DataLoader(ds, **kwargs)` where every key `kwargs` may get is visible in the file
+    # (dict literals, `dict(...)`, `kwargs.update(...)`): those arguments; else None.
+    spread: dict[str, cst.BaseExpression] | None = None
+    maybe: frozenset[str] = frozenset()  # keys of `spread` set on some paths only
+
+    def passes(self, name: str) -> bool:
+        """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
+        if argument(self.call.node, name, DATALOADER_PARAMS) is not MISSING:
+            return True
+        return self.spread is not None and name in self.spread and name not in self.maybe
 
     @property
     def bound_to(self) -> str | None:
         return self.symbols[0].name if self.symbols else None
 
     def arg(self, name: str) -> cst.BaseExpression:
-        """The argument for parameter `name`, keyword or positional, else MISSING."""
-        return argument(self.call.node, name, DATALOADER_PARAMS)
+        """The argument for parameter `name`: keyword, positional, or a key of the `**`
+        dict it is built with; else MISSING."""
+        found = argument(self.call.node, name, DATALOADER_PARAMS)
+        if found is MISSING and self.spread is not None:
+            return self.spread.get(name, MISSING)
+        return found
 
     @property
     def opaque(self) -> bool:
-        """Built from `*args`/`**kwargs`: any argument may be set where we cannot see."""
-        return self.call.has_star_args
+        """Built from `*args`, or `**kwargs` we cannot read: any argument may be set where
+        we cannot see."""
+        node = self.call.node
+        if any(a.star == "*" for a in node.args):
+            return True
+        return any(a.star == "**" for a in node.args) and self.spread is None
 
-    def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call:
-        """The call with parameter `name` set to `value` (keeping its position if any)."""
+    def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call | None:
+        """The call with parameter `name` set to `value` (keeping its position if any);
+        None when the `**` dict sets it: a keyword too would raise TypeError."""
+        direct = argument(self.call.node, name, DATALOADER_PARAMS)
+        if direct is MISSING and self.spread is not None and name in self.spread:
+            return None
         return set_kwarg(self.call.node, name, value, positional=DATALOADER_PARAMS)
 
-    def workers_fix(self, title: str) -> Fix:
+    def workers_fix(self, title: str) -> Fix | None:
         """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports."""
+        call = self.set_arg("num_workers", cst.Name(WORKERS_NAME))
+        if call is None:
+            return None
         return fix(
             title,
             Applicability.UNSAFE,
-            Replace(self.call.node, self.set_arg("num_workers", cst.Name(WORKERS_NAME))),
+            Replace(self.call.node, call),
             imports=[Import("os")],
             definitions=[WORKERS_DEFINITION],
         )
@@ -104,6 +130,12 @@ class Loaders:
             site = DataLoaderSite(call)
             self._by_call[id(call.node)] = site
             self.sites.append(site)
+        for site in self.sites:
+            spreads = [a.value for a in site.call.node.args if a.star == "**"]
+            if spreads:
+                keys = self._spread(spreads, site.call.scope, site.call.node)
+                if keys is not None:
+                    site.spread, site.maybe = keys.values, frozenset(keys.maybe)
         for b in facts.bindings:  # the names holding each loader
             if b.kind is Kind.ASSIGN and isinstance(b.value or b.source, cst.Call):
                 self._of_symbol(b.symbol, 0)
@@ -119,6 +151,95 @@ class Loaders:
             if call.ctx.loops and call.node.args and not call.node.args[0].star:
                 for site in self._iterator_of(call.node.args[0].value, call.scope):
                     self._iterated(site, call.ctx.loops[-1])
+
+    def _spread(
+        self, values: list[cst.BaseExpression], scope: Scope, at: cst.CSTNode, depth: int = 0
+    ) -> _Keys | None:
+        """The keys and values of `**` dicts, where every way they get keys is visible;
+        `at` is the call they are spread into (changes under an `if` it is not in are set
+        on some paths only)."""
+        out = _Keys()
+        for value in values:
+            if isinstance(value, cst.Dict):
+                for element in value.elements:
+                    if isinstance(element, cst.StarredDictElement):
+                        inner = self._spread([element.value], scope, at, depth + 1)
+                        if inner is None:
+                            return None
+                        out.update(inner)
+                        continue
+                    assert isinstance(element, cst.DictElement)
+                    key = str_value(element.key)
+                    if key is None:
+                        return None
+                    out.set(key, element.value)
+            elif isinstance(value, cst.Call) and scope.resolve(value.func) == "dict":
+                plain = [a for a in value.args if a.keyword is None and a.star != "**"]
+                if plain and (len(plain) > 1 or plain[0] is not value.args[0] or plain[0].star):
+                    return None
+                for arg in value.args:
+                    if arg.star == "**" or arg.keyword is None:
+                        inner = self._spread([arg.value], scope, at, depth + 1)
+                        if inner is None:
+                            return None
+                        out.update(inner)
+                    else:
+                        out.set(arg.keyword.value, arg.value)
+            elif isinstance(value, cst.Name) and depth < 3:
+                inner = self._symbol_keys(scope.lookup(value.value), at, depth)
+                if inner is None:
+                    return None
+                out.update(inner)
+            else:
+                return None
+        return out
+
+    def _symbol_keys(self, symbol: Symbol | None, at: cst.CSTNode, depth: int) -> _Keys | None:
+        """The keys a dict name holds where it is spread: those of its assignments (one of
+        which ran, for the name to exist: a key not in all of them is on some paths only),
+        then of its changes."""
+        if symbol is None or not symbol.bindings:
+            return None
+        out: _Keys | None = None
+        for b in symbol.bindings:
+            if b.kind is not Kind.ASSIGN or b.value is None:
+                return None
+            inner = self._spread([b.value], b.ctx.scope, at, depth + 1)
+            if inner is None:
+                return None
+            out = inner if out is None else out.either(inner)
+        assert out is not None
+        return out if self._mutations(symbol, out, at, depth) else None
+
+    def _mutations(self, symbol: Symbol, out: _Keys, at: cst.CSTNode, depth: int) -> bool:
+        """Add the keys a dict gets after it is built (`d.update(...)`, `d[key] = v`,
+        `d.setdefault(key, v)`) to `out`; False when some change cannot be read."""
+        for call in self.facts.calls:
+            if call.receiver is None or call.scope.lookup_expr(call.receiver) is not symbol:
+                continue
+            args = call.node.args
+            if call.method == "update":
+                inner = self._spread([a.value for a in args], call.scope, at, depth + 1)
+                if inner is None or any(a.keyword for a in args):
+                    return False
+                out.update(inner, maybe=_conditional(call.ctx.ifs, at))
+            elif call.method == "setdefault" and len(args) == 2:
+                key = str_value(args[0].value)
+                if key is None:
+                    return False
+                if key not in out.values:
+                    out.set(key, args[1].value, maybe=_conditional(call.ctx.ifs, at))
+            elif call.method not in ("get", "keys", "items", "values", "copy"):
+                return False
+        for target, value, ctx in self.facts.item_stores:
+            if ctx.scope.lookup_expr(target.value) is not symbol:
+                continue
+            index = target.slice[0].slice if len(target.slice) == 1 else None
+            key = str_value(index.value) if isinstance(index, cst.Index) else None
+            if key is None or value is None:
+                return False
+            out.set(key, value, maybe=_conditional(ctx.ifs, at))
+        return True
 
     @staticmethod
     def _iterated(site: DataLoaderSite, loop: Loop) -> None:
@@ -226,7 +347,57 @@ class Loaders:
                     return loop, caller.ctx.loops[-1]
         return None
 
+    def reiterated(self, site: DataLoaderSite) -> CallSite | None:
+        """An `iter(loader)` that runs again and again: in a loop that does not also build
+        the loader, or in a function called from such a loop (`next(iter(val_loader))`
+        in a sampling helper the training loop calls)."""
+        built = {id(o) for o in site.call.ctx.loops}
+        for call in self.facts.calls_by_qualname.get("iter", ()):
+            args = call.node.args
+            if len(args) != 1 or args[0].star or site not in self.of(args[0].value, call.scope):
+                continue
+            if any(id(o) not in built for o in call.ctx.loops):
+                return call
+            function = call.ctx.function
+            if function is None or function is site.call.ctx.function:
+                continue
+            for caller, _ in self.functions.callers(function):
+                if any(id(o) not in built for o in caller.ctx.loops):
+                    return call
+        return None
+
     def _passes(self, caller: CallSite, offset: int, param, site: DataLoaderSite) -> bool:
         index = param.index - offset if param.index is not None else None
         value = argument(caller.node, param.symbol.name, index=index)
         return value is not MISSING and site in self.of(value, caller.scope)
+
+
+@dataclass
+class _Keys:
+    """What a `**` dict holds: key -> value, and the keys set on some paths only."""
+
+    values: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    maybe: set[str] = field(default_factory=set)
+
+    def set(self, key: str, value: cst.BaseExpression, maybe: bool = False) -> None:
+        if maybe and key not in self.values:
+            self.maybe.add(key)
+        elif not maybe:
+            self.maybe.discard(key)
+        self.values[key] = value
+
+    def update(self, other: _Keys, maybe: bool = False) -> None:
+        for key, value in other.values.items():
+            self.set(key, value, maybe or key in other.maybe)
+
+    def either(self, other: _Keys) -> _Keys:
+        """The keys of one path or the other."""
+        both = set(self.values) & set(other.values)
+        merged = _Keys({**other.values, **self.values}, self.maybe | other.maybe)
+        merged.maybe |= set(merged.values) - both
+        return merged
+
+
+def _conditional(ifs: Sequence[cst.If], at: cst.CSTNode) -> bool:
+    """Some `if` around a change does not also hold `at`: the change is on some paths."""
+    return any(not contains(if_, at) for if_ in ifs)

@@ -44,11 +44,15 @@ class Training:
         self.models = models
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
-        # id(def) -> the calls in its body outside loops: what one call of it runs once.
+        # id(def) -> the calls in its body, and those outside its loops (what one call of it
+        # runs once).
+        self._all: dict[int, list[CallSite]] = {}
         self._direct: dict[int, list[CallSite]] = {}
         for call in facts.calls:
-            if call.ctx.function is not None and not call.ctx.loops:
-                self._direct.setdefault(id(call.ctx.function), []).append(call)
+            if call.ctx.function is not None:
+                self._all.setdefault(id(call.ctx.function), []).append(call)
+                if not call.ctx.loops:
+                    self._direct.setdefault(id(call.ctx.function), []).append(call)
         # Loops (and functions) whose own body, not a nested loop, runs a backward pass.
         self._backward_here: set[int] = set()
         backwards = [c for c in facts.calls if self.is_backward(c)]
@@ -144,6 +148,10 @@ class Training:
         if call.method in BACKWARD_METHODS or call.qualname == "torch.autograd.backward":
             return True
         return _depth == 0 and self._runs(call, "backward")
+
+    def calls_in(self, function: cst.FunctionDef) -> list[CallSite]:
+        """The calls in a function's body (nested functions excluded), loops included."""
+        return self._all.get(id(function), [])
 
     def _runs(self, call: CallSite, what: str) -> bool:
         """The function of this file that `call` runs does a step/backward once (in its

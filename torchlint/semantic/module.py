@@ -15,7 +15,7 @@ from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
-from torchlint.semantic.loops import Training
+from torchlint.semantic.loops import Training, is_periodic
 from torchlint.semantic.models import Models, ModelSite
 from torchlint.semantic.networks import Networks
 from torchlint.semantic.scopes import Binding, Kind, Scope
@@ -247,6 +247,10 @@ class TorchModule:
         and again."""
         return self._loaders.epoch(loader)
 
+    def reiterated(self, loader: DataLoaderSite) -> CallSite | None:
+        """An `iter(loader)` run again and again (see loaders.py)."""
+        return self._loaders.reiterated(loader)
+
     def pins_memory(self, loader: DataLoaderSite) -> bool:
         """`pin_memory=True`, or pinned whenever an accelerator is there to copy to."""
         value = loader.arg("pin_memory")
@@ -279,7 +283,8 @@ class TorchModule:
 
     def per_step(self, ctx: Context, _depth: int = 0) -> bool:
         """Code here runs on every training step: in a step loop, in the `forward` of a
-        network of this file, or in a function called from such code (two levels)."""
+        network of this file, or in a function called from such code (two levels) other
+        than every N steps."""
         if any(
             loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops) for loop in ctx.loops
         ):
@@ -289,7 +294,11 @@ class TorchModule:
             return False
         if function.name.value == "forward" and ctx.class_ is not None:
             return True
-        return any(self.per_step(c.ctx, _depth + 1) for c, _ in self.functions.callers(function))
+        return any(
+            self.per_step(c.ctx, _depth + 1)
+            for c, _ in self.functions.callers(function)
+            if not is_periodic(c)  # `if step % 100 == 0: sample_images()`
+        )
 
     @cached_property
     def runs_without_gpu(self) -> bool:
@@ -375,6 +384,29 @@ class TorchModule:
                 if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
                     return True
         return False
+
+    def map_style(self, loader: DataLoaderSite) -> bool:
+        """The loader has a length: default batching over a dataset known to define
+        `__len__` (tensors in memory, a torchvision image dataset, a Dataset class of
+        this file with `__len__` that is not an IterableDataset)."""
+        if loader.arg("batch_sampler") is not MISSING or self.iterable_dataset(loader):
+            return False
+        dataset = loader.arg("dataset")
+        if dataset is MISSING:
+            return False
+        origins = self.values.origins(dataset, loader.call.scope)
+        return bool(origins) and all(self._sized(value, scope) for value, scope in origins)
+
+    def _sized(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = self.resolve(value.func, scope)
+        if qualname is not None:
+            return qualname == TENSOR_DATASET or qualname.startswith("torchvision.datasets.")
+        cls = self.functions.class_scope(value.func, scope)
+        return cls is not None and cls.member("__len__") is not None
 
     def workers_hazard(self, loader: DataLoaderSite) -> str | None:
         """Why starting worker processes for this loader could break a script that runs
