@@ -17,7 +17,7 @@ from torchlint import linter
 from torchlint.config import default_options
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.linter import InvalidSyntax, Linter, LintError
-from torchlint.noqa import parse_suppressions
+from torchlint.noqa import add_noqa, parse_suppressions
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
 
@@ -185,3 +185,25 @@ def test_a_call_grown_too_long_is_split_one_argument_per_line():
         "        num_workers=NUM_WORKERS,\n"
         "    )\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "wanted", "expected"),
+    [
+        ("x = 1\n", {1: {"TL201"}}, "x = 1  # noqa: TL201\n"),
+        ("x = 1  # why\n", {1: {"TL201"}}, "x = 1  # why  # noqa: TL201\n"),
+        ("x = 1  # noqa: E501\n", {1: {"TL202", "TL201"}}, "x = 1  # noqa: E501, TL201, TL202\n"),
+        ("x = 1  # noqa\n", {1: {"TL201"}}, None),  # a bare noqa covers it
+        ("x = 1  # noqa: TL201\n", {1: {"TL201"}}, None),
+        ("x = f(\n    1,\n)\n", {1: {"TL201"}}, "x = f(  # noqa: TL201\n    1,\n)\n"),
+        # The line ends inside a string: the comment goes after the statement.
+        ('x = f("""a\nb""", 2)\n', {1: {"TL201"}}, 'x = f("""a\nb""", 2)  # noqa: TL201\n'),
+        ("x = 1\r\ny = 2", {2: {"TL201"}}, "x = 1\r\ny = 2  # noqa: TL201"),
+    ],
+)
+def test_add_noqa(source, wanted, expected):
+    out, changed = add_noqa(source, wanted)
+    assert out == (source if expected is None else expected)
+    assert changed == (0 if expected is None else 1)
+    suppressions = parse_suppressions(out)
+    assert all(suppressions.suppressed(c, line) for line, cs in wanted.items() for c in cs)

@@ -73,3 +73,67 @@ def parse_suppressions(source: str) -> Suppressions:
     except (tokenize.TokenError, SyntaxError):
         pass  # the parser reports real syntax errors; keep what was read
     return result
+
+
+def add_noqa(source: str, wanted: dict[int, set[str]]) -> tuple[str, int]:
+    """`source` with `# noqa: CODES` comments that suppress `wanted` (line -> codes), and
+    how many lines changed. Each comment goes on the finding's line, or on the last line
+    of its statement when that line ends inside a string; codes join an existing `# noqa:`
+    (other tools' codes kept), a bare `# noqa` already covers everything. The one
+    implementation behind `check --add-noqa` and the editor's "Ignore for this line"."""
+    if not wanted:
+        return source, 0
+    lines = source.splitlines(keepends=True)
+    comments: dict[int, tokenize.TokenInfo] = {}
+    in_string: set[int] = set()  # lines whose end is inside a (multi-line) string
+    logical: dict[int, int] = {}  # line -> last line of its statement
+    start_line = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                comments[tok.start[0]] = tok
+            elif tok.type == tokenize.STRING or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+                in_string.update(range(tok.start[0], tok.end[0]))
+            if start_line is None and tok.type not in (
+                tokenize.NL,
+                tokenize.COMMENT,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+            ):
+                start_line = tok.start[0]
+            if tok.type == tokenize.NEWLINE and start_line is not None:
+                for line in range(start_line, tok.start[0] + 1):
+                    logical[line] = tok.start[0]
+                start_line = None
+    except (tokenize.TokenError, SyntaxError):
+        return source, 0  # only ever asked of files that parse
+    targets: dict[int, set[str]] = {}
+    for line, codes in wanted.items():
+        target = logical.get(line, line) if line in in_string else line
+        targets.setdefault(target, set()).update(codes)
+    changed = 0
+    for line, codes in sorted(targets.items()):
+        if not 1 <= line <= len(lines):
+            continue
+        text = lines[line - 1]
+        body = text.rstrip("\r\n")
+        ending = text[len(body) :]
+        comment = comments.get(line)
+        match = _NOQA.search(comment.string) if comment is not None else None
+        if match is not None and match.group("codes") is None:
+            continue  # a bare suppression comment covers every code already
+        if match is not None:
+            present = _codes(match)
+            missing = sorted(codes - present)
+            if not missing:
+                continue
+            assert comment is not None
+            joined = ", ".join([*sorted(present), *missing])
+            start = comment.start[1] + match.start()
+            end = comment.start[1] + match.end()
+            body = f"{body[:start]}# noqa: {joined}{body[end:]}"
+        else:
+            body = f"{body.rstrip()}  # noqa: {', '.join(sorted(codes))}"
+        lines[line - 1] = body + (ending or ("\n" if line < len(lines) else ""))
+        changed += 1
+    return "".join(lines), changed
