@@ -51,7 +51,7 @@ class DataLoaderIteratedToCount(Rule):
     code = "TL205"
     name = "dataloader-iterated-to-count"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("len(", "sum(")
+    tokens = ("len(list(", "len(tuple(", "len([", "sum(1 for")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         for call in module.calls_to("len", "sum"):

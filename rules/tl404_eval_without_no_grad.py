@@ -63,7 +63,8 @@ class EvalWithoutNoGrad(Rule):
     code = "TL404"
     name = "eval-without-no-grad"
     fix_safety = FixSafety.SAFE
-    tokens = ("DataLoader", ".eval(")
+    # A loader loop, or a helper the training loop (hence a backward pass) calls.
+    tokens = ("DataLoader", ".backward(")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         backprop = _backprop_calls(module)
