@@ -14,17 +14,14 @@ folder name (`PyTorch-GAN/implementations/aae/aae.py`); in a notebook the line i
 `cell N:L` (cell N counted among all cells, as the JSON output's `cell`, and line L of
 that cell). Several findings of one rule on one line are one triple.
 
-ecosystem-verdicts.tsv judges findings (TP, FP or DEB, with a reason). Each rule's
-review set is every finding when it has at most 30, else the 30 whose SHA-256 of
-SAMPLE_SEED + triple is smallest: a seeded random sample that keeps its members when
-other findings come and go, so a rule change asks for verdicts on the newcomers only.
-Precision is TP / (TP + FP) over the judged findings of the review set.
+ecosystem-verdicts.tsv judges findings (TP, FP or DEB, with a reason): every finding of
+the baseline has one, so a rule change asks for verdicts on its newcomers. Precision is
+TP / (TP + FP) over a rule's findings.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import subprocess
@@ -43,8 +40,6 @@ ROOT = HERE.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 BASELINE = HERE / "ecosystem-baseline.json"
 VERDICTS = HERE / "ecosystem-verdicts.tsv"
-SAMPLE_SIZE = 30
-SAMPLE_SEED = "torchlint-ecosystem-1"
 VERDICT_KINDS = ("TP", "FP", "DEB")
 ORIGINS = ("seed", "review")  # seed: ../shared/corpus/judgments.tsv of 2026-11-30
 COLUMNS = ("rule", "path", "line", "verdict", "reason", "origin")
@@ -161,29 +156,14 @@ def read_verdicts(path: Path = VERDICTS) -> tuple[dict[Key, Verdict], list[str]]
     return verdicts, problems
 
 
-def review_set(keys: Iterable[Key]) -> set[Key]:
-    """Per rule: every finding, or the seeded sample of SAMPLE_SIZE of them."""
-    by_rule: dict[str, list[Key]] = defaultdict(list)
-    for key in keys:
-        by_rule[key[0]].append(key)
-    chosen: set[Key] = set()
-    for found in by_rule.values():
-        found.sort(key=lambda k: hashlib.sha256("\t".join((SAMPLE_SEED, *k)).encode()).digest())
-        chosen.update(found[:SAMPLE_SIZE])
-    return chosen
-
-
 # -- reports -------------------------------------------------------------------------------
 
 
 def tally(keys: set[Key], verdicts: dict[Key, Verdict]) -> dict[str, Counter[str]]:
-    """Per rule: findings, reviewed, and TP/FP/DEB/? (no verdict) over the review set."""
+    """Per rule: findings, and TP/FP/DEB/? (no verdict)."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    reviewed = review_set(keys)
     for key in keys:
         counts[key[0]]["findings"] += 1
-    for key in reviewed:
-        counts[key[0]]["reviewed"] += 1
         counts[key[0]][verdicts[key].verdict if key in verdicts else "?"] += 1
     return dict(sorted(counts.items()))
 
@@ -194,23 +174,23 @@ def precision(c: Counter[str]) -> str:
 
 
 def table(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
-    """Findings per rule and repository, and precision over each rule's review set."""
+    """Findings per rule and repository, their verdicts and precision."""
     repos = sorted({repository(k) for k in keys})
     counts = tally(keys, verdicts)
     per_repo = Counter((k[0], repository(k)) for k in keys)
-    head = ["rule", *repos, "total", "review", "TP", "FP", "DEB", "?", "precision"]
+    head = ["rule", *repos, "total", "TP", "FP", "DEB", "?", "precision"]
     rows = [head]
     total: Counter[str] = Counter()
     for rule, c in counts.items():
         total += c
         rows.append(
             [rule, *(str(per_repo[rule, r]) for r in repos), str(c["findings"])]
-            + [str(c[k]) for k in ("reviewed", "TP", "FP", "DEB", "?")]
+            + [str(c[k]) for k in ("TP", "FP", "DEB", "?")]
             + [precision(c)]
         )
     rows.append(
         ["all", *(str(sum(per_repo[rule, r] for rule in counts)) for r in repos)]
-        + [str(total[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?")]
+        + [str(total[k]) for k in ("findings", "TP", "FP", "DEB", "?")]
         + [precision(total)]
     )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -262,11 +242,10 @@ def context(finding: Finding, lines: int) -> list[str]:
 
 
 def unjudged(found: list[Finding], verdicts: dict[Key, Verdict], lines: int) -> list[str]:
-    """Each finding of a review set without a verdict, in context, then TSV rows to fill."""
-    reviewed = review_set({f.key for f in found})
+    """Each finding without a verdict, in context, then TSV rows to fill."""
     todo: dict[Key, Finding] = {}
     for f in sorted(found, key=lambda f: sort_key(f.key)):
-        if f.key in reviewed and f.key not in verdicts:
+        if f.key not in verdicts:
             todo.setdefault(f.key, f)
     out = []
     for f in todo.values():
@@ -279,16 +258,16 @@ def unjudged(found: list[Finding], verdicts: dict[Key, Verdict], lines: int) -> 
 def precision_markdown(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
     rules = all_rules()
     out = [
-        "| rule | name | findings | reviewed | TP | FP | DEB | unjudged | precision |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| rule | name | findings | TP | FP | DEB | unjudged | precision |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     total: Counter[str] = Counter()
     for rule, c in tally(keys, verdicts).items():
         total += c
         name = rules[rule].name if rule in rules else "(no such rule now)"
-        counts = " | ".join(str(c[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?"))
+        counts = " | ".join(str(c[k]) for k in ("findings", "TP", "FP", "DEB", "?"))
         out.append(f"| [{rule}](rules/{rule}.md) | `{name}` | {counts} | {precision(c)} |")
-    counts = " | ".join(str(total[k]) for k in ("findings", "reviewed", "TP", "FP", "DEB", "?"))
+    counts = " | ".join(str(total[k]) for k in ("findings", "TP", "FP", "DEB", "?"))
     out.append(f"| all | | {counts} | {precision(total)} |")
     return out
 
@@ -350,11 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(now)} (rule, path, line) in {seconds:.1f} s\n"
     )
     print("\n".join(table(now, verdicts)))
-    print(
-        f"(review: all findings of a rule, or a seeded sample of {SAMPLE_SIZE}; "
-        "?: no verdict; precision: TP/(TP+FP))"
-    )
-    missing = sum(1 for k in review_set(now) if k not in verdicts)
+    print("(?: no verdict; precision: TP/(TP+FP))")
+    missing = sum(1 for k in now if k not in verdicts)
     if missing:
         print(f"{missing} findings to judge: python benchmarks/ecosystem.py --unjudged")
     if compared:
