@@ -13,6 +13,7 @@ from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.facts import CallSite, Context, Loop
+from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training, is_periodic
@@ -66,6 +67,7 @@ class TorchModule:
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models)
         self._loaders = Loaders(facts, self.functions)
+        self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -150,8 +152,11 @@ class TorchModule:
     def uses_gpu(self) -> bool:
         """The file puts work on a GPU where there is one: a device expression that is a
         GPU (CUDA or an accelerator, on some branch), `.cuda()`, `torch.cuda.*` or
-        `torch.accelerator.*` calls, a "cuda" string, or a managed framework."""
-        if self.facts.cuda_strings or self.managed or self.method_calls("cuda"):
+        `torch.accelerator.*` calls, a "cuda" string, or a managed framework (unless
+        every Lightning Trainer and TrainingArguments of the file asks for the CPU)."""
+        if self.managed and not self.frameworks.cpu_only:
+            return True
+        if self.facts.cuda_strings or self.method_calls("cuda"):
             return True
         if any(q.startswith(("torch.cuda.", "torch.accelerator.")) for q in self.qualnames_called):
             return True
@@ -412,14 +417,35 @@ class TorchModule:
         """Why starting worker processes for this loader could break a script that runs
         (under the `spawn` start method of macOS and Windows, and `forkserver`, Linux's
         default from Python 3.14, each worker re-imports the script and unpickles the
-        dataset and functions it is given); None when nothing stands in the way."""
+        dataset and functions it is given); None when nothing stands in the way. Workers
+        start in the loops over the loader, or where a framework that trains on it starts
+        training (`trainer.fit(...)`)."""
         scope = loader.call.scope
-        passed = [*self.dataset_values(loader)]
-        passed += [
-            (v, scope)
+        functions = {
+            n: (v, scope)
             for n in ("collate_fn", "worker_init_fn")
             if (v := loader.arg(n)) is not MISSING
-        ]
+        }
+        starts: list[tuple[Context, cst.CSTNode]]
+        if loader.loops or not loader.trained_by_framework:
+            starts = [(lp.ctx, lp.node) for lp in loader.loops]
+            where = "the loop over this loader"
+        else:
+            starts = [(c.ctx, c.node) for c in loader.starts]
+            where = "`trainer.fit(...)`"
+        return self.start_hazard(self.dataset_values(loader), functions, starts, where)
+
+    def start_hazard(
+        self,
+        datasets: list[tuple[cst.BaseExpression, Scope]],
+        functions: dict[str, tuple[cst.BaseExpression, Scope]],
+        starts: list[tuple[Context, cst.CSTNode]],
+        where: str,
+    ) -> str | None:
+        """Why DataLoader workers started at `starts` (named `where` in the reason) could
+        break a script that runs, given the datasets and the functions (`collate_fn`...)
+        they receive; None when nothing stands in the way (see `workers_hazard`)."""
+        passed = [*datasets, *functions.values()]
         if self.notebook:
             # Spawned workers do not re-run a notebook, but they cannot import what it defines.
             if any(self._defined_here(v, s) for v, s in passed):
@@ -427,19 +453,23 @@ class TorchModule:
                     "in a notebook, workers started with spawn cannot import the classes and "
                     "functions the notebook defines: move the Dataset (and collate_fn) to a module"
                 )
-        elif not loader.loops or not all(self.guarded(lp.ctx, lp.node) for lp in loader.loops):
+        elif not starts:
             return (
-                'the loop over this loader is not under `if __name__ == "__main__":`: under '
+                f"{where} is not in this file: under spawn/forkserver each worker re-imports "
+                'the script that runs it, which must do so under `if __name__ == "__main__":`'
+            )
+        elif not all(self.guarded(ctx, node) for ctx, node in starts):
+            return (
+                f'{where} is not under `if __name__ == "__main__":`: under '
                 "spawn/forkserver each worker re-runs the script and fails; add the guard"
             )
-        for name in ("collate_fn", "worker_init_fn"):
-            value = loader.arg(name)
-            if value is not MISSING and not self._picklable(value, scope):
+        for name, (value, scope) in functions.items():
+            if not self._picklable(value, scope):
                 return (
                     f"`{name}` is a lambda or a nested function, which spawned workers cannot "
                     "receive: make it a module-level function"
                 )
-        if any(self._holds_lambda(v, s) for v, s in self.dataset_values(loader)):
+        if any(self._holds_lambda(v, s) for v, s in datasets):
             return (
                 "the dataset holds a lambda (`transforms.Lambda(lambda ...)`?), which spawned "
                 "workers cannot receive: use a module-level function"
