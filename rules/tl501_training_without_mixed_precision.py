@@ -59,24 +59,6 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, TorchModule
 from torchlint.semantic.syntax import contains, dotted_name
 
-LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
-LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
-
-
-def uses_reduced_precision(module: TorchModule) -> bool:
-    """autocast, GradScaler, `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed."""
-    for qualname in module.qualnames_called:
-        last = qualname.rsplit(".", 1)[-1]
-        if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
-            return True
-    if module.method_calls(*LOW_PRECISION_METHODS):
-        return True
-    return any(
-        module.resolve(arg.value, c.scope) in LOW_PRECISION
-        for c in module.calls
-        for arg in c.node.args
-    )
-
 
 class TrainingWithoutMixedPrecision(Rule):
     code = "TL501"
@@ -86,7 +68,7 @@ class TrainingWithoutMixedPrecision(Rule):
     tokens = ("cuda", "accelerator")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or uses_reduced_precision(module):
+        if module.managed or module.reduced_precision:
             return
         for loop in module.step_loops:
             model_calls = [c for c in module.network_calls(loop) if _on_gpu(module, c)]

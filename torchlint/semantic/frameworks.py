@@ -16,7 +16,7 @@ from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import Loaders
 from torchlint.semantic.scopes import Kind, Scope, ScopeKind
-from torchlint.semantic.syntax import MISSING, argument, str_value
+from torchlint.semantic.syntax import MISSING, argument
 from torchlint.semantic.values import Values
 
 LIGHTNING = ("lightning", "pytorch_lightning")
@@ -170,13 +170,22 @@ class Frameworks:
         """The file configures framework training, and every configuration runs on the CPU
         (`Trainer(accelerator="cpu")`, `TrainingArguments(use_cpu=True)`)."""
         configs = self.trainers + self.training_arguments
-        return bool(configs) and all(_on_cpu(c) for c in configs)
+        return bool(configs) and all(self.on_cpu(c) for c in configs)
+
+    def on_cpu(self, call: CallSite) -> bool:
+        """A Lightning Trainer or TrainingArguments that asks for the CPU: `accelerator=
+        "cpu"`, `use_cpu=True` (`no_cuda=True` before transformers 4.34), read through
+        constants; a value we cannot read (`use_cpu=not torch.cuda.is_available()`) is a GPU
+        where there is one."""
+        for name, wanted in (("accelerator", "cpu"), ("use_cpu", True), ("no_cuda", True)):
+            value = call.kwarg(name)
+            found = self.values.constant(value, call.scope) if value is not MISSING else None
+            if found is not None and found.value == wanted:
+                return True
+        return False
 
 
-def _on_cpu(call: CallSite) -> bool:
-    if str_value(call.kwarg("accelerator")) == "cpu":
-        return True
-    return any(
-        isinstance(v := call.kwarg(flag), cst.Name) and v.value == "True"
-        for flag in ("use_cpu", "no_cuda")
-    )
+def opaque(call: CallSite, positional: int) -> bool:
+    """Settings we cannot read: `*args`/`**kwargs`, or more than `positional` positional
+    arguments (their order changes between versions)."""
+    return any(a.star for a in call.node.args) or len(call.positional) > positional

@@ -24,6 +24,11 @@ from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
+LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
+LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
+# `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
+LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
+QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
@@ -137,6 +142,29 @@ class TorchModule:
             for q in self.facts.calls_by_qualname
             for p in MANAGED_PREFIXES
         )
+
+    @cached_property
+    def reduced_precision(self) -> bool:
+        """Some computation is set to run below float32: autocast, a GradScaler, `.half()`,
+        `.bfloat16()`, a float16/bfloat16 dtype passed, a model loaded in reduced precision
+        or quantized (`from_pretrained(..., torch_dtype="bfloat16")`, `dtype="auto"`,
+        `load_in_4bit=True`, `quantization_config=...`)."""
+        for qualname in self.qualnames_called:
+            last = qualname.rsplit(".", 1)[-1]
+            if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
+                return True
+        if self.method_calls(*LOW_PRECISION_METHODS):
+            return True
+        for call in self.calls:
+            for arg in call.node.args:
+                if self.resolve(arg.value, call.scope) in LOW_PRECISION:
+                    return True
+                name = arg.keyword.value if arg.keyword is not None else None
+                if name in QUANTIZED or (
+                    name in ("torch_dtype", "dtype") and str_value(arg.value) in LOW_PRECISION_NAMES
+                ):
+                    return True
+        return False
 
     # -- devices ---------------------------------------------------------------------
 
@@ -324,13 +352,16 @@ class TorchModule:
     def dataset_values(self, loader: DataLoaderSite) -> list[tuple[cst.BaseExpression, Scope]]:
         """The dataset expression of a loader, and what the name it is holds (one level)."""
         dataset = loader.arg("dataset")
-        if dataset is MISSING:
-            return []
-        scope = loader.call.scope
-        found = [(dataset, scope)]
+        return [] if dataset is MISSING else self.held(dataset, loader.call.scope)
+
+    def held(
+        self, node: cst.BaseExpression, scope: Scope
+    ) -> list[tuple[cst.BaseExpression, Scope]]:
+        """An expression, and what the name it is holds (one level)."""
+        found = [(node, scope)]
         found += [
             (b.value, b.ctx.scope)
-            for b in self.bindings(dataset, scope)
+            for b in self.bindings(node, scope)
             if b.kind is Kind.ASSIGN and b.value is not None
         ]
         return found
@@ -421,11 +452,11 @@ class TorchModule:
         start in the loops over the loader, or where a framework that trains on it starts
         training (`trainer.fit(...)`)."""
         scope = loader.call.scope
-        functions = {
-            n: (v, scope)
+        functions = [
+            (n, v, scope)
             for n in ("collate_fn", "worker_init_fn")
             if (v := loader.arg(n)) is not MISSING
-        }
+        ]
         starts: list[tuple[Context, cst.CSTNode]]
         if loader.loops or not loader.trained_by_framework:
             starts = [(lp.ctx, lp.node) for lp in loader.loops]
@@ -438,14 +469,14 @@ class TorchModule:
     def start_hazard(
         self,
         datasets: list[tuple[cst.BaseExpression, Scope]],
-        functions: dict[str, tuple[cst.BaseExpression, Scope]],
+        functions: list[tuple[str, cst.BaseExpression, Scope]],
         starts: list[tuple[Context, cst.CSTNode]],
         where: str,
     ) -> str | None:
         """Why DataLoader workers started at `starts` (named `where` in the reason) could
         break a script that runs, given the datasets and the functions (`collate_fn`...)
         they receive; None when nothing stands in the way (see `workers_hazard`)."""
-        passed = [*datasets, *functions.values()]
+        passed = [*datasets, *((v, s) for _, v, s in functions)]
         if self.notebook:
             # Spawned workers do not re-run a notebook, but they cannot import what it defines.
             if any(self._defined_here(v, s) for v, s in passed):
@@ -463,7 +494,7 @@ class TorchModule:
                 f'{where} is not under `if __name__ == "__main__":`: under '
                 "spawn/forkserver each worker re-runs the script and fails; add the guard"
             )
-        for name, (value, scope) in functions.items():
+        for name, value, scope in functions:
             if not self._picklable(value, scope):
                 return (
                     f"`{name}` is a lambda or a nested function, which spawned workers cannot "
