@@ -17,7 +17,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import Loaders
 from torchlint.semantic.scopes import Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import MISSING, argument
-from torchlint.semantic.values import Values
+from torchlint.semantic.values import Constant, Values
 
 LIGHTNING = ("lightning", "pytorch_lightning")
 TRAINING_ARGUMENTS = (
@@ -153,6 +153,17 @@ class Frameworks:
             for c in self.facts.calls_by_method.get("train", ())
             if c.receiver is not None and self._built(c.receiver, c.scope, trainers)
         ]
+
+    def integer(self, args: CallSite, name: str, default: int) -> Constant | int | None:
+        """An integer setting of `args`: `default` when not given, its constant when the
+        file shows one (`Constant.origin` says where it is written), else None."""
+        value = args.kwarg(name)
+        if value is MISSING:
+            return default
+        found = self.values.constant(value, args.scope)
+        if found is None or not isinstance(found.value, int) or isinstance(found.value, bool):
+            return None
+        return found
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -470,7 +470,7 @@ class TorchModule:
         self,
         datasets: list[tuple[cst.BaseExpression, Scope]],
         functions: list[tuple[str, cst.BaseExpression, Scope]],
-        starts: list[tuple[Context, cst.CSTNode]],
+        starts: Sequence[tuple[Context, cst.CSTNode]],
         where: str,
     ) -> str | None:
         """Why DataLoader workers started at `starts` (named `where` in the reason) could
