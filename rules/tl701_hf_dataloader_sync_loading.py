@@ -2,20 +2,25 @@
 
 What: `transformers.TrainingArguments(...)` (or `Seq2SeqTrainingArguments`) without
 `dataloader_num_workers`, or with it 0 (a literal, or a constant the file shows: an
-argparse default, a config entry), on a GPU run: not `use_cpu=True` (`no_cuda=True`
-before transformers 4.34). The Trainer builds its DataLoaders from these arguments, and
-`dataloader_num_workers` defaults to 0. Left alone: arguments built from `*args`/
-`**kwargs` or with more than the output directory given by position (what they set
-cannot be read), `HfArgumentParser` dataclasses (the values come from the command line),
-and TRL's configs (`SFTConfig`...), whose defaults differ between versions.
+argparse default, a config entry), on a GPU run (not `use_cpu=True`; `no_cuda=True`
+before transformers 4.34), given to a `Trainer` whose `train_dataset` visibly does work
+per sample: a transform set on a Hugging Face dataset (`with_transform`,
+`set_transform`: decoding and augmenting images or audio as they are read), a
+torchvision/torchaudio dataset or a transform passed, or a Dataset class of the file
+whose `__getitem__` calls something (tokenizing, opening a file). The Trainer builds its
+DataLoaders from these arguments, and `dataloader_num_workers` defaults to 0. Left
+alone: datasets processed ahead (`load_dataset(...).map(tokenize, batched=True)`: the
+Trainer only reads rows and pads them, a few percent of a step) and datasets whose origin
+the file does not show (most often the same); arguments built from `*args`/`**kwargs` or
+with more than the output directory given by position (what they set cannot be read);
+`HfArgumentParser` dataclasses (the values come from the command line); TRL's configs
+(`SFTConfig`...), whose defaults differ between versions.
 
-Why: with no workers, every batch is read from the dataset (Arrow rows, or a transform
-run per sample: tokenizing, decoding and augmenting images or audio) and collated
-(padding) on the training process, between optimizer steps, while the GPU waits. Worker
-processes prepare the next batches while the current one trains. The Transformers
-GPU-training guide lists it under "Data preloading"; PyTorch's tuning guide puts async
-data loading first. The gain is small where the dataset is already tokenized and the
-collator only pads, large where samples are decoded or augmented per step.
+Why: with no workers, every sample is transformed (tokenized, decoded, augmented) and
+every batch collated on the training process, between optimizer steps, while the GPU
+waits. Worker processes prepare the next batches while the current one trains. The
+Transformers GPU-training guide lists it under "Data preloading"; PyTorch's tuning
+guide puts async data loading first.
 
 Bad:
     args = TrainingArguments("out", per_device_train_batch_size=32, bf16=True)
@@ -71,6 +76,13 @@ class HfDataloaderSyncLoading(Rule):
         for args in frameworks.training_arguments:
             if opaque(args, 1) or frameworks.on_cpu(args):
                 continue
+            if not any(
+                module.works_per_sample(dataset, trainer.scope)
+                for trainer in frameworks.trainers_given(args)
+                if (dataset := argument(trainer.node, "train_dataset", TRAINER_PARAMS))
+                is not MISSING
+            ):
+                continue
             workers = args.kwarg("dataloader_num_workers")
             if workers is not MISSING:
                 found = module.constant(workers, args.scope)
@@ -89,9 +101,9 @@ class HfDataloaderSyncLoading(Rule):
                 else "`dataloader_num_workers=0`"
             )
             message = (
-                f"{what}: the Trainer reads and collates every batch on the main process "
-                "while the GPU waits; set `dataloader_num_workers` to the CPU cores per "
-                "process minus one"
+                f"{what}: the Trainer transforms every sample of this dataset and collates "
+                "every batch on the main process while the GPU waits; set "
+                "`dataloader_num_workers` to the CPU cores per process minus one"
             )
             hazard = hazard or _hazard(module, args)
             yield self.diagnostic(

@@ -600,3 +600,39 @@ def test_lightning_lookalikes_are_not_lightning():
         "Trainer().fit(M())\n"
     )
     assert model.frameworks.lightning_modules == [] and model.frameworks.fits == []
+
+
+@pytest.mark.parametrize(
+    ("code", "works"),
+    [
+        ("ds = load_dataset('imdb').map(tok, batched=True)\nuse(ds['train'])\n", False),
+        ("ds = load_dataset('beans').with_transform(aug)\nuse(ds['train'])\n", True),
+        ("ds = load_dataset('beans')\nds.set_transform(aug)\nuse(ds['train'])\n", True),
+        ("use(datasets.CIFAR10('data'))\n", True),
+        ("use(MyImages('data', transform=aug))\n", True),
+        ("from data import train\nuse(train)\n", False),
+        (
+            "class D(torch.utils.data.Dataset):\n"
+            "    def __getitem__(self, i):\n"
+            "        return tokenizer(self.texts[i])\n"
+            "use(D())\n",
+            True,
+        ),
+        (
+            "class D(torch.utils.data.Dataset):\n"
+            "    def __getitem__(self, i):\n"
+            "        return self.rows[i]\n"
+            "use(D())\n",
+            False,
+        ),
+    ],
+)
+def test_works_per_sample(code: str, works: bool):
+    model = model_of(
+        "import torch\nfrom datasets import load_dataset\nfrom torchvision import datasets\n"
+        "from mylib import MyImages\n" + code
+    )
+    (use,) = [
+        c for c in model.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == "use"
+    ]
+    assert model.works_per_sample(use.node.args[0].value, use.scope) is works

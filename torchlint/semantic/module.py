@@ -29,6 +29,8 @@ LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
 LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+# Hugging Face datasets: a function run on each sample as it is read.
+HF_TRANSFORMS = ("with_transform", "set_transform")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
@@ -406,6 +408,44 @@ class TorchModule:
             return False
         assert isinstance(method.node, cst.FunctionDef)
         return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
+
+    def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
+        """The dataset visibly does work per sample: a transform set on a Hugging Face
+        dataset (`with_transform`, `set_transform`), a torchvision/torchaudio/torchtext
+        dataset, a transform passed, or a Dataset class of this file whose `__getitem__`
+        calls something (tokenizing, opening an image). Unknown origins and datasets
+        processed ahead (`load_dataset(...).map(tokenize)`) do not."""
+        while isinstance(node, cst.Subscript):  # `tokenized["train"]`
+            node = node.value
+        if _depth > 4:
+            return False
+        if isinstance(node, cst.Name) and any(
+            isinstance(c.receiver, cst.Name) and c.receiver.value == node.value
+            for c in self.method_calls(*HF_TRANSFORMS)
+        ):
+            return True  # `ds.set_transform(augment)`
+        for value, where in self.values.origins(node, scope):
+            if isinstance(value, cst.Subscript):
+                if self.works_per_sample(value, where, _depth + 1):
+                    return True
+                continue
+            if not isinstance(value, cst.Call):
+                continue
+            func = value.func
+            qualname = self.resolve(func, where)
+            if isinstance(func, cst.Attribute) and qualname is None:
+                if func.attr.value in HF_TRANSFORMS:
+                    return True
+                if self.works_per_sample(func.value, where, _depth + 1):  # `ds.map(...)`
+                    return True
+            elif qualname is not None:
+                if qualname.startswith(DECODING) or any(
+                    self._transform(a, where) for a in value.args
+                ):
+                    return True
+            elif self.functions.class_scope(func, where) and not self._plain(value, where):
+                return True
+        return False
 
     def iterable_dataset(self, loader: DataLoaderSite) -> bool:
         """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
