@@ -14,7 +14,8 @@ Trainer only reads rows and pads them, a few percent of a step) and datasets who
 the file does not show (most often the same); arguments built from `*args`/`**kwargs` or
 with more than the output directory given by position (what they set cannot be read);
 `HfArgumentParser` dataclasses (the values come from the command line); TRL's configs
-(`SFTConfig`...), whose defaults differ between versions.
+(`SFTConfig`...), whose defaults differ between versions. On by default: where per-sample
+work is visible, the GPU waits for it (public scripts: docs/precision.md).
 
 Why: with no workers, every sample is transformed (tokenized, decoded, augmented) and
 every batch collated on the training process, between optimizer steps, while the GPU

@@ -5,7 +5,10 @@ What: `transformers.TrainingArguments(...)` (or `Seq2SeqTrainingArguments`) with
 (not `use_cpu=True`). The default is True: only turning it off is reported. Left alone:
 files that put their dataset on the GPU (`set_format(..., device="cuda")`,
 `with_format(..., device=...)`): batches already on the GPU cannot be pinned, which is
-why a script would turn pinning off.
+why a script would turn pinning off. Off by default: the reason pinning was turned off is
+not in the file, and on public code it mostly was one (CUDA tensors in the dataset, a
+memory limit, Windows, "reduces CPU memory" in a comment: see docs/precision.md);
+enable it with `--extend-select TL702`.
 
 Why: the Trainer copies every batch to the GPU; from pageable memory the copy is staged
 through a pinned buffer by the driver and cannot overlap compute, from pinned memory it
@@ -45,6 +48,7 @@ class HfDataloaderNoPinMemory(Rule):
     code = "TL702"
     name = "hf-dataloader-no-pin-memory"
     fix_safety = FixSafety.UNSAFE
+    default_enabled = False
     tokens = ("dataloader_pin_memory",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

@@ -8,7 +8,9 @@ config (`deepspeed=`: precision is set there) or `half_precision_backend=`, file
 load or run the model below float32 (`from_pretrained(..., torch_dtype=torch.bfloat16)`,
 `dtype="auto"`, 4/8-bit quantization, autocast, `.half()`), arguments built from
 `*args`/`**kwargs`, and TRL's configs (`SFTConfig` turns bf16 on by itself in recent
-versions).
+versions). On by default: on public fine-tuning scripts every finding was a transformer
+trained in float32 on a GPU (docs/precision.md); the fact the file does not show, the
+GPU generation, is what the fix checks at run time.
 
 Why: in float32 the GPU's tensor cores sit idle: bf16 or fp16 mixed precision runs
 matmuls 2-3x faster on Volta and newer GPUs and halves activation memory (room for a

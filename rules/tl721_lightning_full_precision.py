@@ -7,7 +7,12 @@ constant the file shows). Left alone: a value the file cannot read or an option 
 sets (`precision=args.precision`), precision plugins (`plugins=`), files that already run
 below float32 (autocast, `.half()`, a model loaded in bfloat16, quantization) or set
 TF32 matmuls (`torch.set_float32_matmul_precision("high")`), and Trainers built from
-`*args`/`**kwargs`.
+`*args`/`**kwargs`. In files that import `pytorch_lightning` (which may be 1.x, where a
+Trainer without `gpus`/`accelerator`/`devices` trains on the CPU), only Trainers that ask
+for a device are checked. Off by default: whether the model is big enough for tensor
+cores to matter is not in the file (many Lightning scripts train small MLPs, GRUs and
+MNIST CNNs, where the gain is small; see docs/precision.md), as for TL501; enable it with
+`--extend-select TL721`.
 
 Why: in float32 the GPU's tensor cores sit idle: bf16 or fp16 mixed precision runs
 matmuls and convolutions 2-3x faster on Volta and newer GPUs and halves activation
@@ -67,6 +72,7 @@ class LightningFullPrecision(Rule):
     code = "TL721"
     name = "lightning-full-precision"
     fix_safety = FixSafety.UNSAFE
+    default_enabled = False
     tokens = ("Trainer",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
@@ -74,7 +80,7 @@ class LightningFullPrecision(Rule):
         if not frameworks.trainers or module.reduced_precision or _tf32(module):
             return
         for trainer in frameworks.trainers:
-            if opaque(trainer, 0) or frameworks.on_cpu(trainer):
+            if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
                 continue
             if trainer.kwarg("plugins") is not MISSING:
                 continue

@@ -48,7 +48,7 @@ class LightningSingleDevice(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
         for trainer in frameworks.trainers:
-            if opaque(trainer, 0) or frameworks.on_cpu(trainer):
+            if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
                 continue
             for name in ("devices", "gpus"):
                 value = trainer.kwarg(name)

@@ -2,6 +2,8 @@
 
 What: a PyTorch Lightning `Trainer(...)` with `strategy="dp"` (or its older spellings
 `accelerator="dp"` and `distributed_backend="dp"`, or a `DataParallelStrategy(...)`).
+On by default: Lightning itself discourages DP, and a choice made for a platform
+(a Windows branch: NCCL is Linux-only) still gets the advice, with `"ddp"` over gloo.
 
 Why: DataParallel runs every GPU from one Python process: each step it copies the model to
 every GPU, scatters the batch and gathers the outputs on the first GPU, which stays busier

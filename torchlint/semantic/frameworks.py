@@ -195,6 +195,19 @@ class Frameworks:
                 return True
         return False
 
+    def on_gpu(self, trainer: CallSite) -> bool:
+        """A Lightning Trainer that trains on a GPU where there is one: not on the CPU, and,
+        for `pytorch_lightning` (1.x trains on the CPU by default), one that asks for a
+        device (`accelerator=`, `gpus=`, `devices=`)."""
+        if self.on_cpu(trainer):
+            return False
+        package = (trainer.qualname or "").split(".", 1)[0]
+        return package != "pytorch_lightning" or _asks_for_device(trainer)
+
+
+def _asks_for_device(call: CallSite) -> bool:
+    return any(call.kwarg(k) is not MISSING for k in ("accelerator", "gpus", "devices"))
+
 
 def opaque(call: CallSite, positional: int) -> bool:
     """Settings we cannot read: `*args`/`**kwargs`, or more than `positional` positional
