@@ -2,8 +2,10 @@
 
 What: a PyTorch Lightning `Trainer(...)` with `strategy="dp"` (or its older spellings
 `accelerator="dp"` and `distributed_backend="dp"`, or a `DataParallelStrategy(...)`).
-On by default: Lightning itself discourages DP, and a choice made for a platform
-(a Windows branch: NCCL is Linux-only) still gets the advice, with `"ddp"` over gloo.
+On by default: Lightning itself discourages DP and removed it. DP kept on purpose for
+Windows, where NCCL does not exist and DDP needs
+`DDPStrategy(process_group_backend="gloo")`, is reported too; the fix does not know
+that, which is one reason it is unsafe.
 
 Why: DataParallel runs every GPU from one Python process: each step it copies the model to
 every GPU, scatters the batch and gathers the outputs on the first GPU, which stays busier
