@@ -17,8 +17,9 @@ Bad:
     args = TrainingArguments("out", num_train_epochs=3)  # 8 samples per step
 
 Good:
-    args = TrainingArguments("out", num_train_epochs=3, per_device_train_batch_size=32,
-                             auto_find_batch_size=True)
+    args = TrainingArguments(
+        "out", num_train_epochs=3, per_device_train_batch_size=32, auto_find_batch_size=True
+    )
 
 Fix (unsafe): set `per_device_train_batch_size` to `min-batch-size` (where the value is
 written: in the call, or the constant or option it comes from) and, in the call,
