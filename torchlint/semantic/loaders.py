@@ -213,6 +213,17 @@ class Loaders:
         return out if self._mutations(symbol, out, at, depth) else None
 
     @cached_property
+    def _iters(self) -> dict[int, list[CallSite]]:
+        """id(site) -> the `iter(...)` calls of the loader."""
+        found: dict[int, list[CallSite]] = {}
+        for call in self.facts.calls_by_qualname.get("iter", ()):
+            args = call.node.args
+            if len(args) == 1 and not args[0].star:
+                for site in self.of(args[0].value, call.scope):
+                    found.setdefault(id(site), []).append(call)
+        return found
+
+    @cached_property
     def _changes(self) -> dict[int, tuple[list[CallSite], list[_ItemStore]]]:
         """id(symbol) -> the method calls on it and the `symbol[key] = v` stores (for the
         dicts loaders are built from: indexed once, not searched per loader)."""
@@ -366,10 +377,7 @@ class Loaders:
         the loader, or in a function called from such a loop (`next(iter(val_loader))`
         in a sampling helper the training loop calls)."""
         built = {id(o) for o in site.call.ctx.loops}
-        for call in self.facts.calls_by_qualname.get("iter", ()):
-            args = call.node.args
-            if len(args) != 1 or args[0].star or site not in self.of(args[0].value, call.scope):
-                continue
+        for call in self._iters.get(id(site), ()):
             if any(id(o) not in built for o in call.ctx.loops):
                 return call
             function = call.ctx.function
