@@ -51,9 +51,11 @@ Good (Lightning):
         return loss
 
 Fix (safe): only for `.item()` on a value given to Lightning's `self.log(...)` or
-`self.log_dict({...})`: pass the tensor instead. Lightning converts what it logs to
-float32 on the module's device either way (a float becomes a new tensor: a copy to the
-GPU per step), so the logged numbers are the same; it reads the values on the host only
+`self.log_dict({...})` (not with `sync_dist=True`: Lightning reduces the value on the
+device it is on, and a tensor left on the CPU cannot go through NCCL): pass the tensor
+instead. Lightning turns what it logs into a detached tensor either way (a float
+becomes a new tensor on the module's device: a copy to the GPU per step) and reduces it
+in float32 (or float64), so the logged numbers are the same; it reads the values on the host only
 when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
 (`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
 where to accumulate and how often to log is the author's choice.
@@ -75,7 +77,7 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.syntax import children, contains, dotted_name, names_read
+from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
@@ -349,6 +351,9 @@ def _logged_items(module: TorchModule) -> dict[int, cst.Call]:
             continue
         if call.ctx.class_ is None or id(call.ctx.class_) not in classes:
             continue
+        sync = call.kwarg("sync_dist")
+        if sync is not MISSING and not (isinstance(sync, cst.Name) and sync.value == "False"):
+            continue  # reduced across processes where it lies: NCCL cannot reduce a CPU tensor
         if call.method == "log":
             values = [call.arg("value", ("name", "value"))]
         else:
