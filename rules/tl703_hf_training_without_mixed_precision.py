@@ -23,12 +23,14 @@ Bad:
 Good:
     args = TrainingArguments("out", per_device_train_batch_size=32, bf16=True)  # Ampere and newer
 
-Fix (unsafe): set `bf16=is_torch_bf16_gpu_available()` (from `transformers.utils`): the
-check `TrainingArguments` itself runs, so bf16 is on exactly where the GPU supports it
-(Ampere and newer) and the script still runs on a CPU, an older GPU (T4, V100: there
-`fp16=True` is the speed-up, with loss scaling) or a machine without CUDA, where
-`bf16=True` would raise. Unsafe because numerics change (results differ in the last
-bits; a few models need float32 layers).
+Fix (unsafe): set `bf16=USE_BF16`, defined once after the imports as "CUDA is available
+and the GPU's compute capability is 8.0 or newer" (`torch.cuda.get_device_capability()`):
+bf16 is on where the GPU has bfloat16 tensor cores (Ampere and newer), and the script runs
+as before on a CPU, an older GPU (T4, V100: there `fp16=True` is the speed-up, with loss
+scaling) or a machine without CUDA, where `bf16=True` would raise. Not Transformers'
+`is_torch_bf16_gpu_available()`: with recent PyTorch it also says yes on a T4 or V100,
+where bfloat16 has no tensor cores and is only emulated. Unsafe because numerics change
+(results differ in the last bits; a few models need float32 layers).
 
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Mixed precision" (bf16,
 fp16, tf32) and `TrainingArguments.bf16`/`fp16`/`tf32`; PyTorch Performance Tuning
@@ -41,13 +43,18 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import set_kwarg
-from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
+from torchlint.edits import AMPERE, set_kwarg
+from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
 from torchlint.semantic.frameworks import opaque
 
-CHECK = "transformers.utils.is_torch_bf16_gpu_available"
+NAME = "USE_BF16"
+DEFINITION = Definition(
+    NAME,
+    "# bfloat16 mixed precision where the GPU has bfloat16 tensor cores (Ampere and newer).\n"
+    f"{NAME} = {AMPERE}\n",
+)
 # Precision set elsewhere: a DeepSpeed config, apex.
 ELSEWHERE = ("deepspeed", "half_precision_backend")
 
@@ -89,18 +96,13 @@ def _off(module: TorchModule, args: CallSite, flag: str) -> bool:
     return found is not None and found.value in (False, None) and found.origin != "argparse"
 
 
-def _bf16(module: TorchModule, args: CallSite):
-    name = CHECK.rsplit(".", 1)[-1]
-    spelled: str = name
-    imp: Import | None = Import("transformers.utils", name)
-    if not module.is_free(name):  # imported already (or the name is taken)
-        spelled, imp = module.spell(CHECK, args.scope)
-        if imp is not None:
-            return None
-    call = cst.Call(func=cst.parse_expression(spelled))
+def _bf16(module: TorchModule, args: CallSite) -> Fix | None:
+    if not (module.definable(NAME) and module.imports_plainly("torch")):
+        return None  # the definition writes `torch.cuda`
     return fix(
-        f"Set `bf16={name}()`",
+        f"Set `bf16={NAME}` (bf16 mixed precision on Ampere and newer GPUs)",
         Applicability.UNSAFE,
-        Replace(args.node, set_kwarg(args.node, "bf16", call)),
-        imports=[imp] if imp is not None else [],
+        Replace(args.node, set_kwarg(args.node, "bf16", cst.Name(NAME))),
+        imports=[Import("torch")],
+        definitions=[DEFINITION],
     )

@@ -44,10 +44,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import set_kwarg
+from torchlint.edits import AMPERE, set_kwarg
 from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Kind, TorchModule
+from torchlint.semantic import MISSING, CallSite, TorchModule
 from torchlint.semantic.frameworks import opaque
 
 FULL = (32, "32", "32-true")
@@ -56,7 +56,6 @@ COMMENT = (
     "# Lightning precision: bfloat16 mixed precision where the GPU has bfloat16 tensor\n"
     "# cores (Ampere and newer), else float32 as before.\n"
 )
-AMPERE = "torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8"
 DEFINITIONS = {
     package: Definition(
         NAME, f"{COMMENT}{NAME} = (\n    {bf16}\n    if {AMPERE}\n    else {fp32}\n)\n"
@@ -109,9 +108,9 @@ def _tf32(module: TorchModule) -> bool:
 def _fix(module: TorchModule, trainer: CallSite) -> Fix | None:
     package = (trainer.qualname or "").split(".", 1)[0]
     definition = DEFINITIONS.get(package)
-    if definition is None or not (module.is_free(NAME) or _defines(module)):
+    if definition is None or not module.definable(NAME):
         return None
-    if not (module.is_free("torch") or _plain_torch(module)):
+    if not module.imports_plainly("torch"):
         return None  # the definition writes `torch.cuda`
     return fix(
         f"Set `precision={NAME}` (bf16 mixed precision on Ampere and newer GPUs)",
@@ -120,14 +119,3 @@ def _fix(module: TorchModule, trainer: CallSite) -> Fix | None:
         imports=[Import("torch")],
         definitions=[definition],
     )
-
-
-def _defines(module: TorchModule) -> bool:
-    """PRECISION is the definition an earlier fix added."""
-    symbol = module.scope.symbols.get(NAME)
-    return symbol is not None and all(b.kind is Kind.ASSIGN for b in symbol.bindings)
-
-
-def _plain_torch(module: TorchModule) -> bool:
-    symbol = module.scope.symbols.get("torch")
-    return symbol is not None and symbol.imported == "torch"

@@ -636,3 +636,14 @@ def test_works_per_sample(code: str, works: bool):
         c for c in model.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == "use"
     ]
     assert model.works_per_sample(use.node.args[0].value, use.scope) is works
+
+
+def test_names_a_fix_may_define_or_import():
+    module = model_of(
+        "import torch as th\nimport mytools as torch\nimport os\nUSE_BF16 = True\n"
+        "def USE_FP16(): ...\n"
+    )
+    assert module.definable("USE_BF16") and module.definable("NEW")
+    assert not module.definable("USE_FP16") and not module.definable("os")
+    assert module.imports_plainly("os") and module.imports_plainly("numpy")
+    assert not module.imports_plainly("torch") and not module.imports_plainly("USE_BF16")

@@ -112,6 +112,18 @@ class TorchModule:
         """Nothing in the module's scope is called `name` (a fix may define it)."""
         return name not in self.scope.symbols
 
+    def definable(self, name: str) -> bool:
+        """A fix may define `name` after the imports: nothing holds it, or only module-level
+        assignments (the definition an earlier fix added)."""
+        symbol = self.scope.symbols.get(name)
+        return symbol is None or all(b.kind is Kind.ASSIGN for b in symbol.bindings)
+
+    def imports_plainly(self, name: str) -> bool:
+        """`name` at module level is the module `import name` binds, or nothing yet (a fix
+        may add the import)."""
+        symbol = self.scope.symbols.get(name)
+        return symbol is None or symbol.imported == name
+
     # -- calls -----------------------------------------------------------------------
 
     def calls_to(self, *qualnames: str) -> list[CallSite]:
