@@ -12,7 +12,7 @@ import libcst as cst
 from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
-from torchlint.semantic.facts import CallSite, Context, Loop
+from torchlint.semantic.facts import CallSite, Context, Loop, Store
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training, is_periodic
@@ -23,6 +23,8 @@ from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
+LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
+LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
@@ -136,6 +138,50 @@ class TorchModule:
             for p in MANAGED_PREFIXES
         )
 
+    @cached_property
+    def reduced_precision(self) -> bool:
+        """The file computes in reduced precision somewhere: autocast, a GradScaler,
+        `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed to a call."""
+        for qualname in self.qualnames_called:
+            last = qualname.rsplit(".", 1)[-1]
+            if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
+                return True
+        if self.method_calls(*LOW_PRECISION_METHODS):
+            return True
+        return any(
+            self.resolve(arg.value, c.scope) in LOW_PRECISION
+            for c in self.calls
+            for arg in c.node.args
+        )
+
+    # -- module attributes set ---------------------------------------------------------
+
+    @cached_property
+    def _stores(self) -> dict[str, list[Store]]:
+        found: dict[str, list[Store]] = {}
+        for target, value, ctx in self.facts.attribute_stores:
+            qualname = ctx.scope.resolve(target)
+            if qualname is not None:
+                found.setdefault(qualname, []).append(Store(qualname, target, value, ctx))
+        return found
+
+    def stores_to(self, *qualnames: str) -> list[Store]:
+        """Assignments to these module attributes, through the imports
+        (`cudnn.benchmark = True` with `from torch.backends import cudnn`), in source order."""
+        return [s for q in qualnames for s in self._stores.get(q, ())]
+
+    def conditional(self, ctx: Context, _depth: int = 0) -> bool:
+        """The statement of `ctx` runs only when a condition holds: under an `if` other
+        than the main guard, or in a function every call of which (in this file) is
+        conditional. A function the file never calls is not conditional."""
+        if any(not _main_guard(i) for i in ctx.ifs):
+            return True
+        function = ctx.function
+        if function is None or _depth > 2:
+            return False
+        callers = self.functions.callers(function)
+        return bool(callers) and all(self.conditional(c.ctx, _depth + 1) for c, _ in callers)
+
     # -- devices ---------------------------------------------------------------------
 
     def device(self, node: cst.CSTNode, scope: Scope) -> Device | None:
@@ -198,6 +244,22 @@ class TorchModule:
                 if site is not None:
                     found.setdefault(id(site), []).append(call)
         return found
+
+    def on_gpu(self, site: ModelSite) -> bool:
+        """A move of the model goes to a GPU (CUDA or an accelerator, on some branch)."""
+        return any((d := self.move(m)) is not None and d.is_gpu for m in site.moves)
+
+    @cached_property
+    def trained_on_gpu(self) -> list[ModelSite]:
+        """The networks a step loop of this file calls that are moved to a GPU, in the
+        order the loops call them."""
+        found: dict[int, ModelSite] = {}
+        for loop in self.step_loops:
+            for call in self.network_calls(loop):
+                site = self.model_called(call)
+                if site is not None and id(site) not in found and self.on_gpu(site):
+                    found[id(site)] = site
+        return list(found.values())
 
     def method_calls_on(self, site: ModelSite) -> list[CallSite]:
         """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
@@ -528,6 +590,10 @@ class TorchModule:
 
     def assigned_values(self, node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
         return [b.value for b in self.bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
+
+    def next_statement(self, statement: cst.CSTNode) -> cst.BaseStatement | None:
+        """The statement after this one in the same block, if any."""
+        return self.facts.following.get(id(statement))
 
     def binding_of(self, value: cst.CSTNode) -> Binding | None:
         """The assignment that binds exactly this expression (`x = <value>`)."""
