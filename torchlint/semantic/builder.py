@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -363,7 +364,7 @@ class _Builder(cst.CSTVisitor):
         self._leave()
 
     def _block(self, body: Sequence[cst.BaseStatement]) -> None:
-        for first, second in zip(body, body[1:]):
+        for first, second in itertools.pairwise(body):
             self.facts.following[id(first)] = second
 
     def visit_Module(self, node: cst.Module) -> None:

@@ -170,17 +170,22 @@ class TorchModule:
         (`cudnn.benchmark = True` with `from torch.backends import cudnn`), in source order."""
         return [s for q in qualnames for s in self._stores.get(q, ())]
 
-    def conditional(self, ctx: Context, _depth: int = 0) -> bool:
-        """The statement of `ctx` runs only when a condition holds: under an `if` other
-        than the main guard, or in a function every call of which (in this file) is
+    def conditional(self, ctx: Context, node: cst.CSTNode | None = None, _depth: int = 0) -> bool:
+        """The statement of `ctx` (and `node` in it) runs only when a condition holds:
+        under an `if` other than the main guard, in a branch of `a if c else b` or after
+        `c and`/`c or`, or in a function every call of which (in this file) is
         conditional. A function the file never calls is not conditional."""
         if any(not _main_guard(i) for i in ctx.ifs):
+            return True
+        if node is not None and ctx.statement is not None and _branch(ctx.statement, node):
             return True
         function = ctx.function
         if function is None or _depth > 2:
             return False
         callers = self.functions.callers(function)
-        return bool(callers) and all(self.conditional(c.ctx, _depth + 1) for c, _ in callers)
+        return bool(callers) and all(
+            self.conditional(c.ctx, c.node, _depth + 1) for c, _ in callers
+        )
 
     # -- devices ---------------------------------------------------------------------
 
@@ -621,6 +626,20 @@ def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         n = stack.pop()
         yield n
         stack.extend(children(n))
+
+
+def _branch(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """`node` is in a branch of a conditional expression or past the first operand of
+    `and`/`or` in the statement's own expressions (nested blocks not searched)."""
+    stack = [n for n in children(statement) if not isinstance(n, cst.BaseSuite)]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.IfExp) and (contains(n.body, node) or contains(n.orelse, node)):
+            return True
+        if isinstance(n, cst.BooleanOperation) and contains(n.right, node):
+            return True
+        stack.extend(c for c in children(n) if not isinstance(c, cst.BaseSuite))
+    return False
 
 
 def _main_guard(node: cst.If) -> bool:
