@@ -15,6 +15,7 @@ step.
 
 Bad:
     import os
+
     os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # from chasing a device-side assert
 
 Good:
