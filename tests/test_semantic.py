@@ -536,6 +536,7 @@ def test_conditional_statements():
         "import torch\n"
         "torch.a = 1\n"
         "if args.debug:\n    torch.b = 1\n"
+        "if torch.cuda.is_available():\n    torch.g = 1\n"
         'if __name__ == "__main__":\n    torch.c = 1\n'
         "def debug():\n    torch.d = 1\n"
         "def setup():\n    torch.e = 1\n"
@@ -545,7 +546,7 @@ def test_conditional_statements():
     )
     conditional = {
         s.qualname: model.conditional(s.ctx)
-        for s in model.stores_to(*(f"torch.{n}" for n in "abcdef"))
+        for s in model.stores_to(*(f"torch.{n}" for n in "abcdefg"))
     }
     assert conditional == {
         "torch.a": False,
@@ -554,6 +555,7 @@ def test_conditional_statements():
         "torch.d": True,
         "torch.e": False,
         "torch.f": False,
+        "torch.g": False,
     }
 
 
@@ -582,6 +584,11 @@ def test_layers_and_convolutional_networks():
         "seq = nn.Sequential(nn.Conv1d(1, 2, 3))\n"
         "resnet = torchvision.models.resnet18()\n"
         "vit = torchvision.models.vit_b_16()\n"
+        "class Pair(nn.Module):\n"
+        "    def __init__(self, encoder, head):\n"
+        "        super().__init__()\n"
+        "        self.encoder, self.head = encoder, head\n"
+        "pair = Pair(seq, mlp)\n"
     )
     sites = {site.name: site for site in model.models}
     assert model.networks.layers(sites["net"]) == {
@@ -592,7 +599,14 @@ def test_layers_and_convolutional_networks():
         "Linear",
     }
     convolutional = {n: model.networks.convolutional(s) for n, s in sites.items() if "." not in n}
-    assert convolutional == {"net": True, "mlp": False, "seq": True, "resnet": True, "vit": False}
+    assert convolutional == {
+        "net": True,
+        "mlp": False,
+        "seq": True,
+        "resnet": True,
+        "vit": False,
+        "pair": True,
+    }
 
 
 def test_trained_on_gpu_and_reduced_precision():

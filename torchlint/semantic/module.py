@@ -172,10 +172,11 @@ class TorchModule:
 
     def conditional(self, ctx: Context, node: cst.CSTNode | None = None, _depth: int = 0) -> bool:
         """The statement of `ctx` (and `node` in it) runs only when a condition holds:
-        under an `if` other than the main guard, in a branch of `a if c else b` or after
-        `c and`/`c or`, or in a function every call of which (in this file) is
-        conditional. A function the file never calls is not conditional."""
-        if any(not _main_guard(i) for i in ctx.ifs):
+        under an `if` other than the main guard or a test that a GPU is there
+        (`if torch.cuda.is_available():`, the premise of every GPU rule), in a branch of
+        `a if c else b` or after `c and`/`c or`, or in a function every call of which (in
+        this file) is conditional. A function the file never calls is not conditional."""
+        if any(not _main_guard(i) and not self._gpu_present(i.test, ctx.scope) for i in ctx.ifs):
             return True
         if node is not None and ctx.statement is not None and _branch(ctx.statement, node):
             return True
@@ -185,6 +186,12 @@ class TorchModule:
         callers = self.functions.callers(function)
         return bool(callers) and all(
             self.conditional(c.ctx, c.node, _depth + 1) for c, _ in callers
+        )
+
+    def _gpu_present(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        return isinstance(test, cst.Call) and self.resolve(test.func, scope) in (
+            "torch.cuda.is_available",
+            "torch.accelerator.is_available",
         )
 
     # -- devices ---------------------------------------------------------------------
@@ -281,6 +288,14 @@ class TorchModule:
     def optimized(self, site: ModelSite) -> bool:
         """The model's parameters are handed to an optimizer in this file."""
         return id(site) in self._optimized
+
+    def optimizer_models(self, call: CallSite) -> list[ModelSite]:
+        """The models whose `.parameters()` a call (an optimizer's construction) is given."""
+        return [
+            site
+            for arg in call.node.args
+            for site in self.training.parameters_of(arg.value, call.scope)
+        ]
 
     @cached_property
     def _trained(self) -> set[int]:

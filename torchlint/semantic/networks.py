@@ -127,9 +127,21 @@ class Networks:
         """The `torch.nn` layers the network is built from (`"Conv2d"`, `"Linear"`), as
         far as the file shows them: the layers its construction passes, those a class of
         this file (its bases, the classes and functions it calls, nested functions
-        included) builds. A model from elsewhere shows none."""
+        included) builds, and those of the models passed to its construction. A model
+        from elsewhere shows none."""
+        return self._site_layers(site, 0)
+
+    def _site_layers(self, site: ModelSite, depth: int) -> frozenset[str]:
+        """The site's own layers, and those of the models its construction is given
+        (`Seq2Seq(encoder, decoder)`)."""
         construction = site.construction
-        return self._layers_in(construction.node, construction.scope, 0)
+        found = set(self._layers_in(construction.node, construction.scope, depth))
+        if depth < MAX_DEPTH:
+            for arg in construction.node.args:
+                given = self.models.of(arg.value, construction.scope)
+                if given is not None and given is not site:
+                    found |= self._site_layers(given, depth + 1)
+        return frozenset(found)
 
     def convolutional(self, site: ModelSite) -> bool:
         """The network convolves: a convolution layer in `layers`, or a torchvision
