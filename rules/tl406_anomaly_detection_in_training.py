@@ -44,7 +44,16 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.edits import lone_expression
-from torchlint.fixes import Applicability, Fix, FixSafety, InsertAfter, Remove, Replace, fix
+from torchlint.fixes import (
+    Applicability,
+    Edit,
+    Fix,
+    FixSafety,
+    InsertAfter,
+    Remove,
+    Replace,
+    fix,
+)
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
 from torchlint.semantic.syntax import bool_value
@@ -99,8 +108,10 @@ def _removal(call: CallSite) -> Fix | None:
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return None
     first, *rest = body.body
-    first = first.with_changes(leading_lines=[*statement.leading_lines, *first.leading_lines])
-    edits: list = [Replace(statement, first)]
+    if not isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return None
+    moved = first.with_changes(leading_lines=[*statement.leading_lines, *first.leading_lines])
+    edits: list[Edit] = [Replace(statement, moved)]
     if rest:
         edits.append(InsertAfter(statement, tuple(rest)))
     return fix(title, Applicability.UNSAFE, *edits)

@@ -183,9 +183,9 @@ def _in_sequences(
     for statement in statements.values():
         for row in _rows(statement, calls):
             for first, second in itertools.pairwise(row):
-                layer, norm = calls.get(id(first)), calls.get(id(second))
-                if layer is not None and norm is not None and layer.qualname in LAYERS:
-                    yield layer, norm
+                before, next_one = calls.get(id(first)), calls.get(id(second))
+                if before is not None and next_one is not None and before.qualname in LAYERS:
+                    yield before, next_one
 
 
 def _rows(statement: cst.CSTNode, calls: Calls) -> Iterator[list[cst.BaseExpression]]:

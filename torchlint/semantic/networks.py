@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
+from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import ZOO_PREFIXES, ModelKind, Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
@@ -120,7 +121,7 @@ class Networks:
         self.values = values
         self.models = models
         self._classes: dict[int, int | None] = {}
-        self._calls_in: dict[int, list[cst.Call]] | None = None  # id(class/def) -> calls
+        self._calls_in: dict[int, list[CallSite]] | None = None  # id(class/def) -> calls
         self._layers: dict[int, frozenset[str]] = {}
 
     def layers(self, site: ModelSite) -> frozenset[str]:
