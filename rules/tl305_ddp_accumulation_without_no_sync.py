@@ -59,7 +59,7 @@ class DdpAccumulationWithoutNoSync(Rule):
     code = "TL305"
     name = "ddp-accumulation-without-no-sync"
     fix_safety = FixSafety.NONE
-    tokens = ("DistributedDataParallel", "DDP")
+    tokens = ("DistributedDataParallel",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or not module.calls_to(DDP) or module.method_calls("no_sync"):

@@ -60,7 +60,7 @@ class ProfilerAroundTraining(Rule):
     code = "TL407"
     name = "profiler-around-training"
     fix_safety = FixSafety.NONE
-    tokens = ("profile", "emit_nvtx", "emit_itt")
+    tokens = ("profiler",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         profilers = [

@@ -50,6 +50,7 @@ subtraction"); `torch.nn.BatchNorm2d` docs.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -77,6 +78,23 @@ AFTER_CONVOLUTION = frozenset(BATCH_NORM_1D) | {
 AFTER_LINEAR = frozenset(BATCH_NORM_1D)
 SEQUENTIAL = "torch.nn.Sequential"
 CALLED = AFTER_CONVOLUTION | set(LAYERS)
+# What the file must show for the rule to have anything to say (model definitions are
+# common; few have a norm straight after a layer): a layer's call, a comma and a norm; a
+# norm appended to a list; or a norm assigned to an attribute and, in some `forward`, a
+# module's output passed straight to another (`self.bn(self.conv(x))`, `x = self.conv(x)`
+# then `x = self.bn(x)`).
+_NORM = r"[\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm)"
+_CALL = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # up to two levels of parentheses
+_HELD = rf"(?s:.*?)self\.\w+\s*=\s*{_NORM}"
+_CHAINED = (
+    r"(?s:.*?)(?:self\.\w+\(\s*self\.\w+\("
+    r"|\b(\w+)\s*=\s*self\.\w+\(\s*\1\s*\)\s*\n\s*\1\s*=\s*self\.\w+\(\s*\1\s*\))"
+)
+PATTERN = re.compile(
+    rf"(?:Conv(?:Transpose)?[123]d|Linear){_CALL}\s*,\s*(?:#[^\n]*\s*)*{_NORM}"
+    rf"|append\(\s*{_NORM}"
+    rf"|\A(?={_HELD})(?={_CHAINED})"
+)
 
 
 class BiasBeforeBatchNorm(Rule):
@@ -84,6 +102,7 @@ class BiasBeforeBatchNorm(Rule):
     name = "bias-before-batch-norm"
     fix_safety = FixSafety.UNSAFE
     tokens = ("BatchNorm", "InstanceNorm")
+    pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         layers = module.calls_to(*LAYERS)
@@ -94,7 +113,9 @@ class BiasBeforeBatchNorm(Rule):
         reported: set[int] = set()
         fixable: bool | None = None
         for layer, norm in sorted(pairs, key=lambda pair: pair[0].order):
-            if id(layer.node) in reported or not _cancelled(module, layer, norm):
+            if id(layer.node) in reported or layer.has_star_args:
+                continue  # `**options` may set the bias
+            if not _cancelled(module, layer, norm):
                 continue
             bias = layer.arg("bias", index=LAYERS[layer.qualname or ""])
             if bias is not MISSING and bool_value(bias) is not True:
