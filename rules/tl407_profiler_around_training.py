@@ -38,6 +38,7 @@ Sources: PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch doc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -61,6 +62,7 @@ class ProfilerAroundTraining(Rule):
     name = "profiler-around-training"
     fix_safety = FixSafety.NONE
     tokens = ("profiler",)
+    pattern = re.compile(r"backward")  # a training loop runs a backward pass
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         profilers = [

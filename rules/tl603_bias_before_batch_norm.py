@@ -79,7 +79,8 @@ AFTER_LINEAR = frozenset(BATCH_NORM_1D)
 SEQUENTIAL = "torch.nn.Sequential"
 CALLED = AFTER_CONVOLUTION | set(LAYERS)
 # What the file must show for the rule to have anything to say (model definitions are
-# common; few have a norm straight after a layer): a layer's call, a comma and a norm; a
+# common; few have a norm straight after a layer): a layer's call (with neither
+# `bias=False` nor `**options`), a comma and a norm; a
 # norm appended to a list; or a norm assigned to an attribute and, in some `forward`, a
 # module's output passed straight to another (`self.bn(self.conv(x))`, `x = self.conv(x)`
 # then `x = self.bn(x)`).
@@ -90,8 +91,9 @@ _CHAINED = (
     r"(?s:.*?)(?:self\.\w+\(\s*self\.\w+\("
     r"|\b(\w+)\s*=\s*self\.\w+\(\s*\1\s*\)\s*\n\s*\1\s*=\s*self\.\w+\(\s*\1\s*\))"
 )
+_SILENT = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?(?:\bbias\s*=\s*False|,\s*\*\*)"
 PATTERN = re.compile(
-    rf"(?:Conv(?:Transpose)?[123]d|Linear){_CALL}\s*,\s*(?:#[^\n]*\s*)*{_NORM}"
+    rf"(?:Conv(?:Transpose)?[123]d|Linear)(?!{_SILENT}){_CALL}\s*,\s*(?:#[^\n]*\s*)*{_NORM}"
     rf"|append\(\s*{_NORM}"
     rf"|\A(?={_HELD})(?={_CHAINED})"
 )
