@@ -1,8 +1,9 @@
 """TL305 ddp-accumulation-without-no-sync: DDP all-reduces on every accumulation step.
 
-What: a training loop over a `DistributedDataParallel` model that accumulates
-gradients (the backward pass runs on every batch, the optimizer steps only under
-`if (step + 1) % accumulation == 0:`), in a file that never calls `no_sync()` (nor sets
+What: a training loop over a `DistributedDataParallel` model (called in the loop, or
+passed to a call in it: `compute_loss(ddp_model, batch)`) that accumulates gradients
+(the backward pass runs on every batch, the optimizer steps only under `if (step + 1) %
+accumulation == 0:`), in a file that never calls `no_sync()` (nor sets
 `require_backward_grad_sync`). Files managed by Lightning, Accelerate, DeepSpeed or the
 transformers Trainer are not checked (their accumulation skips the all-reduce).
 
@@ -49,7 +50,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Loop, TorchModule
+from torchlint.semantic import CallSite, Loop, TorchModule
 from torchlint.semantic.loops import is_periodic
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -85,16 +86,23 @@ class DdpAccumulationWithoutNoSync(Rule):
 
 
 def _trains_ddp(module: TorchModule, loop: Loop) -> bool:
-    """The loop calls a model wrapped in DistributedDataParallel: a network of this file
-    with a DDP wrapper, or a name (`self.model`) assigned a `DistributedDataParallel(...)`."""
+    """The loop calls a model wrapped in DistributedDataParallel (a network of this file
+    with a DDP wrapper, or a name such as `self.model` assigned a
+    `DistributedDataParallel(...)`), or passes such a name to a call
+    (`compute_loss(ddp_model, batch)`)."""
     for call in loop.calls:
         site = module.model_called(call)
         if site is not None and any(w.qualname == DDP for w in site.wrappers):
             return True
-        if isinstance(call.node.func, (cst.Name, cst.Attribute)) and any(
-            isinstance(value, cst.Call) and module.resolve(value.func, b.ctx.scope) == DDP
-            for b in module.bindings(call.node.func, call.scope)
-            if (value := b.value) is not None
-        ):
+        named = [call.node.func, *(a.value for a in call.node.args)]
+        if any(_holds_ddp(module, expr, call) for expr in named):
             return True
     return False
+
+
+def _holds_ddp(module: TorchModule, expr: cst.BaseExpression, call: CallSite) -> bool:
+    return isinstance(expr, (cst.Name, cst.Attribute)) and any(
+        isinstance(value, cst.Call) and module.resolve(value.func, b.ctx.scope) == DDP
+        for b in module.bindings(expr, call.scope)
+        if (value := b.value) is not None
+    )
