@@ -6,7 +6,9 @@ never sets `torch.backends.cudnn.benchmark`. Advice, so off by default (enable i
 `--extend-select TL601`): it pays only when the input shapes stay the same from step
 to step, a fact known at run time (images resized or cropped to one size: yes; variable
 sequence lengths, multi-scale detection, a last batch of each size: a new search per
-new shape). An explicit `cudnn.benchmark = False` is a decision and is not reported.
+new shape). An explicit `cudnn.benchmark = False` is a decision and is not reported,
+nor is a file that asks for reproducible kernels (`cudnn.deterministic = ...`,
+`torch.use_deterministic_algorithms(...)`): timing picks the algorithms anew each run.
 Files managed by Lightning, Accelerate, DeepSpeed or the transformers Trainer are not
 checked (Lightning's `Trainer(benchmark=...)` says it).
 
@@ -45,6 +47,8 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
 
 BENCHMARK = "torch.backends.cudnn.benchmark"
+DETERMINISTIC = "torch.backends.cudnn.deterministic"
+DETERMINISTIC_ALGORITHMS = "torch.use_deterministic_algorithms"
 
 
 class CudnnBenchmarkOff(Rule):
@@ -55,7 +59,9 @@ class CudnnBenchmarkOff(Rule):
     tokens = ("Conv", "torchvision")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or module.stores_to(BENCHMARK):
+        if module.managed or module.stores_to(BENCHMARK, DETERMINISTIC):
+            return
+        if module.calls_to(DETERMINISTIC_ALGORITHMS):
             return
         convolutional = [s for s in module.trained_on_gpu if module.networks.convolutional(s)]
         if not convolutional:
