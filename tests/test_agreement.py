@@ -346,14 +346,14 @@ ROWS = [
         models={"model": NETWORK},
     ),
     Row(
-        "mixed-precision CNN with determinism forced: the backend rules agree on the model",
+        "mixed-precision CNN with determinism forced: the backend rules agree (TL601 yields)",
         """
         torch.backends.cudnn.deterministic = True  # expect: TL602
         model = Net().cuda()  # expect: TL301, TL604, TL606
         optimizer = torch.optim.AdamW(model.parameters())  # expect: TL605
         scaler = torch.amp.GradScaler("cuda")
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
-        for epoch in range(3):  # expect: TL601
+        for epoch in range(3):
             for x, y in loader:
                 x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
                 with torch.autocast("cuda", dtype=torch.float16):
