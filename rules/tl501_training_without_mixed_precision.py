@@ -71,7 +71,11 @@ class TrainingWithoutMixedPrecision(Rule):
         if module.managed or module.reduced_precision:
             return
         for loop in module.step_loops:
-            model_calls = [c for c in module.network_calls(loop) if _on_gpu(module, c)]
+            model_calls = [
+                c
+                for c in module.network_calls(loop)
+                if (site := module.model_called(c)) is not None and module.on_gpu(site)
+            ]
             if not model_calls:
                 continue
             yield self.diagnostic(
@@ -81,13 +85,6 @@ class TrainingWithoutMixedPrecision(Rule):
                 "tensor cores (often 2-3x faster) and activations take half the memory",
                 fix=_wrap(module, loop, model_calls),
             )
-
-
-def _on_gpu(module: TorchModule, call: CallSite) -> bool:
-    site = module.model_called(call)
-    return site is not None and any(
-        (device := module.move(m)) is not None and device.is_gpu for m in site.moves
-    )
 
 
 def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:
