@@ -43,7 +43,7 @@ def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
     previous = None
     for n in shown:
         if previous is not None and n != previous + 1:
-            out.append(s.blue("...") + " " * (width + 1) + s.red("|"))
+            out.append(s.blue("...") + " " * width + s.red("|"))  # under the bar
         previous = n
         if n == v.line:
             margin = s.red("/ ") if starts_line else "  "
