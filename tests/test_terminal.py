@@ -106,6 +106,30 @@ def test_statistics_as_json(project):
     assert json.loads(clean.stdout) == []
 
 
+def test_statistics_mark_rules_fixable_in_part():
+    """ruff: `[*]` every finding of the rule fixable, `[-]` some, `[ ]` none; in JSON,
+    `fixable` means all and `fixable_count` says how many."""
+    from torchlint.reporters import statistics
+
+    safe = FixRecord("f", "safe")
+    found = [
+        Violation("TL502", "amp", "m", 1, 1, 1, 2, fix=safe),
+        Violation("TL502", "amp", "m", 2, 1, 2, 2),
+        Violation("TL405", "zero", "m", 3, 1, 3, 2),
+        Violation("TL201", "loader", "m", 4, 1, 4, 2, fix=safe),
+    ]
+    results = [FileResult("t.py", found)]
+    assert statistics.render(results, Context()) == (
+        "2\tTL502\t[-] amp\n1\tTL201\t[*] loader\n1\tTL405\t[ ] zero\n"
+    )
+    rows = json.loads(statistics.render(results, Context(format="json")))
+    assert [(r["code"], r["fixable"], r["fixable_count"]) for r in rows] == [
+        ("TL502", False, 1),
+        ("TL201", True, 1),
+        ("TL405", False, 0),
+    ]
+
+
 def test_statistics_refuse_formats_without_a_table(project):
     result = run_cli("check", "--statistics", "--output-format", "github", cwd=project)
     assert result.returncode == 2

@@ -1,5 +1,6 @@
 """`--statistics`: one row per rule with findings, most frequent first, instead of the
-findings (ruff's layout: count, code, `[*]` when fixable, name; JSON: the same fields)."""
+findings (ruff's layout: count, code, `[*]` when every finding of the rule is fixable,
+`[-]` when some are, name; JSON: the same fields, `fixable` meaning all, as ruff's)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def rows(results: list[FileResult], context: Context) -> list[dict[str, object]]
             "code": code,
             "name": names[code],
             "count": counts[code],
-            "fixable": can_fix[code] > 0,
+            "fixable": can_fix[code] == counts[code],
             "fixable_count": can_fix[code],
         }
         for code in ordered
@@ -40,10 +41,13 @@ def render(results: list[FileResult], context: Context) -> str:
     s = Style(context.color)
     width = max(len(str(row["count"])) for row in table)
     code_width = max(len(str(row["code"])) for row in table)
-    any_fixable = any(row["fixable"] for row in table)
+    any_fixable = any(row["fixable_count"] for row in table)
     lines = []
     for row in table:
-        mark = ("[*] " if row["fixable"] else "[ ] ") if any_fixable else ""
+        mark = ""
+        if any_fixable:
+            star = "*" if row["fixable"] else "-" if row["fixable_count"] else " "
+            mark = f"[{s.cyan(star) if star != ' ' else star}] "
         count, code = str(row["count"]).rjust(width), str(row["code"]).ljust(code_width)
         lines.append(f"{s.bold(count)}\t{s.red(code)}\t{mark}{row['name']}")
     return "\n".join(lines) + "\n"
