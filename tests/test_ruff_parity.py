@@ -63,6 +63,15 @@ def test_help_reads_like_ruffs(command):
     assert ("      --no-fix\n" in result.stdout) is (command == "fix")
 
 
+def test_rules_and_rule_help_name_values_not_python_types():
+    rule = run_cli("rule", "-h", env={"COLUMNS": "80"})
+    assert "Usage: torchlint rule [OPTIONS] <RULE>\n" in rule.stdout
+    rules = run_cli("rules", "-h", env={"COLUMNS": "80"})
+    assert "      --output-format <OUTPUT_FORMAT>\n" in rules.stdout
+    for wrong in ("<str>", "{", "[default:", "[required]"):
+        assert wrong not in rule.stdout + rules.stdout
+
+
 # -- standard input ------------------------------------------------------------------
 
 

@@ -25,7 +25,10 @@ from torchlint.verify.options import VerifyOptions
 class _Command(typer.core.TyperCommand):
     """Help laid out as ruff's: options under headings, each on its own line with its
     value named (`<RULE_CODE>`) and its description below; no defaults and no `--no-x`
-    twins (each description names its opposite)."""
+    twins (each description names its opposite); a required argument reads `<CODE>`."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [_required(piece) for piece in super().collect_usage_pieces(ctx)]
 
     def format_options(self, ctx, formatter) -> None:
         arguments: list[tuple[str, str]] = []
@@ -35,7 +38,7 @@ class _Command(typer.core.TyperCommand):
             if getattr(param, "hidden", False):
                 continue
             if param.param_type_name == "argument":
-                arguments.append((" ".join(param.get_usage_pieces(ctx)), help))
+                arguments.append((" ".join(map(_required, param.get_usage_pieces(ctx))), help))
                 continue
             # A flag shows the spelling that changes its default (`fix --no-fix`).
             names = param.secondary_opts if param.default is True else param.opts
@@ -63,6 +66,11 @@ class _Command(typer.core.TyperCommand):
                         )
                         + "\n"
                     )
+
+
+def _required(piece: str) -> str:
+    """Typer writes a required argument `{CODE}`; ruff (clap) writes `<CODE>`."""
+    return f"<{piece[1:-1]}>" if piece.startswith("{") and piece.endswith("}") else piece
 
 
 app = typer.Typer(
@@ -751,9 +759,14 @@ app.command("check", cls=_Command, help="Report problems (exit 1 if any remain).
 app.command("fix", cls=_Command, help="Apply fixes (same as `check --fix`).")(_check_options(True))
 
 
-@app.command("rules")
+@app.command("rules", cls=_Command)
 def rules_command(
-    output_format: Annotated[str, typer.Option("--output-format", help="text or json.")] = "text",
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--output-format", metavar="OUTPUT_FORMAT", help="text (the default) or json."
+        ),
+    ] = "text",
 ) -> None:
     """List every rule: code, name, family, fix safety, default on/off."""
     import json
@@ -790,8 +803,10 @@ def rules_command(
         typer.echo("  ".join(row[k].ljust(widths[k]) for k in headers).rstrip())
 
 
-@app.command("rule")
-def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL201.")]) -> None:
+@app.command("rule", cls=_Command)
+def rule_command(
+    code: Annotated[str, typer.Argument(metavar="RULE", help="A rule code or name, e.g. TL201.")],
+) -> None:
     """Print a rule's documentation."""
     from torchlint.registry import all_rules
 
