@@ -149,6 +149,22 @@ def test_removing_a_whole_block_leaves_pass():
     edits_of(source, lambda m: safe(*(Remove(s) for s in m.body)))  # the module too
 
 
+def test_removing_statements_keeps_the_blank_lines_above_them():
+    """The blank line that separated the removed statements from the imports still
+    separates what follows (isort's I001 wants it); their comments go with them."""
+    source = "import os\n\n# set\nos.environ['A'] = '1'\nb = 2\n\n\nc = 3\n"
+
+    def drop(m):
+        return safe(Remove(m.body[1]))
+
+    assert apply_edits(source, edits_of(source, drop)) == "import os\n\nb = 2\n\n\nc = 3\n"
+
+    def drop_two(m):
+        return safe(Remove(m.body[1]), Remove(m.body[2]))
+
+    assert apply_edits(source, edits_of(source, drop_two)) == "import os\n\n\nc = 3\n"
+
+
 @pytest.mark.parametrize("edit", ["replace", "insert after", "remove"])
 def test_the_last_statement_of_a_file_without_a_last_newline(edit):
     source = "import torch\nx = 1\ny = f(x)"

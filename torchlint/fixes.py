@@ -281,15 +281,38 @@ class _Apply:
 
     def _body(self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]):
         body: list[cst.BaseStatement] = []
+        blank = 0  # blank lines above removed statements, kept above the next one
         for orig, upd in zip(original, updated, strict=True):
             key = id(orig)
             body.extend(self.before.get(key, ()))
-            if key not in self.remove:
+            if key in self.remove:
+                blank = max(blank, _blank_lines_above(orig))
+            else:
+                missing = blank - _blank_lines_above(upd) if body else 0
+                if missing > 0:
+                    lines = [cst.EmptyLine()] * missing + list(_leading_lines(upd))
+                    upd = upd.with_changes(leading_lines=lines)
                 body.append(upd)
+                blank = 0
             body.extend(self.after.get(key, ()))
         if not body and original:
             body.append(cst.SimpleStatementLine([cst.Pass()]))
         return body
+
+
+def _leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    # every statement node has them; BaseStatement does not declare them
+    return getattr(stmt, "leading_lines", ())
+
+
+def _blank_lines_above(stmt: cst.BaseStatement) -> int:
+    """The blank lines that open a statement's leading lines (those above its comments)."""
+    count = 0
+    for line in _leading_lines(stmt):
+        if line.comment is not None:
+            break
+        count += 1
+    return count
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -660,6 +683,8 @@ def _splices(module: cst.Module, positions: NodePositions, fix: Fix) -> list[Spl
     if adds and (not module.body or any(id(e.node) in top for e in fix.edits)):
         return None
     removed = {id(e.node) for e in fix.edits if isinstance(e, Remove)}
+    if any(_blank_lines_above(e.node) for e in fix.edits if isinstance(e, Remove)):
+        return None  # the blank lines may move to the next statement (`_Apply._body`)
     anchors = {id(e.node) for e in fix.edits if isinstance(e, (InsertBefore, InsertAfter))}
     out: list[Splice] = []
     for edit in fix.edits:
