@@ -98,6 +98,45 @@ class Training:
         self._kinds[key] = found
         return found
 
+    def built(
+        self, node: cst.CSTNode, scope: Scope, _depth: int = 0
+    ) -> tuple[cst.Call, str] | None:
+        """The call that built the optimizer (or grad scaler) an expression holds, and
+        OPTIMIZER or SCALER, when every binding on the way leads to the same call (names,
+        parameters: as `kind`)."""
+        if _depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Call):
+            kind = self._built(node, scope, _depth)
+            return (node, kind) if kind in (OPTIMIZER, SCALER) else None
+        symbol = scope.lookup_expr(node)
+        if symbol is None or not symbol.bindings:
+            return None
+        found: dict[int, tuple[cst.Call, str] | None] = {}
+        for b in symbol.bindings:
+            values: list[tuple[cst.BaseExpression, Scope]] = []
+            if b.kind is Kind.ASSIGN and b.value is not None:
+                values = [(b.value, b.ctx.scope)]
+            elif b.kind is Kind.PARAM:
+                values = list(self.functions.arguments(b) or ())
+            if not values:
+                return None
+            for value, where in values:
+                origin = self.built(value, where, _depth + 1)
+                found[id(origin[0]) if origin else 0] = origin
+        return next(iter(found.values())) if len(found) == 1 else None
+
+    def stepped(self, call: CallSite) -> cst.Call | None:
+        """The call that built the optimizer that `opt.step()`, `opt.zero_grad()` or
+        `scaler.step(opt)` acts on."""
+        if call.receiver is None:
+            return None
+        origin = self.built(call.receiver, call.scope)
+        if origin is not None and origin[1] == SCALER:
+            args = call.node.args
+            origin = self.built(args[0].value, call.scope) if args and not args[0].star else None
+        return origin[0] if origin is not None and origin[1] == OPTIMIZER else None
+
     def _built(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
         qualname = scope.resolve(call.func)
         if qualname is not None:

@@ -242,6 +242,10 @@ class TorchModule:
     def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[DataLoaderSite]:
         return self._loaders.of(node, scope)
 
+    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+        """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
+        return self._loaders.iterator_of(node, scope)
+
     def epoch(self, loader: DataLoaderSite) -> tuple[Loop, Loop] | None:
         """(a loop over the loader, the loop that repeats it), if it is iterated again
         and again."""
