@@ -1,0 +1,537 @@
+"""`torchlint verify --profile`: PyTorch's run-time anti-patterns joined with the findings.
+
+The join (crosscheck.py) on profiles written by hand, the CUDA-only patterns included;
+the child side (matcher.py) on events shaped like torch's; and real runs with torch on
+the CPU: the bundled examples and tests/profile/edge_cases.py, few steps each."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import libcst as cst
+import pytest
+
+from torchlint.config import instantiate
+from torchlint.linter import Linter
+from torchlint.noqa import parse_suppressions
+from torchlint.registry import all_rules
+from torchlint.semantic import build
+from torchlint.verify import command, crosscheck, matcher
+from torchlint.verify.options import VerifyOptions
+
+from .conftest import ROOT, run_cli
+
+EXAMPLES = ROOT / "examples"
+SCRIPT = "/work/train.py"  # the path the hand-written profiles name
+NO_RULE = "no torchlint rule for this pattern yet"
+
+# -- the rule <-> pattern table -------------------------------------------------------
+
+
+def test_the_table_names_real_rules_and_every_pattern_once():
+    assert [p.cls for p in crosscheck.PATTERNS] == list(matcher.PATTERNS)
+    codes = [c for p in crosscheck.PATTERNS for c in p.rules]
+    assert len(codes) == len(set(codes))
+    assert set(codes) <= set(all_rules())
+    assert {p.cls for p in crosscheck.PATTERNS if p.cuda} == matcher.CUDA_ONLY
+
+
+def test_the_docs_show_the_table():
+    docs = (ROOT / "docs" / "verify.md").read_text()
+    assert crosscheck.markdown_table() in docs
+
+
+# -- the join, on profiles written by hand -----------------------------------------------
+
+
+def profile(matches: dict, lines=(), loading=(), cuda=False, **states) -> dict:
+    """A profile as matcher.py reports it; `matches`: class -> [(lines, count, ns)]."""
+    patterns = {name: {"matches": []} for name in matcher.PATTERNS}
+    for name, found in matches.items():
+        patterns[name]["matches"] = [
+            {"frames": [[SCRIPT, line] for line in frames], "count": count, "ns": ns}
+            for frames, count, ns in found
+        ]
+    for name, state in states.items():
+        patterns[name].update(state)
+    return {
+        "torch": "2.13.0",
+        "cuda": cuda,
+        "steps": 20,
+        "span_ns": 10**9,
+        "lines": sorted(lines),
+        "loading": [
+            {"frames": [[SCRIPT, line] for line in frames], "count": 1, "ns": ns}
+            for frames, ns in loading
+        ],
+        "patterns": patterns,
+    }
+
+
+def join(code: str, found: dict, select=None):
+    code = textwrap.dedent(code)
+    codes = select or list(all_rules())
+    violations = Linter(instantiate(codes)).lint(code, SCRIPT)
+    module = build(cst.parse_module(code), SCRIPT)
+    return crosscheck.join(
+        found, violations, module, SCRIPT, codes, parse_suppressions(code).suppressed
+    )
+
+
+def status(check, code: str) -> list[tuple[int, str]]:
+    return [(f.line, f.status) for f in check.findings if f.code == code]
+
+
+GPU_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Images(Dataset):
+    def __getitem__(self, i):
+        return torch.randn(3, 8, 8).clamp(0, 1)
+train = DataLoader(Images(), batch_size=64)
+val = DataLoader(Images(), batch_size=64, pin_memory=True)
+model = torch.nn.Linear(8, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if __name__ == "__main__":
+    for epoch in range(10):
+        for x in train:
+            noise = torch.zeros(64, 8).cuda()
+            opt.zero_grad(set_to_none=False)
+            model(x.cuda(non_blocking=True) + noise).sum().backward()
+            opt.step()
+        for x in zip(val, train):
+            pass
+"""
+
+
+def test_findings_are_confirmed_by_entity_not_by_line():
+    check = join(
+        GPU_SCRIPT,
+        profile(
+            {
+                "SynchronizedDataLoaderPattern": [([12], 10, 500)],
+                "GradNotSetToNonePattern": [([14], 19, 300)],
+                "OptimizerSingleTensorPattern": [([16], 20, 700)],
+            },
+            lines=range(1, 18),
+            loading=[([12], 25 * 10**7)],
+        ),
+    )
+    assert status(check, "TL201") == [(6, "confirmed")]  # not val: it does not train
+    (train,) = (f for f in check.findings if f.code == "TL201")
+    assert train.entity == "DataLoader `train` (line 6)" and train.count == 10
+    assert train.ns == 25 * 10**7  # the time of its batches, not of starting its passes
+    assert "25.0%" in crosscheck.render(check)
+    assert status(check, "TL405") == [(14, "confirmed")]
+    tl405 = next(f for f in check.findings if f.code == "TL405")
+    assert tl405.entity == "optimizer `opt` (line 9)" and tl405.count == 19
+    # No rule yet: seen at run time only, at the optimizer that steps.
+    (single,) = check.runtime_only
+    assert single.entity == "optimizer `opt` (line 9)" and single.where == "train.py:16"
+    assert single.why == "no torchlint rule for this pattern yet"
+    # Not checkable: no pattern, or a CUDA-only one on a run without a GPU.
+    tl104 = next(f for f in check.findings if f.code == "TL104")
+    assert tl104.status == "not checkable" and "used no GPU" in tl104.detail
+    assert next(f for f in check.findings if f.code == "TL202").status == "not checkable"
+
+
+def test_cuda_patterns_join_on_a_gpu_run():
+    check = join(
+        GPU_SCRIPT,
+        profile(
+            {
+                "ExtraCUDACopyPattern": [([13], 20, 900)],
+                "FP32MatMulPattern": [([15], 40, 5000)],
+                "MatMulDimInFP16Pattern": [([15], 40, 5000)],
+            },
+            lines=range(1, 18),
+            cuda=True,
+        ),
+    )
+    assert status(check, "TL104") == [(13, "confirmed")]
+    where = {r.pattern: (r.entity, r.why) for r in check.runtime_only}
+    assert where == {
+        "FP32MatMulPattern": ("the script", NO_RULE),
+        "MatMulDimInFP16Pattern": ("model `model` (line 8)", NO_RULE),
+    }
+    assert not any("used no GPU" in n for n in check.notes)
+
+
+def test_what_the_run_cannot_tell():
+    check = join(
+        GPU_SCRIPT,
+        profile(
+            {},
+            lines=[1, 2, 6, 7, 8, 9],  # built, never iterated: the run stopped before
+            GradNotSetToNonePattern={"error": "AssertionError: boom"},
+        ),
+    )
+    assert status(check, "TL201") == [(6, "not seen")]
+    tl201 = next(f for f in check.findings if f.code == "TL201")
+    assert tl201.detail == "it did not run in the profiled steps"
+    tl405 = next(f for f in check.findings if f.code == "TL405")
+    assert tl405.status == "not checkable" and "AssertionError: boom" in tl405.detail
+    assert "GradNotSetToNonePattern failed: AssertionError: boom" in check.notes
+    check = join(GPU_SCRIPT, profile({}, lines=range(1, 18)))
+    tl201 = next(f for f in check.findings if f.code == "TL201")
+    assert tl201.detail == "it ran, and PyTorch's matcher did not see the pattern"
+
+
+def test_why_a_pattern_has_no_finding():
+    code = """\
+    import torch
+    from torch.utils.data import DataLoader
+    from helpers import Images, normalize
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    loader = DataLoader(Images(transform=normalize), batch_size=64)  # noqa: TL201
+    other = DataLoader(Images(transform=normalize), batch_size=64)
+    model = torch.nn.Linear(8, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    def run(source):
+        for x in source:
+            model(x.to(device)).sum().backward()
+            opt.step()
+    run(loader)
+    run(other)
+    """
+    found = profile(
+        {
+            "SynchronizedDataLoaderPattern": [([10, 13], 1, 10), ([10, 14], 1, 10)],
+            "GradNotSetToNonePattern": [([], 3, 10)],
+        },
+        lines=range(1, 15),
+    )
+    found["patterns"]["GradNotSetToNonePattern"]["matches"][0]["frames"] = [
+        ["/usr/lib/python3/site-packages/helpers/train.py", 7],
+        [SCRIPT, 13],
+    ]
+    check = join(code, found)
+    rows = {(r.entity, r.why) for r in check.runtime_only}
+    # A loop in a function over what its callers pass: both loaders start passes there.
+    assert ("DataLoader `loader` (line 5)", "suppressed by a noqa comment on line 5") in rows
+    assert status(check, "TL201") == [(6, "confirmed")]
+    outside = next(r for r in check.runtime_only if r.pattern == "GradNotSetToNonePattern")
+    assert outside.entity is None and outside.where.endswith("helpers/train.py:7")
+    assert outside.why == "outside the script (torchlint checks only the script here)"
+    # A rule left out of the selection.
+    check = join(code, found, select=["TL202"])
+    assert ("DataLoader `other` (line 6)", "TL201 not selected") in {
+        (r.entity, r.why) for r in check.runtime_only
+    }
+
+
+def test_a_conv_layer_is_preferred_on_a_line_calling_several():
+    code = """\
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.bn = nn.BatchNorm2d(8)
+        def forward(self, x):
+            return self.bn(self.conv(x))
+    """
+    check = join(
+        code, profile({"Conv2dBiasFollowedByBatchNorm2dPattern": [([8], 4, 10)]}, range(1, 9))
+    )
+    (row,) = check.runtime_only
+    assert row.entity == "model `self.conv` (line 5)"
+
+
+# -- the child side, on events shaped like torch's ------------------------------------------
+
+
+def event(name, caller=None, parent=None, inputs=(), tag="PyCall"):
+    extra = SimpleNamespace(
+        caller=SimpleNamespace(file_name=caller[0], line_number=caller[1]) if caller else None,
+        inputs=list(inputs),
+    )
+    node = SimpleNamespace(name=name, tag=tag, parent=parent, children=[], extra_fields=extra)
+    if parent is not None:
+        parent.children.append(node)
+    return node
+
+
+class Unreadable:
+    @property
+    def file_name(self):
+        raise UnicodeDecodeError("utf-8", b"\xdb", 0, 1, "invalid continuation byte")
+
+    line_number = 1
+
+
+def test_frames_outside_torch_innermost_first(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    kinds = SimpleNamespace(PyCall="PyCall", PyCCall="PyCCall")
+    reader = matcher._Reader(kinds, matcher._Files([str(tmp_path) + "/"]))
+    root = event("<module>", (matcher.LAUNCHER, 300))
+    main = event("main", ("train.py", 20), root)
+    loop = event("torch/utils/data/dataloader.py(1): __iter__", ("train.py", 12), main)
+    inner = event("_get_iterator", ("torch/utils/data/dataloader.py", 40), loop)
+    frozen = event("find_spec", ("<frozen importlib._bootstrap>", 1), inner)
+    lost = event("exec", None, frozen)
+    lost.extra_fields.caller = Unreadable()  # freed with its module's code object
+    op = event("aten::zero_", parent=lost, tag="TorchOp")
+    path = str(tmp_path / "train.py")
+    assert reader.frames(op) == [(path, 12), (path, 20)]
+
+
+def test_cuda_only_patterns_need_a_cuda_tensor():
+    cpu = [SimpleNamespace(device="cpu")]
+    to = event("aten::to", inputs=cpu, tag="TorchOp")
+    copy = event("aten::_to_copy", parent=to, inputs=cpu, tag="TorchOp")
+    assert not matcher._on_cuda(to)
+    event("aten::copy_", parent=copy, inputs=[SimpleNamespace(device="cuda:0")], tag="TorchOp")
+    assert matcher._on_cuda(to)
+
+
+CPU_LOOKALIKES = """\
+import torch
+a = torch.zeros(64, 8).to("cpu", copy=True)
+b = torch.mm(torch.randn(6, 100, dtype=torch.bfloat16), torch.randn(100, 36).bfloat16())
+c = torch.mm(torch.randn(6, 8), torch.randn(8, 8))
+"""
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_cuda_only_patterns_on_real_events(tmp_path, monkeypatch, cuda):
+    """On the CPU, torch's own classes match what only means something on a GPU (a CPU
+    copy after a fill, every float32 and bfloat16 matmul): dropped, unless (patched here)
+    the tensors were on CUDA, and then reported where the script did it."""
+    torch = pytest.importorskip("torch")
+    script = tmp_path / "lookalikes.py"
+    script.write_text(CPU_LOOKALIKES)
+    if cuda:
+        monkeypatch.setattr(matcher, "_on_cuda", lambda event, depth=3: True)
+    paths = matcher.prefixes()
+    prof = matcher.start(torch)
+    exec(compile(CPU_LOOKALIKES, str(script), "exec"), {})
+    found = matcher.finish(prof, str(script), paths)
+    lines = {
+        name: sorted({m["frames"][0][1] for m in state["matches"]})
+        for name, state in found["patterns"].items()
+        if name in matcher.CUDA_ONLY
+    }
+    if cuda:
+        assert lines == {
+            "ExtraCUDACopyPattern": [2],
+            "MatMulDimInFP16Pattern": [3],
+            "FP32MatMulPattern": [4],
+        }
+        assert all(
+            m["frames"][0][0] == str(script)
+            for m in found["patterns"]["FP32MatMulPattern"]["matches"]
+        )
+    else:
+        assert lines == {name: [] for name in matcher.CUDA_ONLY}
+    assert found["lines"] == [2, 3, 4] and found["span_ns"] > 0
+
+
+def test_fp32_matmul_asks_the_gpu_that_ran():
+    torch = pytest.importorskip("torch")
+    skipping = SimpleNamespace(skip=True)
+    assert not matcher._skipped("FP32MatMulPattern", SimpleNamespace(skip=False), torch)
+    assert matcher._skipped("ExtraCUDACopyPattern", skipping, torch)
+    # PyTorch skips it for a build whose architectures include pre-Ampere ones; this
+    # asks the device instead, and without CUDA there is none.
+    assert matcher._skipped("FP32MatMulPattern", skipping, torch) == (
+        not torch.cuda.is_initialized()
+    )
+
+
+def test_the_installed_torch_has_the_matcher():
+    pytest.importorskip("torch")
+    assert matcher.problem() is None
+
+
+def test_a_torch_without_the_matcher_is_named(monkeypatch):
+    pytest.importorskip("torch")
+
+    def missing(name):
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.setattr(matcher.importlib, "import_module", missing)
+    assert "has no run-time anti-pattern matcher" in (matcher.problem() or "")
+    monkeypatch.setattr(
+        matcher.importlib, "import_module", lambda name: SimpleNamespace(FP32MatMulPattern=object)
+    )
+    found = matcher.problem() or ""
+    assert "lacks what --profile reads" in found and "SynchronizedDataLoaderPattern" in found
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def verify(script: Path, args=(), **kwargs):
+    out, err = io.StringIO(), io.StringIO()
+    options = VerifyOptions(script, tuple(args), profile=True, **kwargs)
+    code = command.verify(options, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tune_batch_size": True}, "drop --tune-batch-size"),
+        ({"nproc_per_node": 2}, "drop --nproc-per-node"),
+        ({"plot": Path("report.png")}, "--plot with --profile writes the report as HTML"),
+    ],
+)
+def test_options_that_do_not_go_with_profile(kwargs, message):
+    code, _, err = verify(EXAMPLES / "train_classifier.py", **kwargs)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_torch_without_the_matcher_is_bad_input(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setattr(matcher, "problem", lambda: "torch 1.9.0 has no run-time matcher")
+    code, out, err = verify(EXAMPLES / "train_classifier.py")
+    assert (
+        code == 2 and err.strip() == "torchlint verify: error: torch 1.9.0 has no run-time matcher"
+    )
+    assert out == ""
+
+
+# -- real runs (torch on the CPU) ----------------------------------------------------------
+
+CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rules}
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "confirmed"),
+    [
+        ("train_classifier.py", ["--epochs", "2", "--steps", "2"], {"TL201": 2}),
+        ("finetune_and_evaluate.py", [], {"TL405": 7}),  # no zeros to write at step 1
+        ("verify/slow_loader.py", ["--epochs", "2", "--samples", "32"], {"TL201": 2}),
+        ("verify/compute_bound.py", ["--epochs", "1", "--samples", "64"], {}),
+        # verify/profile_patterns.py: below
+    ],
+)
+def test_bundled_examples(tmp_path, script, args, confirmed):
+    pytest.importorskip("torch")
+    out_json, page = tmp_path / "p.json", tmp_path / "p.html"
+    copy = tmp_path / Path(script).name  # what the script writes stays out of the checkout
+    shutil.copyfile(EXAMPLES / script, copy)
+    result = run_cli(
+        "verify", str(copy), "--profile", "--json", str(out_json), "--plot", str(page),
+        "--", *args,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out_json.read_text())["profile"]
+    print(result.stdout)  # the report, for the record (pytest -s)
+    checkable = [f for f in report["findings"] if f["code"] in CHECKABLE_ON_CPU]
+    # Every finding of a rule with a pattern that runs on the CPU is confirmed, as often as
+    # the run did it: once per epoch for a loader (every epoch is inside the profile).
+    assert {f["code"]: f["count"] for f in checkable} == confirmed
+    assert all(f["status"] == "confirmed" and f["ns"] > 0 for f in checkable)
+    for f in report["findings"]:
+        if f["code"] not in CHECKABLE_ON_CPU:
+            assert f["status"] == "not checkable", f
+    assert "Static findings, checked against PyTorch's run-time anti-pattern matcher" in (
+        result.stdout
+    )
+    assert (
+        re.search(r"TL\d+ .* confirmed +\d+ +[\d.]+ (ms|µs|s) \(", result.stdout) or not confirmed
+    )
+    assert "<table" in page.read_text() and "torchlint verify --profile" in page.read_text()
+
+
+def test_a_pattern_without_a_rule_is_seen_at_run_time_only(tmp_path):
+    """The bundled example made for it: a Conv2d with a bias right before BatchNorm2d,
+    which no rule finds yet (nor does any rule find single-tensor optimizers); its
+    findings with a pattern are confirmed like the other examples'."""
+    pytest.importorskip("torch")
+    out_json = tmp_path / "p.json"
+    result = run_cli(
+        "verify", str(EXAMPLES / "verify" / "profile_patterns.py"), "--profile", "--steps", "4",
+        "--json", str(out_json), "--", "--samples", "64",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out_json.read_text())
+    findings = {(f["code"], f["status"], f["count"]) for f in data["profile"]["findings"]}
+    # two epochs of two batches: both passes over the loader, zeros from step 2 on
+    assert findings == {
+        ("TL201", "confirmed", 2),
+        ("TL405", "confirmed", 3),
+        ("TL202", "not checkable", 0),
+    }
+    rows = {r["pattern"]: r for r in data["profile"]["runtime_only"]}
+    conv = rows["Conv2dBiasFollowedByBatchNorm2dPattern"]
+    assert conv["entity"] == "model `self.conv` (line 41)" and conv["count"] == 4
+    assert conv["where"] == "profile_patterns.py:46"  # the conv's call in forward
+    assert conv["why"] == "no torchlint rule for this pattern yet"
+    assert rows["OptimizerSingleTensorPattern"]["where"] == "profile_patterns.py:67"
+    assert data["profile"]["steps"] == 4  # stopped at --steps
+    assert [r["status"] for r in data["runs"]] == ["ok"]
+    assert not any(e["event"] == "profile" for e in data["runs"][0]["events"])
+    assert "Seen at run time only" in result.stdout and "Conv2d with a bias" in result.stdout
+
+
+def test_edge_cases(tmp_path):
+    pytest.importorskip("torch")
+    out_json = tmp_path / "p.json"
+    code, out, err = verify(
+        ROOT / "tests" / "profile" / "edge_cases.py", steps=10, json_out=out_json
+    )
+    assert code == 0, out + err
+    report = json.loads(out_json.read_text())["profile"]
+    rows = {
+        (f["line"], f["code"]): (f["status"], f["entity"], f["detail"]) for f in report["findings"]
+    }
+    assert rows[(38, "TL201")][:2] == ("confirmed", "DataLoader `loader` (line 38)")  # next()
+    assert rows[(45, "TL405")] == (  # a model's own zero_grad
+        "confirmed",
+        "model `model` (line 40)",
+        "matched at edge_cases.py:45",
+    )
+    assert rows[(31, "TL405")] == (  # after the profiled steps
+        "not seen",
+        "optimizer `head` (line 29)",
+        "it did not run in the profiled steps",
+    )
+    runtime = {(r["pattern"], r["entity"], r["why"]) for r in report["runtime_only"]}
+    suppressed = "suppressed by a noqa comment on line 39"
+    assert runtime == {
+        ("SynchronizedDataLoaderPattern", "DataLoader `extra` (line 39)", suppressed),
+        ("OptimizerSingleTensorPattern", "optimizer `optimizer` (line 41)", NO_RULE),
+    }
+    assert "summary: 2 of 3 checkable finding(s) confirmed, 1 not seen" in out
+
+
+def test_a_script_that_fails_after_some_steps(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "fails.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            model = torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(3):
+                opt.zero_grad(set_to_none=False)
+                model(torch.randn(2, 4)).sum().backward()
+                opt.step()
+            raise RuntimeError("checkpoint directory missing")
+            """
+        )
+    )
+    code, out, err = verify(script)
+    assert code == 1, out + err
+    assert "confirmed" in out  # the profile of what ran is reported
+    assert "the script raised RuntimeError: checkpoint directory missing" in out
+    assert "the profile covers what ran until then" in out and "Traceback" not in err
+
+
+def test_a_script_that_never_imports_torch(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('hello')\n")
+    pytest.importorskip("torch")
+    code, out, _ = verify(script)
+    assert code == 1
+    assert "could not be profiled" in out and "without importing torch" in out
