@@ -21,6 +21,7 @@ from torchlint.config import instantiate
 from torchlint.linter import Linter
 from torchlint.noqa import parse_suppressions
 from torchlint.registry import all_rules
+from torchlint.results import Violation
 from torchlint.semantic import build
 from torchlint.verify import command, crosscheck, matcher
 from torchlint.verify.options import VerifyOptions
@@ -242,6 +243,41 @@ def test_a_conv_layer_is_preferred_on_a_line_calling_several():
     )
     (row,) = check.runtime_only
     assert row.entity == "model `self.conv` (line 5)"
+
+
+def test_a_rule_reporting_at_a_constructor_joins_the_same_entity():
+    """The rules of the tuning-guide issue will report single-tensor optimizers and conv
+    biases where they are built; PyTorch reports them at `step()` and in `forward`."""
+    code = """\
+    import torch
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.bn = nn.BatchNorm2d(8)
+        def forward(self, x):
+            return self.bn(self.conv(x))
+    model = Net()
+    opt = torch.optim.Adam(
+        model.parameters(), lr=1e-3
+    )
+    for x in data:
+        model(x).sum().backward()
+        opt.step()
+    """
+    code = textwrap.dedent(code)
+    entities = crosscheck.Entities(build(cst.parse_module(code), SCRIPT))
+    by_class = {p.cls: p for p in crosscheck.PATTERNS}
+    single = by_class["OptimizerSingleTensorPattern"]
+    conv = by_class["Conv2dBiasFollowedByBatchNorm2dPattern"]
+    at = [
+        Violation("TL9xx", "x", "x", line, column, line, column)
+        for line, column in ((11, 7), (6, 21))
+    ]
+    assert entities.of_finding(single, at[0]) == entities.of_frames(single, [16])[0]
+    assert entities.of_finding(conv, at[1]) == entities.of_frames(conv, [9, 15])[0]
+    assert entities.of_frames(conv, [9, 15])[0].label == "model `self.conv` (line 6)"
 
 
 # -- the child side, on events shaped like torch's ------------------------------------------

@@ -12,6 +12,7 @@ a test keeps the two equal).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,7 @@ from torchlint.positions import NodePositions
 from torchlint.results import Violation
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.facts import CallSite
+from torchlint.semantic.loops import OPTIMIZER as BUILT_OPTIMIZER
 from torchlint.semantic.models import ModelSite
 from torchlint.semantic.syntax import int_value
 
@@ -155,7 +157,7 @@ class FindingRow:
     ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -171,7 +173,7 @@ class RuntimeRow:
     why: str  # why no finding: no rule yet, rule not selected, suppressed, not reported
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -333,30 +335,28 @@ class Entities:
     # -- from a static finding -------------------------------------------------------
 
     def of_finding(self, pattern: Pattern, v: Violation) -> Entity | None:
-        """The entity a finding is about: through the call it reports (by position)."""
-        if pattern.entity == SCRIPT:
-            return self.script()
-        calls = self.starts.get((v.line, v.column)) or self.at_line(v.line)
+        """The entity a finding is about: what the call it reports builds or acts on
+        (calls starting where the finding does, else those covering its line)."""
         kind = pattern.entity
-        for call in calls:
-            if kind == LOADER:
-                sites = [s for s in self.module.dataloaders if s.call is call]
-                if sites:
-                    return self.loader(sites[0])
-            elif kind == OPTIMIZER:
-                built = self.module.training.built(call.node, call.scope)
-                if built is not None:
-                    return self.optimizer(built[0])
-                found = self._at(pattern, v.line)
-                if found:
-                    return found[0]
-            elif kind == MODEL:
-                site = self._built_model(v.line)
-                if site is not None:
-                    return self.model(site)
-            else:
-                return self.statement(call)
-        return None
+        if kind == SCRIPT:
+            return self.script()
+        if kind == MODEL:
+            site = self._built_model(v.line)
+            if site is not None:
+                return self.model(site)
+            return next(iter(self._at(pattern, v.line)), None)
+        calls = self.starts.get((v.line, v.column)) or self.at_line(v.line)
+        if kind == LOADER:
+            by_call = {id(s.call): s for s in self.module.dataloaders}
+            loader = next((by_call[id(c)] for c in calls if id(c) in by_call), None)
+            return self.loader(loader) if loader is not None else None
+        if kind == OPTIMIZER:
+            for call in calls:
+                origin = self.module.training.built(call.node, call.scope)
+                if origin == (call.node, BUILT_OPTIMIZER):  # the constructor itself
+                    return self.optimizer(call.node)
+            return next(iter(self._at(pattern, v.line)), None)
+        return self.statement(calls[0]) if calls else None
 
     def _built_model(self, line: int) -> ModelSite | None:
         """The innermost model whose construction covers the line."""
