@@ -401,6 +401,22 @@ def test_a_torch_without_the_matcher_is_named(monkeypatch):
     assert "lacks what --profile reads" in found and "SynchronizedDataLoaderPattern" in found
 
 
+def test_a_torch_whose_events_lack_a_field_is_named(monkeypatch):
+    pytest.importorskip("torch")
+    import torch._C._profiler as events
+
+    real = matcher.importlib.import_module
+    older = SimpleNamespace(**{n: getattr(events, n) for n in dir(events)})
+    older._ExtraFields_TorchOp = SimpleNamespace()  # no `inputs`
+    monkeypatch.setattr(
+        matcher.importlib,
+        "import_module",
+        lambda name: older if name == "torch._C._profiler" else real(name),
+    )
+    found = matcher.problem() or ""
+    assert "lacks what --profile reads (_ExtraFields_TorchOp.inputs)" in found
+
+
 # -- the command ---------------------------------------------------------------------------
 
 

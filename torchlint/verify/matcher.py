@@ -12,11 +12,12 @@ count and the time of the matched events.
 The private module's shape this relies on (`problem` checks it before a run):
   - the classes in PATTERNS, each built as `Class(prof)`, with `skip`, `name`, `url`,
     `eventTreeTraversal()` (every event, in the class's order) and `match(event) -> bool`;
-  - events with `name`, `tag` (`torch._C._profiler._EventType`: `PyCall`, `PyCCall`,
-    `TorchOp`), `parent`, `children`, `start_time_ns`, `duration_time_ns`; for Python
-    calls `extra_fields.caller.file_name` (relative to the longest `sys.path`-like prefix,
-    as `torch.profiler.python_tracer._prefix_regex` lists them) and `.line_number`; for
-    ops `extra_fields.inputs`, whose tensors have a `device`.
+  - events (READS: the attributes `problem` checks on torch._C._profiler's classes) with
+    `name`, `tag` (`_EventType`: `PyCall`, `PyCCall`, `TorchOp`), `parent`, `children`,
+    `start_time_ns`, `duration_time_ns`; for Python calls `extra_fields.caller.file_name`
+    (relative to the longest `sys.path`-like prefix, as
+    `torch.profiler.python_tracer._prefix_regex` lists them) and `.line_number`; for ops
+    `extra_fields.inputs`, whose tensors have a `device` and a `dtype`.
   - A Python call's `name` may be unreadable (UnicodeDecodeError: the name of a module's
     code object freed after its import); such events are skipped and counted.
 Where a class says more than it means, its matches are narrowed (`_applies`, `_skipped`):
@@ -51,7 +52,17 @@ PATTERNS = (
 # FP32MatMulPattern, for one, is not skipped by a CPU-only torch (its list of CUDA
 # architectures is empty) and matches every CPU matmul.
 CUDA_ONLY = frozenset({"ExtraCUDACopyPattern", "FP32MatMulPattern", "MatMulDimInFP16Pattern"})
-EVENT_FIELDS = ("name", "tag", "parent", "children", "start_time_ns", "duration_time_ns")
+# What is read of the profiler's event classes (torch._C._profiler), by class.
+READS = {
+    "_ProfilerEvent": (
+        *("name", "tag", "parent", "children", "extra_fields", "start_tid"),
+        *("start_time_ns", "duration_time_ns"),
+    ),
+    "_ExtraFields_PyCall": ("caller",),
+    "_ExtraFields_PyCCall": ("caller",),
+    "_ExtraFields_TorchOp": ("inputs",),
+    "_EventType": ("PyCall", "PyCCall", "TorchOp"),
+}
 LOADER_NEXT = ("torch", "utils", "data", "dataloader.py")
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher.py")
 MAX_FRAMES = 16  # frames kept per match, innermost first
@@ -68,11 +79,11 @@ def problem() -> str | None:
         return f"torch cannot be imported ({type(exc).__name__}: {exc})"
     try:
         module = importlib.import_module(MODULE)
-        from torch._C._profiler import _EventType
+        events = importlib.import_module("torch._C._profiler")
     except Exception as exc:
         return (
             f"torch {version} has no run-time anti-pattern matcher ({MODULE}: "
-            f"{type(exc).__name__}: {exc}); --profile needs torch 1.13 or newer"
+            f"{type(exc).__name__}: {exc}); --profile needs a torch that has it"
         )
     missing = [
         name
@@ -82,7 +93,12 @@ def problem() -> str | None:
             for a in ("match", "eventTreeTraversal")
         )
     ]
-    missing += [t for t in ("PyCall", "PyCCall", "TorchOp") if not hasattr(_EventType, t)]
+    missing += [
+        f"{cls}.{name}"
+        for cls, names in READS.items()
+        for name in names
+        if not hasattr(getattr(events, cls, None), name)
+    ]
     if missing:
         return (
             f"torch {version}'s {MODULE} lacks what --profile reads ({', '.join(missing)}); "
