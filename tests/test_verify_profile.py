@@ -415,6 +415,11 @@ def test_a_torch_whose_events_lack_a_field_is_named(monkeypatch):
     )
     found = matcher.problem() or ""
     assert "lacks what --profile reads (_ExtraFields_TorchOp.inputs)" in found
+    # torch 1.13's shape: the inputs of an op in one `_Inputs` object
+    older._ExtraFields_TorchOp = events._ExtraFields_TorchOp
+    older._Inputs = type("_Inputs", (), {"shapes": (), "dtypes": ()})
+    found = matcher.problem() or ""
+    assert "lacks what --profile reads (_ExtraFields_TorchOp.inputs as a list)" in found
 
 
 # -- the command ---------------------------------------------------------------------------

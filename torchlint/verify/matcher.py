@@ -17,7 +17,8 @@ The private module's shape this relies on (`problem` checks it before a run):
     `start_time_ns`, `duration_time_ns`; for Python calls `extra_fields.caller.file_name`
     (relative to the longest `sys.path`-like prefix, as
     `torch.profiler.python_tracer._prefix_regex` lists them) and `.line_number`; for ops
-    `extra_fields.inputs`, whose tensors have a `device` and a `dtype`.
+    `extra_fields.inputs`, a list (since torch 2.0; 1.13 has one `_Inputs` object) whose
+    tensors (`_TensorMetadata`) have a `device` and a `dtype`.
   - A Python call's `name` may be unreadable (UnicodeDecodeError: the name of a module's
     code object freed after its import); such events are skipped and counted.
 Where a class says more than it means, its matches are narrowed (`_applies`, `_skipped`):
@@ -61,6 +62,7 @@ READS = {
     "_ExtraFields_PyCall": ("caller",),
     "_ExtraFields_PyCCall": ("caller",),
     "_ExtraFields_TorchOp": ("inputs",),
+    "_TensorMetadata": ("device", "dtype"),
     "_EventType": ("PyCall", "PyCCall", "TorchOp"),
 }
 LOADER_NEXT = ("torch", "utils", "data", "dataloader.py")
@@ -99,6 +101,8 @@ def problem() -> str | None:
         for name in names
         if not hasattr(getattr(events, cls, None), name)
     ]
+    if hasattr(events, "_Inputs"):  # torch 1.13: `inputs` is one object, not one per input
+        missing.append("_ExtraFields_TorchOp.inputs as a list")
     if missing:
         return (
             f"torch {version}'s {MODULE} lacks what --profile reads ({', '.join(missing)}); "
