@@ -227,6 +227,56 @@ def test_why_a_pattern_has_no_finding():
     }
 
 
+LEFT_ALONE = """\
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+class Images(Dataset):
+    def __getitem__(self, i):
+        return torch.randn(3, 8, 8).clamp(0, 1)
+class Stream(IterableDataset):
+    def __iter__(self):
+        yield torch.randn(3, 8, 8).clamp(0, 1)
+device = "cuda"
+loader = DataLoader({dataset}, batch_size=64)
+model = torch.nn.Linear(8, 1).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in loader:
+    model(x.to(device)).sum().backward()
+    {step}
+"""
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({'"cuda"': '"cpu"'}, "the script trains on no GPU"),
+        ({"{dataset}": "torch.utils.data.TensorDataset(torch.randn(64, 8))"}, "its dataset "
+         "does no work per sample (tensors in memory)"),
+        ({"{dataset}": "Stream()"}, "its dataset is an IterableDataset"),
+        ({"{step}": "pass"}, "no training loop of the file iterates it"),
+        ({"{dataset}, batch_size=64": "*args"}, "its options come from `*args` or a `**` "
+         "dict the file does not show"),
+        ({}, "reported nothing here (a recall gap)"),
+    ],
+)  # fmt: skip
+def test_a_loader_the_rule_leaves_alone_says_why(changes, why):
+    """PyTorch's pattern fires on every loader without workers; TL201 by design only
+    where workers pay off. A loader it leaves alone is not a recall gap."""
+    code = LEFT_ALONE
+    for old, value in [*changes.items(), ("{dataset}", "Images()"), ("{step}", "opt.step()")]:
+        code = code.replace(old, value)
+    found = profile({"SynchronizedDataLoaderPattern": [([13], 1, 10)]}, lines=range(1, 16))
+    if changes:
+        check = join(code, found)
+    else:  # TL201 finds it: leave its finding out, as a rule that missed it would
+        module = build(cst.parse_module(code), SCRIPT)
+        check = crosscheck.join(found, [], module, SCRIPT, list(all_rules()))
+    assert not [f for f in check.findings if f.code == "TL201"]
+    (row,) = check.runtime_only
+    assert row.entity == "DataLoader `loader` (line 10)"
+    assert row.why == (f"TL201 leaves it alone: {why}" if changes else f"TL201 {why}")
+
+
 def test_a_conv_layer_is_preferred_on_a_line_calling_several():
     code = """\
     import torch.nn as nn

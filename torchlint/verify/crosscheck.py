@@ -537,14 +537,37 @@ def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppr
         and any(suppressed(code, line) for code in p.rules)
     ):
         return f"suppressed by a noqa comment on line {line}"
-    return f"{codes} reported nothing here"
+    if entry.entity.kind == LOADER:
+        reason = _loader_left_alone(_loader_site(entry.entity, entities), entities.module)
+        if reason is not None:
+            return f"{codes} leaves it alone: {reason}"
+    return f"{codes} reported nothing here (a recall gap)"
+
+
+def _loader_left_alone(site: DataLoaderSite, module: TorchModule) -> str | None:
+    """Which of the cases TL201's doc leaves alone this loader is: PyTorch's pattern
+    fires on every loader without workers, the rule only where workers pay off."""
+    if not module.uses_gpu:
+        return "the script trains on no GPU"
+    if site.opaque:
+        return "its options come from `*args` or a `**` dict the file does not show"
+    if not site.feeds_training:
+        return "no training loop of the file iterates it"
+    if module.plain_data(site):
+        return "its dataset does no work per sample (tensors in memory)"
+    if module.iterable_dataset(site):
+        return "its dataset is an IterableDataset"
+    return None
+
+
+def _loader_site(entity: Entity, entities: Entities) -> DataLoaderSite:
+    return next(s for s in entities.module.dataloaders if id(s) == entity.key)
 
 
 def _anchor_line(entity: Entity, entities: Entities) -> int | None:
     """The line a finding about the entity would be on."""
     if entity.kind == LOADER:
-        site = next(s for s in entities.module.dataloaders if id(s) == entity.key)
-        return entities.positions[site.call.node].start.line
+        return entities.positions[_loader_site(entity, entities).call.node].start.line
     if entity.usage:
         return min(entity.usage)
     return None
