@@ -419,6 +419,31 @@ def test_cuda_only_patterns_on_real_events(tmp_path, monkeypatch, cuda):
     assert found["lines"] == [2, 3, 4] and found["span_ns"] > 0
 
 
+AUTOCAST = """\
+import torch
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    for step in range(3):
+        model(torch.randn(2, 3, 8, 8))
+"""
+
+
+def test_an_op_dispatched_again_inside_itself_counts_once(tmp_path):
+    """Under autocast `aten::conv2d` runs inside `aten::conv2d`: PyTorch's class matches
+    both, torchlint counts the call once (and its time once)."""
+    torch = pytest.importorskip("torch")
+    script = tmp_path / "autocast.py"
+    script.write_text(AUTOCAST)
+    paths = matcher.prefixes()
+    prof = matcher.start(torch)
+    exec(compile(AUTOCAST, str(script), "exec"), {})
+    found = matcher.finish(prof, str(script), paths)
+    pattern = matcher.importlib.import_module(matcher.MODULE).Conv2dBiasFollowedByBatchNorm2dPattern
+    assert sum(map(pattern(prof).match, pattern(prof).eventTreeTraversal())) == 6
+    matches = found["patterns"]["Conv2dBiasFollowedByBatchNorm2dPattern"]["matches"]
+    assert [(m["frames"][0][1], m["count"]) for m in matches] == [(5, 3)]
+
+
 def test_fp32_matmul_asks_the_gpu_that_ran():
     torch = pytest.importorskip("torch")
     skipping = SimpleNamespace(skip=True)

@@ -24,7 +24,8 @@ The private module's shape this relies on (`problem` checks it before a run):
 Where a class says more than it means, its matches are narrowed (`_applies`, `_skipped`):
 the CUDA-only patterns count on CUDA tensors only; FP32MatMulPattern on float32 inputs
 only (it matches every `aten::mm`), and it is run when the GPU that ran has TF32, not
-only when every architecture the build targets has it (no CUDA wheel's list qualifies).
+only when every architecture the build targets has it (no CUDA wheel's list qualifies);
+a match inside another of the same pattern counts once (`_outermost`).
 Checked on torch 2.13.0, the version the tests install (tests/test_verify_profile.py).
 """
 
@@ -35,6 +36,7 @@ import importlib
 import os
 import site
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 MODULE = "torch.profiler._pattern_matcher"
@@ -247,6 +249,22 @@ def _walk(roots: list[Any]) -> Any:
         stack.extend(reversed(event.children))
 
 
+def _key(event: Any) -> tuple[int, int, str | None]:
+    return int(event.start_tid), int(event.start_time_ns), _name(event)
+
+
+def _outermost(hits: list[Any]) -> Iterator[Any]:
+    """The matches not inside another match: an op dispatched again within itself
+    (`aten::conv2d` under autocast) is one call, not two."""
+    keys = {_key(e) for e in hits}
+    for event in hits:
+        parent = event.parent
+        while parent is not None and _key(parent) not in keys:
+            parent = parent.parent
+        if parent is None:
+            yield event
+
+
 class _Groups:
     """Matches grouped by their frames: count and nanoseconds."""
 
@@ -314,14 +332,17 @@ def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
             if _skipped(name, pattern, torch):
                 entry["skipped"] = True
                 continue
-            groups = _Groups()
+            hits = []
             for event in pattern.eventTreeTraversal():
                 try:
                     hit = pattern.match(event)
                 except UnicodeDecodeError:
                     continue  # the event's name (or a neighbour's) is unreadable
                 if hit and _applies(name, event, torch):
-                    groups.add(reader.frames(event), int(event.duration_time_ns))
+                    hits.append(event)
+            groups = _Groups()
+            for event in _outermost(hits):
+                groups.add(reader.frames(event), int(event.duration_time_ns))
             entry["matches"] = groups.to_json()
         except Exception as exc:  # one pattern's failure is reported, the others still run
             entry["error"] = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
