@@ -404,9 +404,15 @@ def test_the_optimizer_a_step_acts_on():
         "either.step()\n"
         "model.zero_grad()\n"
         "torch.optim.SGD(params).step()\n"
+        "def build(params):\n"
+        "    return torch.optim.AdamW(params)\n"
+        "made, sched = build(params), None\n"
+        "made.step()\n"
     )
-    opt, other, anonymous = (
-        c.node for c in model.calls if c.qualname in ("torch.optim.SGD", "torch.optim.Adam")
+    opt, other, anonymous, made = (
+        c.node
+        for c in model.calls
+        if c.qualname in ("torch.optim.SGD", "torch.optim.Adam", "torch.optim.AdamW")
     )
     stepped = {
         model.module.code_for_node(c.node): model.training.stepped(c)
@@ -421,6 +427,7 @@ def test_the_optimizer_a_step_acts_on():
         "either.step()": None,  # one of two
         "model.zero_grad()": None,
         "torch.optim.SGD(params).step()": anonymous,
+        "made.step()": made,  # what a function of the file returns
     }
 
 

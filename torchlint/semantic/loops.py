@@ -13,6 +13,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
 from torchlint.semantic.syntax import children, contains, has_modulo
+from torchlint.semantic.values import Values
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
@@ -38,10 +39,11 @@ OPTIMIZER, SCALER, OTHER = "optimizer", "scaler", "other"
 class Training:
     """Classifies optimizer steps and backward passes, and marks every loop."""
 
-    def __init__(self, facts: Facts, functions: Functions, models: Models) -> None:
+    def __init__(self, facts: Facts, functions: Functions, models: Models, values: Values) -> None:
         self.facts = facts
         self.functions = functions
         self.models = models
+        self.values = values
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
         # id(def) -> the calls in its body, and those outside its loops (what one call of it
@@ -98,32 +100,16 @@ class Training:
         self._kinds[key] = found
         return found
 
-    def built(
-        self, node: cst.CSTNode, scope: Scope, _depth: int = 0
-    ) -> tuple[cst.Call, str] | None:
+    def built(self, node: cst.BaseExpression, scope: Scope) -> tuple[cst.Call, str] | None:
         """The call that built the optimizer (or grad scaler) an expression holds, and
-        OPTIMIZER or SCALER, when every binding on the way leads to the same call (names,
-        parameters: as `kind`)."""
-        if _depth > MAX_DEPTH:
-            return None
-        if isinstance(node, cst.Call):
-            kind = self._built(node, scope, _depth)
-            return (node, kind) if kind in (OPTIMIZER, SCALER) else None
-        symbol = scope.lookup_expr(node)
-        if symbol is None or not symbol.bindings:
-            return None
-        found: dict[int, tuple[cst.Call, str] | None] = {}
-        for b in symbol.bindings:
-            values: list[tuple[cst.BaseExpression, Scope]] = []
-            if b.kind is Kind.ASSIGN and b.value is not None:
-                values = [(b.value, b.ctx.scope)]
-            elif b.kind is Kind.PARAM:
-                values = list(self.functions.arguments(b) or ())
-            if not values:
+        OPTIMIZER or SCALER, when all its origins (`Values.origins`: names, parameters,
+        what the file's functions return) are that one call."""
+        found: dict[int, tuple[cst.Call, str]] = {}
+        for value, where in self.values.origins(node, scope):
+            kind = self._built(value, where, 0) if isinstance(value, cst.Call) else None
+            if not isinstance(value, cst.Call) or kind not in (OPTIMIZER, SCALER):
                 return None
-            for value, where in values:
-                origin = self.built(value, where, _depth + 1)
-                found[id(origin[0]) if origin else 0] = origin
+            found[id(value)] = (value, kind)
         return next(iter(found.values())) if len(found) == 1 else None
 
     def stepped(self, call: CallSite) -> cst.Call | None:

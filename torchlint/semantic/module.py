@@ -64,7 +64,7 @@ class TorchModule:
         self.devices = Devices(facts, self.functions, self.values)
         self._models = Models(facts, self.functions)
         self.networks = Networks(self.functions, self.values, self._models)
-        self.training = Training(facts, self.functions, self._models)
+        self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions)
 
     # -- configuration -------------------------------------------------------------------
