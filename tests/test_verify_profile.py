@@ -667,3 +667,25 @@ def test_a_script_that_never_imports_torch(tmp_path):
     code, out, _ = verify(script)
     assert code == 1
     assert "could not be profiled" in out and "without importing torch" in out
+
+
+def test_a_script_that_runs_its_own_profiler(tmp_path):
+    """Its profiler ends the session: said so, not reported as code that did not run."""
+    script = tmp_path / "profiles.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            model = torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            with torch.profiler.profile():
+                opt.zero_grad(set_to_none=False)
+                model(torch.randn(2, 4)).sum().backward()
+                opt.step()
+            """
+        )
+    )
+    pytest.importorskip("torch")
+    code, out, err = verify(script)
+    assert code == 1 and "not seen" not in out, out + err
+    assert "the script stopped torch.profiler before the end" in err + out

@@ -280,6 +280,9 @@ class Counter:
         profiler, self.profiler = self.profiler, None
         try:
             found = self.matcher.finish(profiler, script_path, self.prefixes)
+        except self.matcher.Lost as exc:
+            self.emit("profile_error", message=str(exc))
+            return
         except Exception as exc:
             self.emit("profile_error", message=f"{type(exc).__name__}: {exc}"[:4000])
             return

@@ -73,6 +73,10 @@ MAX_FRAMES = 16  # frames kept per match, innermost first
 MAX_ERROR = 300
 
 
+class Lost(Exception):
+    """The profiling session ended before `finish`: there is nothing to match."""
+
+
 def problem() -> str | None:
     """Why this torch cannot be profiled for anti-patterns; None when it can."""
     try:
@@ -290,7 +294,13 @@ def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
     import torch
     from torch._C._profiler import _EventType
 
+    running = getattr(torch.autograd, "_profiler_enabled", lambda: True)()
     prof.stop()
+    if not running:  # a profiler of the script's own ended the session
+        raise Lost(
+            "the script stopped torch.profiler before the end (it runs a profiler of its "
+            "own: only one can run at a time); turn its profiler off to use --profile"
+        )
     module = importlib.import_module(MODULE)
     files = _Files(paths)
     reader = _Reader(_EventType, files)
