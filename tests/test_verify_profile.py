@@ -277,6 +277,18 @@ def test_a_loader_the_rule_leaves_alone_says_why(changes, why):
     assert row.why == (f"TL201 leaves it alone: {why}" if changes else f"TL201 {why}")
 
 
+def test_the_headline_says_what_was_profiled():
+    code = "import torch\nw = torch.zeros(3, requires_grad=True)\n"
+    found = profile({}, lines=[2])
+    assert "train.py: 20 optimizer step(s) profiled (1.00 s)" in crosscheck.render(
+        join(code, found)
+    )
+    found["steps"] = 0  # a script without an optimizer: profiled to its end
+    assert "train.py: no optimizer step, the run profiled (1.00 s), torch 2.13.0, CPU only" in (
+        crosscheck.render(join(code, found))
+    )
+
+
 def test_a_conv_layer_is_preferred_on_a_line_calling_several():
     code = """\
     import torch.nn as nn

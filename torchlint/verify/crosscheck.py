@@ -629,8 +629,9 @@ def _time(check: CrossCheck, ns: int) -> str:
 
 def headline(check: CrossCheck) -> str:
     where = "CUDA" if check.cuda else "CPU only"
+    steps = f"{check.steps} optimizer step(s)" if check.steps else "no optimizer step, the run"
     return (
-        f"{os.path.basename(check.script)}: {check.steps} optimizer step(s) profiled "
+        f"{os.path.basename(check.script)}: {steps} profiled "
         f"({fmt_ns(check.span_ns)}), torch {check.torch}, {where}"
     )
 
