@@ -207,3 +207,19 @@ def test_add_noqa(source, wanted, expected):
     assert changed == (0 if expected is None else 1)
     suppressions = parse_suppressions(out)
     assert all(suppressions.suppressed(c, line) for line, cs in wanted.items() for c in cs)
+
+
+def test_a_rule_pattern_narrows_its_tokens(monkeypatch):
+    """A file with a token but without the rule's pattern is never parsed for it."""
+
+    class Narrow(_EveryLoader):
+        pattern = re.compile(r"DataLoader\(ds\b")
+
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        linter, "parse", lambda source, path: parsed.append(path) or cst.parse_module(source)
+    )
+    narrow = Linter([Narrow()], Settings(options=default_options()))
+    assert narrow.lint(HEADER + "x = DataLoader(other)\n", "skipped.py") == []
+    assert [v.line for v in narrow.lint(HEADER + "x = DataLoader(ds)\n", "read.py")] == [3]
+    assert parsed == ["read.py"]
