@@ -4,8 +4,8 @@
 join: a tensor filled on the CPU and copied to the GPU every step (TL104, confirmed by
 ExtraCUDACopyPattern), a float32 matmul with TF32 off (FP32MatMulPattern) and a float16
 one whose dimensions are not multiples of 8 (MatMulDimInFP16Pattern), both seen at run
-time only (no rule for them). Without a GPU it runs on the CPU, where none of them can
-occur.
+time only (TL503 is advice, not selected by default; no rule checks fp16 alignment).
+Without a GPU it runs on the CPU, where none of them can occur.
 """
 
 import argparse

@@ -30,7 +30,7 @@ from .conftest import ROOT, run_cli
 
 EXAMPLES = ROOT / "examples"
 SCRIPT = "/work/train.py"  # the path the hand-written profiles name
-NO_RULE = "no torchlint rule for this pattern yet"
+NO_RULE = "no torchlint rule for this pattern"
 
 # -- the rule <-> pattern table -------------------------------------------------------
 
@@ -132,10 +132,11 @@ def test_findings_are_confirmed_by_entity_not_by_line():
     assert status(check, "TL405") == [(14, "confirmed")]
     tl405 = next(f for f in check.findings if f.code == "TL405")
     assert tl405.entity == "optimizer `opt` (line 9)" and tl405.count == 19
-    # No rule yet: seen at run time only, at the optimizer that steps.
-    (single,) = check.runtime_only
-    assert single.entity == "optimizer `opt` (line 9)" and single.where == "train.py:16"
-    assert single.why == "no torchlint rule for this pattern yet"
+    # TL605 at the constructor, PyTorch at `opt.step()`: the same optimizer.
+    assert status(check, "TL605") == [(9, "confirmed")] and not check.runtime_only
+    tl605 = next(f for f in check.findings if f.code == "TL605")
+    assert tl605.entity == "optimizer `opt` (line 9)" and tl605.count == 20
+    assert tl605.detail == "matched at train.py:16"
     # Not checkable: no pattern, or a CUDA-only one on a run without a GPU.
     tl104 = next(f for f in check.findings if f.code == "TL104")
     assert tl104.status == "not checkable" and "used no GPU" in tl104.detail
@@ -156,11 +157,10 @@ def test_cuda_patterns_join_on_a_gpu_run():
         ),
     )
     assert status(check, "TL104") == [(13, "confirmed")]
+    (tl503,) = (f for f in check.findings if f.code == "TL503")  # one setting: the script
+    assert (tl503.status, tl503.entity, tl503.count) == ("confirmed", "the script", 40)
     where = {r.pattern: (r.entity, r.why) for r in check.runtime_only}
-    assert where == {
-        "FP32MatMulPattern": ("the script", NO_RULE),
-        "MatMulDimInFP16Pattern": ("model `model` (line 8)", NO_RULE),
-    }
+    assert where == {"MatMulDimInFP16Pattern": ("model `model` (line 8)", NO_RULE)}
     assert not any("used no GPU" in n for n in check.notes)
 
 
@@ -182,6 +182,9 @@ def test_what_the_run_cannot_tell():
     check = join(GPU_SCRIPT, profile({}, lines=range(1, 18)))
     tl201 = next(f for f in check.findings if f.code == "TL201")
     assert tl201.detail == "it ran, and PyTorch's matcher did not see the pattern"
+    # Not seen clears nothing where the pattern finds less than the rule.
+    tl605 = next(f for f in check.findings if f.code == "TL605")
+    assert tl605.status == "not seen" and "a foreach optimizer" in tl605.detail
 
 
 def test_why_a_pattern_has_no_finding():
@@ -303,13 +306,14 @@ def test_a_conv_layer_is_preferred_on_a_line_calling_several():
     check = join(
         code, profile({"Conv2dBiasFollowedByBatchNorm2dPattern": [([8], 4, 10)]}, range(1, 9))
     )
-    (row,) = check.runtime_only
-    assert row.entity == "model `self.conv` (line 5)"
+    (tl603,) = check.findings
+    assert (tl603.code, tl603.status) == ("TL603", "confirmed") and not check.runtime_only
+    assert tl603.entity == "model `self.conv` (line 5)"
 
 
 def test_a_rule_reporting_at_a_constructor_joins_the_same_entity():
-    """The rules of the tuning-guide issue will report single-tensor optimizers and conv
-    biases where they are built; PyTorch reports them at `step()` and in `forward`."""
+    """TL605 and TL603 report an optimizer and a conv bias where they are built; PyTorch
+    reports them at `step()` and in `forward`."""
     code = """\
     import torch
     import torch.nn as nn
@@ -551,9 +555,10 @@ CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rule
     ("script", "args", "confirmed"),
     [
         ("train_classifier.py", ["--epochs", "2", "--steps", "2"], {"TL201": 2}),
-        ("finetune_and_evaluate.py", [], {"TL405": 7}),  # no zeros to write at step 1
-        ("verify/slow_loader.py", ["--epochs", "2", "--samples", "32"], {"TL201": 2}),
-        ("verify/compute_bound.py", ["--epochs", "1", "--samples", "64"], {}),
+        # no zeros to write at step 1; TL605: single-tensor on the CPU, at each step
+        ("finetune_and_evaluate.py", [], {"TL405": 7, "TL605": 8}),
+        ("verify/slow_loader.py", ["--epochs", "2", "--samples", "32"], {"TL201": 2, "TL605": 8}),
+        ("verify/compute_bound.py", ["--epochs", "1", "--samples", "64"], {"TL605": 2}),
         # verify/profile_patterns.py: below
     ],
 )
@@ -561,10 +566,11 @@ def test_bundled_examples(tmp_path, script, args, confirmed):
     pytest.importorskip("torch")
     out_json, page = tmp_path / "p.json", tmp_path / "p.html"
     copy = tmp_path / Path(script).name  # what the script writes stays out of the checkout
+    # every rule, the advice ones (off by default) too
     shutil.copyfile(EXAMPLES / script, copy)
     result = run_cli(
-        "verify", str(copy), "--profile", "--json", str(out_json), "--plot", str(page),
-        "--", *args,
+        "verify", str(copy), "--profile", "--select", "ALL", "--json", str(out_json),
+        "--plot", str(page), "--", *args,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out_json.read_text())["profile"]
@@ -586,10 +592,11 @@ def test_bundled_examples(tmp_path, script, args, confirmed):
     assert "<table" in page.read_text() and "torchlint verify --profile" in page.read_text()
 
 
-def test_a_pattern_without_a_rule_is_seen_at_run_time_only(tmp_path):
-    """The bundled example made for it: a Conv2d with a bias right before BatchNorm2d,
-    which no rule finds yet (nor does any rule find single-tensor optimizers); its
-    findings with a pattern are confirmed like the other examples'."""
+def test_a_pattern_torchlint_misses_is_seen_at_run_time_only(tmp_path):
+    """The bundled example made for it: TL603 finds the conv bias before BatchNorm in
+    `forward`, not the same in a `nn.ModuleList` (whose order it does not read); TL605
+    (advice, off by default) is not selected. Its findings with a pattern are confirmed
+    like the other examples'."""
     pytest.importorskip("torch")
     out_json = tmp_path / "p.json"
     result = run_cli(
@@ -603,14 +610,15 @@ def test_a_pattern_without_a_rule_is_seen_at_run_time_only(tmp_path):
     assert findings == {
         ("TL201", "confirmed", 2),
         ("TL405", "confirmed", 3),
+        ("TL603", "confirmed", 4),
         ("TL202", "not checkable", 0),
     }
     rows = {r["pattern"]: r for r in data["profile"]["runtime_only"]}
     conv = rows["Conv2dBiasFollowedByBatchNorm2dPattern"]
-    assert conv["entity"] == "model `self.conv` (line 41)" and conv["count"] == 4
-    assert conv["where"] == "profile_patterns.py:46"  # the conv's call in forward
-    assert conv["why"] == "no torchlint rule for this pattern yet"
-    assert rows["OptimizerSingleTensorPattern"]["where"] == "profile_patterns.py:67"
+    assert conv["where"] == "profile_patterns.py:50" and conv["count"] == 4  # `layer(x)`
+    assert conv["why"] == "TL603 reported nothing here (a recall gap)"
+    single = rows["OptimizerSingleTensorPattern"]
+    assert single["where"] == "profile_patterns.py:72" and single["why"] == "TL605 not selected"
     assert data["profile"]["steps"] == 4  # stopped at --steps
     assert [r["status"] for r in data["runs"]] == ["ok"]
     assert not any(e["event"] == "profile" for e in data["runs"][0]["events"])
@@ -643,7 +651,7 @@ def test_edge_cases(tmp_path):
     suppressed = "suppressed by a noqa comment on line 39"
     assert runtime == {
         ("SynchronizedDataLoaderPattern", "DataLoader `extra` (line 39)", suppressed),
-        ("OptimizerSingleTensorPattern", "optimizer `optimizer` (line 41)", NO_RULE),
+        ("OptimizerSingleTensorPattern", "optimizer `optimizer` (line 41)", "TL605 not selected"),
     }
     assert "summary: 2 of 3 checkable finding(s) confirmed, 1 not seen" in out
 

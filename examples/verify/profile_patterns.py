@@ -1,10 +1,11 @@
 """A small image classifier with the anti-patterns PyTorch's profiler recognises.
 
-`torchlint check` finds some of them where they are written: the DataLoader decodes
-every batch on the main process (TL201) and `zero_grad(set_to_none=False)` writes zeros
-into every gradient (TL405). Others it has no rule for yet: a convolution with a bias
-directly followed by BatchNorm (the bias is cancelled), and an optimizer running its
-single-tensor implementation. `torchlint verify --profile` runs the script under
+`torchlint check` finds most of them where they are written: the DataLoader decodes
+every batch on the main process (TL201), `zero_grad(set_to_none=False)` writes zeros
+into every gradient (TL405), a convolution with a bias directly followed by BatchNorm
+(TL603: the bias is cancelled). One it cannot see: the same in a `nn.ModuleList`, whose
+order TL603 does not read; and the optimizer runs its single-tensor implementation (on
+a GPU, TL605 says so when selected). `torchlint verify --profile` runs the script under
 torch.profiler and joins the two views, on a laptop CPU too:
 
     torchlint verify examples/verify/profile_patterns.py --profile
@@ -40,10 +41,14 @@ class Net(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(3, 16, 3, padding=1)
         self.bn = nn.BatchNorm2d(16)
+        self.refine = nn.ModuleList([nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16)])
         self.head = nn.Linear(16 * 8 * 8, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        x = F.relu(self.bn(self.conv(x)))
+        for layer in self.refine:
+            x = layer(x)
+        x = F.max_pool2d(F.relu(x), 2)
         return self.head(x.flatten(1))
 
 

@@ -50,6 +50,7 @@ class Pattern:
     reported_at: str  # where PyTorch's matcher puts it
     cuda: bool = False  # about CUDA tensors: checked only where the run used CUDA
     prefer: tuple[str, ...] = ()  # MODEL: on a line calling several, the one built so
+    narrower: str = ""  # where the pattern finds less than its rules: why "not seen" clears none
 
 
 PATTERNS = (
@@ -70,14 +71,18 @@ PATTERNS = (
     Pattern(
         "OptimizerSingleTensorPattern",
         "single-tensor optimizer (neither foreach nor fused)",
-        (),
+        ("TL605",),
         OPTIMIZER,
         "the `step()` call",
+        narrower=(
+            "PyTorch's pattern sees single-tensor steps only, and a foreach optimizer "
+            "(the default on a GPU) is not fused either"
+        ),
     ),
     Pattern(
         "Conv2dBiasFollowedByBatchNorm2dPattern",
         "Conv2d with a bias, followed by BatchNorm2d",
-        (),
+        ("TL603",),
         MODEL,
         "the call of the convolution (in `forward`, or the model's call)",
         prefer=("torch.nn.Conv2d",),
@@ -93,7 +98,7 @@ PATTERNS = (
     Pattern(
         "FP32MatMulPattern",
         "FP32 matmul on a GPU with TF32",
-        (),
+        ("TL503",),
         SCRIPT,
         "the call that runs the matmul",
         cuda=True,
@@ -170,7 +175,7 @@ class RuntimeRow:
     entity: str | None
     count: int
     ns: int
-    why: str  # why no finding: no rule yet, rule not selected, suppressed, not reported
+    why: str  # why no finding: no rule, rule not selected, suppressed, left alone, missed
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -510,6 +515,8 @@ def _finding(
         lines = set(entity.usage)
     if lines & set(profile.get("lines", ())):
         row.detail = "it ran, and PyTorch's matcher did not see the pattern"
+        if p.narrower:
+            row.detail += f" ({p.narrower})"
     else:
         row.detail = "it did not run in the profiled steps"
     return row, None
@@ -524,7 +531,7 @@ def _confirmed(p: Pattern, match: _Seen) -> str:
 
 def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppressed: Any) -> str:
     if not p.rules:
-        return "no torchlint rule for this pattern yet"
+        return "no torchlint rule for this pattern"
     if entry.entity is None:
         return "outside the script (torchlint checks only the script here)"
     codes = ", ".join(p.rules)
@@ -592,8 +599,10 @@ def _notes(profile: dict[str, Any], result: CrossCheck) -> list[str]:
     unchecked = [p.label for p in PATTERNS if p.cuda and not result.cuda]
     if unchecked:
         out.append(f"not checked, this run used no GPU: {'; '.join(unchecked)}")
-    if not result.cuda and any(
-        r.pattern == "OptimizerSingleTensorPattern" for r in result.runtime_only
+    single = "OptimizerSingleTensorPattern"
+    if not result.cuda and (
+        any(r.pattern == single for r in result.runtime_only)
+        or any(f.pattern == single and f.status == CONFIRMED for f in result.findings)
     ):
         out.append(
             "on the CPU, PyTorch's optimizers default to the single-tensor implementation; "
