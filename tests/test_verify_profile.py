@@ -280,6 +280,17 @@ def test_a_loader_the_rule_leaves_alone_says_why(changes, why):
     assert row.why == (f"TL201 leaves it alone: {why}" if changes else f"TL201 {why}")
 
 
+def test_an_optimizer_of_a_cpu_script_is_left_alone_by_tl605():
+    code = LEFT_ALONE.replace('"cuda"', '"cpu"').replace("{dataset}", "Images()")
+    code = code.replace("{step}", "opt.step()")
+    found = profile({"OptimizerSingleTensorPattern": [([15], 1, 10)]}, lines=range(1, 16))
+    (row,) = join(code, found).runtime_only
+    assert (row.entity, row.why) == (
+        "optimizer `opt` (line 12)",
+        "TL605 leaves it alone: the script trains on no GPU",
+    )
+
+
 def test_the_headline_says_what_was_profiled():
     code = "import torch\nw = torch.zeros(3, requires_grad=True)\n"
     found = profile({}, lines=[2])
