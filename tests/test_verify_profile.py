@@ -289,6 +289,11 @@ def test_an_optimizer_of_a_cpu_script_is_left_alone_by_tl605():
         "optimizer `opt` (line 12)",
         "TL605 leaves it alone: the script trains on no GPU",
     )
+    # Not so for TL405 on the same optimizer: it applies on the CPU too.
+    found = profile({"GradNotSetToNonePattern": [([15], 1, 10)]}, lines=range(1, 16))
+    module = build(cst.parse_module(code), SCRIPT)
+    (row,) = crosscheck.join(found, [], module, SCRIPT, list(all_rules())).runtime_only
+    assert row.why == "TL405 reported nothing here (a recall gap)"
 
 
 def test_the_headline_says_what_was_profiled():

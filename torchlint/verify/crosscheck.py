@@ -545,9 +545,9 @@ def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppr
     ):
         return f"suppressed by a noqa comment on line {line}"
     reason = None
-    if entry.entity.kind == LOADER:
+    if p.cls == "SynchronizedDataLoaderPattern":
         reason = _loader_left_alone(_loader_site(entry.entity, entities), entities.module)
-    elif entry.entity.kind == OPTIMIZER and not entities.module.uses_gpu:
+    elif p.cls == "OptimizerSingleTensorPattern" and not entities.module.uses_gpu:
         reason = "the script trains on no GPU"  # TL605: fused kernels pay off on a GPU
     if reason is not None:
         return f"{codes} leaves it alone: {reason}"
