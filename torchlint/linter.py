@@ -7,6 +7,7 @@ Positions are resolved only for files that have something to report: a full
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import functools
 import os
@@ -300,10 +301,26 @@ def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
 class Linter:
     """Runs a fixed set of rules over sources."""
 
-    def __init__(self, rules: Sequence[Rule], settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        settings: Settings | None = None,
+        unfixable: frozenset[str] = frozenset(),
+    ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
+        self.unfixable = unfixable  # their findings carry no fix (as ruff's `unfixable`)
+
+    def _diagnostics(
+        self, module: cst.Module, path: str, rules: Sequence[Rule]
+    ) -> list[Diagnostic]:
+        found = _diagnostics(module, path, rules, self.settings)
+        if self.unfixable:
+            found = [
+                dataclasses.replace(d, fix=None) if d.code in self.unfixable else d for d in found
+            ]
+        return found
 
     @_too_deep_is_a_lint_error
     def lint(
@@ -316,7 +333,7 @@ class Linter:
             return []
         _check_size(source, path)
         module = parse(source, path)
-        diagnostics = _diagnostics(module, path, rules, self.settings)
+        diagnostics = self._diagnostics(module, path, rules)
         return self._violations(module, source, diagnostics, with_edits)
 
     def _violations(
@@ -390,7 +407,7 @@ class Linter:
             rules = applies(self.rules, text)
         else:
             outcome.remaining = self._violations(
-                module, text, _diagnostics(module, path, rules, self.settings), False
+                module, text, self._diagnostics(module, path, rules), False
             )
         outcome.text = text
         return outcome
@@ -401,7 +418,7 @@ class Linter:
         """One pass: the new text and the codes of the fixes applied in it, or (nothing
         to apply) the findings that remain."""
         suppressions = parse_suppressions(text)
-        diagnostics = _diagnostics(module, path, rules, self.settings)
+        diagnostics = self._diagnostics(module, path, rules)
         positions = None
         candidates: list[Fix] = []
         code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
