@@ -14,11 +14,17 @@
 #    Without a GPU it says so and measures the CPU (the same steps, CPU figures).
 #    verify runs with its own defaults except --window 3 --timeout 90 (to fit the
 #    budget); options after -- are passed on (e.g. -- --repeats 8 --window 5).
+#    First, `torchlint verify --profile` on benchmarks/profile_cuda.py checks the
+#    patterns PyTorch's run-time matcher reports only for CUDA tensors: TL104 confirmed
+#    by ExtraCUDACopyPattern, FP32MatMulPattern and MatMulDimInFP16Pattern seen at run
+#    time only (without a GPU: TL104 not checkable, no CUDA-only pattern reported).
 #
-# OUT receives 7 files: run.log (everything printed), env.txt, SLUG.json and SLUG.html
-# per example, and evidence.tar.gz (all of them and the logs of every run). The runs
-# share --budget seconds (default 420): each verify is stopped when its share is spent.
-# Exit status: 0 both examples measured, 1 an example was not, 2 bad input or setup.
+# OUT receives 8 files: run.log (everything printed), env.txt, SLUG.json and SLUG.html
+# per example, profile_cuda.json, and evidence.tar.gz (all of them, profile_cuda.html and
+# the logs of every run). The runs share --budget seconds (default 420): each verify is
+# stopped when its share is spent.
+# Exit status: 0 both examples measured and the profile check passed, 1 one of them did
+# not, 2 bad input or setup.
 set -euo pipefail
 
 usage() {
@@ -183,6 +189,41 @@ print(f"gpu_evidence: torchlint {torchlint.__version__} from {torchlint.__file__
 EOF
 
 STATUS=0
+# The CUDA-only run-time patterns, joined with the static findings.
+echo
+echo "gpu_evidence: == profile_cuda (torchlint verify --profile) =="
+rc=0
+timeout -s INT -k 30 120 "$PY" -m torchlint verify "$ROOT/benchmarks/profile_cuda.py" --profile \
+    --steps 10 --json "$OUT/profile_cuda.json" --plot "$WORK/profile_cuda.html" || rc=$?
+echo "gpu_evidence: profile_cuda: torchlint verify --profile exited $rc"
+if [ "$rc" -ne 0 ] || ! "$PY" - "$MODE" "$OUT/profile_cuda.json" <<'EOF'; then
+import json, sys
+mode, path = sys.argv[1], sys.argv[2]
+report = json.load(open(path))["profile"]
+tl104 = [f["status"] for f in report["findings"] if f["code"] == "TL104"]
+seen = {r["pattern"] for r in report["runtime_only"]}
+cuda_only = {"ExtraCUDACopyPattern", "FP32MatMulPattern", "MatMulDimInFP16Pattern"}
+if mode == "GPU":
+    # PyTorch skips FP32MatMulPattern where the GPU has no TF32 (before Ampere).
+    no_tf32 = any("FP32MatMulPattern skipped" in n for n in report["notes"])
+    checks = [
+        ("the run used CUDA", report["cuda"]),
+        ("TL104 confirmed by ExtraCUDACopyPattern", bool(tl104) and set(tl104) == {"confirmed"}),
+        ("FP32MatMulPattern seen at run time only", "FP32MatMulPattern" in seen or no_tf32),
+        ("MatMulDimInFP16Pattern seen at run time only", "MatMulDimInFP16Pattern" in seen),
+    ]
+else:
+    checks = [
+        ("TL104 not checkable without a GPU", bool(tl104) and set(tl104) == {"not checkable"}),
+        ("no CUDA-only pattern reported on the CPU", not seen & cuda_only),
+    ]
+for name, ok in checks:
+    print(f"gpu_evidence: profile check {'ok' if ok else 'FAILED'}: {name}")
+sys.exit(0 if all(ok for _, ok in checks) else 1)
+EOF
+    STATUS=1
+fi
+
 run_example() { # slug, examples left after this one, script args...
     local slug=$1 left=$2
     shift 2
@@ -206,6 +247,7 @@ echo "gpu_evidence: $MODE, $((SECONDS - START))s, status $STATUS; outputs in $OU
 # A snapshot of everything (run.log is still being written), then the tarball.
 mkdir "$WORK/evidence"
 cp "$OUT"/*.* "$WORK/evidence/"
+[ ! -f "$WORK/profile_cuda.html" ] || cp "$WORK/profile_cuda.html" "$WORK/evidence/"
 find "$WORK/tmp" -maxdepth 1 -name 'torchlint-verify-*' -exec cp -r {} "$WORK/evidence/" \;
 rm -f "$WORK/evidence/evidence.tar.gz"
 tar -czf "$OUT/evidence.tar.gz" -C "$WORK" evidence

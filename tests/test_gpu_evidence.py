@@ -115,8 +115,8 @@ def test_end_to_end_on_the_cpu_with_wheels(tmp_path):
     # What comes back from a borrowed machine: at most 8 plain files, plain names.
     files = sorted(p.name for p in out.iterdir())
     assert files == [
-        "compute_bound.html", "compute_bound.json", "env.txt", "evidence.tar.gz", "run.log",
-        "slow_loader.html", "slow_loader.json",
+        "compute_bound.html", "compute_bound.json", "env.txt", "evidence.tar.gz",
+        "profile_cuda.json", "run.log", "slow_loader.html", "slow_loader.json",
     ]  # fmt: skip
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+", f) and (out / f).is_file() for f in files)
     assert "torch 2" in (out / "env.txt").read_text()
@@ -125,9 +125,17 @@ def test_end_to_end_on_the_cpu_with_wheels(tmp_path):
         assert [r["status"] for r in data["runs"]] == ["ok", "ok"]
         assert data["summary"]["verdict"] and "<svg" in (out / f"{slug}.html").read_text()
         assert f"gpu_evidence: {slug}: torchlint verify exited 0" in log
+    # The CUDA-only run-time patterns: on the CPU, not checkable and never reported.
+    assert "gpu_evidence: profile_cuda: torchlint verify --profile exited 0" in log
+    assert "profile check FAILED" not in log
+    if "NO CUDA GPU" in log:
+        assert "gpu_evidence: profile check ok: TL104 not checkable without a GPU" in log
+    report = json.loads((out / "profile_cuda.json").read_text())["profile"]
+    assert [f["code"] for f in report["findings"]] == ["TL104"]
     with tarfile.open(out / "evidence.tar.gz") as tar:
         names = tar.getnames()
     assert "evidence/run.log" in names and "evidence/slow_loader.json" in names
+    assert "evidence/profile_cuda.html" in names
     assert sum(n.endswith("/fix.diff") for n in names) == 2  # every run's logs
 
 

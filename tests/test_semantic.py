@@ -388,6 +388,49 @@ def test_a_step_through_an_unknown_optimizer_needs_a_backward_beside_it():
     assert step.is_step_loop and len(epoch.steps) == 1  # `sched.step()` is not a step
 
 
+def test_the_optimizer_a_step_acts_on():
+    model = model_of(
+        "import torch\n"
+        "opt = torch.optim.SGD(params, lr=0.1)\n"
+        "other = torch.optim.Adam(params)\n"
+        "scaler = torch.amp.GradScaler('cuda')\n"
+        "either = opt if fast else other\n"
+        "def fit(optimizer):\n"
+        "    optimizer.step()\n"
+        "fit(opt)\n"
+        "opt.zero_grad(set_to_none=False)\n"
+        "scaler.step(opt)\n"
+        "other.step()\n"
+        "either.step()\n"
+        "model.zero_grad()\n"
+        "torch.optim.SGD(params).step()\n"
+        "def build(params):\n"
+        "    return torch.optim.AdamW(params)\n"
+        "made, sched = build(params), None\n"
+        "made.step()\n"
+    )
+    opt, other, anonymous, made = (
+        c.node
+        for c in model.calls
+        if c.qualname in ("torch.optim.SGD", "torch.optim.Adam", "torch.optim.AdamW")
+    )
+    stepped = {
+        model.module.code_for_node(c.node): model.training.stepped(c)
+        for c in model.calls
+        if c.method in ("step", "zero_grad")
+    }
+    assert stepped == {
+        "optimizer.step()": opt,  # a parameter every call passes `opt` to
+        "opt.zero_grad(set_to_none=False)": opt,
+        "scaler.step(opt)": opt,  # the optimizer, not the scaler
+        "other.step()": other,
+        "either.step()": None,  # one of two
+        "model.zero_grad()": None,
+        "torch.optim.SGD(params).step()": anonymous,
+        "made.step()": made,  # what a function of the file returns
+    }
+
+
 # -- loaders ---------------------------------------------------------------------------
 
 

@@ -869,9 +869,20 @@ def verify_command(
     nproc_per_node: Annotated[
         int | None, typer.Option("--nproc-per-node", help="Run each variant under torchrun.")
     ] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Run SCRIPT once under torch.profiler (up to --steps optimizer steps) and "
+            "check the findings against PyTorch's run-time anti-patterns.",
+        ),
+    ] = VerifyOptions.profile,
     config: ConfigOpt = None,
 ) -> None:
     """Run SCRIPT as it is and as fixed; compare throughput and GPU use (args after --).
+
+    With --profile: run it once under torch.profiler and say which findings PyTorch's
+    run-time anti-pattern matcher confirms.
 
     Exit codes: 0 measured, 1 the script could not be measured, 2 bad input,
     3 nothing to compare (no fix applies).
@@ -897,6 +908,7 @@ def verify_command(
         apply=apply,
         nproc_per_node=nproc_per_node,
         config_file=config,
+        profile=profile,
     )
     raise typer.Exit(verify(options))
 

@@ -159,7 +159,7 @@ class Loaders:
         # iterator: a sample, not a stream of batches.)
         for call in facts.calls_by_qualname.get("next", ()):
             if call.ctx.loops and call.node.args and not call.node.args[0].star:
-                for site in self._iterator_of(call.node.args[0].value, call.scope):
+                for site in self.iterator_of(call.node.args[0].value, call.scope):
                     self._iterated(site, call.ctx.loops[-1])
 
     def _spread(
@@ -281,7 +281,7 @@ class Loaders:
             site.loops.append(loop)
             loop.loaders.append(site)
 
-    def _iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
         """The loaders a name bound to `iter(loader)` walks."""
         symbol = scope.lookup_expr(node)
         if symbol is None:

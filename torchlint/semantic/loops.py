@@ -13,6 +13,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
 from torchlint.semantic.syntax import children, contains, has_modulo
+from torchlint.semantic.values import Values
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
@@ -38,10 +39,11 @@ OPTIMIZER, SCALER, OTHER = "optimizer", "scaler", "other"
 class Training:
     """Classifies optimizer steps and backward passes, and marks every loop."""
 
-    def __init__(self, facts: Facts, functions: Functions, models: Models) -> None:
+    def __init__(self, facts: Facts, functions: Functions, models: Models, values: Values) -> None:
         self.facts = facts
         self.functions = functions
         self.models = models
+        self.values = values
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
         # id(def) -> the calls in its body, and those outside its loops (what one call of it
@@ -97,6 +99,29 @@ class Training:
         found = kinds.pop() if len(kinds) == 1 else None
         self._kinds[key] = found
         return found
+
+    def built(self, node: cst.BaseExpression, scope: Scope) -> tuple[cst.Call, str] | None:
+        """The call that built the optimizer (or grad scaler) an expression holds, and
+        OPTIMIZER or SCALER, when all its origins (`Values.origins`: names, parameters,
+        what the file's functions return) are that one call."""
+        found: dict[int, tuple[cst.Call, str]] = {}
+        for value, where in self.values.origins(node, scope):
+            kind = self._built(value, where, 0) if isinstance(value, cst.Call) else None
+            if not isinstance(value, cst.Call) or kind not in (OPTIMIZER, SCALER):
+                return None
+            found[id(value)] = (value, kind)
+        return next(iter(found.values())) if len(found) == 1 else None
+
+    def stepped(self, call: CallSite) -> cst.Call | None:
+        """The call that built the optimizer that `opt.step()`, `opt.zero_grad()` or
+        `scaler.step(opt)` acts on."""
+        if call.receiver is None:
+            return None
+        origin = self.built(call.receiver, call.scope)
+        if origin is not None and origin[1] == SCALER:
+            args = call.node.args
+            origin = self.built(args[0].value, call.scope) if args and not args[0].star else None
+        return origin[0] if origin is not None and origin[1] == OPTIMIZER else None
 
     def _built(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
         qualname = scope.resolve(call.func)

@@ -72,7 +72,7 @@ class TorchModule:
         self.devices = Devices(facts, self.functions, self.values)
         self._models = Models(facts, self.functions)
         self.networks = Networks(self.functions, self.values, self._models)
-        self.training = Training(facts, self.functions, self._models)
+        self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions)
         self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
 
@@ -352,6 +352,10 @@ class TorchModule:
 
     def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[DataLoaderSite]:
         return self._loaders.of(node, scope)
+
+    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+        """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
+        return self._loaders.iterator_of(node, scope)
 
     def epoch(self, loader: DataLoaderSite) -> tuple[Loop, Loop] | None:
         """(a loop over the loader, the loop that repeats it), if it is iterated again

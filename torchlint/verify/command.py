@@ -1,4 +1,6 @@
-"""`torchlint verify`: run a script as it is and as torchlint would fix it, and compare.
+"""`torchlint verify`: run a script as it is and as torchlint would fix it, and compare;
+with --profile, run it once under torch.profiler and join PyTorch's run-time
+anti-patterns with the static findings.
 
 `verify(options)` returns the exit code: 0 measured, 1 the script could not be measured
 (its own failure, reported with its stderr), 2 bad input (one line, never a traceback),
@@ -89,11 +91,11 @@ def _load_config(script: Path, config_file: Path | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
-    """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
-    fix engine and the script's configuration."""
+def _linter(options: VerifyOptions) -> tuple[Any, Any]:
+    """The linter of the script's configuration with verify's --select/--ignore, and the
+    configuration."""
     from torchlint.config import ConfigError, expand, instantiate
-    from torchlint.linter import Linter, LintError
+    from torchlint.linter import Linter
 
     script = options.script
     config = _load_config(script, options.config_file)
@@ -105,7 +107,16 @@ def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list
         codes = config.rules_for(script, config.selected_codes())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    linter = Linter(instantiate(codes), config.settings())
+    return Linter(instantiate(codes), config.settings()), config
+
+
+def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
+    """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
+    fix engine and the script's configuration."""
+    from torchlint.linter import LintError
+
+    script = options.script
+    linter, config = _linter(options)
     try:
         outcome = linter.fix(text, str(script), unsafe=options.unsafe_fixes or config.unsafe_fixes)
     except LintError as exc:
@@ -216,6 +227,8 @@ def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
 
     script = options.script
     source, text = _read_script(script)
+    if options.profile:
+        return _profile(options, text, out, err)
     fixed_text, diff = text, ""
     if not options.tune_batch_size:
         fixed_text, fixed_codes, held = build_fixed(options, text)
@@ -442,3 +455,71 @@ def _apply_batch_size(
     print(unified_diff(script.name, source.text, outcome.text), file=out)
     print("  rescale the learning rate with the batch size and check convergence", file=out)
     return EXIT_OK
+
+
+def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int:
+    """--profile: the static findings, one profiled run of the script, and their join."""
+    from torchlint.linter import LintError, parse
+    from torchlint.noqa import parse_suppressions
+    from torchlint.semantic import build
+    from torchlint.verify import crosscheck, matcher
+    from torchlint.verify.harness import RunSpec, run_once
+    from torchlint.verify.report import failure
+
+    script = options.script
+    linter, config = _linter(options)
+    try:
+        violations = linter.lint(text, str(script))
+        module = build(parse(text, str(script)), str(script), config.settings())
+    except LintError as exc:
+        raise UsageError(f"{script}: {exc}") from None
+    problem = matcher.problem()
+    if problem is not None:
+        raise UsageError(problem)
+    log_dir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
+    print(
+        f"torchlint verify: profiling {script.name} up to {options.steps} optimizer steps; "
+        f"logs in {log_dir}",
+        file=err,
+    )
+    result = run_once(RunSpec("profile", script, 1, log_dir, options, profile_steps=options.steps))
+    found = next((e for e in result.events if e.get("event") == "profile"), None)
+    if found is None:
+        print("torchlint verify: the script could not be profiled:", file=out)
+        print(failure(result), file=out)
+        return EXIT_FAILED
+    check = crosscheck.join(
+        found,
+        violations,
+        module,
+        str(script),
+        [r.code for r in linter.rules],
+        parse_suppressions(text).suppressed,
+    )
+    print(crosscheck.render(check), file=out)
+    code = EXIT_OK
+    if not result.usable:
+        print(failure(result), file=out)
+        code = EXIT_FAILED
+    print(f"logs of the run: {log_dir}", file=out)
+    if options.json_out is not None:
+        run = result.to_json()
+        run["events"] = [e for e in run["events"] if e.get("event") != "profile"]
+        data = {
+            "torchlint_verify": 2,
+            "script": str(script),
+            "args": list(options.script_args),
+            "settings": options.to_json(),
+            "log_dir": str(log_dir),
+            "profile": check.to_json(),
+            "runs": [run],
+        }
+        code = max(code, _write(options.json_out, data, out))
+    if options.plot is not None:
+        try:
+            options.plot.write_text(crosscheck.html_page(check), encoding="utf-8")
+            print(f"report written to {options.plot}", file=out)
+        except OSError as exc:
+            print(f"torchlint verify: error: cannot write {options.plot}: {exc}", file=out)
+            code = EXIT_USAGE
+    return code

@@ -48,6 +48,7 @@ class RunSpec:
     watch_batch_size: bool = False  # report the DataLoaders' batch sizes (tuning)
     warmup_run: bool = False  # discarded from the comparison
     env: dict[str, str] | None = None
+    profile_steps: int | None = None  # --profile: profile up to this many steps, no window
 
 
 @dataclass
@@ -224,6 +225,7 @@ def run_once(
         "batch_size": spec.batch_size,
         "watch_batch_size": spec.watch_batch_size,
         "progress_interval": o.interval,
+        "profile_steps": spec.profile_steps,
     }
     env = dict(spec.env if spec.env is not None else os.environ)
     env[ENV] = json.dumps(settings)
@@ -302,8 +304,43 @@ def run_once(
         result.ended = time.monotonic()
     result.events.extend(reader.read())
     result.stderr_tail = _tail(err_path)
-    _classify(result, o, timed_out, closed_at is not None)
+    if spec.profile_steps is not None:
+        _classify_profile(result, o, timed_out)
+    else:
+        _classify(result, o, timed_out, closed_at is not None)
     return result
+
+
+def _classify_profile(result: RunResult, o: VerifyOptions, timed_out: bool) -> None:
+    """ok: a profile came back (the script may still have failed after it began: the
+    message says so); failed/timeout: none did."""
+    events = result.events
+    exc = next((e for e in events if e.get("event") == "exception"), None)
+    result.oom = bool(exc and exc.get("oom")) or _oom_text(result.stderr_tail)
+    problem = next((e for e in events if e.get("event") == "profile_error"), None)
+    profiled = any(e.get("event") == "profile" for e in events)
+    if timed_out:
+        result.status = "timeout"
+        result.message = (
+            f"timed out after {o.timeout:g}s; every process of the run was ended with "
+            f"{result.killed or 'no signal'}"
+        )
+    elif exc is not None:
+        result.status = "failed"
+        result.message = f"the script raised {exc.get('message', exc.get('type'))}"
+    elif result.returncode not in (0, None):
+        result.status = "failed"
+        result.message = f"the script exited with code {result.returncode}"
+    elif problem is not None:
+        result.status = "failed"
+        result.message = str(problem.get("message"))
+    elif not profiled:
+        result.status = "failed"
+        result.message = "the script finished without importing torch: nothing to profile"
+    else:
+        result.status = "ok"
+    if profiled and result.status != "ok":
+        result.message += "; the profile covers what ran until then"
 
 
 def _classify(result: RunResult, o: VerifyOptions, timed_out: bool, closed: bool) -> None:

@@ -14,6 +14,11 @@ left out. After ``warmup`` steps the measurement window opens; it closes at the 
 after at least ``steps`` more and ``window`` seconds, and `StopRun`, a BaseException that
 ``except Exception`` cannot swallow, ends the script; then the launcher runs the atexit
 handlers and exits.
+
+With ``profile_steps`` (`torchlint verify --profile`) there is no window: the script runs
+under torch.profiler from its `import torch` up to that many optimizer steps (or its
+end), then matcher.py, loaded by its path, runs PyTorch's anti-pattern classes over the
+profile and the result leaves as one ``profile`` event.
 """
 
 from __future__ import annotations
@@ -103,6 +108,11 @@ class Counter:
         self.next_progress = 0.0
         self.torch: Any = None
         self.undo: list[Any] = []
+        profile_steps = settings.get("profile_steps")
+        self.profile_steps = int(profile_steps) if profile_steps is not None else None
+        self.profiler: Any = None  # the running torch.profiler.profile
+        self.matcher: Any = None  # matcher.py
+        self.prefixes: list[str] = []
 
     def emit(self, event: str, **fields: Any) -> None:
         if os.getpid() != self.pid:  # a forked DataLoader worker or a script's own fork
@@ -148,6 +158,11 @@ class Counter:
             self.batches += fed[0]
             self.samples += fed[1]
         self.pending.clear()
+        if self.profile_steps is not None:
+            if self.opt_steps >= self.profile_steps:
+                self.phase = 2
+                raise StopRun
+            return
         if self.phase == 0 and self.opt_steps >= self.warmup:
             self._sync()
             self.phase = 1
@@ -234,6 +249,44 @@ class Counter:
                 self._watch_batch_size(dataloader.DataLoader)
         except Exception as exc:  # never break the user's script
             self.emit("hook_error", message=f"{type(exc).__name__}: {exc}")
+        if self.profile_steps is not None:
+            self._start_profile(torch)
+
+    # -- profiling (--profile) ----------------------------------------------------------
+
+    def _start_profile(self, torch: Any) -> None:
+        """Start torch.profiler, or end the run (StopRun) saying why it cannot."""
+        try:
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matcher.py")
+            spec = importlib.util.spec_from_file_location("_torchlint_matcher", path)
+            assert spec is not None and spec.loader is not None
+            matcher = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(matcher)
+            problem = matcher.problem()
+            if problem is None:
+                self.prefixes = matcher.prefixes()
+                self.profiler = matcher.start(torch)
+                self.matcher = matcher
+        except Exception as exc:
+            problem = f"cannot start torch.profiler: {type(exc).__name__}: {exc}"
+        if problem is not None:
+            self.emit("profile_error", message=problem)
+            raise StopRun
+
+    def finish_profile(self, script_path: str) -> None:
+        """Stop the profiler and report what PyTorch's pattern classes found."""
+        if self.profiler is None:
+            return
+        profiler, self.profiler = self.profiler, None
+        try:
+            found = self.matcher.finish(profiler, script_path, self.prefixes)
+        except self.matcher.Lost as exc:
+            self.emit("profile_error", message=str(exc))
+            return
+        except Exception as exc:
+            self.emit("profile_error", message=f"{type(exc).__name__}: {exc}"[:4000])
+            return
+        self.emit("profile", steps=self.opt_steps, **found)
 
     def uninstall(self) -> None:
         """Remove the counting hooks (the overhead benchmark switches them on and off)."""
@@ -346,12 +399,12 @@ def main() -> int:
     counter.emit("start", pid=os.getpid(), pgid=os.getpgrp())
     if code_path != script_path:
         _patch_spawn_main(code_path, script_path)
-    if "torch" in sys.modules:
-        counter.install(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatcher(counter))
     code = 0
     try:
+        if "torch" in sys.modules:
+            counter.install(sys.modules["torch"])
+        else:
+            sys.meta_path.insert(0, _TorchWatcher(counter))
         run_script(code_path, script_path)
     except StopRun:
         counter.emit("stopped")
@@ -370,6 +423,7 @@ def main() -> int:
         message = f"{type(exc).__name__}: {exc}"
         counter.emit("exception", type=type(exc).__name__, message=message[:4000], oom=is_oom(exc))
         code = 1
+    counter.finish_profile(script_path)
     counter.emit("end", code=code, phase=counter.phase, **counter.counts())
     if counter.phase == 2:
         # Stopped by us: the script's `finally` blocks have run; run its atexit handlers

@@ -40,6 +40,9 @@ class VerifyOptions:
     apply: bool = False
     nproc_per_node: int | None = None
     config_file: Path | None = None
+    # Run the script once under torch.profiler, up to `steps` optimizer steps, and join
+    # PyTorch's run-time anti-patterns with the static findings (crosscheck.py).
+    profile: bool = False
     stop_grace: float = 5.0  # after the window closed, how long the script may take to exit
     kill_wait: float = 3.0  # between SIGINT, SIGTERM and SIGKILL
 
@@ -71,6 +74,16 @@ class VerifyOptions:
                 "--apply only writes a tuned batch size (with --tune-batch-size); "
                 "use `torchlint fix` to apply fixes"
             )
+        if self.profile:
+            # One run of the script as it is: nothing is fixed, compared or tuned.
+            for given, flag in (
+                (self.tune_batch_size, "--tune-batch-size"),
+                (self.nproc_per_node is not None, "--nproc-per-node"),
+            ):
+                if given:
+                    raise UsageError(f"--profile runs the script once, in one process: drop {flag}")
+            if self.plot is not None and self.plot.suffix.lower() not in (".html", ".htm"):
+                raise UsageError("--plot with --profile writes the report as HTML (.html)")
         for path, flag in ((self.json_out, "--json"), (self.plot, "--plot")):
             if path is not None and not path.absolute().parent.is_dir():
                 raise UsageError(
