@@ -14,7 +14,7 @@ import queue
 import re
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -29,6 +29,12 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 
 MAX_FIX_PASSES = 16
+# Which findings get their fix's text edits: all, none, or those of these keys
+# (code, line, column: the finding's start, 1-based), as an editor asks for one.
+EditsWanted = bool | Set[tuple[str, int, int]]
+# Told of a rule that raised (its code, the exception), so that the other rules' findings
+# still count; without one, the exception propagates.
+RuleErrorHandler = Callable[[str, Exception], None]
 
 
 class LintError(Exception):
@@ -250,11 +256,24 @@ def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
 
 
 def _diagnostics(
-    module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings
+    module: cst.Module,
+    path: str,
+    rules: Sequence[Rule],
+    settings: Settings,
+    on_rule_error: RuleErrorHandler | None = None,
 ) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
     try:
         model = build(module, path, settings)
-        found = [d for rule in rules for d in rule.check(model)]
+        for rule in rules:
+            try:
+                found.extend(list(rule.check(model)))  # all of a rule's findings, or none
+            except RecursionError:
+                raise
+            except Exception as exc:
+                if on_rule_error is None:
+                    raise
+                on_rule_error(rule.code, exc)
     except RecursionError:
         raise LintError(TOO_DEEP) from None
     return found
@@ -295,23 +314,35 @@ def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
 class Linter:
     """Runs a fixed set of rules over sources."""
 
-    def __init__(self, rules: Sequence[Rule], settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        settings: Settings | None = None,
+        on_rule_error: RuleErrorHandler | None = None,
+    ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
+        self.on_rule_error = on_rule_error
+
+    def _diagnostics(
+        self, module: cst.Module, path: str, rules: Sequence[Rule]
+    ) -> list[Diagnostic]:
+        return _diagnostics(module, path, rules, self.settings, self.on_rule_error)
 
     @_too_deep_is_a_lint_error
     def lint(
-        self, source: str, path: str = "<string>", with_edits: bool = False
+        self, source: str, path: str = "<string>", with_edits: EditsWanted = False
     ) -> list[Violation]:
-        """Findings in `source`, suppressions applied, sorted by position."""
+        """Findings in `source`, suppressions applied, sorted by position; the text edits of
+        the fixes of those `with_edits` asks for."""
         rules = applies(self.rules, source)
         if not rules:
             check_syntax(source, path)
             return []
         _check_size(source, path)
         module = parse(source, path)
-        diagnostics = _diagnostics(module, path, rules, self.settings)
+        diagnostics = self._diagnostics(module, path, rules)
         return self._violations(module, source, diagnostics, with_edits)
 
     def _violations(
@@ -319,25 +350,26 @@ class Linter:
         module: cst.Module,
         source: str,
         diagnostics: Sequence[Diagnostic],
-        with_edits: bool,
+        with_edits: EditsWanted,
     ) -> list[Violation]:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module, diagnostics, with_edits)
+        positions = _positions(module, diagnostics, bool(with_edits))
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:
             r: CodeRange = positions[d.node]
             if suppressions.suppressed(d.code, r.start.line):
                 continue
-            key = (d.code, r.start.line, r.start.column)
+            key = (d.code, r.start.line, r.start.column + 1)
             if key in seen:
                 continue
             seen.add(key)
             record = None
             if d.fix is not None:
-                edits = text_edits(module, source, positions, d.fix) if with_edits else ()
+                wanted = with_edits if isinstance(with_edits, bool) else key in with_edits
+                edits = text_edits(module, source, positions, d.fix) if wanted else ()
                 record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
             out.append(
                 Violation(
@@ -385,7 +417,7 @@ class Linter:
             rules = applies(self.rules, text)
         else:
             outcome.remaining = self._violations(
-                module, text, _diagnostics(module, path, rules, self.settings), False
+                module, text, self._diagnostics(module, path, rules), False
             )
         outcome.text = text
         return outcome
@@ -396,7 +428,7 @@ class Linter:
         """One pass: the new text and the codes of the fixes applied in it, or (nothing
         to apply) the findings that remain."""
         suppressions = parse_suppressions(text)
-        diagnostics = _diagnostics(module, path, rules, self.settings)
+        diagnostics = self._diagnostics(module, path, rules)
         positions = None
         candidates: list[Fix] = []
         code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
