@@ -4,7 +4,8 @@
 
 Each function builds a DataLoader with a small batch and no workers, moves a model with
 `.cuda()`, and empties the CUDA cache every step: six findings and five fixes per
-function, with fixes that edit the same call (one per pass). Prints the CPU time of
+function, with fixes that edit the same call (one per pass), and a loader built from a
+`**options` dict (read through the file's changes to the dict). Prints the CPU time of
 `torchlint check` and `torchlint fix --unsafe-fixes` (the process and its children, the
 best of the rounds) for N and 2N, and the ratio: 2.0 is linear; the target is at most 2.5.
 tests/test_scaling.py holds the same property with counted work instead of time.
@@ -28,6 +29,9 @@ def train_{i}(dataset, epochs):
     model.cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(dataset, batch_size=8)
+    options = {{"shuffle": False}}
+    options["drop_last"] = True
+    held_out = DataLoader(dataset, **options)
     for epoch in range(epochs):
         for x, y in loader:
             loss = nn.functional.cross_entropy(model(x), y)

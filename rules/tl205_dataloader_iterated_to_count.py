@@ -54,9 +54,13 @@ class DataLoaderIteratedToCount(Rule):
     tokens = ("len(list(", "len(tuple(", "len([", "sum(1 for")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        loops: dict[int, list[Loop]] = {}  # id(function or None) -> its `for` loops
+        for loop in module.loops:
+            if isinstance(loop.node, cst.For):
+                loops.setdefault(id(loop.ctx.function), []).append(loop)
         for call in module.calls_to("len", "sum"):
             walked = _counted(module, call)
-            if walked is None or not _a_loader(module, call, walked):
+            if walked is None or not _a_loader(module, call, walked, loops):
                 continue
             spelled = module.module.code_for_node(walked)
             counted = module.module.code_for_node(call.node)
@@ -100,16 +104,20 @@ def _counted(module: TorchModule, call: CallSite) -> cst.BaseExpression | None:
     return None
 
 
-def _a_loader(module: TorchModule, call: CallSite, walked: cst.BaseExpression) -> bool:
+def _a_loader(
+    module: TorchModule,
+    call: CallSite,
+    walked: cst.BaseExpression,
+    loops: dict[int, list[Loop]],
+) -> bool:
     """A DataLoader of the file, or what a batch loop of the same function walks."""
     if module.loaders_of(walked, call.scope):
         return True
     symbol = call.scope.lookup_expr(walked)
     if symbol is None:
         return False
-    for loop in module.loops:
-        if loop.ctx.function is not call.ctx.function or not isinstance(loop.node, cst.For):
-            continue
+    for loop in loops.get(id(call.ctx.function), ()):
+        assert isinstance(loop.node, cst.For)
         walks = any(
             loop.ctx.scope.lookup_expr(it) is symbol
             for it in iterables(loop.node.iter, loop.ctx.scope)

@@ -95,10 +95,10 @@ class EvalWithoutNoGrad(Rule):
                 "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
                 fix=_wrap(module, loop),
             )
-        yield from self._helpers(module, backprop, reported)
+        yield from self._helpers(module, backprop_ids, {id(loop.ctx.function) for loop in reported})
 
     def _helpers(
-        self, module: TorchModule, backprop: list[CallSite], reported: list[Loop]
+        self, module: TorchModule, backprop_ids: set[int], reported: set[int]
     ) -> Iterator[Diagnostic]:
         """Functions the training loop calls that switch a network to eval and run it
         (a sampling helper every N steps), returning nothing a caller could backprop."""
@@ -124,9 +124,7 @@ class EvalWithoutNoGrad(Rule):
             if mode.node.args or module.functions.returns(fn) or _decorated(module, fn):
                 continue
             body = module.training.calls_in(fn)
-            if any(c in backprop for c in body) or any(
-                loop.ctx.function is fn for loop in reported
-            ):
+            if id(fn) in reported or any(id(c) in backprop_ids for c in body):
                 continue
             calls = [
                 c

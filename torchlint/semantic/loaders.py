@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
 from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
 from torchlint.fixes import Applicability, Fix, Import, Replace, fix
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
@@ -211,12 +212,38 @@ class Loaders:
         assert out is not None
         return out if self._mutations(symbol, out, at, depth) else None
 
+    @cached_property
+    def _iters(self) -> dict[int, list[CallSite]]:
+        """id(site) -> the `iter(...)` calls of the loader."""
+        found: dict[int, list[CallSite]] = {}
+        for call in self.facts.calls_by_qualname.get("iter", ()):
+            args = call.node.args
+            if len(args) == 1 and not args[0].star:
+                for site in self.of(args[0].value, call.scope):
+                    found.setdefault(id(site), []).append(call)
+        return found
+
+    @cached_property
+    def _changes(self) -> dict[int, tuple[list[CallSite], list[_ItemStore]]]:
+        """id(symbol) -> the method calls on it and the `symbol[key] = v` stores (for the
+        dicts loaders are built from: indexed once, not searched per loader)."""
+        found: dict[int, tuple[list[CallSite], list[_ItemStore]]] = {}
+        for call in self.facts.calls:
+            if call.receiver is not None:
+                symbol = call.scope.lookup_expr(call.receiver)
+                if symbol is not None:
+                    found.setdefault(id(symbol), ([], []))[0].append(call)
+        for store in self.facts.item_stores:
+            symbol = store[2].scope.lookup_expr(store[0].value)
+            if symbol is not None:
+                found.setdefault(id(symbol), ([], []))[1].append(store)
+        return found
+
     def _mutations(self, symbol: Symbol, out: _Keys, at: cst.CSTNode, depth: int) -> bool:
         """Add the keys a dict gets after it is built (`d.update(...)`, `d[key] = v`,
         `d.setdefault(key, v)`) to `out`; False when some change cannot be read."""
-        for call in self.facts.calls:
-            if call.receiver is None or call.scope.lookup_expr(call.receiver) is not symbol:
-                continue
+        calls, stores = self._changes.get(id(symbol), ([], []))
+        for call in calls:
             args = call.node.args
             if call.method == "update":
                 inner = self._spread([a.value for a in args], call.scope, at, depth + 1)
@@ -231,9 +258,7 @@ class Loaders:
                     out.set(key, args[1].value, maybe=_conditional(call.ctx.ifs, at))
             elif call.method not in ("get", "keys", "items", "values", "copy"):
                 return False
-        for target, value, ctx in self.facts.item_stores:
-            if ctx.scope.lookup_expr(target.value) is not symbol:
-                continue
+        for target, value, ctx in stores:
             index = target.slice[0].slice if len(target.slice) == 1 else None
             key = str_value(index.value) if isinstance(index, cst.Index) else None
             if key is None or value is None:
@@ -352,10 +377,7 @@ class Loaders:
         the loader, or in a function called from such a loop (`next(iter(val_loader))`
         in a sampling helper the training loop calls)."""
         built = {id(o) for o in site.call.ctx.loops}
-        for call in self.facts.calls_by_qualname.get("iter", ()):
-            args = call.node.args
-            if len(args) != 1 or args[0].star or site not in self.of(args[0].value, call.scope):
-                continue
+        for call in self._iters.get(id(site), ()):
             if any(id(o) not in built for o in call.ctx.loops):
                 return call
             function = call.ctx.function
@@ -370,6 +392,9 @@ class Loaders:
         index = param.index - offset if param.index is not None else None
         value = argument(caller.node, param.symbol.name, index=index)
         return value is not MISSING and site in self.of(value, caller.scope)
+
+
+_ItemStore = tuple[cst.Subscript, cst.BaseExpression | None, Context]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -345,11 +345,17 @@ class TorchModule:
         list), a Dataset class of this file whose `__getitem__` calls nothing, or a dataset
         class from elsewhere built without any transform (`MyTrainDataset(2048)`). A
         torchvision dataset, a transform passed, or an origin we cannot see: not plain."""
+        return self._dataset_is(loader, self._plain)
+
+    def _dataset_is(
+        self, loader: DataLoaderSite, test: Callable[[cst.BaseExpression, Scope], bool]
+    ) -> bool:
+        """Every value the loader's dataset may be passes `test` (and some is known)."""
         dataset = loader.arg("dataset")
         if dataset is MISSING:
             return False
         origins = self.values.origins(dataset, loader.call.scope)
-        return bool(origins) and all(self._plain(value, scope) for value, scope in origins)
+        return bool(origins) and all(test(value, scope) for value, scope in origins)
 
     def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
@@ -391,11 +397,7 @@ class TorchModule:
         this file with `__len__` that is not an IterableDataset)."""
         if loader.arg("batch_sampler") is not MISSING or self.iterable_dataset(loader):
             return False
-        dataset = loader.arg("dataset")
-        if dataset is MISSING:
-            return False
-        origins = self.values.origins(dataset, loader.call.scope)
-        return bool(origins) and all(self._sized(value, scope) for value, scope in origins)
+        return self._dataset_is(loader, self._sized)
 
     def _sized(self, value: cst.BaseExpression, scope: Scope) -> bool:
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
