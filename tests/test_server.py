@@ -336,6 +336,15 @@ async def test_config_files_are_reloaded_when_they_change(client, tmp_path):
     change_document(client, doc, LOADER, 3)
     (d,) = await published(client, doc, before, version=3)
     assert d.severity == types.DiagnosticSeverity.Error and "`ignroe`" in d.message
+
+    # ... or on save, the text unchanged (a save of a text whose config did not change
+    # publishes its diagnostics again: test_diagnostics_follow_the_editor_text_not_the_disk)
+    (tmp_path / "pkg" / "torchlint.toml").write_text("ignore = []\n")
+    before = mark(client)
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(doc))
+    )
+    assert [d.code for d in await published(client, doc, before, version=3)] == ["TL201"]
     close_document(client, doc)
 
 

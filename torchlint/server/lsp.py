@@ -1,10 +1,11 @@
 """The language server: LSP over stdin/stdout, on pygls.
 
 Documents are linted from the editor's text, never from the file on disk: at once on
-open and save, after a pause of `DEBOUNCE_S` on change (a burst of keystrokes costs one
-lint). Every call into the engine runs on one worker thread, so the protocol loop always
-answers; a request the client cancels stops waiting, and work of its that has not
-started never runs; a result for text that has changed since is dropped, not shown.
+open (and on save if their config changed), after a pause of `DEBOUNCE_S` on change (a
+burst of keystrokes costs one lint). Every call into the engine runs on one worker
+thread, so the protocol loop always answers; a request the client cancels stops
+waiting, and work of its that has not started never runs; a result for text that has
+changed since is dropped, not shown.
 
 Code actions are listed from the last lint (cheap: a cursor move asks for them) and get
 their edits only when the client resolves the one the user picks (`codeAction/resolve`);
@@ -235,6 +236,10 @@ class TorchlintServer(LanguageServer):
         if self.tracked.get(t.key) is not t or t.generation != snapshot.generation:
             return  # closed or changed meanwhile
         t.latest = result
+        self.publish(t, result)
+
+    def publish(self, t: Tracked, result: Analysis) -> None:
+        snapshot = result.snapshot
         for uri, diagnostics in result.diagnostics.items():
             version = snapshot.versions[snapshot.uris.index(uri)]
             self.text_document_publish_diagnostics(
@@ -245,6 +250,23 @@ class TorchlintServer(LanguageServer):
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
             )
         t.published = set(result.diagnostics)
+
+    def saved(self, t: Tracked) -> None:
+        """On save: the text is linted already (diagnostics follow the editor's text), so
+        its diagnostics are published again, and linted anew only when its config file
+        changed on disk meanwhile (for clients that do not watch files) or its lint is
+        still waiting out the pause after typing."""
+        latest = t.latest
+        if latest is not None and latest.snapshot.generation == t.generation:
+            snapshot = latest.snapshot
+            directory = snapshot.path.parent if snapshot.path else snapshot.root
+            if self.configs.fresh(directory):
+                self.publish(t, latest)
+                return
+            t.generation += 1
+        elif t.started and t.task is not None and not t.task.done():
+            return  # the lint under way publishes
+        self.refresh(t, 0)
 
     async def current(self, key: str) -> Analysis | None:
         """The analysis of the document's text as it is now (linted now if need be)."""
@@ -546,7 +568,7 @@ def create_server() -> TorchlintServer:
         if unquote(uri).rsplit("/", 1)[-1] in CONFIG_FILES:
             server.relint_all(reload=True)
         elif (t := server.tracked.get(uri)) is not None:
-            server.refresh(t, 0)
+            server.saved(t)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
@@ -563,7 +585,7 @@ def create_server() -> TorchlintServer:
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
     def notebook_did_save(params: types.DidSaveNotebookDocumentParams) -> None:
         if (t := server.tracked.get(params.notebook_document.uri)) is not None:
-            server.refresh(t, 0)
+            server.saved(t)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(params: types.DidCloseNotebookDocumentParams) -> None:

@@ -87,6 +87,11 @@ class Configs:
     def clear(self) -> None:
         self._cache.clear()
 
+    def fresh(self, directory: Path) -> bool:
+        """Whether the config last read for `directory` is still what is on disk."""
+        cached = self._cache.get(directory)
+        return cached is not None and cached[0] == _stamps(directory)
+
     def config(self, directory: Path, root: Path) -> Config:
         """The config for files in `directory` (ConfigError if it is invalid); with none
         found, the defaults, with patterns relative to `root` (the workspace folder)."""
