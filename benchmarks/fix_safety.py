@@ -27,6 +27,10 @@ ran into one that fails (exit 1 if any):
                          then raise ValueError when the loader is built).
   explicit-arg           an explicit argument the code relies on, removed or changed:
                          `set_to_none=False` in a file that updates `.grad` in place.
+  bias-read              `bias=False` added to a layer while the file, or a Python file
+                         beside it (a model defined in one file, initialised in another),
+                         uses some module's `.bias` without testing it for None first
+                         (`m.bias.data.zero_()`, `init.constant_(m.bias, 0)` fail on None).
   syntax                 a fixed file that no longer parses.
 
 Locations are those of the original files, as ecosystem.py writes them
@@ -46,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +68,7 @@ KINDS = (
     "persistent-without-workers",
     "dataparallel-loss",
     "explicit-arg",
+    "bias-read",
     "syntax",
 )
 
@@ -284,7 +289,71 @@ def is_loss(module: Module, target: ast.expr) -> str | None:
 # -- the check ------------------------------------------------------------------------------
 
 
-def check(before: str, after: str, labels: list[str], path: str, notebook: bool) -> list[Violation]:
+def bias_reads(tree: ast.AST) -> list[int]:
+    """Lines that use some module's `.bias` (not `self.bias`) other than to test it: not
+    compared with None, not under an `if`/`and` whose test mentions `bias`."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def guarded(node: ast.AST) -> bool:
+        child, parent = node, parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.Compare):
+                return True
+            tests = []
+            if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test:
+                tests.append(parent.test)
+            if isinstance(parent, ast.BoolOp):
+                tests += (
+                    parent.values[: parent.values.index(child)] if child in parent.values else []
+                )
+            if any("bias" in ast.unparse(t) for t in tests):
+                return True
+            child, parent = parent, parents.get(id(parent))
+        return False
+
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "bias"
+        and isinstance(node.ctx, ast.Load)
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        and not guarded(node)
+    ]
+
+
+def bias_removed(
+    old: ast.Module, new: ast.Module, readers: list[str], where: Callable[[ast.expr], str]
+) -> list[Violation]:
+    """`bias=False` added to a call while some code nearby uses `.bias` unguarded."""
+    if not readers:
+        return []
+    before = Counter(ast.unparse(c) for c in ast.walk(old) if isinstance(c, ast.Call))
+    out = []
+    for call in (c for c in ast.walk(new) if isinstance(c, ast.Call)):
+        value = keyword(call, "bias")
+        if not (isinstance(value, ast.Constant) and value.value is False):
+            continue
+        if before[ast.unparse(call)] > 0:
+            continue  # there before the fix
+        out.append(
+            Violation(
+                "bias-read",
+                where(call),
+                f"`bias=False` added, but {readers[0]} uses `.bias` without a None test",
+            )
+        )
+    return out
+
+
+def check(
+    before: str,
+    after: str,
+    labels: list[str],
+    path: str,
+    notebook: bool,
+    bias_readers: Sequence[str] = (),
+) -> list[Violation]:
     """Every unsafe edit between the original and the fixed program of one file."""
     try:
         old = ast.parse(before)
@@ -363,6 +432,8 @@ def check(before: str, after: str, labels: list[str], path: str, notebook: bool)
                 )
             )
     found += explicit_args(old, new, before, where)
+    readers = [f"line {n} of this file" for n in bias_reads(old)] + list(bias_readers)
+    found += bias_removed(old, new, readers, where)
     return found
 
 
@@ -395,6 +466,13 @@ def explicit_args(
                 )
             )
     return out
+
+
+def bias_reads_of(path: Path) -> list[int]:
+    try:
+        return bias_reads(ast.parse(path.read_text(encoding="utf-8", errors="replace")))
+    except SyntaxError:
+        return []
 
 
 def copy(dirs: list[Path], into: Path) -> list[Path]:
@@ -443,7 +521,15 @@ def main(argv: list[str] | None = None) -> int:
                 before, labels = program(source)
                 after, _ = program(file)
                 path = file.relative_to(work).as_posix()
-                violations += check(before, after, labels, path, file.suffix == ".ipynb")
+                neighbours = [
+                    f"{other.name}:{n}"
+                    for other in sorted(source.parent.glob("*.py"))
+                    if other != source
+                    for n in bias_reads_of(other)
+                ]
+                violations += check(
+                    before, after, labels, path, file.suffix == ".ipynb", neighbours
+                )
         seconds = time.perf_counter() - started
     finally:
         if args.keep:

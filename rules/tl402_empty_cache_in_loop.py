@@ -37,11 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
+from torchlint.edits import lone_expression
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
+from torchlint.semantic import TorchModule
 from torchlint.semantic.loops import is_periodic
 
 
@@ -58,7 +57,7 @@ class EmptyCacheInLoop(Rule):
                 continue
             if is_periodic(call):
                 continue
-            statement = _lone_call_statement(call)
+            statement = lone_expression(call.ctx.statement, call.node)
             yield self.diagnostic(
                 call.node,
                 "`torch.cuda.empty_cache()` on every step hands cached blocks back to the "
@@ -68,16 +67,3 @@ class EmptyCacheInLoop(Rule):
                 if statement is not None
                 else None,
             )
-
-
-def _lone_call_statement(call: CallSite) -> cst.SimpleStatementLine | None:
-    """The statement line when it is exactly `torch.cuda.empty_cache()`."""
-    stmt = call.ctx.statement
-    if (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and stmt.body[0].value is call.node
-    ):
-        return stmt
-    return None

@@ -59,24 +59,6 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, TorchModule
 from torchlint.semantic.syntax import contains, dotted_name
 
-LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
-LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
-
-
-def uses_reduced_precision(module: TorchModule) -> bool:
-    """autocast, GradScaler, `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed."""
-    for qualname in module.qualnames_called:
-        last = qualname.rsplit(".", 1)[-1]
-        if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
-            return True
-    if module.method_calls(*LOW_PRECISION_METHODS):
-        return True
-    return any(
-        module.resolve(arg.value, c.scope) in LOW_PRECISION
-        for c in module.calls
-        for arg in c.node.args
-    )
-
 
 class TrainingWithoutMixedPrecision(Rule):
     code = "TL501"
@@ -86,10 +68,14 @@ class TrainingWithoutMixedPrecision(Rule):
     tokens = ("cuda", "accelerator")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or uses_reduced_precision(module):
+        if module.managed or module.reduced_precision:
             return
         for loop in module.step_loops:
-            model_calls = [c for c in module.network_calls(loop) if _on_gpu(module, c)]
+            model_calls = [
+                c
+                for c in module.network_calls(loop)
+                if (site := module.model_called(c)) is not None and module.on_gpu(site)
+            ]
             if not model_calls:
                 continue
             yield self.diagnostic(
@@ -99,13 +85,6 @@ class TrainingWithoutMixedPrecision(Rule):
                 "tensor cores (often 2-3x faster) and activations take half the memory",
                 fix=_wrap(module, loop, model_calls),
             )
-
-
-def _on_gpu(module: TorchModule, call: CallSite) -> bool:
-    site = module.model_called(call)
-    return site is not None and any(
-        (device := module.move(m)) is not None and device.is_gpu for m in site.moves
-    )
 
 
 def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:

@@ -20,7 +20,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL201", "TL202", "TL203",
-    "TL301", "TL303", "TL304", "TL401", "TL402", "TL403", "TL404", "TL501",
+    "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404", "TL501", "TL503",
+    "TL601", "TL602", "TL604", "TL605", "TL606",
 ]  # fmt: skip
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 CUDA, ACCEL, UNKNOWN = DeviceKind.CUDA, DeviceKind.ACCELERATOR, DeviceKind.UNKNOWN
@@ -64,11 +65,11 @@ ROWS = [
         "accelerator device: a GPU for every rule",
         """
         device = torch.accelerator.current_accelerator()
-        model = Net()
+        model = Net()  # expect: TL606
         model.to(device)  # expect: TL301
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4)  # expect: TL202
-        for x, y in loader:  # expect: TL501
+        for x, y in loader:  # expect: TL501, TL503, TL601
             x, y = x.to(device), y.to(device)
             loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad()
@@ -86,11 +87,11 @@ ROWS = [
         parser = argparse.ArgumentParser()
         parser.add_argument("--local_rank", type=int, default=0)
         args = parser.parse_args()
-        model = Net()
+        model = Net()  # expect: TL606
         model.to(f"cuda:{args.local_rank}")  # expect: TL301
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
-        for x, y in loader:  # expect: TL501
+        for x, y in loader:  # expect: TL501, TL503, TL601
             loss = F.cross_entropy(model(x), y)  # expect: TL101
             optimizer.zero_grad()
             loss.backward()
@@ -138,13 +139,13 @@ ROWS = [
     Row(
         "losses moved to CUDA are not models",
         """
-        model = Net().cuda()  # expect: TL301
+        model = Net().cuda()  # expect: TL301, TL606
         criterion = nn.CrossEntropyLoss().cuda()
         adversarial_loss = nn.BCELoss()
         adversarial_loss.cuda()
-        optimizer = torch.optim.Adam(model.parameters())
+        optimizer = torch.optim.Adam(model.parameters())  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
-        for x, y in loader:  # expect: TL501
+        for x, y in loader:  # expect: TL501, TL503, TL601
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
             loss = criterion(model(x), y) + adversarial_loss(model(x).sigmoid(), y)
             optimizer.zero_grad()
@@ -174,11 +175,11 @@ ROWS = [
     Row(
         "a scheduler steps once per epoch: not an optimizer",
         """
-        model = Net().cuda()  # expect: TL301
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net().cuda()  # expect: TL301, TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
-        for epoch in range(10):
+        for epoch in range(10):  # expect: TL503, TL601
             for x, y in loader:  # expect: TL501
                 x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
                 loss = F.cross_entropy(model(x), y)
@@ -203,11 +204,11 @@ ROWS = [
                 self._optimizer.step()
 
 
-        model = Net().cuda()  # expect: TL301
-        optimizer = ScheduledOptim(torch.optim.Adam(model.parameters()), 4000)
+        model = Net().cuda()  # expect: TL301, TL606
+        optimizer = ScheduledOptim(torch.optim.Adam(model.parameters()), 4000)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
         total = 0.0
-        for epoch in range(10):
+        for epoch in range(10):  # expect: TL503, TL601
             for x, y in loader:  # expect: TL501
                 x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
                 loss = F.cross_entropy(model(x), y)
@@ -224,12 +225,12 @@ ROWS = [
         class Trainer:
             def __init__(self, dataset):
                 self.device = torch.device("cuda")
-                self.model = Net().to(self.device)  # expect: TL301
+                self.model = Net().to(self.device)  # expect: TL301, TL606
                 self.loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
-                self.optimizer = torch.optim.Adam(self.model.parameters())
+                self.optimizer = torch.optim.Adam(self.model.parameters())  # expect: TL605
 
             def train(self):
-                for inputs, targets in self.loader:  # expect: TL501
+                for inputs, targets in self.loader:  # expect: TL501, TL503, TL601
                     loss = F.cross_entropy(self.model(inputs), targets)  # expect: TL101
                     self.optimizer.zero_grad()
                     loss.backward()
@@ -246,10 +247,10 @@ ROWS = [
             return x
 
 
-        model = Net().cuda()  # expect: TL301
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net().cuda()  # expect: TL301, TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
-        for x, y in loader:  # expect: TL501
+        for x, y in loader:  # expect: TL501, TL503, TL601
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
             loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad()
@@ -264,10 +265,10 @@ ROWS = [
         rank = int(os.environ["RANK"])
         local_rank = int(os.environ["LOCAL_RANK"])
         device = torch.device(f"cuda:{rank}")
-        model = Net().cuda(local_rank)  # expect: TL301
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net().cuda(local_rank)  # expect: TL301, TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4)  # expect: TL202
-        for x, y in loader:  # expect: TL501
+        for x, y in loader:  # expect: TL501, TL503, TL601
             x = x.to(device)
             y = y.cuda(local_rank)
             mask = torch.ones(64, 10).to(device)  # expect: TL104
@@ -281,13 +282,13 @@ ROWS = [
     Row(
         "loader rules on a CUDA training script",
         """
-        model = Net().cuda()  # trained on batches of 8 (and 1): not worth spreading (TL301)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net().cuda()  # expect: TL606 (batches of 8 and 1: not worth spreading, TL301)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         small = DataLoader(dataset, batch_size=8)  # expect: TL001, TL201, TL202
         default = DataLoader(dataset, num_workers=2, pin_memory=True)  # expect: TL002, TL203
         val_loader = DataLoader(dataset, batch_size=256, num_workers=2)  # expect: TL203
         total = 0.0
-        for epoch in range(3):
+        for epoch in range(3):  # expect: TL503, TL601
             for x, y in small:  # expect: TL501
                 x, y = x.cuda(), y.cuda()
                 loss = F.cross_entropy(model(x), y)
@@ -319,8 +320,8 @@ ROWS = [
 
         dist.init_process_group("nccl")
         local_rank = int(os.environ["LOCAL_RANK"])
-        model = DDP(Net().cuda(local_rank), device_ids=[local_rank])
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = DDP(Net().cuda(local_rank), device_ids=[local_rank])  # expect: TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         sampler = DistributedSampler(dataset)  # expect: TL304
         loader = DataLoader(
             dataset, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True,
@@ -329,7 +330,7 @@ ROWS = [
         plain = DataLoader(  # expect: TL303
             dataset, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True,
         )
-        for epoch in range(3):
+        for epoch in range(3):  # expect: TL503, TL601
             for x, y in loader:  # expect: TL501
                 loss = F.cross_entropy(model(x), y)
                 optimizer.zero_grad()
@@ -343,6 +344,53 @@ ROWS = [
         """,
         devices={"Net()": CUDA},
         models={"model": NETWORK},
+    ),
+    Row(
+        "mixed-precision CNN with determinism forced: the backend rules agree (TL601 yields)",
+        """
+        torch.backends.cudnn.deterministic = True  # expect: TL602
+        model = Net().cuda()  # expect: TL301, TL604, TL606
+        optimizer = torch.optim.AdamW(model.parameters())  # expect: TL605
+        scaler = torch.amp.GradScaler("cuda")
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
+        for epoch in range(3):
+            for x, y in loader:
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+        devices={"Net()": CUDA},
+        models={"model": NETWORK},
+        steps={"scaler.step(optimizer)": True},
+    ),
+    Row(
+        "gradient accumulation under DDP, and the same loop on a plain model",
+        """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        local_rank = int(os.environ["LOCAL_RANK"])
+        model = DDP(Net().cuda(local_rank), device_ids=[local_rank])  # expect: TL606
+        single = Net().cuda()
+        optimizer = torch.optim.SGD([*model.parameters(), *single.parameters()])  # expect: TL605
+        for step, (x, y) in enumerate(loader):  # expect: TL501, TL503, TL601
+            loss = F.cross_entropy(model(x.cuda(local_rank)), y.cuda(local_rank)) / 4
+            loss.backward()  # expect: TL305
+            if (step + 1) % 4 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        for step, (x, y) in enumerate(loader):  # expect: TL501
+            loss = F.cross_entropy(single(x.cuda()), y.cuda()) / 4
+            loss.backward()
+            if (step + 1) % 4 == 0:
+                optimizer.step()
+        """,
+        devices={"Net()": CUDA},
+        models={"model": NETWORK, "single": NETWORK},
+        steps={"optimizer.step()": True},
     ),
 ]
 

@@ -241,3 +241,19 @@ def test_fix_edits_only_for_the_findings_asked_for():
     assert [bool(v.fix and v.fix.edits) for v in some] == [False, True]
     assert some[1].fix == everything[1].fix
     assert [(v.code, v.line, v.column) for v in some][1] == second
+
+
+def test_a_rule_pattern_narrows_its_tokens(monkeypatch):
+    """A file with a token but without the rule's pattern is never parsed for it."""
+
+    class Narrow(_EveryLoader):
+        pattern = re.compile(r"DataLoader\(ds\b")
+
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        linter, "parse", lambda source, path: parsed.append(path) or cst.parse_module(source)
+    )
+    narrow = Linter([Narrow()], Settings(options=default_options()))
+    assert narrow.lint(HEADER + "x = DataLoader(other)\n", "skipped.py") == []
+    assert [v.line for v in narrow.lint(HEADER + "x = DataLoader(ds)\n", "read.py")] == [3]
+    assert parsed == ["read.py"]

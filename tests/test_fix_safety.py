@@ -122,3 +122,32 @@ def test_notebook_program_keeps_cell_lines(tmp_path):
     assert labels[lines.index("import torch")] == "cell 2:2"
     assert labels[lines.index("x = torch.zeros(1)")] == "cell 4:1"
     compile(text, "n.ipynb", "exec")
+
+
+BIAS = """\
+conv = torch.nn.Conv2d(3, 8, 3{})
+bn = torch.nn.BatchNorm2d(8)
+{}
+"""
+
+
+@pytest.mark.parametrize(
+    ("uses", "expected"),
+    [
+        ("conv.bias.data.zero_()", [("bias-read", "t.py:3")]),
+        ("torch.nn.init.zeros_(conv.bias)", [("bias-read", "t.py:3")]),
+        ("if conv.bias is not None:\n    conv.bias.data.zero_()", []),
+        ("ok = hasattr(conv, 'bias') and conv.bias.sum()", []),
+        ("", []),
+    ],
+)
+def test_bias_removed_where_the_code_uses_it(uses, expected):
+    assert kinds(BIAS.format("", uses), BIAS.format(", bias=False", uses)) == expected
+
+
+def test_bias_used_in_a_neighbouring_file():
+    before, after = HEAD + BIAS.format("", ""), HEAD + BIAS.format(", bias=False", "")
+    labels = [str(n) for n in range(1, before.count("\n") + 2)]
+    found = fs.check(before, after, labels, "t.py", False, ["init.py:4"])
+    assert [(v.kind, v.where) for v in found] == [("bias-read", "t.py:3")]
+    assert "init.py:4" in found[0].message

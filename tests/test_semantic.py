@@ -507,3 +507,118 @@ def test_loader_options_set_on_some_paths():
     assert loader.maybe == {"num_workers", "pin_memory"}
     assert second.passes("batch_size") and not second.passes("shuffle")
     assert inside.passes("num_workers") and inside.passes("pin_memory")  # under the same if
+
+
+# -- module settings, conditions, layers ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "found"),
+    [
+        ("import torch\ntorch.backends.cudnn.benchmark = True\n", ["True"]),
+        ("import torch.backends.cudnn as cudnn\ncudnn.benchmark = flag\n", ["flag"]),
+        ("from torch.backends import cudnn\ndef f():\n    cudnn.benchmark = False\n", ["False"]),
+        ("import torch as T\na = T.backends.cudnn.benchmark = b = True\n", ["True"]),
+        # not the module attribute: a local object, a shadowed name, an unpacking
+        ("class C: pass\ncudnn = C()\ncudnn.benchmark = True\n", []),
+        ("import torch\ndef f(torch):\n    torch.backends.cudnn.benchmark = True\n", []),
+        ("import torch\ntorch.backends.cudnn.benchmark, x = True, 1\n", []),
+    ],
+)
+def test_stores_to_module_attributes(code, found):
+    model = model_of(code)
+    stores = model.stores_to("torch.backends.cudnn.benchmark")
+    assert [model.module.code_for_node(s.value) for s in stores] == found
+
+
+def test_conditional_statements():
+    model = model_of(
+        "import torch\n"
+        "torch.a = 1\n"
+        "if args.debug:\n    torch.b = 1\n"
+        "if torch.cuda.is_available():\n    torch.g = 1\n"
+        'if __name__ == "__main__":\n    torch.c = 1\n'
+        "def debug():\n    torch.d = 1\n"
+        "def setup():\n    torch.e = 1\n"
+        "def never_called():\n    torch.f = 1\n"
+        "if args.debug:\n    debug()\n"
+        "setup()\n"
+    )
+    conditional = {
+        s.qualname: model.conditional(s.ctx)
+        for s in model.stores_to(*(f"torch.{n}" for n in "abcdefg"))
+    }
+    assert conditional == {
+        "torch.a": False,
+        "torch.b": True,
+        "torch.c": False,
+        "torch.d": True,
+        "torch.e": False,
+        "torch.f": False,
+        "torch.g": False,
+    }
+
+
+def test_layers_and_convolutional_networks():
+    model = model_of(
+        "import torch.nn as nn\n"
+        "import torchvision\n"
+        "def block(i, o):\n"
+        "    return [nn.Conv2d(i, o, 3), nn.BatchNorm2d(o)]\n"
+        "class Base(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.head = nn.Linear(8, 2)\n"
+        "class Net(Base):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        def inner():\n"
+        "            return nn.GRU(4, 4)\n"
+        "        self.body = nn.Sequential(*block(3, 8), inner())\n"
+        "class Mlp(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 4)\n"
+        "net = Net()\n"
+        "mlp = Mlp()\n"
+        "seq = nn.Sequential(nn.Conv1d(1, 2, 3))\n"
+        "resnet = torchvision.models.resnet18()\n"
+        "vit = torchvision.models.vit_b_16()\n"
+        "class Pair(nn.Module):\n"
+        "    def __init__(self, encoder, head):\n"
+        "        super().__init__()\n"
+        "        self.encoder, self.head = encoder, head\n"
+        "pair = Pair(seq, mlp)\n"
+    )
+    sites = {site.name: site for site in model.models}
+    assert model.networks.layers(sites["net"]) == {
+        "Conv2d",
+        "BatchNorm2d",
+        "GRU",
+        "Sequential",
+        "Linear",
+    }
+    convolutional = {n: model.networks.convolutional(s) for n, s in sites.items() if "." not in n}
+    assert convolutional == {
+        "net": True,
+        "mlp": False,
+        "seq": True,
+        "resnet": True,
+        "vit": False,
+        "pair": True,
+    }
+
+
+def test_trained_on_gpu_and_reduced_precision():
+    code = (
+        "import torch\nimport torch.nn as nn\n"
+        "gpu = nn.Linear(2, 2).cuda()\ncpu = nn.Linear(2, 2)\n"
+        "opt = torch.optim.SGD([*gpu.parameters(), *cpu.parameters()], lr=0.1)\n"
+        "for x in data:\n"
+        "    loss = gpu(x).sum() + cpu(x).sum()\n    loss.backward()\n    opt.step()\n"
+    )
+    model = model_of(code)
+    assert [s.name for s in model.trained_on_gpu] == ["gpu"]
+    assert not model.reduced_precision
+    assert model_of(code + "y = x.to(torch.bfloat16)\n").reduced_precision
+    assert model_of(code + "scaler = torch.amp.GradScaler()\n").reduced_precision

@@ -113,6 +113,21 @@ def expression(dotted: str) -> cst.BaseExpression:
     return node
 
 
+def lone_expression(
+    statement: cst.CSTNode | None, node: cst.BaseExpression
+) -> cst.SimpleStatementLine | None:
+    """The statement line when it is exactly the expression `node` (a call made for its
+    effect), the line a fix may remove."""
+    if (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and statement.body[0].value is node
+    ):
+        return statement
+    return None
+
+
 def code(node: cst.CSTNode) -> str:
     """The source text of a node (outside its module: default whitespace conventions)."""
     return _EMPTY.code_for_node(node)

@@ -252,7 +252,12 @@ def _check_compiles(new_text: str, old_text: str, path: str) -> None:
 
 def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
     """The rules that may have something to say about this text (a cheap test)."""
-    return [r for r in rules if any(token in source for token in r.tokens)]
+    return [
+        r
+        for r in rules
+        if any(token in source for token in r.tokens)
+        and (r.pattern is None or r.pattern.search(source))
+    ]
 
 
 def _diagnostics(

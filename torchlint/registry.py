@@ -15,6 +15,7 @@ FAMILIES = {
     "TL3": "multi-GPU",
     "TL4": "syncs and memory",
     "TL5": "precision",
+    "TL6": "backends and kernels",
 }
 
 

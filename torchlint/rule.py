@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ class Rule:
     # The file must contain one of these strings for the rule to have anything to say;
     # files that contain none for every selected rule are never parsed.
     tokens: ClassVar[tuple[str, ...]] = ("torch",)
+    # A narrower cheap test, for a rule whose tokens are common in files it has nothing
+    # to say about: the file (that has a token) must also match this expression.
+    pattern: ClassVar[re.Pattern[str] | None] = None
     # Options read from the configuration: kebab-case name -> default value.
     options: ClassVar[dict[str, Any]] = {}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -40,6 +42,11 @@ class Facts:
     calls_by_method: dict[str, list[CallSite]] = field(default_factory=dict)
     # `x[key] = v` (v is None for `x[key] += v`), and where it is.
     item_stores: list[tuple[cst.Subscript, cst.BaseExpression | None, Context]] = field(
+        default_factory=list
+    )
+    following: dict[int, cst.BaseStatement] = field(default_factory=dict)  # id(stmt) -> next
+    # `a.b.c = v` (a whole target, not an unpacking), and where it is.
+    attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, Context]] = field(
         default_factory=list
     )
 
@@ -170,6 +177,8 @@ class _Builder(cst.CSTVisitor):
             binding = Binding(placeholder, kind, node, self._ctx(), value, source, path=path)
             self.pending.append(_PendingAttribute(target, binding))
             self._record(binding)
+            if kind is Kind.ASSIGN and value is not None and not path:
+                self.facts.attribute_stores.append((target, value, self._ctx()))
         elif isinstance(target, cst.Subscript):
             stored = value if kind is Kind.ASSIGN and not path else None
             self.facts.item_stores.append((target, stored, self._ctx()))
@@ -353,6 +362,16 @@ class _Builder(cst.CSTVisitor):
 
     def leave_GeneratorExp(self, original_node: cst.GeneratorExp) -> None:
         self._leave()
+
+    def _block(self, body: Sequence[cst.BaseStatement]) -> None:
+        for first, second in itertools.pairwise(body):
+            self.facts.following[id(first)] = second
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._block(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._block(node.body)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._push(self.statement, node)

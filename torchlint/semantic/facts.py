@@ -53,6 +53,17 @@ class CallSite:
         return self.ctx.scope
 
 
+@dataclass(frozen=True, eq=False)
+class Store:
+    """`a.b.c = value` where `a.b.c` resolves through the imports to a module attribute
+    (`cudnn.benchmark = True` -> `torch.backends.cudnn.benchmark`)."""
+
+    qualname: str
+    target: cst.Attribute
+    value: cst.BaseExpression
+    ctx: Context
+
+
 @dataclass(eq=False)
 class Loop:
     node: cst.For | cst.While

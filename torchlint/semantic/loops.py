@@ -177,11 +177,11 @@ class Training:
         for call in self.facts.calls:
             if call.node.args and self._built(call.node, call.scope, 0) == OPTIMIZER:
                 for arg in call.node.args:
-                    for site in self._parameters_of(arg.value, call.scope):
+                    for site in self.parameters_of(arg.value, call.scope):
                         found.add(id(site))
         return found
 
-    def _parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[ModelSite]:
+    def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[ModelSite]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""
         out: list[ModelSite] = []
         stack = [node]

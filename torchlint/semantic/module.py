@@ -12,7 +12,7 @@ import libcst as cst
 from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
-from torchlint.semantic.facts import CallSite, Context, Loop
+from torchlint.semantic.facts import CallSite, Context, Loop, Store
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training, is_periodic
@@ -23,6 +23,8 @@ from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
+LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
+LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
@@ -136,6 +138,62 @@ class TorchModule:
             for p in MANAGED_PREFIXES
         )
 
+    @cached_property
+    def reduced_precision(self) -> bool:
+        """The file computes in reduced precision somewhere: autocast, a GradScaler,
+        `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed to a call."""
+        for qualname in self.qualnames_called:
+            last = qualname.rsplit(".", 1)[-1]
+            if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
+                return True
+        if self.method_calls(*LOW_PRECISION_METHODS):
+            return True
+        return any(
+            self.resolve(arg.value, c.scope) in LOW_PRECISION
+            for c in self.calls
+            for arg in c.node.args
+        )
+
+    # -- module attributes set ---------------------------------------------------------
+
+    @cached_property
+    def _stores(self) -> dict[str, list[Store]]:
+        found: dict[str, list[Store]] = {}
+        for target, value, ctx in self.facts.attribute_stores:
+            qualname = ctx.scope.resolve(target)
+            if qualname is not None:
+                found.setdefault(qualname, []).append(Store(qualname, target, value, ctx))
+        return found
+
+    def stores_to(self, *qualnames: str) -> list[Store]:
+        """Assignments to these module attributes, through the imports
+        (`cudnn.benchmark = True` with `from torch.backends import cudnn`), in source order."""
+        return [s for q in qualnames for s in self._stores.get(q, ())]
+
+    def conditional(self, ctx: Context, node: cst.CSTNode | None = None, _depth: int = 0) -> bool:
+        """The statement of `ctx` (and `node` in it) runs only when a condition holds:
+        under an `if` other than the main guard or a test that a GPU is there
+        (`if torch.cuda.is_available():`, the premise of every GPU rule), in a branch of
+        `a if c else b` or after `c and`/`c or`, or in a function every call of which (in
+        this file) is conditional. A function the file never calls is not conditional."""
+        if any(not _main_guard(i) and not self._gpu_present(i.test, ctx.scope) for i in ctx.ifs):
+            return True
+        if node is not None and ctx.statement is not None and _branch(ctx.statement, node):
+            return True
+        function = ctx.function
+        if function is None or _depth > 2:
+            return False
+        callers = self.functions.callers(function)
+        return bool(callers) and all(
+            self.conditional(c.ctx, c.node, _depth + 1) for c, _ in callers
+        )
+
+    def _gpu_present(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        return isinstance(test, cst.Call) and self.resolve(test.func, scope) in (
+            "torch.cuda.is_available",
+            "torch.accelerator.is_available",
+        )
+
     # -- devices ---------------------------------------------------------------------
 
     def device(self, node: cst.CSTNode, scope: Scope) -> Device | None:
@@ -199,6 +257,22 @@ class TorchModule:
                     found.setdefault(id(site), []).append(call)
         return found
 
+    def on_gpu(self, site: ModelSite) -> bool:
+        """A move of the model goes to a GPU (CUDA or an accelerator, on some branch)."""
+        return any((d := self.move(m)) is not None and d.is_gpu for m in site.moves)
+
+    @cached_property
+    def trained_on_gpu(self) -> list[ModelSite]:
+        """The networks a step loop of this file calls that are moved to a GPU, in the
+        order the loops call them."""
+        found: dict[int, ModelSite] = {}
+        for loop in self.step_loops:
+            for call in self.network_calls(loop):
+                site = self.model_called(call)
+                if site is not None and id(site) not in found and self.on_gpu(site):
+                    found[id(site)] = site
+        return list(found.values())
+
     def method_calls_on(self, site: ModelSite) -> list[CallSite]:
         """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
         return self._method_calls_on_models.get(id(site), [])
@@ -214,6 +288,14 @@ class TorchModule:
     def optimized(self, site: ModelSite) -> bool:
         """The model's parameters are handed to an optimizer in this file."""
         return id(site) in self._optimized
+
+    def optimizer_models(self, call: CallSite) -> list[ModelSite]:
+        """The models whose `.parameters()` a call (an optimizer's construction) is given."""
+        return [
+            site
+            for arg in call.node.args
+            for site in self.training.parameters_of(arg.value, call.scope)
+        ]
 
     @cached_property
     def _trained(self) -> set[int]:
@@ -531,6 +613,10 @@ class TorchModule:
     def assigned_values(self, node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
         return [b.value for b in self.bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
 
+    def next_statement(self, statement: cst.CSTNode) -> cst.BaseStatement | None:
+        """The statement after this one in the same block, if any."""
+        return self.facts.following.get(id(statement))
+
     def binding_of(self, value: cst.CSTNode) -> Binding | None:
         """The assignment that binds exactly this expression (`x = <value>`)."""
         return self.facts.by_value.get(id(value))
@@ -557,6 +643,20 @@ def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         n = stack.pop()
         yield n
         stack.extend(children(n))
+
+
+def _branch(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """`node` is in a branch of a conditional expression or past the first operand of
+    `and`/`or` in the statement's own expressions (nested blocks not searched)."""
+    stack = [n for n in children(statement) if not isinstance(n, cst.BaseSuite)]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.IfExp) and (contains(n.body, node) or contains(n.orelse, node)):
+            return True
+        if isinstance(n, cst.BooleanOperation) and contains(n.right, node):
+            return True
+        stack.extend(c for c in children(n) if not isinstance(c, cst.BaseSuite))
+    return False
 
 
 def _main_guard(node: cst.If) -> bool:

@@ -5,14 +5,15 @@ and whether it takes sequences first (recurrent and transformer layers without
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
+from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import ZOO_PREFIXES, ModelKind, Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
-from torchlint.semantic.syntax import MISSING, argument, bool_value, keyword
+from torchlint.semantic.syntax import MISSING, argument, bool_value, children, keyword
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 6
@@ -31,6 +32,20 @@ SEQUENCE_FIRST = (
     "torch.nn.MultiheadAttention",
 )
 CONTAINERS = ("torch.nn.Sequential", "torch.nn.ModuleList")
+CONVOLUTIONS = frozenset(
+    f"{prefix}{kind}{dims}d"
+    for prefix in ("", "Lazy")
+    for kind in ("Conv", "ConvTranspose")
+    for dims in (1, 2, 3)
+)
+# torchvision architectures built mostly of 2-d convolutions (the vision transformers,
+# swin_* and maxvit_*, are not); the detection, segmentation and video models have
+# convolutional backbones.
+CONVOLUTIONAL_ZOO = (
+    "alexnet", "convnext", "densenet", "efficientnet", "googlenet", "inception", "mnasnet",
+    "mobilenet", "regnet", "resnet", "resnext", "shufflenet", "squeezenet", "vgg",
+    "wide_resnet",
+)  # fmt: skip
 
 
 def _conv(dims: int) -> Count:
@@ -106,6 +121,83 @@ class Networks:
         self.values = values
         self.models = models
         self._classes: dict[int, int | None] = {}
+        self._calls_in: dict[int, list[CallSite]] | None = None  # id(class/def) -> calls
+        self._layers: dict[int, frozenset[str]] = {}
+
+    def layers(self, site: ModelSite) -> frozenset[str]:
+        """The `torch.nn` layers the network is built from (`"Conv2d"`, `"Linear"`), as
+        far as the file shows them: the layers its construction passes, those a class of
+        this file (its bases, the classes and functions it calls, nested functions
+        included) builds, and those of the models passed to its construction. A model
+        from elsewhere shows none."""
+        return self._site_layers(site, 0)
+
+    def _site_layers(self, site: ModelSite, depth: int) -> frozenset[str]:
+        """The site's own layers, and those of the models its construction is given
+        (`Seq2Seq(encoder, decoder)`)."""
+        construction = site.construction
+        found = set(self._layers_in(construction.node, construction.scope, depth))
+        if depth < MAX_DEPTH:
+            for arg in construction.node.args:
+                given = self.models.of(arg.value, construction.scope)
+                if given is not None and given is not site:
+                    found |= self._site_layers(given, depth + 1)
+        return frozenset(found)
+
+    def convolutional(self, site: ModelSite) -> bool:
+        """The network convolves: a convolution layer in `layers`, or a torchvision
+        architecture built of convolutions."""
+        qualname = site.construction.qualname or ""
+        if qualname.startswith("torchvision.models."):
+            name = qualname.rsplit(".", 1)[-1]
+            return name.startswith(CONVOLUTIONAL_ZOO) or qualname.startswith(
+                ("torchvision.models.detection.", "torchvision.models.segmentation.")
+            )
+        return not CONVOLUTIONS.isdisjoint(self.layers(site))
+
+    def _layers_in(self, node: cst.CSTNode, scope: Scope, depth: int) -> frozenset[str]:
+        """The torch.nn layers built by the calls in `node`, following calls of this
+        file's classes and functions."""
+        found: set[str] = set()
+        for call in _calls(node):
+            found |= self._layers_of(call, scope, depth)
+        return frozenset(found)
+
+    def _layers_of(self, call: cst.Call, scope: Scope, depth: int) -> frozenset[str]:
+        qualname = scope.resolve(call.func)
+        if qualname is not None:
+            if qualname.startswith("torch.nn.") and not qualname.startswith("torch.nn.functional"):
+                return frozenset({qualname.rsplit(".", 1)[-1]})
+            return frozenset()
+        target = self.functions.definition(call.func, scope)
+        if target is None or not isinstance(target.node, (cst.ClassDef, cst.FunctionDef)):
+            return frozenset()
+        return self._layers_of_definition(target.node, depth + 1)
+
+    def _layers_of_definition(
+        self, node: cst.ClassDef | cst.FunctionDef, depth: int
+    ) -> frozenset[str]:
+        """What the calls in a class (its bases included) or a function build."""
+        key = id(node)
+        if key in self._layers:
+            return self._layers[key]
+        if depth > MAX_DEPTH:
+            return frozenset()
+        self._layers[key] = frozenset()  # while computing (recursion)
+        if self._calls_in is None:
+            self._calls_in = {}
+            for c in self.functions.facts.calls:
+                for owner in {id(c.ctx.class_), id(c.ctx.function)}:
+                    self._calls_in.setdefault(owner, []).append(c)
+        found: set[str] = set()
+        for c in self._calls_in.get(key, ()):
+            found |= self._layers_of(c.node, c.scope, depth)
+        if isinstance(node, cst.ClassDef):
+            for base in self.functions.scope_of(node).bases:
+                assert isinstance(base.node, cst.ClassDef)
+                found |= self._layers_of_definition(base.node, depth + 1)
+        self._layers[key] = frozenset(found)
+        return self._layers[key]
 
     def well_known(self, site: ModelSite) -> bool:
         """Built by a model zoo (torchvision, timm, torch.hub, `from_pretrained`)."""
@@ -237,6 +329,16 @@ class Networks:
             for b in symbol.bindings
             if b.value is not None
         )
+
+
+def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """The calls in `node`, itself included."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call):
+            yield n
+        stack.extend(children(n))
 
 
 def millions(count: int) -> str:

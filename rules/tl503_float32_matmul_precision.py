@@ -1,0 +1,105 @@
+"""TL503 float32-matmul-precision: float32 matrix multiplications without TF32.
+
+What: a training loop calls a network with matrix-multiplying layers (`Linear`,
+recurrent or transformer layers, attention, or a `from_pretrained` model) that is moved
+to a GPU, in a file that runs in float32 (no autocast, `.half()` or bfloat16) and never
+sets the matmul precision: no `torch.set_float32_matmul_precision(...)`, no
+`torch.backends.cuda.matmul.allow_tf32 = ...`, no `fp32_precision = ...`. Advice, so off
+by default (enable it with `--extend-select TL503`): it pays only on an Ampere or newer
+GPU (A100, RTX 30xx and later; older GPUs have no TF32), a fact known at run time, and
+some models need full float32 matmuls. Not reported with `--target-torch` below 1.12,
+where TF32 matmuls were on by default. Files managed by Lightning, Accelerate, DeepSpeed
+or the transformers Trainer are not checked (precision is their setting).
+
+Why: since PyTorch 1.12, float32 matrix multiplications run in full float32 precision
+by default. On Ampere and newer GPUs, TF32 tensor cores multiply float32 matrices with
+a 10-bit mantissa and float32 accumulation, typically several times faster;
+`torch.set_float32_matmul_precision("high")` allows them (convolutions already use TF32
+by default). The Performance Tuning Guide's "Enable Tensor cores" item shows this line.
+
+Bad:
+    model = Transformer().cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        ...
+
+Good:
+    torch.set_float32_matmul_precision("high")
+    model = Transformer().cuda()
+    ...
+
+Fix (unsafe): add `torch.set_float32_matmul_precision("high")` after the imports.
+Unsafe because matmul results change in the low bits (about three decimal digits of
+precision in the inputs), which some models (large reductions, physics simulations)
+do not tolerate.
+
+Sources: PyTorch Performance Tuning Guide, "Enable Tensor cores"; PyTorch docs,
+`torch.set_float32_matmul_precision`, CUDA semantics, "TensorFloat-32 (TF32) on Ampere
+(and later) devices".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchlint.fixes import Applicability, Definition, FixSafety, fix
+from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import ModelSite, TorchModule
+
+SET_PRECISION = "torch.set_float32_matmul_precision"
+SETTINGS = (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.fp32_precision",
+    "torch.backends.fp32_precision",
+)
+MATMUL_LAYERS = frozenset({
+    "Linear", "LazyLinear", "Bilinear", "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
+})  # fmt: skip
+
+
+class Float32MatmulPrecision(Rule):
+    code = "TL503"
+    name = "float32-matmul-precision"
+    fix_safety = FixSafety.UNSAFE
+    default_enabled = False
+    tokens = ("cuda", "accelerator")
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        target = module.target_torch
+        if module.managed or (target is not None and target < (1, 12)):
+            return
+        if (
+            module.reduced_precision
+            or module.calls_to(SET_PRECISION)
+            or module.stores_to(*SETTINGS)
+        ):
+            return
+        sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]
+        if not sites:
+            return
+        loop = next(
+            lp for lp in module.step_loops if any(module.model_called(c) in sites for c in lp.calls)
+        )
+        outermost = loop.ctx.loops[0] if loop.ctx.loops else loop
+        spelled, imp = module.spell(SET_PRECISION)
+        yield self.diagnostic(
+            outermost.node,
+            f"`{sites[0].name}` runs its float32 matmuls at full precision: on Ampere and "
+            'newer GPUs `torch.set_float32_matmul_precision("high")` lets them use TF32 '
+            "tensor cores, typically several times faster",
+            fix=fix(
+                'Call `torch.set_float32_matmul_precision("high")` after the imports',
+                Applicability.UNSAFE,
+                imports=[imp] if imp else [],
+                definitions=[Definition(SET_PRECISION, f'{spelled}("high")\n')],
+            ),
+        )
+
+
+def _multiplies(module: TorchModule, site: ModelSite) -> bool:
+    qualname = site.construction.qualname or ""
+    if qualname.startswith("transformers.") and qualname.endswith(".from_pretrained"):
+        return True
+    return not MATMUL_LAYERS.isdisjoint(module.networks.layers(site))
