@@ -1,9 +1,11 @@
 """action.yml, the composite GitHub Action, run step by step as a runner would.
 
-No GitHub runner here: the test evaluates the few `${{ }}` expressions the action
-uses, skips the `uses:` step (the SARIF upload) after checking its inputs, and runs
-every `run:` script with bash as GitHub does (`bash --noprofile --norc -eo pipefail`),
-including the real install of torchlint from the action's directory.
+No GitHub runner here: the test evaluates the `${{ }}` expressions and `if:` conditions
+the action uses (contexts, `==`/`!=`, `&&`, `!cancelled()`; step outcomes, and
+`continue-on-error` as GitHub applies it), stands in for the `uses:` steps (the pip
+cache, the SARIF upload) after checking their inputs, with the outcome the test asks
+for, and runs every `run:` script with bash as GitHub does (`bash --noprofile --norc
+-eo pipefail`), including the real install of torchlint from the action's directory.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import yaml
 
 from .conftest import LOADER, ROOT
 
-EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
-CONDITION = re.compile(r"^([\w.-]+) == '([^']*)'$")
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+COMPARISON = re.compile(r"^([\w.-]+) (==|!=) '([^']*)'$")
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+UPLOAD = "github/codeql-action/upload-sarif@v4"
+ANNOTATION = re.compile(r"^::(error|warning|notice) title=([^:]*)::(.*)$", re.M)
 
 
 def _lookup(context: dict[str, Any], path: str) -> str:
@@ -30,6 +34,25 @@ def _lookup(context: dict[str, Any], path: str) -> str:
     for part in path.split("."):
         value = value.get(part, "") if isinstance(value, dict) else ""
     return str(value)
+
+
+def _condition(context: dict[str, Any], text: str, failed: bool) -> bool:
+    """An `if:` as GitHub evaluates it; without a status function, `success()` is implied."""
+    if not text:
+        return not failed
+    match = EXPRESSION.fullmatch(text.strip())
+    terms = (match[1] if match else text).split(" && ")
+    status = False
+    result = True
+    for term in terms:
+        if term in ("!cancelled()", "always()"):
+            status = True  # nothing is cancelled here
+            continue
+        comparison = COMPARISON.match(term)
+        assert comparison, f"the emulator cannot evaluate {term!r}"
+        equal = _lookup(context, comparison[1]) == comparison[3]
+        result = result and (equal if comparison[2] == "==" else not equal)
+    return result and (status or not failed)
 
 
 class Runner:
@@ -40,61 +63,76 @@ class Runner:
         self.tmp, self.workspace, self.venv_dir = tmp, workspace, venv_dir
         self.summary = tmp / "step_summary.md"
         self.install: tuple[subprocess.CompletedProcess, dict] | None = None  # done once
+        self.failed = False  # whether the last run failed the job
 
-    def run(self, **inputs: str) -> tuple[list[subprocess.CompletedProcess], list[dict]]:
+    def run(
+        self,
+        event: dict[str, Any] | None = None,
+        upload_outcome: str = "success",
+        **inputs: str,
+    ) -> tuple[list[subprocess.CompletedProcess], list[dict]]:
+        """Run the steps (`event`: the workflow's event payload; `upload_outcome`: how
+        the SARIF upload ends). Returns the scripts run and the `uses:` steps reached."""
         defaults = {k: v.get("default", "") for k, v in ACTION["inputs"].items()}
         context: dict[str, Any] = {
             "inputs": {**defaults, **{k.replace("_", "-"): v for k, v in inputs.items()}},
-            "github": {"action_path": str(ROOT)},
+            "github": {
+                "action_path": str(ROOT),
+                "repository": "owner/project",
+                "event": event or {},
+            },
+            "runner": {"os": "Linux"},
             "steps": {},
         }
-        done, skipped = [], []
+
+        def expand(value: str) -> str:
+            return EXPRESSION.sub(lambda m: _lookup(context, m[1]), value)
+
+        done, reached = [], []
+        failed = False
         for step in ACTION["runs"]["steps"]:
-            if "if" in step:
-                match = CONDITION.match(step["if"])
-                assert match, f"the emulator cannot evaluate {step['if']!r}"
-                if _lookup(context, match[1]) != match[2]:
-                    continue
+            if not _condition(context, step.get("if", ""), failed):
+                context["steps"][step.get("id", "")] = {"outcome": "skipped", "outputs": {}}
+                continue
+            outputs: dict[str, str] = {}
             if step.get("id") == "install" and self.install is not None:
                 done.append(self.install[0])
-                context["steps"]["install"] = self.install[1]
-                continue
-            if "uses" in step:
-                with_ = {
-                    k: EXPRESSION.sub(lambda m: _lookup(context, m[1]), v)
-                    for k, v in step["with"].items()
-                }
-                skipped.append({"uses": step["uses"], "with": with_})
-                continue
-            output = self.tmp / f"output-{len(done)}"
-            output.write_text("")
-            env = {
-                k: EXPRESSION.sub(lambda m: _lookup(context, m[1]), v)
-                for k, v in step.get("env", {}).items()
-            }
-            result = subprocess.run(
-                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-                cwd=self.workspace,
-                env={
-                    **os.environ,
-                    **env,
-                    "RUNNER_TEMP": str(self.venv_dir),
-                    "GITHUB_OUTPUT": str(output),
-                    "GITHUB_STEP_SUMMARY": str(self.summary),
-                    "GITHUB_WORKSPACE": str(self.workspace),
-                },
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            done.append(result)
-            if result.returncode != 0:
-                break
-            pairs = [line.split("=", 1) for line in output.read_text().splitlines() if "=" in line]
-            context["steps"][step.get("id", "")] = {"outputs": dict(pairs)}
-            if step.get("id") == "install":
-                self.install = (result, context["steps"]["install"])
-        return done, skipped
+                outcome = "success"
+                outputs = self.install[1]
+            elif "uses" in step:
+                with_ = {k: expand(str(v)) for k, v in step["with"].items()}
+                reached.append({"uses": step["uses"], "with": with_})
+                outcome = upload_outcome if step["uses"] == UPLOAD else "success"
+            else:
+                output = self.tmp / f"output-{len(done)}"
+                output.write_text("")
+                env = {k: expand(v) for k, v in step.get("env", {}).items()}
+                result = subprocess.run(
+                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                    cwd=self.workspace,
+                    env={
+                        **os.environ,
+                        **env,
+                        "RUNNER_TEMP": str(self.venv_dir),
+                        "GITHUB_OUTPUT": str(output),
+                        "GITHUB_STEP_SUMMARY": str(self.summary),
+                        "GITHUB_WORKSPACE": str(self.workspace),
+                    },
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                done.append(result)
+                outcome = "success" if result.returncode == 0 else "failure"
+                lines = output.read_text().splitlines()
+                outputs = dict(line.split("=", 1) for line in lines if "=" in line)
+                if step.get("id") == "install" and outcome == "success":
+                    self.install = (result, outputs)
+            context["steps"][step.get("id", "")] = {"outcome": outcome, "outputs": outputs}
+            if outcome == "failure" and not step.get("continue-on-error", False):
+                failed = True
+        self.failed = failed
+        return done, reached
 
 
 @pytest.fixture(scope="module")
@@ -116,22 +154,22 @@ def test_run_scripts_take_inputs_only_through_the_environment():
 
 
 def test_annotations_and_summary(runner):
-    steps, skipped = runner.run(paths="src", args="--select TL201")
-    install, check = steps
-    assert install.returncode == 0, install.stderr
+    steps, reached = runner.run(paths="src", args="--select TL201")
+    python, install, check = steps
+    assert python.returncode == 0 and install.returncode == 0, python.stdout + install.stderr
     assert install.stdout.strip().startswith("torchlint ")  # the version installed
-    assert skipped == []  # no SARIF upload unless asked
-    assert check.returncode == 1, check.stderr
+    assert [s["uses"] for s in reached] == ["actions/cache@v5"]  # no SARIF upload unless asked
+    assert check.returncode == 1 and runner.failed, check.stderr
     assert check.stdout.startswith(
         "::warning file=src/train.py,line=3,endLine=3,col=10,endColumn=56,title=torchlint (TL201)::"
     )
     assert "| src/train.py | 3 | TL201 |" in runner.summary.read_text()
     clean = runner.run(paths="src/clean.py")[0][-1]
-    assert clean.returncode == 0 and clean.stdout == ""
+    assert clean.returncode == 0 and clean.stdout == "" and not runner.failed
 
 
 def test_installed_version_is_the_actions_own_and_has_no_torch(runner):
-    install = runner.run(paths="src/clean.py")[0][0]
+    install = runner.run(paths="src/clean.py")[0][1]
     from torchlint import __version__
 
     assert install.stdout.strip() == f"torchlint {__version__}"
@@ -140,16 +178,82 @@ def test_installed_version_is_the_actions_own_and_has_no_torch(runner):
     assert subprocess.run([python, "-c", probe], capture_output=True, text=True).stdout == "None\n"
 
 
-def test_sarif_upload(runner):
-    steps, skipped = runner.run(paths="src", args="--select TL201", sarif="true")
-    assert [s.returncode for s in steps] == [0, 0, 1]  # install, SARIF, annotations
-    assert skipped == [
+def test_pip_downloads_are_cached_per_python_and_version(runner):
+    from torchlint import __version__
+
+    python = runner.run(paths="src/clean.py")[0][0]
+    version = python.stdout.split()[1].rstrip(",")
+    _, reached = runner.run(paths="src/clean.py")
+    cache_dir = runner.venv_dir / "torchlint-pip-cache"
+    assert reached == [
         {
-            "uses": "github/codeql-action/upload-sarif@v3",
-            "with": {"sarif_file": "torchlint.sarif", "category": "torchlint"},
+            "uses": "actions/cache@v5",
+            "with": {
+                "path": str(cache_dir),
+                "key": f"torchlint-pip-Linux-py{version}-{__version__}",
+            },
         }
     ]
+    assert any(cache_dir.iterdir())  # the install downloaded through it
+    assert runner.run(paths="src/clean.py", cache="false")[1] == []
+
+
+def _fake_python(tmp_path: Path, version: str) -> Path:
+    fake = tmp_path / f"python{version}"
+    fake.write_text(f"#!/bin/sh\necho {version}\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("version", ["3.9", "2.7", None])
+def test_a_python_too_old_or_missing_is_a_clear_error(runner, tmp_path, version):
+    python = str(_fake_python(tmp_path, version)) if version else str(tmp_path / "nope")
+    steps, reached = runner.run(paths="src", python=python)
+    (check,) = steps  # nothing installed, nothing checked
+    assert check.returncode == 1 and reached == []
+    (annotation,) = ANNOTATION.findall(check.stdout)
+    assert annotation[0] == "error" and "needs Python 3.10 or newer" in annotation[2]
+    assert (f"is Python {version};" if version else "was not found") in annotation[2]
+
+
+def test_sarif_upload_comes_after_the_annotations(runner):
+    steps, reached = runner.run(paths="src", args="--select TL201", sarif="true")
+    # the Python check, install, annotations (findings: exit 1), SARIF
+    assert [s.returncode for s in steps] == [0, 0, 1, 0]
+    assert steps[2].stdout.startswith("::warning file=src/train.py,")
+    assert reached[1] == {
+        "uses": UPLOAD,
+        "with": {"sarif_file": "torchlint.sarif", "category": "torchlint"},
+    }
     log = json.loads((runner.workspace / "torchlint.sarif").read_text())
     (result,) = log["runs"][0]["results"]
     uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "src/train.py"
+
+
+def test_fork_pull_request_with_a_read_only_token(runner):
+    """The upload fails (read-only token): the annotations are there, a notice says why
+    the SARIF is missing, and the job's status is the findings' alone."""
+    event = {"pull_request": {"head": {"repo": {"full_name": "contributor/project"}}}}
+    args = "--select TL201"
+    steps, reached = runner.run(
+        event=event, upload_outcome="failure", paths="src", args=args, sarif="true"
+    )
+    assert [s.returncode for s in steps] == [0, 0, 1, 0, 0]
+    assert steps[2].stdout.startswith("::warning file=src/train.py,line=3,")
+    (notice,) = ANNOTATION.findall(steps[-1].stdout)
+    assert notice[:2] == ("notice", "torchlint SARIF not uploaded")
+    assert "comes from the fork contributor/project" in notice[2]
+    assert [r["uses"] for r in reached] == ["actions/cache@v5", UPLOAD]
+    assert runner.failed  # findings remain
+    runner.run(event=event, upload_outcome="failure", paths="src/clean.py", sarif="true")
+    assert not runner.failed  # a failed upload alone does not fail the job
+
+
+def test_failed_upload_in_the_same_repository_asks_for_the_permission(runner):
+    event = {"pull_request": {"head": {"repo": {"full_name": "owner/project"}}}}
+    steps, _ = runner.run(event=event, upload_outcome="failure", paths="src", sarif="true")
+    (warning,) = ANNOTATION.findall(steps[-1].stdout)
+    assert warning[0] == "warning" and "security-events: write" in warning[2]
+    pushed, _ = runner.run(upload_outcome="failure", paths="src", sarif="true")  # a push
+    assert ANNOTATION.findall(pushed[-1].stdout)[0][0] == "warning"

@@ -32,7 +32,9 @@ def test_check_reports_with_excerpt_and_summary(project):
     assert "3 | loader = DataLoader(ds, batch_size=64, pin_memory=True)" in result.stdout
     assert " ^" + "^" * 45 + " TL201" in result.stdout
     assert "help: Set `num_workers=NUM_WORKERS` (unsafe fix" in result.stdout
-    assert "Found 1 problem (0 fixable with --fix; 1 more with --unsafe-fixes)." in result.stdout
+    assert result.stdout.endswith(
+        "Found 1 problem.\n1 unsafe fix available with `--fix --unsafe-fixes`.\n"
+    )
     assert "\x1b[" not in result.stdout  # no colour when not a terminal
 
 
@@ -41,13 +43,10 @@ def test_clean_file_exits_zero(project):
     assert result.returncode == 0 and "All checks passed!" in result.stdout
 
 
-def test_exit_zero_and_concise_and_statistics(project):
-    result = run_cli(
-        "check", "--exit-zero", "--output-format", "concise", "--statistics", ".", cwd=project
-    )
+def test_exit_zero_and_concise(project):
+    result = run_cli("check", "--exit-zero", "--output-format", "concise", ".", cwd=project)
     assert result.returncode == 0
     assert result.stdout.splitlines()[0].startswith("train.py:3:10: TL201 DataLoader without")
-    assert "1\tTL201\t[ ] dataloader-sync-loading" in result.stdout
 
 
 def test_json_output_schema(project):
@@ -62,7 +61,7 @@ def test_json_output_schema(project):
 def test_fix_unsafe_then_check_is_clean(project):
     result = run_cli("fix", "--unsafe-fixes", ".", cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Fixed 1 problem in 1 file." in result.stdout
+    assert "Found 1 problem (1 fixed, 0 remaining)." in result.stdout
     assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()
     again = run_cli("check", ".", cwd=project)
     assert again.returncode == 0
@@ -218,7 +217,7 @@ def test_crlf_and_bom_and_mode_preserved(tmp_path):
     result = run_cli("fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     data = target.read_bytes()
-    assert data.startswith(b"\xef\xbb\xbfimport torch\r\n")
+    assert data.startswith(b"\xef\xbb\xbfimport os\r\n\r\nimport torch\r\n")
     assert b"num_workers=NUM_WORKERS)\r\n" in data
     assert b"\n" not in data.replace(b"\r\n", b"")
     assert target.stat().st_mode & 0o777 == 0o751

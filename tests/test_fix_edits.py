@@ -4,6 +4,8 @@ must give exactly what applying the fix to the tree gives."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +149,22 @@ def test_removing_a_whole_block_leaves_pass():
     edits_of(source, lambda m: safe(*(Remove(s) for s in m.body)))  # the module too
 
 
+def test_removing_statements_keeps_the_blank_lines_above_them():
+    """The blank line that separated the removed statements from the imports still
+    separates what follows (isort's I001 wants it); their comments go with them."""
+    source = "import os\n\n# set\nos.environ['A'] = '1'\nb = 2\n\n\nc = 3\n"
+
+    def drop(m):
+        return safe(Remove(m.body[1]))
+
+    assert apply_edits(source, edits_of(source, drop)) == "import os\n\nb = 2\n\n\nc = 3\n"
+
+    def drop_two(m):
+        return safe(Remove(m.body[1]), Remove(m.body[2]))
+
+    assert apply_edits(source, edits_of(source, drop_two)) == "import os\n\n\nc = 3\n"
+
+
 @pytest.mark.parametrize("edit", ["replace", "insert after", "remove"])
 def test_the_last_statement_of_a_file_without_a_last_newline(edit):
     source = "import torch\nx = 1\ny = f(x)"
@@ -173,7 +191,8 @@ def test_imports_and_definitions_go_where_applying_puts_them():
         )
 
     assert edits_of(source, add) == (
-        TextEdit((3, 1), (3, 1), "import os\n\nN = os.cpu_count()\n"),
+        TextEdit((2, 1), (2, 1), "import os\n\n"),  # a group of its own, as isort sorts it
+        TextEdit((3, 1), (3, 1), "\nN = os.cpu_count()\n"),
         TextEdit((4, 1), (5, 1), "x = f(N)\n"),
     )
 
@@ -205,3 +224,117 @@ def test_fixes_the_splicing_leaves_to_applying():
 
     edits_of(source, insert_and_define)
     edits_of(source, overlapping)
+
+
+# -- added imports go where isort (ruff's I001, default settings) puts them -----------
+
+TORCH = Import("torch")
+OS, SYS = Import("os"), Import("sys")
+SAMPLER = Import("torch.utils.data", "DistributedSampler")
+IMPORT_CASES = {
+    "a standard-library group of its own, above the others": (
+        '"""Doc."""\n\nimport torch\n\nx = f()\n',
+        [OS],
+        '"""Doc."""\n\nimport os\n\nimport torch\n\nx = f()\n',
+    ),
+    "sorted into the standard-library group": (
+        "import argparse\nimport sys\n\nimport torch\n\nx = f()\n",
+        [OS],
+        "import argparse\nimport os\nimport sys\n\nimport torch\n\nx = f()\n",
+    ),
+    "last in its group, before the next group's blank line": (
+        "import argparse\n\nimport torch\n\nx = f()\n",
+        [OS],
+        "import argparse\nimport os\n\nimport torch\n\nx = f()\n",
+    ),
+    "straight imports before `from` imports": (
+        "import os\nfrom pathlib import Path\n\nx = f()\n",
+        [SYS],
+        "import os\nimport sys\nfrom pathlib import Path\n\nx = f()\n",
+    ),
+    "below `from __future__`": (
+        "from __future__ import annotations\n\nimport torch\n\nx = f()\n",
+        [OS],
+        "from __future__ import annotations\n\nimport os\n\nimport torch\n\nx = f()\n",
+    ),
+    "two at one place, sorted": (
+        "import torch\n\nx = f()\n",
+        [SYS, OS],
+        "import os\nimport sys\n\nimport torch\n\nx = f()\n",
+    ),
+    "a third-party group after a standard-library block": (
+        "import os\n\nx = f()\n",
+        [TORCH],
+        "import os\n\nimport torch\n\nx = f()\n",
+    ),
+    "beside its package, not in a later first-party group": (
+        "import os\n\nimport torch\n\nimport mypkg\n\nx = f()\n",
+        [SAMPLER],
+        "import os\n\nimport torch\nfrom torch.utils.data import DistributedSampler\n\n"
+        "import mypkg\n\nx = f()\n",
+    ),
+    "a name joins the `from` import of its module": (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\nx = f()\n",
+        [SAMPLER],
+        "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, TensorDataset"
+        "\n\nx = f()\n",
+    ),
+    "and is wrapped when the line gets too long": (
+        "from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate\n\n"
+        "x = f()\n",
+        [SAMPLER],
+        "from torch.utils.data import (\n    DataLoader,\n    Dataset,\n    DistributedSampler,\n"
+        "    TensorDataset,\n    default_collate,\n)\n\nx = f()\n",
+    ),
+    "not into an import with `as` names": (
+        "from torch.utils.data import DataLoader as DL\n\nx = f()\n",
+        [SAMPLER],
+        "from torch.utils.data import DataLoader as DL\n"
+        "from torch.utils.data import DistributedSampler\n\nx = f()\n",
+    ),
+    "the first import: one blank line after it": (
+        '"""Doc."""\n\nx = f()\n',
+        [OS],
+        '"""Doc."""\n\nimport os\n\nx = f()\n',
+    ),
+    "the first import: two blank lines before a function": (
+        "def f():\n    pass\n",
+        [OS],
+        "import os\n\n\ndef f():\n    pass\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(IMPORT_CASES))
+def test_added_imports_go_where_isort_puts_them(name):
+    source, imports, expected = IMPORT_CASES[name]
+    edits_of(source, lambda m: safe(imports=imports))  # the text edits agree
+    assert apply_fixes(cst.parse_module(source), [safe(imports=imports)]) == expected
+
+
+def test_ruffs_isort_accepts_every_import_placement(tmp_path):
+    """The sources are sorted as ruff wants them (I001), and so is every result."""
+    for i, (source, _, expected) in enumerate(IMPORT_CASES.values()):
+        (tmp_path / f"case{i}.py").write_text(source)
+        (tmp_path / f"case{i}_fixed.py").write_text(expected)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--isolated",
+            "--no-cache",
+            "--select",
+            "I001",
+            "--config",
+            "lint.isort.known-first-party = ['mypkg']",
+            "--output-format",
+            "concise",
+            ".",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,27 @@ def test_fix_matches_expected_and_is_idempotent(bad: Path):
     again = linter.fix(fixed, str(expected_path), unsafe=True)
     assert again.text == fixed and again.fixed == []
     compile(fixed, str(expected_path), "exec")
+
+
+def test_fixes_keep_imports_sorted_as_ruffs_isort_wants(tmp_path: Path):
+    """A fixed file passes ruff's import sorting (I001) whenever its original does."""
+    pairs = [(bad, bad.with_name(bad.stem + ".fixed.py")) for bad in BAD]
+    pairs = [(bad, fixed) for bad, fixed in pairs if fixed.exists()]
+    for bad, fixed in pairs:
+        for path in (bad, fixed):
+            (tmp_path / f"{bad.parent.name}_{path.name}").write_bytes(path.read_bytes())
+    ruff = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--exit-zero"]
+    result = subprocess.run(
+        [*ruff, "--select=I001", "--output-format=concise", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    unsorted = {line.split(":")[0] for line in result.stdout.splitlines() if "I001" in line}
+    broken = [
+        case(fixed)
+        for bad, fixed in pairs
+        if f"{bad.parent.name}_{fixed.name}" in unsorted
+        and f"{bad.parent.name}_{bad.name}" not in unsorted
+    ]
+    assert len(pairs) > 10 and not broken, broken

@@ -43,7 +43,7 @@ def test_sampler_fix_feeds_set_epoch_fix_in_one_run():
     )
     fixed = fix(source, "TL303", "TL304")
     assert "sampler=DistributedSampler(ds, shuffle=True), num_workers=4)" in fixed
-    assert "from torch.utils.data import DistributedSampler\n" in fixed
+    assert "from torch.utils.data import DataLoader, DistributedSampler\n" in fixed
     assert "    for epoch in range(3):\n        loader.sampler.set_epoch(epoch)\n" in fixed
     assert fix(fixed, "TL303", "TL304") == fixed
 

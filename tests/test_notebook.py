@@ -306,7 +306,7 @@ def test_list_and_string_sources_keep_their_form():
         ("code", ["loader = DataLoader(ds)"]),
     )
     sources, _ = fixed_sources(text)
-    assert isinstance(sources[0], str) and sources[0].startswith("import torch\n")
+    assert isinstance(sources[0], str) and sources[0].startswith("import os\n\nimport torch\n")
     assert sources[0].endswith(
         'NUM_WORKERS = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)'
     )

@@ -124,8 +124,8 @@ def test_try_repo_check_fails_and_fix_rewrites(repo, pre_commit, head):
     assert "Failed" in check and "train.py:3:10: TL201" in check
     assert "Found 1 problem" in check and "clean.py" not in check
     assert "Failed" in fix and "files were modified by this hook" in fix
-    assert "Fixed 1 problem in 1 file." in fix
-    assert "1 x TL201 (dataloader-sync-loading)" in fix
+    assert "Found 1 problem (1 fixed, 0 remaining)." in fix
+    assert "Fixed 1 problem:\n- train.py:\n    1 x TL201 (dataloader-sync-loading)" in fix
     assert "pin_memory=True, num_workers=NUM_WORKERS)" in (project / "train.py").read_text()
     assert (project / "clean.py").read_text() == CLEAN
 
@@ -154,7 +154,7 @@ def test_fix_hook_with_only_unsafe_fixes_changes_nothing_and_fails(repo, pre_com
     )
     result = pre_commit(project, "run", "torchlint-fix", "--all-files")
     assert result.returncode == 1 and "files were modified" not in result.stdout
-    assert "No fixes applied; 1 fixable with --unsafe-fixes." in result.stdout
+    assert "Found 1 problem.\n1 unsafe fix available with `--fix --unsafe-fixes`." in result.stdout
     assert (project / "train.py").read_text() == BAD
 
 

@@ -275,3 +275,42 @@ def test_columns_in_bytes_where_the_format_says_so():
     sarif = json.loads(render("sarif", odd_results(), Context()))["runs"][0]
     assert sarif["columnKind"] == "unicodeCodePoints"
     assert sarif["results"][0]["locations"][0]["physicalLocation"]["region"]["endColumn"] == 9
+
+
+MULTILINE = (
+    "x = 1\nwith torch.autocast(\n" + "".join(f"    a{i},\n" for i in range(10)) + "):\n    y = 2\n"
+)
+
+
+def _excerpt_of(v: Violation) -> list[str]:
+    text = render("text", [FileResult("t.py", [v], text=MULTILINE)], Context())
+    return text.splitlines()[1:-1]
+
+
+def test_multiline_finding_is_drawn_to_its_last_line():
+    """As ruff draws a range over lines: a bar from its first character to its last,
+    the closing line shown; a long range keeps its head and tail around `...`."""
+    assert _excerpt_of(Violation("TL999", "n", "m", 2, 6, 4, 1)) == [
+        "  |",
+        "1 |   x = 1",
+        "2 |   with torch.autocast(",
+        "  |  ______^",
+        "3 | |     a0,",
+        "  | |_______^ TL999",  # ends where line 4 starts: the end of line 3
+        "4 |       a1,",
+        "  |",
+    ]
+    assert _excerpt_of(Violation("TL999", "n", "m", 2, 1, 13, 3)) == [
+        "   |",
+        " 1 |   x = 1",
+        " 2 | / with torch.autocast(",
+        " 3 | |     a0,",
+        " 4 | |     a1,",
+        " 5 | |     a2,",
+        "...  |",
+        "12 | |     a9,",
+        "13 | | ):",
+        "   | |__^ TL999",
+        "14 |       y = 2",
+        "   |",
+    ]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from torchlint.config import ConfigError
-from torchlint.server.analysis import Cell, cell_problems, lint_cells
+from torchlint.server.analysis import Cell, cell_problems, fix_all_python, lint_cells, lint_python
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
 
@@ -155,3 +155,12 @@ def test_the_server_command():
     )
     assert missing.returncode == 2
     assert "pip install 'torchlint[server]'" in missing.stderr
+
+
+def test_unfixable_rules_offer_no_fix_in_the_editor(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL201"]\n')
+    chosen = setup(Configs(), EditorSettings(unsafe_fixes=True), tmp_path / "t.py", tmp_path)
+    assert chosen is not None and "TL201" in chosen.unfixable
+    (v,) = lint_python(LOADER, str(tmp_path / "t.py"), chosen).violations
+    assert v.code == "TL201" and v.fix is None
+    assert fix_all_python(LOADER, str(tmp_path / "t.py"), chosen) == LOADER

@@ -1,9 +1,10 @@
-"""Terminal comfort: --quiet, --verbose, --statistics, --show-fixes, the fix summary and
-the progress bar."""
+"""Terminal comfort: --quiet, --verbose, --statistics, --show-fixes, the summary (in
+ruff's words) and the progress bar."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import subprocess
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.cli import _summary
 from torchlint.config import load_config
 from torchlint.parallel import run_files
 from torchlint.progress import Progress
 from torchlint.reporters import Context
+from torchlint.reporters.summary import summary
 from torchlint.results import FileResult, FixRecord, Job, Violation
 from torchlint.semantic import Settings
 
@@ -63,13 +64,77 @@ def test_verbose_names_config_rules_and_each_file(project):
     assert both.returncode == 2 and "cannot be used together" in both.stderr
 
 
-def test_statistics_count_per_code(project):
+def test_statistics_count_per_code_instead_of_the_findings(project):
+    """As ruff: the table (count, code, [*] when fixable, name) and the summary only."""
     (project / "more.py").write_text(MIXED)
     result = run_cli("check", "--statistics", "--output-format", "concise", *SELECT, cwd=project)
-    assert "2\tTL405\t[ ] zero-grad-keeps-zeros" in result.stdout
-    assert "2\tTL502\t[*] deprecated-cuda-amp-api" in result.stdout
-    assert result.stdout.rstrip().endswith(
-        "Found 4 problems (2 fixable with --fix; 2 more with --unsafe-fixes)."
+    assert result.returncode == 1
+    assert result.stdout == (
+        "2\tTL405\t[ ] zero-grad-keeps-zeros\n"
+        "2\tTL502\t[*] deprecated-cuda-amp-api\n"
+        "Found 4 problems.\n"
+        "[*] 2 fixable with `--fix` (2 unsafe fixes available with `--fix --unsafe-fixes`).\n"
+    )
+    unfixable = run_cli("check", "--statistics", "--select", "TL405", cwd=project)
+    assert unfixable.stdout.startswith("2\tTL405\tzero-grad-keeps-zeros\n")  # no [ ] column
+    clean = run_cli("check", "--statistics", "--select", "TL201", cwd=project)
+    assert clean.returncode == 0 and clean.stdout == ""
+
+
+def test_statistics_as_json(project):
+    result = run_cli("check", "--statistics", "--output-format", "json", *SELECT, cwd=project)
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == [
+        {
+            "code": "TL405",
+            "name": "zero-grad-keeps-zeros",
+            "count": 1,
+            "fixable": False,
+            "fixable_count": 0,
+        },
+        {
+            "code": "TL502",
+            "name": "deprecated-cuda-amp-api",
+            "count": 1,
+            "fixable": True,
+            "fixable_count": 1,
+        },
+    ]
+    clean = run_cli(
+        "check", "--statistics", "--output-format", "json", "--select", "TL201", cwd=project
+    )
+    assert json.loads(clean.stdout) == []
+
+
+def test_statistics_mark_rules_fixable_in_part():
+    """ruff: `[*]` every finding of the rule fixable, `[-]` some, `[ ]` none; in JSON,
+    `fixable` means all and `fixable_count` says how many."""
+    from torchlint.reporters import statistics
+
+    safe = FixRecord("f", "safe")
+    found = [
+        Violation("TL502", "amp", "m", 1, 1, 1, 2, fix=safe),
+        Violation("TL502", "amp", "m", 2, 1, 2, 2),
+        Violation("TL405", "zero", "m", 3, 1, 3, 2),
+        Violation("TL201", "loader", "m", 4, 1, 4, 2, fix=safe),
+    ]
+    results = [FileResult("t.py", found)]
+    assert statistics.render(results, Context()) == (
+        "2\tTL502\t[-] amp\n1\tTL201\t[*] loader\n1\tTL405\t[ ] zero\n"
+    )
+    rows = json.loads(statistics.render(results, Context(format="json")))
+    assert [(r["code"], r["fixable"], r["fixable_count"]) for r in rows] == [
+        ("TL502", False, 1),
+        ("TL201", True, 1),
+        ("TL405", False, 0),
+    ]
+
+
+def test_statistics_refuse_formats_without_a_table(project):
+    result = run_cli("check", "--statistics", "--output-format", "github", cwd=project)
+    assert result.returncode == 2
+    assert "--statistics supports the text, full, concise and json output formats" in (
+        result.stderr
     )
 
 
@@ -88,8 +153,13 @@ def test_show_fixes_shows_each_fix_as_a_diff(project):
 def test_fix_lists_fixes_and_says_what_is_left(project):
     result = run_cli("fix", "--show-fixes", *SELECT, "train.py", cwd=project)
     assert result.returncode == 1  # TL405 remains: its fix is unsafe
-    assert "Fixes applied:\ntrain.py:\n  1 x TL502 (deprecated-cuda-amp-api)\n" in result.stdout
-    assert result.stdout.endswith("Fixed 1 problem in 1 file; 1 more with --unsafe-fixes.\n")
+    assert "\nFixed 1 problem:\n- train.py:\n    1 x TL502 (deprecated-cuda-amp-api)\n\n" in (
+        result.stdout
+    )
+    assert result.stdout.endswith(
+        "Found 2 problems (1 fixed, 1 remaining).\n"
+        "1 unsafe fix available with `--fix --unsafe-fixes`.\n"
+    )
     assert 'torch.amp.GradScaler("cuda")' in (project / "train.py").read_text()
 
 
@@ -101,24 +171,66 @@ def _result(path: str, fixed: int, fixes: list[str | None]) -> FileResult:
     return FileResult(path, violations, fixed=["TL999"] * fixed)
 
 
+HINT = "{} unsafe fix{} available with `--fix --unsafe-fixes`"
+
+
+@pytest.mark.parametrize(
+    ("results", "fix_mode", "expected"),
+    [
+        ([_result("a", 0, [])], False, ["All checks passed!"]),
+        (
+            [_result("a", 0, ["safe", "unsafe", None])],
+            False,
+            ["Found 3 problems.", f"[*] 1 fixable with `--fix` ({HINT.format(1, '')})."],
+        ),
+        ([_result("a", 0, ["safe"])], False, ["Found 1 problem.", "[*] 1 fixable with `--fix`."]),
+        (
+            [_result("a", 0, ["unsafe"] * 2)],
+            False,
+            ["Found 2 problems.", HINT.format(2, "es") + "."],
+        ),
+        ([_result("a", 0, [None])], False, ["Found 1 problem."]),
+        ([_result("a", 0, [])], True, ["All checks passed!"]),
+        (
+            [_result("a", 3, []), _result("b", 9, [])],
+            True,
+            ["Found 12 problems (12 fixed, 0 remaining)."],
+        ),
+        (
+            [_result("a", 12, ["unsafe", "unsafe"]), _result("b", 0, ["unsafe"])],
+            True,
+            ["Found 15 problems (12 fixed, 3 remaining).", HINT.format(3, "es") + "."],
+        ),
+        ([_result("a", 0, [None, None])], True, ["Found 2 problems."]),
+    ],
+)
+def test_summary_in_ruffs_words(results, fix_mode, expected):
+    assert summary(results, Context(fix_mode=fix_mode)).splitlines() == expected
+
+
+def test_summary_without_hints_after_no_unsafe_fixes():
+    results = [_result("a", 0, ["unsafe"])]
+    assert summary(results, Context(unsafe_hint=False)) == "Found 1 problem.\n"
+    assert summary(results, Context(unsafe=True)).endswith("[*] 1 fixable with `--fix`.\n")
+
+
 @pytest.mark.parametrize(
     ("results", "expected"),
     [
-        ([_result("a", 0, [])], "All checks passed!"),
-        ([_result("a", 3, []), _result("b", 9, [])], "Fixed 12 problems in 2 files."),
+        ([_result("a", 2, [])], "Would fix 2 problems.\n"),
         (
-            [_result("a", 12, ["unsafe", "unsafe"]), _result("b", 0, ["unsafe"])],
-            "Fixed 12 problems in 1 file; 3 more with --unsafe-fixes.",
+            [_result("a", 1, ["unsafe"])],
+            "Would fix 1 problem (1 additional fix available with `--unsafe-fixes`).\n",
         ),
         (
-            [_result("a", 1, ["unsafe", None])],
-            "Fixed 1 problem in 1 file; 1 more with --unsafe-fixes; 1 problem left to fix by hand.",
+            [_result("a", 0, ["unsafe"] * 2)],
+            "No problems would be fixed (2 fixes available with `--unsafe-fixes`).\n",
         ),
-        ([_result("a", 0, [None, None])], "No fixes applied; 2 problems left to fix by hand."),
+        ([_result("a", 0, [None])], ""),
     ],
 )
-def test_fix_summary(results, expected):
-    assert _summary(results, Context(fix_mode=True), diff=False) == expected
+def test_diff_summary(results, expected):
+    assert summary(results, Context(), diff=True) == expected
 
 
 # -- the progress bar ------------------------------------------------------------

@@ -77,6 +77,7 @@ class Cache:
             "unsafe": job.unsafe,
             "diff": job.diff,
             "with_edits": job.with_edits,
+            "unfixable": sorted(job.unfixable),
         }
         self.salt = json.dumps(settings, sort_keys=True, default=repr).encode()
         self.writable = True

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
-from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -20,6 +21,58 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 from torchlint.verify.options import VerifyOptions
 
+
+class _Command(typer.core.TyperCommand):
+    """Help laid out as ruff's: options under headings, each on its own line with its
+    value named (`<RULE_CODE>`) and its description below; no defaults and no `--no-x`
+    twins (each description names its opposite); a required argument reads `<CODE>`."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [_required(piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx, formatter) -> None:
+        arguments: list[tuple[str, str]] = []
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            help = getattr(param, "help", None) or ""
+            if getattr(param, "hidden", False):
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((" ".join(map(_required, param.get_usage_pieces(ctx))), help))
+                continue
+            # A flag shows the spelling that changes its default (`fix --no-fix`).
+            names = param.secondary_opts if param.default is True else param.opts
+            short = [n for n in names if not n.startswith("--")]
+            name = ", ".join([*short, *(n for n in names if n.startswith("--"))])
+            if not short:
+                name = "    " + name
+            if not getattr(param, "is_flag", False):
+                name += f" <{param.metavar}>"
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(panel, []).append((name, help))
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        for title in ("Options", *PANELS):
+            if title not in sections:
+                continue
+            with formatter.section(title):
+                for name, help in sections[title]:
+                    formatter.write(" " * formatter.current_indent + name + "\n")
+                    indent = " " * (formatter.current_indent + 8)
+                    formatter.write(
+                        textwrap.fill(
+                            help, formatter.width, initial_indent=indent, subsequent_indent=indent
+                        )
+                        + "\n"
+                    )
+
+
+def _required(piece: str) -> str:
+    """Typer writes a required argument `{CODE}`; ruff (clap) writes `<CODE>`."""
+    return f"<{piece[1:-1]}>" if piece.startswith("{") and piece.endswith("}") else piece
+
+
 app = typer.Typer(
     name="torchlint",
     help="Find and fix PyTorch code that leaves the GPU idle.",
@@ -27,9 +80,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+RULES, FILES, MISC, LOG = "Rule selection", "File selection", "Miscellaneous", "Log levels"
+PANELS = (RULES, FILES, MISC, LOG)
 
 
 def _version(value: bool) -> None:
@@ -58,44 +115,69 @@ def _error(message: str) -> None:
     typer.echo(f"torchlint: error: {message}", err=True)
 
 
+def _warn(message: str) -> None:
+    typer.echo(f"torchlint: warning: {message}", err=True)
+
+
+def _note(message: str) -> None:
+    typer.echo(f"torchlint: {message}", err=True)
+
+
 def _color(stream) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
+def _codes_option(name: str, help: str) -> Any:
+    return typer.Option(name, metavar="RULE_CODE", help=help, rich_help_panel=RULES)
+
+
+def _patterns_option(name: str, help: str) -> Any:
+    return typer.Option(name, metavar="FILE_PATTERN", help=help, rich_help_panel=FILES)
+
+
 PathsArg = Annotated[
     list[str] | None,
-    typer.Argument(help="Files or directories to lint (default: .); `-` reads standard input."),
+    typer.Argument(
+        metavar="PATHS",
+        help="Files or directories to check, or `-` to read from stdin [default: .]",
+        show_default=False,
+    ),
 ]
 SelectOpt = Annotated[
     list[str] | None,
-    typer.Option("--select", help="Rule codes or prefixes to enable (comma-separated; ALL)."),
+    _codes_option(
+        "--select",
+        "Comma-separated list of rule codes or prefixes to enable (or ALL, to enable all rules)",
+    ),
 ]
 IgnoreOpt = Annotated[
-    list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
+    list[str] | None,
+    _codes_option("--ignore", "Comma-separated list of rule codes or prefixes to disable"),
 ]
 ExtendOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--extend-select", help="Rule codes or prefixes to enable on top of the selection."
+    _codes_option(
+        "--extend-select",
+        "Like --select, but adds rule codes on top of those already selected",
     ),
 ]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Use this config file (TOML).")]
-FormatOpt = Annotated[
-    str,
+ConfigOpt = Annotated[
+    Path | None,
     typer.Option(
-        "--output-format",
-        help="text, full, concise, json, json-lines, github, sarif, gitlab, rdjson, rdjsonl "
-        "or junit (see docs/output-formats.md).",
+        "--config",
+        metavar="CONFIG_FILE",
+        help="The configuration file to use (pyproject.toml, torchlint.toml); else the "
+        "nearest one is found",
     ),
 ]
 
 
-def _load(config_file: Path | None, paths: list[str]):
+def _load(config_file: Path | None, paths: list[str], stdin_filename: str | None = None):
     from torchlint.config import find_config, load_config
 
     if config_file is not None:
         return load_config(config_file)
-    starts = [Path(p) for p in paths if p != "-"]
+    starts = [Path(p) for p in ([stdin_filename] if stdin_filename else paths) if p != "-"]
     start = Path(os.path.commonpath([str(p.absolute()) for p in starts])) if starts else Path.cwd()
     while not os.path.isdir(start):  # a file, or a path that does not exist
         start = start.parent
@@ -111,143 +193,362 @@ def _repo_prefix(cwd: Path) -> str:
     return ""
 
 
-def _check(
-    paths: list[str] | None,
-    fix: bool,
-    unsafe_fixes: bool | None,
-    diff: bool,
-    show_fixes: bool,
-    select: list[str] | None,
-    ignore: list[str] | None,
-    extend_select: list[str] | None,
-    output_format: str,
-    exit_zero: bool,
-    statistics: bool,
-    config_file: Path | None,
-    target_torch: str | None,
-    force_exclude: bool,
-    stdin_filename: str | None,
-    quiet: bool,
-    verbose: bool = False,
-    no_cache: bool = False,
-) -> int:
-    from torchlint import reporters
-    from torchlint.config import ConfigError, parse_target
-    from torchlint.parallel import run_files
-    from torchlint.results import Job
-    from torchlint.runner import discover, run_stdin
+@dataclass
+class CheckOptions:
+    """The options of `check` and `fix`, as parsed."""
 
-    paths = paths or ["."]
-    if output_format not in reporters.FORMATS:
-        _error(
-            f"unknown output format {output_format!r} (choose from {', '.join(reporters.FORMATS)})"
-        )
+    paths: list[str] | None = None
+    fix: bool = False
+    unsafe_fixes: bool | None = None
+    show_fixes: bool = False
+    diff: bool = False
+    output_format: str = "text"
+    output_file: Path | None = None
+    target_torch: str | None = None
+    statistics: bool = False
+    add_noqa: bool = False
+    show_files: bool = False
+    show_settings: bool = False
+    config: Path | None = None
+    select: list[str] | None = None
+    ignore: list[str] | None = None
+    extend_select: list[str] | None = None
+    fixable: list[str] | None = None
+    unfixable: list[str] | None = None
+    extend_fixable: list[str] | None = None
+    exclude: list[str] | None = None
+    extend_exclude: list[str] | None = None
+    force_exclude: bool = False
+    no_cache: bool = False
+    stdin_filename: str | None = None
+    exit_zero: bool = False
+    exit_non_zero_on_fix: bool = False
+    verbose: bool = False
+    quiet: bool = False
+
+    @property
+    def stdin(self) -> bool:
+        """Standard input is read (`-`, or any `--stdin-filename`, as ruff does)."""
+        return self.paths == ["-"] or self.stdin_filename is not None
+
+    def conflict(self) -> str | None:
+        """Why these options cannot go together, if they cannot (as ruff refuses them)."""
+        from torchlint import reporters
+        from torchlint.reporters import statistics
+
+        if self.output_format not in reporters.FORMATS:
+            formats = ", ".join(reporters.FORMATS)
+            return f"unknown output format {self.output_format!r} (choose from {formats})"
+        pairs = [
+            ("--quiet", self.quiet, "--verbose", self.verbose),
+            ("--exit-zero", self.exit_zero, "--exit-non-zero-on-fix", self.exit_non_zero_on_fix),
+            ("--statistics", self.statistics, "--diff", self.diff),
+            ("--show-files", self.show_files, "--show-settings", self.show_settings),
+        ]
+        for special in ("--add-noqa", "--show-files", "--show-settings"):
+            on = getattr(self, special[2:].replace("-", "_"))
+            pairs += [(special, on, "--stdin-filename or -", self.stdin)]
+            pairs += [(special, on, "--statistics", self.statistics)]
+        pairs += [("--add-noqa", self.add_noqa, other, on) for other, on in self._fixing()]
+        pairs += [("--add-noqa", self.add_noqa, "--show-files", self.show_files)]
+        pairs += [("--add-noqa", self.add_noqa, "--show-settings", self.show_settings)]
+        for first, a, second, b in pairs:
+            if a and b:
+                return f"{first} and {second} cannot be used together"
+        if self.statistics and self.output_format not in statistics.FORMATS:
+            return "--statistics supports the text, full, concise and json output formats"
+        return None
+
+    def _fixing(self) -> list[tuple[str, bool]]:
+        return [("--fix", self.fix), ("--diff", self.diff)]
+
+
+def _configure(options: CheckOptions):
+    """The configuration with the command line's settings on top (ConfigError if bad)."""
+    from torchlint.config import parse_target
+
+    config = _load(
+        options.config, options.paths or ["."], options.stdin_filename if options.stdin else None
+    )
+    if options.select is not None:
+        config.select = _split(options.select)
+    config.extend_select += _split(options.extend_select) or []
+    config.ignore += _split(options.ignore) or []
+    if options.fixable is not None:
+        config.fixable = _split(options.fixable)
+    config.extend_fixable += _split(options.extend_fixable) or []
+    config.unfixable += _split(options.unfixable) or []
+    if options.exclude is not None:
+        config.exclude = _split(options.exclude) or []
+    config.extend_exclude += _split(options.extend_exclude) or []
+    if options.target_torch is not None:
+        config.target_torch = parse_target(options.target_torch, "--target-torch")
+    if options.unsafe_fixes is not None:
+        config.unsafe_fixes = options.unsafe_fixes
+    return config
+
+
+def _check(options: CheckOptions) -> int:
+    from torchlint.config import ConfigError
+
+    problem = options.conflict()
+    if problem is not None:
+        _error(problem)
         return EXIT_ERROR
-    if quiet and verbose:
-        _error("--quiet and --verbose cannot be used together")
-        return EXIT_ERROR
-    started = time.monotonic()
+    paths = options.paths or ["."]
+    if options.stdin_filename is not None and not options.quiet:
+        for path in paths:
+            if path not in ("-", "."):
+                _warn(f"ignoring {path} in favour of standard input (--stdin-filename)")
     try:
-        config = _load(config_file, paths)
-        if select is not None:
-            config.select = _split(select)
-        config.extend_select += _split(extend_select) or []
-        config.ignore += _split(ignore) or []
-        if target_torch is not None:
-            config.target_torch = parse_target(target_torch, "--target-torch")
+        config = _configure(options)
         codes = tuple(config.selected_codes())
+        unfixable = config.unfixable_codes()
     except ConfigError as exc:
         _error(str(exc))
         return EXIT_ERROR
-    unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
-    human = output_format in reporters.HUMAN
+    force_exclude = options.force_exclude or config.force_exclude
+    if options.show_files or options.show_settings:
+        return _show(options, config, codes, paths, force_exclude)
+    try:
+        out = _output(options.output_file)
+    except OSError as exc:
+        _error(f"cannot write {options.output_file}: {exc.strerror or exc}")
+        return EXIT_ERROR
+    try:
+        return _run(options, config, codes, unfixable, paths, force_exclude, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _output(path: Path | None) -> TextIO:
+    """Where the report goes: standard output, or `--output-file` (its folders made)."""
+    if path is None:
+        return sys.stdout
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8")  # closed by the caller
+
+
+def _run(
+    options: CheckOptions,
+    config,
+    codes: tuple[str, ...],
+    unfixable: frozenset[str],
+    paths: list[str],
+    force_exclude: bool,
+    out: TextIO,
+) -> int:
+    from torchlint import reporters
+    from torchlint.parallel import Interrupted, run_files
+    from torchlint.reporters import statistics, summary
+    from torchlint.results import Job
+    from torchlint.runner import discover, run_stdin
+
+    started = time.monotonic()
+    human = options.output_format in reporters.HUMAN
+    text_like = options.output_format in ("text", "full")
+    fix = options.fix and not options.add_noqa
     job = Job(
         codes=codes,
         settings=config.settings(),
-        fix=fix or diff,
-        unsafe=unsafe,
-        diff=diff,
+        fix=fix or options.diff,
+        unsafe=config.unsafe_fixes,
+        diff=options.diff,
         # --show-fixes without --fix shows each fix as a diff under its finding
-        with_edits=output_format in reporters.WITH_EDITS
-        or (show_fixes and not fix and output_format in ("text", "full")),
+        with_edits=options.output_format in reporters.WITH_EDITS
+        or (options.show_fixes and not fix and text_like and not options.statistics),
+        unfixable=unfixable,
     )
-    if verbose:
+    if options.verbose:
         _note(f"config: {config.source or 'defaults (no config file found)'}")
         _note(f"rules: {', '.join(codes) or 'none'}")
+        target = ".".join(map(str, config.target_torch)) if config.target_torch else "not set"
+        _note(f"target-torch: {target}")
+        _note(f"unsafe-fixes: {'on' if config.unsafe_fixes else 'off'}")
+        if unfixable & set(codes):
+            _note(f"unfixable: {', '.join(sorted(unfixable & set(codes)))}")
+    if options.add_noqa:
+        return _add_noqa(options, config, job, paths, force_exclude)
     warnings: list[str] = []
-    if paths == ["-"]:
-        results = [run_stdin(sys.stdin.buffer.read(), stdin_filename or "-", job, config)]
+    if options.stdin:
+        name = options.stdin_filename or "-"
+        data = sys.stdin.buffer.read()
+        if force_exclude and name != "-" and config.excluded(Path(name)):
+            if fix and not options.diff:  # excluded: passed through, as ruff does
+                sys.stdout.buffer.write(data)
+            return EXIT_CLEAN
+        results = [run_stdin(data, name, job, config)]
     else:
-        found = discover(paths, config, force_exclude=force_exclude or config.force_exclude)
+        found = discover(paths, config, force_exclude=force_exclude)
         warnings = found.warnings
-        if verbose:
-            _note(f"{_plural(len(found.files), 'file')} to check")
+        if options.verbose:
+            _note(f"{summary.plural(len(found.files), 'file')} to check")
         on_result = None
         progress = None
-        if verbose:
+        if options.verbose:
             on_result = _verbose_line
-        elif not quiet and progress_wanted(sys.stderr):
+        elif not options.quiet and progress_wanted(sys.stderr):
             on_result = progress = Progress(len(found.files), sys.stderr)
         try:
             from torchlint.cache import location
 
-            cache_dir = None if no_cache else location(config.root)
+            cache_dir = None if options.no_cache else location(config.root)
             results = found.errors + run_files(found.files, job, config, on_result, cache_dir)
+        except Interrupted as exc:
+            _interrupted(exc)
+            return EXIT_INTERRUPTED
         finally:
             if progress is not None:
                 progress.close()
-    if verbose:
+    if options.verbose:
         _note(f"done in {time.monotonic() - started:.2f} s")
+    results.sort(key=lambda r: r.path)  # as ruff: by path, whatever order they came in
 
     errors = [r for r in results if r.error is not None]
     for r in errors:
         _error(f"{r.path}: {r.error}")
     warnings += [f"{r.path}: {r.warning}" for r in results if r.warning is not None]
-    if not quiet:
+    if not options.quiet:
         for w in warnings:
-            typer.echo(f"torchlint: warning: {w}", err=True)
+            _warn(w)
 
-    out = sys.stdout
+    to_file = out is not sys.stdout
     context = reporters.Context(
         color=_color(out),
         fix_mode=fix,
-        unsafe=unsafe,
-        show_fixes=show_fixes,
+        unsafe=config.unsafe_fixes,
+        unsafe_hint=options.unsafe_fixes is not False,
+        show_fixes=options.show_fixes,
         prefix=_repo_prefix(Path.cwd()),
-        format=output_format,
+        format=options.output_format,
     )
-    report_stream = sys.stderr if paths == ["-"] and fix and not diff else out
-    if diff:
-        out.write("".join(r.diff for r in results if r.diff))
+    # Fixing standard input prints the fixed code; the report then goes to stderr.
+    stdin_fix = options.stdin and fix and not options.diff
+    report = sys.stderr if stdin_fix and not to_file else out
+    if options.diff:
+        sys.stdout.write("".join(r.diff for r in results if r.diff))
     else:
-        if paths == ["-"] and fix and results[0].fixed_text is not None:
-            out.write(results[0].fixed_text)
-        report_stream.write(reporters.render(output_format, results, context))
-    if output_format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        if stdin_fix and results[0].fixed_text is not None:
+            sys.stdout.write(results[0].fixed_text)
+        if options.statistics:
+            report.write(statistics.render(results, context))
+        else:
+            report.write(reporters.render(options.output_format, results, context))
+    if options.output_format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
         _step_summary(os.environ["GITHUB_STEP_SUMMARY"], results, context)
     violations = [v for r in results for v in r.violations]
     if human:
-        if statistics:
-            report_stream.write(_statistics(violations, context))
-        if show_fixes and fix:
-            report_stream.write(_fixes_applied(results))
-        summary = _summary(results, context, diff)
-        if summary and not quiet and not (errors and summary == "All checks passed!"):
-            (sys.stderr if diff else report_stream).write(summary + "\n")
-    report_stream.flush()
+        if options.show_fixes and fix:
+            report.write(summary.fixes_applied(results, context))
+        said = summary.summary(results, context, options.diff)
+        quiet_now = options.quiet or (options.statistics and not violations)
+        if said and not quiet_now and not (errors and said == "All checks passed!\n"):
+            (sys.stderr if options.diff and not to_file else report).write(said)
+    report.flush()
     if errors:
         return EXIT_ERROR
-    if diff:
-        return EXIT_FINDINGS if any(r.diff for r in results) and not exit_zero else EXIT_CLEAN
-    return EXIT_FINDINGS if violations and not exit_zero else EXIT_CLEAN
+    if options.exit_non_zero_on_fix and any(r.fixed for r in results):
+        return EXIT_FINDINGS
+    if options.diff:
+        return EXIT_FINDINGS if any(r.diff for r in results) and not options.exit_zero else 0
+    return EXIT_FINDINGS if violations and not options.exit_zero else EXIT_CLEAN
 
 
-def _note(message: str) -> None:
-    typer.echo(f"torchlint: {message}", err=True)
+def _interrupted(exc) -> None:
+    written = sorted(r.path for r in exc.results if r.fixed and r.error is None)
+    maybe = "" if exc.exact else " (a file in progress when it stopped may have been too)"
+    if not written:
+        _note(f"interrupted: no file was rewritten{maybe}")
+        return
+    from torchlint.reporters.summary import plural
+
+    listing = "".join(f"\n  {path}" for path in written)
+    files = plural(len(written), "file")
+    _note(f"interrupted: {files} rewritten before the run stopped{maybe}:{listing}")
+
+
+def _add_noqa(options: CheckOptions, config, job, paths: list[str], force_exclude: bool) -> int:
+    """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's)."""
+    from torchlint.runner import add_noqa_file, discover
+
+    found = discover(paths, config, force_exclude=force_exclude)
+    errors = list(found.errors)
+    added = 0
+    for path in sorted(found.files, key=str):
+        result, n = add_noqa_file(path, job, config.rules_for(path, job.codes))
+        added += n
+        if result.error is not None:
+            errors.append(result)
+    for r in sorted(errors, key=lambda r: r.path):
+        _error(f"{r.path}: {r.error}")
+    if not options.quiet:
+        for w in found.warnings:
+            _warn(w)
+        if added:
+            _note(f"added {added} noqa directive{'' if added == 1 else 's'}")
+    return EXIT_ERROR if errors else EXIT_CLEAN
+
+
+def _show(options: CheckOptions, config, codes, paths: list[str], force_exclude: bool) -> int:
+    """`--show-files` (every file a run would check) or `--show-settings` (the settings
+    for the first of them)."""
+    from torchlint.runner import discover, display
+
+    found = discover(paths, config, force_exclude=force_exclude)
+    for r in found.errors:
+        _error(f"{r.path}: {r.error}")
+    files = sorted(found.files, key=lambda p: display(p))
+    if options.show_files:
+        sys.stdout.write("".join(display(p) + "\n" for p in files))
+        return EXIT_ERROR if found.errors else EXIT_CLEAN
+    if not files:
+        _error("no Python files found under the given paths")
+        return EXIT_ERROR
+    sys.stdout.write(_settings_text(config, files[0], codes))
+    return EXIT_ERROR if found.errors else EXIT_CLEAN
+
+
+def _settings_text(config, path: Path, codes) -> str:
+    """The resolved settings for `path`, as TOML keys."""
+    import json
+
+    from torchlint.runner import display
+
+    def toml(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, dict):
+            pairs = ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items())
+            return f"{{ {pairs} }}" if pairs else "{}"
+        return json.dumps(value)
+
+    target = ".".join(map(str, config.target_torch)) if config.target_torch else None
+    rows: dict[str, Any] = {
+        "rules": config.rules_for(path, codes),
+        "unsafe-fixes": config.unsafe_fixes,
+        "unfixable": sorted(config.unfixable_codes() & set(codes)),
+        "target-torch": target if target is not None else "not set",
+        "per-file-ignores": config.per_file_ignores,
+        "exclude": config.exclude,
+        "extend-exclude": config.extend_exclude,
+        "force-exclude": config.force_exclude,
+        "respect-gitignore": config.respect_gitignore,
+        **dict(sorted(config.options.items())),
+    }
+    lines = [
+        f"Resolved settings for: {display(path)}",
+        f"Settings path: {config.source or 'none (defaults)'}",
+        "",
+        *(f"{key} = {toml(value)}" for key, value in rows.items()),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _verbose_line(result) -> None:
-    found = f"{_plural(len(result.violations), 'finding')}" if result.error is None else "error"
+    from torchlint.reporters.summary import plural
+
+    found = f"{plural(len(result.violations), 'finding')}" if result.error is None else "error"
     fixed = f", {len(result.fixed)} fixed" if result.fixed else ""
     _note(f"checked {result.path}: {found}{fixed}")
 
@@ -262,170 +563,210 @@ def _step_summary(path: str, results, context) -> None:
         _error(f"cannot write the step summary to {path}: {exc.strerror}")
 
 
-def _statistics(violations, context) -> str:
-    from torchlint.reporters import fixable
-
-    counts = Counter(v.code for v in violations)
-    names = {v.code: v.name for v in violations}
-    can_fix = {v.code for v in violations if fixable(v, context)}
-    width = len(str(max(counts.values()))) if counts else 1
-    lines = [
-        f"{n:>{width}}\t{code}\t{'[*]' if code in can_fix else '[ ]'} {names[code]}"
-        for code, n in counts.most_common()
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _fixes_applied(results) -> str:
-    from torchlint.registry import all_rules
-
-    rules = all_rules()
-    lines = []
-    for r in results:
-        if r.fixed:
-            lines.append(f"{r.path}:")
-            lines.extend(
-                f"  {n} x {code} ({rules[code].name if code in rules else '?'})"
-                for code, n in sorted(Counter(r.fixed).items())
-            )
-    return ("Fixes applied:\n" + "\n".join(lines) + "\n") if lines else ""
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _summary(results, context, diff: bool) -> str:
-    from torchlint.reporters import fixable
-
-    violations = [v for r in results for v in r.violations]
-    fixed = sum(len(r.fixed) for r in results)
-    fixed_files = sum(1 for r in results if r.fixed)
-    hidden = sum(1 for v in violations if v.fix is not None and not fixable(v, context))
-    if diff:
-        more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
-        if fixed:
-            return f"Would fix {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}{more}."
-        return "No fixes available." if not violations else ""
-    if context.fix_mode:
-        if not violations and not fixed:
-            return "All checks passed!"
-        parts = [
-            f"Fixed {_plural(fixed, 'problem')} in {_plural(fixed_files, 'file')}"
-            if fixed
-            else "No fixes applied"
-        ]
-        if hidden:
-            parts.append(f"{hidden} {'more' if fixed else 'fixable'} with --unsafe-fixes")
-        if len(violations) > hidden:
-            left = len(violations) - hidden
-            parts.append(f"{_plural(left, 'problem')} left to fix by hand")
-        return "; ".join(parts) + "."
-    if not violations:
-        return "All checks passed!"
-    can = sum(1 for v in violations if fixable(v, context))
-    more = f"; {hidden} more with --unsafe-fixes" if hidden else ""
-    return f"Found {_plural(len(violations), 'problem')} ({can} fixable with --fix{more})."
-
-
 def _check_options(fix_default: bool):
     """The shared signature of `check` and `fix` (they differ only in the --fix default)."""
+    fix_help = (
+        "Report only; apply no fixes (as `check`)"
+        if fix_default
+        else "Apply fixes to resolve findings. Use `--no-fix` to disable or `--unsafe-fixes` "
+        "to include unsafe fixes"
+    )
 
     def command(
         paths: PathsArg = None,
-        fix: Annotated[bool, typer.Option("--fix/--no-fix", help="Apply fixes.")] = fix_default,
+        fix: bool = typer.Option(fix_default, "--fix/--no-fix", help=fix_help),
         unsafe_fixes: Annotated[
             bool | None,
             typer.Option(
                 "--unsafe-fixes/--no-unsafe-fixes",
-                help="Also apply (and count as fixable) fixes that may change results.",
+                help="Include fixes that may change results (count them as fixable too). "
+                "Use `--no-unsafe-fixes` to disable",
             ),
         ] = None,
-        diff: Annotated[
-            bool, typer.Option("--diff", help="Print the fixes as a unified diff; write nothing.")
-        ] = False,
         show_fixes: Annotated[
             bool,
             typer.Option(
                 "--show-fixes",
-                help="With --fix, list the fixes applied per file; else show each fix as a diff.",
+                help="With --fix, list the fixes applied per file; else show each fix as a "
+                "diff under its finding",
             ),
         ] = False,
-        select: SelectOpt = None,
-        ignore: IgnoreOpt = None,
-        extend_select: ExtendOpt = None,
-        output_format: FormatOpt = "text",
-        exit_zero: Annotated[
-            bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.")
+        diff: Annotated[
+            bool,
+            typer.Option(
+                "--diff",
+                help="Write nothing; print the fixes as a unified diff instead (exit 1 if "
+                "there is one)",
+            ),
         ] = False,
-        statistics: Annotated[
-            bool, typer.Option("--statistics", help="Count findings per rule.")
-        ] = False,
-        config: ConfigOpt = None,
+        output_format: Annotated[
+            str,
+            typer.Option(
+                "--output-format",
+                metavar="OUTPUT_FORMAT",
+                help="text (the default), concise, json, json-lines, github, sarif, gitlab, "
+                "rdjson, rdjsonl or junit (docs/output-formats.md)",
+            ),
+        ] = "text",
+        output_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--output-file",
+                "-o",
+                metavar="OUTPUT_FILE",
+                help="Write the report to this file (default: stdout)",
+            ),
+        ] = None,
         target_torch: Annotated[
             str | None,
             typer.Option(
-                "--target-torch", help="Oldest PyTorch version the code supports, e.g. 2.4."
+                "--target-torch",
+                metavar="VERSION",
+                help="The oldest PyTorch the code must support, e.g. 2.4",
+            ),
+        ] = None,
+        statistics: Annotated[
+            bool,
+            typer.Option(
+                "--statistics", help="Show counts for every rule with at least one finding"
+            ),
+        ] = False,
+        add_noqa: bool = typer.Option(
+            False,
+            "--add-noqa",
+            help="Add `# noqa: CODE` comments that suppress every finding",
+            hidden=fix_default,  # `fix` applies fixes: the two cannot go together
+        ),
+        show_files: Annotated[
+            bool,
+            typer.Option("--show-files", help="See the files torchlint would check"),
+        ] = False,
+        show_settings: Annotated[
+            bool,
+            typer.Option(
+                "--show-settings", help="See the settings torchlint uses for the first file"
+            ),
+        ] = False,
+        config: ConfigOpt = None,
+        select: SelectOpt = None,
+        ignore: IgnoreOpt = None,
+        extend_select: ExtendOpt = None,
+        fixable: Annotated[
+            list[str] | None,
+            _codes_option(
+                "--fixable",
+                "Rule codes whose fixes may be applied (default: ALL). Only applicable when "
+                "fix itself is enabled",
+            ),
+        ] = None,
+        unfixable: Annotated[
+            list[str] | None,
+            _codes_option("--unfixable", "Rule codes whose fixes are never applied nor offered"),
+        ] = None,
+        extend_fixable: Annotated[
+            list[str] | None,
+            _codes_option(
+                "--extend-fixable", "Like --fixable, but adds rule codes on top of those fixable"
+            ),
+        ] = None,
+        exclude: Annotated[
+            list[str] | None,
+            _patterns_option(
+                "--exclude",
+                "Comma-separated list of paths (globs) to omit from analysis; replaces the "
+                "configured and default excludes",
+            ),
+        ] = None,
+        extend_exclude: Annotated[
+            list[str] | None,
+            _patterns_option(
+                "--extend-exclude",
+                "Like --exclude, but adds paths on top of those already excluded",
             ),
         ] = None,
         force_exclude: Annotated[
             bool,
             typer.Option(
-                "--force-exclude", help="Apply excludes to files named on the command line."
+                "--force-exclude",
+                help="Enforce exclusions, even for paths passed on the command line",
+                rich_help_panel=FILES,
+            ),
+        ] = False,
+        no_cache: Annotated[
+            bool,
+            typer.Option(
+                "--no-cache",
+                "-n",
+                help="Neither read nor write the result cache",
+                rich_help_panel=MISC,
             ),
         ] = False,
         stdin_filename: Annotated[
             str | None,
-            typer.Option("--stdin-filename", help="The name of the file read from stdin."),
+            typer.Option(
+                "--stdin-filename",
+                metavar="STDIN_FILENAME",
+                help="Read standard input, as the file of this name (for its settings and output)",
+                rich_help_panel=MISC,
+            ),
         ] = None,
-        quiet: Annotated[
+        exit_zero: Annotated[
             bool,
             typer.Option(
-                "--quiet", "-q", help="Print findings only: no summary, warnings or progress."
+                "--exit-zero",
+                "-e",
+                help='Exit with status code "0", even when findings remain',
+                rich_help_panel=MISC,
+            ),
+        ] = False,
+        exit_non_zero_on_fix: Annotated[
+            bool,
+            typer.Option(
+                "--exit-non-zero-on-fix",
+                help="Exit with a non-zero status code if any files were modified via fix, "
+                "even if no findings remain",
+                rich_help_panel=MISC,
             ),
         ] = False,
         verbose: Annotated[
             bool,
             typer.Option(
-                "--verbose", "-v", help="Also print the config, rules and each file checked."
+                "--verbose",
+                "-v",
+                help="Also print the settings, each file checked and the time taken",
+                rich_help_panel=LOG,
             ),
         ] = False,
-        no_cache: Annotated[
-            bool, typer.Option("--no-cache", help="Neither read nor write the result cache.")
+        quiet: Annotated[
+            bool,
+            typer.Option(
+                "--quiet",
+                "-q",
+                help="Print findings, but nothing else (no summary, warnings or progress)",
+                rich_help_panel=LOG,
+            ),
         ] = False,
     ) -> None:
-        code = _check(
-            paths,
-            fix,
-            unsafe_fixes,
-            diff,
-            show_fixes,
-            select,
-            ignore,
-            extend_select,
-            output_format,
-            exit_zero,
-            statistics,
-            config,
-            target_torch,
-            force_exclude,
-            stdin_filename,
-            quiet,
-            verbose,
-            no_cache,
-        )
-        raise typer.Exit(code)
+        options = CheckOptions(**{k: v for k, v in locals().items() if k != "fix_help"})
+        raise typer.Exit(_check(options))
 
     return command
 
 
-app.command("check", help="Report problems (exit 1 if any remain).")(_check_options(False))
-app.command("fix", help="Apply fixes (same as `check --fix`).")(_check_options(True))
+app.command("check", cls=_Command, help="Report problems (exit 1 if any remain).")(
+    _check_options(False)
+)
+app.command("fix", cls=_Command, help="Apply fixes (same as `check --fix`).")(_check_options(True))
 
 
-@app.command("rules")
+@app.command("rules", cls=_Command)
 def rules_command(
-    output_format: Annotated[str, typer.Option("--output-format", help="text or json.")] = "text",
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--output-format", metavar="OUTPUT_FORMAT", help="text (the default) or json."
+        ),
+    ] = "text",
 ) -> None:
     """List every rule: code, name, family, fix safety, default on/off."""
     import json
@@ -462,8 +803,10 @@ def rules_command(
         typer.echo("  ".join(row[k].ljust(widths[k]) for k in headers).rstrip())
 
 
-@app.command("rule")
-def rule_command(code: Annotated[str, typer.Argument(help="A rule code, e.g. TL201.")]) -> None:
+@app.command("rule", cls=_Command)
+def rule_command(
+    code: Annotated[str, typer.Argument(metavar="RULE", help="A rule code or name, e.g. TL201.")],
+) -> None:
     """Print a rule's documentation."""
     from torchlint.registry import all_rules
 
@@ -598,6 +941,6 @@ def clean_command() -> None:
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="torchlint")  # also as `python -m torchlint`
     except KeyboardInterrupt:
         sys.exit(130)

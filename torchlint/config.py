@@ -53,7 +53,16 @@ DEFAULT_EXCLUDE = (
     "venv",
 )
 
-_LIST_KEYS = ("select", "ignore", "extend-select", "extend-ignore", "exclude", "extend-exclude")
+_SELECTOR_KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "extend-ignore",
+    "fixable",
+    "unfixable",
+    "extend-fixable",
+)
+_LIST_KEYS = (*_SELECTOR_KEYS, "exclude", "extend-exclude")
 _BOOL_KEYS = ("unsafe-fixes", "force-exclude", "respect-gitignore")
 _TARGET = re.compile(r"^(\d+)\.(\d+)$")
 
@@ -77,6 +86,9 @@ class Config:
     force_exclude: bool = False
     respect_gitignore: bool = True
     unsafe_fixes: bool = False
+    fixable: list[str] | None = None  # None: every rule
+    extend_fixable: list[str] = field(default_factory=list)
+    unfixable: list[str] = field(default_factory=list)
     target_torch: tuple[int, int] | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -91,6 +103,13 @@ class Config:
         chosen |= set(expand(self.extend_select))
         chosen -= set(expand(self.ignore))
         return sorted(chosen)
+
+    def unfixable_codes(self) -> frozenset[str]:
+        """Codes whose fixes are never applied nor offered (`fixable`/`unfixable`, as ruff)."""
+        fixable = set(expand(self.fixable if self.fixable is not None else ["ALL"]))
+        fixable |= set(expand(self.extend_fixable))
+        fixable -= set(expand(self.unfixable))
+        return frozenset(all_rules()) - fixable
 
     def rules_for(self, path: Path | None, codes: Sequence[str]) -> list[str]:
         """The selected codes minus the per-file ignores matching `path`."""
@@ -233,7 +252,7 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{where}: `{key}` must be a list of strings")
-            if key in ("select", "ignore", "extend-select", "extend-ignore"):
+            if key in _SELECTOR_KEYS:
                 expand(value)  # validates
             if key == "select":
                 config.select = value
@@ -241,6 +260,12 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                 config.extend_select.extend(value)
             elif key in ("ignore", "extend-ignore"):
                 config.ignore.extend(value)
+            elif key == "fixable":
+                config.fixable = value
+            elif key == "extend-fixable":
+                config.extend_fixable.extend(value)
+            elif key == "unfixable":
+                config.unfixable.extend(value)
             elif key == "exclude":
                 config.exclude = list(value)
             else:
@@ -258,6 +283,11 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                 expand(codes)
                 config.per_file_ignores.setdefault(pattern, []).extend(codes)
         elif key == "target-torch":
+            if not isinstance(value, str):
+                hint = " (a TOML number drops digits: 2.10 reads as 2.1)" * (type(value) is float)
+                raise ConfigError(
+                    f'{where}: `target-torch` must be a string such as "2.4", got {value!r}{hint}'
+                )
             config.target_torch = parse_target(value, where)
         elif key in options:
             default = options[key]

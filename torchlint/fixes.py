@@ -13,8 +13,9 @@ import enum
 import functools
 import inspect
 import itertools
+import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import libcst as cst
@@ -280,15 +281,38 @@ class _Apply:
 
     def _body(self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]):
         body: list[cst.BaseStatement] = []
+        blank = 0  # blank lines above removed statements, kept above the next one
         for orig, upd in zip(original, updated, strict=True):
             key = id(orig)
             body.extend(self.before.get(key, ()))
-            if key not in self.remove:
+            if key in self.remove:
+                blank = max(blank, _blank_lines_above(orig))
+            else:
+                missing = blank - _blank_lines_above(upd) if body else 0
+                if missing > 0:
+                    lines = [cst.EmptyLine()] * missing + list(_leading_lines(upd))
+                    upd = upd.with_changes(leading_lines=lines)
                 body.append(upd)
+                blank = 0
             body.extend(self.after.get(key, ()))
         if not body and original:
             body.append(cst.SimpleStatementLine([cst.Pass()]))
         return body
+
+
+def _leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    # every statement node has them; BaseStatement does not declare them
+    return getattr(stmt, "leading_lines", ())
+
+
+def _blank_lines_above(stmt: cst.BaseStatement) -> int:
+    """The blank lines that open a statement's leading lines (those above its comments)."""
+    count = 0
+    for line in _leading_lines(stmt):
+        if line.comment is not None:
+            break
+        count += 1
+    return count
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -356,67 +380,253 @@ def _dotted(node: cst.BaseExpression) -> str:
     return ""
 
 
+# ---------------------------------------------------------------------------------------
+# Module level: added imports go where isort (ruff's I001, default settings) puts them
+
+
+# ruff's isort defaults: sections future, standard library, third party (with first party:
+# a linter cannot tell them apart, but keeps an import beside its package's), local;
+# straight imports before `from` imports, case-insensitive; 88 columns.
+_FUTURE, _STDLIB, _OTHER, _LOCAL = range(4)
+LINE_LENGTH = 88
+_STDLIB_NAMES = frozenset(sys.stdlib_module_names)
+
+
+def _section(module: str, relative: bool = False) -> int:
+    if relative:
+        return _LOCAL
+    if module == "__future__":
+        return _FUTURE
+    return _STDLIB if module.split(".")[0] in _STDLIB_NAMES else _OTHER
+
+
+def _import_key(stmt: cst.BaseStatement) -> tuple[int, int, str, str]:
+    """(section, from-import?, module lowercased, module) of an import statement."""
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    first = stmt.body[0]
+    if isinstance(first, cst.Import):
+        name = _dotted(first.names[0].name)
+        return _section(name), 0, name.lower(), name
+    assert isinstance(first, cst.ImportFrom)
+    name = _dotted(first.module) if first.module is not None else ""
+    return _section(name, bool(first.relative)), 1, name.lower(), name
+
+
+def _blank(line: cst.EmptyLine) -> bool:
+    return line.comment is None
+
+
+def _head(stmt: Statement) -> int:
+    """How many blank lines open `stmt`'s leading lines (before any comment)."""
+    n = 0
+    for line in stmt.leading_lines:
+        if not _blank(line):
+            break
+        n += 1
+    return n
+
+
+def _member_key(alias: cst.ImportAlias) -> tuple[int, str, str]:
+    """isort's `order-by-type`: CONSTANTS, then Classes, then other names."""
+    name = _dotted(alias.name)
+    kind = 0 if len(name) > 1 and name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name.lower(), name
+
+
 @dataclass(frozen=True)
-class ModuleLevel:
-    """Where a pass's imports and definitions go: `statements` before `body[index]`
-    (appended when index == len(body)), that statement then parted by a blank line."""
+class Insertion:
+    """`statements` go before `body[index]` (at the end when index == len(body)), below
+    the first `keep` of its leading lines, followed by `blank_after` blank lines."""
 
     index: int
-    statements: tuple[cst.BaseStatement, ...]
-    blank_line_after: bool
+    statements: tuple[Statement, ...]
+    keep: int = 0
+    blank_after: int = 0
+
+
+@dataclass(frozen=True)
+class ModuleLevel:
+    """What a pass adds at module level: insertions (by index), and `from` imports that
+    an added name joins (index -> the statement with it)."""
+
+    insertions: tuple[Insertion, ...]
+    merged: dict[int, cst.SimpleStatementLine]
+
+
+class _ImportBlock:
+    """The leading import block of a module (after its docstring): its statements in
+    groups (a blank line starts one), and where a new import goes in it."""
+
+    def __init__(self, body: Sequence[Statement]) -> None:
+        self.body = body
+        self.start = 1 if body and _is_docstring(body[0]) else 0
+        self.end = self.start
+        while self.end < len(body) and _is_import(body[self.end]):
+            self.end += 1
+        self.groups: list[list[int]] = []
+        for i in range(self.start, self.end):
+            if not self.groups or any(map(_blank, body[i].leading_lines)):
+                self.groups.append([])
+            self.groups[-1].append(i)
+
+    def _group_for(self, key: tuple[int, int, str, str]) -> list[int] | None:
+        sections = [{_import_key(self.body[i])[0] for i in group} for group in self.groups]
+        if key[0] == _STDLIB:
+            return next(
+                (g for g, s in zip(self.groups, sections, strict=True) if s == {_STDLIB}), None
+            )
+        package = key[3].split(".")[0]
+        for group in self.groups:  # beside imports of the same package
+            if any(_import_key(self.body[i])[3].split(".")[0] == package for i in group):
+                return group
+        return next((g for g, s in zip(self.groups, sections, strict=True) if _OTHER in s), None)
+
+    def place(self, stmt: cst.SimpleStatementLine) -> Insertion:
+        """Where a new import goes: sorted into the group of its section (or package),
+        else a group of its own before the first group of a later section."""
+        key = _import_key(stmt)
+        group = self._group_for(key)
+        if group is not None:
+            later = [i for i in group if _import_key(self.body[i])[:3] > key[:3]]
+            if not later:
+                return Insertion(group[-1] + 1, (stmt,))
+            keep = _head(self.body[later[0]]) if later[0] == group[0] else 0
+            return Insertion(later[0], (stmt,), keep)
+        for group in self.groups:
+            if min(_import_key(self.body[i])[0] for i in group) > key[0]:
+                keep = _head(self.body[group[0]])
+                if not keep and group[0] != self.start:
+                    stmt = stmt.with_changes(leading_lines=[cst.EmptyLine()])
+                return Insertion(group[0], (stmt,), keep, 1)
+        if self.groups:  # after the block
+            return Insertion(self.end, (stmt.with_changes(leading_lines=[cst.EmptyLine()]),))
+        if self.start == len(self.body):
+            return Insertion(self.start, (stmt,))
+        # The first import: one blank line after it, two before a function or class.
+        after = 2 if isinstance(self.body[self.start], (cst.FunctionDef, cst.ClassDef)) else 1
+        return Insertion(self.start, (stmt,), _head(self.body[self.start]), after)
+
+    def merge(self, imp: Import) -> tuple[int, cst.SimpleStatementLine] | None:
+        """The `from` import of `imp.module` in the block that `imp.name` can join, and
+        the statement with it (isort combines `from` imports of a module; not those
+        with `as` names, comments or several statements on the line)."""
+        for i in range(self.start, self.end):
+            stmt = self.body[i]
+            assert isinstance(stmt, cst.SimpleStatementLine)
+            node = stmt.body[0]
+            if (
+                len(stmt.body) != 1
+                or not isinstance(node, cst.ImportFrom)
+                or node.relative
+                or node.module is None
+                or _dotted(node.module) != imp.module
+                or isinstance(node.names, cst.ImportStar)
+                or any(alias.asname is not None for alias in node.names)
+                or "#" in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=()))
+            ):
+                continue
+            names = sorted(
+                [*(_dotted(a.name) for a in node.names), imp.name or ""],
+                key=lambda n: _member_key(cst.ImportAlias(cst.Name(n))),
+            )
+            line = f"from {imp.module} import {', '.join(names)}"
+            trailing_comma = node.lpar is not None and isinstance(node.names[-1].comma, cst.Comma)
+            if len(line) > LINE_LENGTH or trailing_comma:
+                line = "".join(
+                    [f"from {imp.module} import (\n", *(f"    {n},\n" for n in names), ")"]
+                )
+            new = cst.parse_statement(line + "\n")
+            assert isinstance(new, cst.SimpleStatementLine)
+            return i, new.with_changes(leading_lines=stmt.leading_lines)
+        return None
 
 
 def plan_module_level(
-    body: Sequence[cst.BaseStatement], imports: Sequence[Import], definitions: Sequence[Definition]
+    body: Sequence[Statement], imports: Sequence[Import], definitions: Sequence[Definition]
 ) -> ModuleLevel | None:
-    """The missing imports after the import block, then the missing definitions."""
+    """Where the missing imports go (each where isort puts it), then the missing
+    definitions (after the import block)."""
     imported, bound = _top_level_bindings(body)
-    new_imports: list[cst.BaseStatement] = []
+    block = _ImportBlock(body)
+    at: dict[int, Insertion] = {}
+    merged: dict[int, cst.SimpleStatementLine] = {}
     for imp in dict.fromkeys(imports):
         key = (imp.module, imp.name)
         if key in imported or (imp.name is None and imp.module in bound):
             continue
         imported.add(key)
-        new_imports.append(imp.statement())
+        joined = block.merge(imp) if imp.name is not None else None
+        if joined is not None:
+            merged[joined[0]] = joined[1]
+            block.body = [*block.body[: joined[0]], joined[1], *block.body[joined[0] + 1 :]]
+            continue
+        insertion = block.place(imp.statement())
+        previous = at.get(insertion.index)
+        if previous is not None:  # two imports at one place: sorted, the first keeps its lines
+            lead = previous.statements[0].leading_lines
+            both = sorted(
+                (
+                    s.with_changes(leading_lines=())
+                    for s in (*previous.statements, *insertion.statements)
+                ),
+                key=_import_key,
+            )
+            both[0] = both[0].with_changes(leading_lines=lead)
+            insertion = replace(previous, statements=tuple(both))
+        at[insertion.index] = insertion
     new_defs: list[Statement] = []
     for definition in dict.fromkeys(definitions):
         if definition.name in bound:
             continue
         bound.add(definition.name)
         added = list(statements(definition.code))
-        if new_defs:  # a blank line between definitions
+        if new_defs or block.end or at:  # a blank line above each definition
             added[0] = added[0].with_changes(
                 leading_lines=[cst.EmptyLine(), *added[0].leading_lines]
             )
         new_defs.extend(added)
-    if not new_imports and not new_defs:
-        return None
-    # Skip the docstring and `from __future__` imports, then the leading import block.
-    i = 1 if body and _is_docstring(body[0]) else 0
-    while i < len(body) and _is_import(body[i]):
-        i += 1
-    # Place new imports after the last import of the leading block (also past guarded
-    # `try: import x` blocks is not attempted: precision over cleverness).
-    if new_defs and (i or new_imports):
-        new_defs[0] = new_defs[0].with_changes(
-            leading_lines=[cst.EmptyLine(), *new_defs[0].leading_lines]
+    if new_defs:
+        i = block.end
+        previous = at.get(i, Insertion(i, ()))
+        below = body[i].leading_lines[previous.keep :] if i < len(body) else [cst.EmptyLine()]
+        # A blank line between the definitions and what follows keeps code readable.
+        at[i] = replace(
+            previous,
+            statements=(*previous.statements, *new_defs),
+            blank_after=max(previous.blank_after, int(not below)),
         )
-    # A blank line between the definitions and what follows keeps code readable.
-    blank = bool(new_defs) and i < len(body) and not getattr(body[i], "leading_lines", True)
-    return ModuleLevel(i, (*new_imports, *new_defs), blank)
+    if not at and not merged:
+        return None
+    return ModuleLevel(tuple(at[i] for i in sorted(at)), merged)
 
 
 def add_module_level(
     module: cst.Module, imports: Sequence[Import], definitions: Sequence[Definition]
 ) -> cst.Module:
-    """Add missing imports after the import block, then missing definitions after them."""
+    """Add the missing imports where isort puts them, then the missing definitions."""
     plan = plan_module_level(module.body, imports, definitions)
     if plan is None:
         return module
-    head, tail = list(module.body[: plan.index]), list(module.body[plan.index :])
-    if plan.blank_line_after:
-        tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
-    return module.with_changes(body=[*head, *plan.statements, *tail])
+    body = [plan.merged.get(i, stmt) for i, stmt in enumerate(module.body)]
+    out: list[Statement] = []
+    insertions = {ins.index: ins for ins in plan.insertions}
+    for index in range(len(body) + 1):
+        stmt = body[index] if index < len(body) else None
+        ins = insertions.get(index)
+        if ins is not None:
+            lines = list(stmt.leading_lines) if stmt is not None else []
+            added = list(ins.statements)
+            added[0] = added[0].with_changes(
+                leading_lines=[*lines[: ins.keep], *added[0].leading_lines]
+            )
+            out.extend(added)
+            if stmt is not None:
+                stmt = stmt.with_changes(
+                    leading_lines=[*[cst.EmptyLine()] * ins.blank_after, *lines[ins.keep :]]
+                )
+        if stmt is not None:
+            out.append(stmt)
+    return module.with_changes(body=out)
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
@@ -481,6 +691,8 @@ def _splices(module: cst.Module, positions: NodePositions, fix: Fix) -> list[Spl
     if adds and (not module.body or any(id(e.node) in top for e in fix.edits)):
         return None
     removed = {id(e.node) for e in fix.edits if isinstance(e, Remove)}
+    if any(_blank_lines_above(e.node) for e in fix.edits if isinstance(e, Remove)):
+        return None  # the blank lines may move to the next statement (`_Apply._body`)
     anchors = {id(e.node) for e in fix.edits if isinstance(e, (InsertBefore, InsertAfter))}
     out: list[Splice] = []
     for edit in fix.edits:
@@ -526,11 +738,19 @@ def _module_level(module: cst.Module, positions: NodePositions, fix: Fix) -> lis
     plan = plan_module_level(body, fix.imports, fix.definitions)
     if plan is None:
         return []
-    at = starts[plan.index] if plan.index < len(body) else positions.extent(module.body[-1])[1]
-    text = _code(module, plan.statements, ())
-    if plan.blank_line_after:
-        text += _code(module, [cst.EmptyLine()], ())
-    return [(at, at, _MODULE_LEVEL, text)]
+    out: list[Splice] = []
+    for i, stmt in plan.merged.items():
+        start, end = positions.extent(module.body[i])
+        out.append((start, end, _IN_PLACE, _code(module, [stmt], ())))
+    for ins in plan.insertions:
+        if ins.index < len(body):
+            kept = _code(module, body[ins.index].leading_lines[: ins.keep], ())
+            at = starts[ins.index] + len(kept)
+        else:
+            at = positions.extent(module.body[-1])[1]
+        text = _code(module, [*ins.statements, *[cst.EmptyLine()] * ins.blank_after], ())
+        out.append((at, at, _MODULE_LEVEL, text))
+    return out
 
 
 @functools.cache

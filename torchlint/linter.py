@@ -7,6 +7,7 @@ Positions are resolved only for files that have something to report: a full
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import functools
 import os
@@ -323,17 +324,24 @@ class Linter:
         self,
         rules: Sequence[Rule],
         settings: Settings | None = None,
+        unfixable: frozenset[str] = frozenset(),
         on_rule_error: RuleErrorHandler | None = None,
     ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
+        self.unfixable = unfixable  # their findings carry no fix (as ruff's `unfixable`)
         self.on_rule_error = on_rule_error
 
     def _diagnostics(
         self, module: cst.Module, path: str, rules: Sequence[Rule]
     ) -> list[Diagnostic]:
-        return _diagnostics(module, path, rules, self.settings, self.on_rule_error)
+        found = _diagnostics(module, path, rules, self.settings, self.on_rule_error)
+        if self.unfixable:
+            found = [
+                dataclasses.replace(d, fix=None) if d.code in self.unfixable else d for d in found
+            ]
+        return found
 
     @_too_deep_is_a_lint_error
     def lint(

@@ -15,9 +15,11 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Generator, Sequence
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from torchlint.cache import Cache
 from torchlint.config import Config
@@ -76,17 +78,57 @@ def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
         )
 
 
+class Interrupted(Exception):
+    """Ctrl-C ended a run that rewrites files. `results` holds every file finished before
+    the run stopped, so every file written is among them (`exact`); after a second Ctrl-C
+    a file in progress may have been written too (not `exact`)."""
+
+    def __init__(self, results: list[FileResult], exact: bool) -> None:
+        super().__init__("interrupted")
+        self.results, self.exact = results, exact
+
+
+class _Stop:
+    """While files are rewritten, the first Ctrl-C asks the run to stop once the files in
+    progress are done (a file is never cut off between its read and its write); a second
+    Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.shared: Any = None  # a multiprocessing Event the workers read, once there are any
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        if self.shared is not None:
+            self.shared.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only: an embedding caller handles them
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
 _job: Job | None = None
+_stop: Any = None  # the parent's stop Event, in a worker
 
 
-def _init_worker(job: Job) -> None:
-    global _job
-    _job = job
+def _init_worker(job: Job, stop: Any) -> None:
+    global _job, _stop
+    _job, _stop = job, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
 
-def _work(item: tuple[Path, tuple[str, ...]]) -> FileResult:
+def _work(item: tuple[Path, tuple[str, ...]]) -> FileResult | None:
     assert _job is not None
+    if _stop is not None and _stop.is_set():
+        return None  # the run was interrupted: not started
     return lint_one(item[0], _job, item[1])
 
 
@@ -106,19 +148,31 @@ def _pool_size(tasks: Sequence[_Task]) -> int:
     return 1
 
 
-def _compute(tasks: Sequence[_Task], job: Job) -> Generator[FileResult, None, None]:
-    """Results for `tasks`, in their order."""
+def _compute(
+    tasks: Sequence[_Task], job: Job, stop: _Stop | None
+) -> Generator[FileResult | None, None, None]:
+    """Results for `tasks`, in their order; None for a task not started because `stop`
+    was requested."""
     size = _pool_size(tasks)
     if size == 1:
         for task in tasks:
-            yield lint_one(task.path, job, task.codes)
+            yield (
+                None
+                if stop is not None and stop.requested
+                else lint_one(task.path, job, task.codes)
+            )
         return
     parser_thread.stop()  # fork a process without threads
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
+    if stop is not None:
+        stop.shared = context.Event()
+        if stop.requested:
+            stop.shared.set()
     chunksize = max(1, min(8, len(tasks) // (size * 8)))
     items = [(t.path, t.codes) for t in tasks]
-    with context.Pool(size, initializer=_init_worker, initargs=(job,)) as pool:
+    shared = stop.shared if stop is not None else None
+    with context.Pool(size, initializer=_init_worker, initargs=(job, shared)) as pool:
         yield from pool.imap(_work, items, chunksize=chunksize)
 
 
@@ -139,7 +193,9 @@ def run_files(
 ) -> list[FileResult]:
     """Lint (or fix) every file (in worker processes when there are enough), answering
     from the cache in `cache_dir` what it knows (None: no cache). Results, and the calls
-    of `on_result` (progress bar, --verbose), come in the order of `files`."""
+    of `on_result` (progress bar, --verbose), come in the order of `files`. A run that
+    rewrites files stops at Ctrl-C once the files in progress are done, and raises
+    `Interrupted` with the results of every file finished."""
     tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
     results: list[FileResult | None] = [None] * len(tasks)
     cache = Cache(cache_dir, job) if cache_dir is not None else None
@@ -158,19 +214,30 @@ def run_files(
                 todo.append(task)
             else:
                 results[task.index] = hit
-    computed = _compute(todo, job)
-    pending = iter(todo)
+    stop = _Stop() if job.fix and not job.diff else None
     out: list[FileResult] = []
-    try:
-        for result in results:
-            if result is None:
-                task = next(pending)
-                result = next(computed)
-                if cache is not None and _cacheable(job, task, result):
-                    cache.put(task.path, result.path, task.codes, task.raw or b"", result)
-            if on_result is not None:
-                on_result(result)
-            out.append(result)
-    finally:
-        computed.close()  # stops the pool, also on Ctrl-C
+    with stop.installed() if stop is not None else contextlib.nullcontext():
+        computed = _compute(todo, job, stop)
+        pending = iter(todo)
+        try:
+            for known in results:
+                result = known
+                if result is None:
+                    task = next(pending)
+                    result = next(computed)
+                    if result is None:  # not started: the run was interrupted
+                        continue
+                    if cache is not None and _cacheable(job, task, result):
+                        cache.put(task.path, result.path, task.codes, task.raw or b"", result)
+                if on_result is not None:
+                    on_result(result)
+                out.append(result)
+        except KeyboardInterrupt:
+            if stop is None:
+                raise
+            raise Interrupted(out, exact=False) from None
+        finally:
+            computed.close()  # stops the pool, also on Ctrl-C
+    if stop is not None and stop.requested:
+        raise Interrupted(out, exact=True)
     return out

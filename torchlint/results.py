@@ -73,3 +73,4 @@ class Job:
     unsafe: bool = False
     diff: bool = False  # compute fixes, write nothing
     with_edits: bool = False  # reporters that show fix edits need them
+    unfixable: frozenset[str] = frozenset()  # codes whose fixes are dropped (`unfixable`)

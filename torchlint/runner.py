@@ -17,6 +17,7 @@ import pathspec
 
 from torchlint.config import Config, instantiate
 from torchlint.linter import Linter, LintError, RuleErrorHandler, TooLarge, unified_diff
+from torchlint.noqa import add_noqa
 from torchlint.notebook import Notebook, NotebookError
 from torchlint.results import FileResult, Job
 from torchlint.source import (
@@ -141,7 +142,7 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
 
 
 def _linter(job: Job, codes: Sequence[str]) -> Linter:
-    return Linter(instantiate(codes), job.settings)
+    return Linter(instantiate(codes), job.settings, job.unfixable)
 
 
 def lint_text(
@@ -241,6 +242,56 @@ def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
             result, _ = _lint_source(source.text, name, replace(job, fix=False), codes)
             result.error = str(exc)
     return result
+
+
+def add_noqa_text(
+    text: str, name: str, job: Job, codes: Sequence[str]
+) -> tuple[str, FileResult, int]:
+    """`text` (a `.py` file's, or a notebook's JSON) with a `# noqa: CODE` comment for each
+    finding, its findings, and how many lines got a comment. A file with an error (a
+    syntax error, a cell that does not parse) is left as it is."""
+    check = replace(job, fix=False, diff=False, with_edits=False)
+    result, _ = _lint_source(text, name, check, codes)
+    if result.error is not None or not result.violations:
+        return text, result, 0
+    if not name.endswith(".ipynb"):
+        wanted: dict[int, set[str]] = {}
+        for v in result.violations:
+            wanted.setdefault(v.line, set()).add(v.code)
+        new_text, added = add_noqa(text, wanted)
+        return new_text, result, added
+    # A notebook: comments go into the program its findings come from (IPython syntax
+    # stands replaced there), which is cut back into cells.
+    notebook = Notebook.parse(text)
+    program = notebook.program()
+    start = {chunk.cell: chunk.start for chunk in program.split(program.source)}
+    wanted = {}
+    for v in result.violations:
+        wanted.setdefault(start[v.cell or 0] + v.line - 1, set()).add(v.code)
+    new_program, added = add_noqa(program.source, wanted)
+    try:
+        chunks = program.split(new_program)
+        changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
+        return notebook.with_sources(changed), result, added
+    except NotebookError as exc:
+        result.error = str(exc)
+        return text, result, 0
+
+
+def add_noqa_file(path: Path, job: Job, codes: Sequence[str]) -> tuple[FileResult, int]:
+    """`add_noqa_text` on a file, written back in place: its result and the lines changed."""
+    name = display(path)
+    try:
+        source: SourceFile = read_source(path)
+    except SourceError as exc:
+        return FileResult(name, error=str(exc)), 0
+    new_text, result, added = add_noqa_text(source.text, name, job, codes)
+    if added:
+        try:
+            write_source(source, new_text)
+        except SourceError as exc:
+            result.error, added = str(exc), 0
+    return result, added
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:

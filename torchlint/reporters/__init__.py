@@ -42,6 +42,7 @@ class Context:
     color: bool = False
     fix_mode: bool = False  # --fix: the fixable markers and summary change wording
     unsafe: bool = False  # --unsafe-fixes: unsafe fixes count as fixable
+    unsafe_hint: bool = True  # say what --unsafe-fixes would fix (not after --no-unsafe-fixes)
     show_fixes: bool = False
     # The working directory relative to the repository root ("" at the root, else
     # "sub/dir/"): CI formats name files relative to the repository root.

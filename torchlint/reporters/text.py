@@ -6,22 +6,57 @@ from torchlint.reporters import Context, fixable, source_lines
 from torchlint.reporters.style import Style
 from torchlint.results import FileResult, FixRecord, Violation
 
-MAX_EXCERPT_LINES = 4
+# A finding over more lines than this shows its first and last lines around a "...".
+MAX_RANGE_LINES = 8
+KEEP_HEAD, KEEP_TAIL = 4, 2
 
 
 def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
-    first = max(1, v.line - 1)
-    last = min(len(lines), min(v.end_line, v.line + MAX_EXCERPT_LINES - 1) + 1)
+    """The flagged code with one line of context each side. A range on one line is
+    underlined with carets; a range over several lines is drawn as ruff (and rustc) draw
+    it: a bar in the margin from its first character to its last."""
+    texts = {n: lines[n - 1].rstrip("\r\n") for n in range(1, len(lines) + 1)}
+    end_line, end_column = v.end_line, v.end_column
+    if end_line > v.line and end_column <= 1:  # ends where a line starts: on the line above
+        end_line -= 1
+        end_column = len(texts.get(end_line, "")) + 1
+    end_line = min(max(end_line, v.line), len(lines))
+    first, last = max(1, v.line - 1), min(len(lines), end_line + 1)
+    shown = list(range(first, last + 1))
+    if end_line - v.line + 1 > MAX_RANGE_LINES:
+        shown = [n for n in shown if n < v.line + KEEP_HEAD or n > end_line - KEEP_TAIL]
     width = len(str(last))
     gutter = s.blue(" " * width + " |")
     out = [gutter]
-    for number in range(first, last + 1):
-        text = lines[number - 1].rstrip("\r\n")
-        out.append(f"{s.blue(str(number).rjust(width) + ' |')} {text}")
-        if number == v.line:
-            end = v.end_column if v.end_line == v.line else len(text) + 1
-            carets = "^" * max(1, end - v.column)
-            out.append(f"{gutter} {' ' * (v.column - 1)}{s.red(carets + ' ' + v.code)}")
+    label = s.red(f" {v.code}")
+    if end_line == v.line:
+        for n in shown:
+            out.append(f"{s.blue(str(n).rjust(width) + ' |')} {texts[n]}")
+            if n == v.line:
+                carets = "^" * max(1, end_column - v.column)
+                out.append(f"{gutter} {' ' * (v.column - 1)}{s.red(carets)}{label}")
+        out.append(gutter)
+        return out
+    # Several lines: a two-column margin holds the bar ("/" when the range starts the
+    # line, else a "_" line leading to its first character).
+    starts_line = not texts[v.line][: v.column - 1].strip()
+    previous = None
+    for n in shown:
+        if previous is not None and n != previous + 1:
+            out.append(s.blue("...") + " " * width + s.red("|"))  # under the bar
+        previous = n
+        if n == v.line:
+            margin = s.red("/ ") if starts_line else "  "
+        elif v.line < n <= end_line:
+            margin = s.red("| ")
+        else:
+            margin = "  "
+        out.append(f"{s.blue(str(n).rjust(width) + ' |')} {margin}{texts[n]}".rstrip())
+        if n == v.line and not starts_line:
+            out.append(f"{gutter}  {s.red('_' * v.column + '^')}")
+        if n == end_line:
+            last_column = max(1, end_column - 1)
+            out.append(f"{gutter} {s.red('|' + '_' * last_column + '^')}{label}")
     out.append(gutter)
     return out
 

@@ -75,7 +75,7 @@ def _collect(report: Report) -> RuleErrorHandler:
 
 def _linter(setup: Setup, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
     handler = _collect(report) if report is not None else None
-    return Linter(instantiate(codes or setup.codes), setup.settings, handler)
+    return Linter(instantiate(codes or setup.codes), setup.settings, setup.unfixable, handler)
 
 
 def internal_error(report: Report, exc: Exception, cell: int | None = None) -> None:
@@ -196,7 +196,7 @@ def cell_problems(error: str, cells: Sequence[Cell]) -> list[Problem]:
 def lint_cells(cells: Sequence[Cell], path: str, setup: Setup) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
-    job = Job(codes=setup.codes, settings=setup.settings)
+    job = Job(codes=setup.codes, settings=setup.settings, unfixable=setup.unfixable)
     try:
         result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(report))
     except Exception as exc:
@@ -213,7 +213,13 @@ def lint_cells(cells: Sequence[Cell], path: str, setup: Setup) -> Report:
 def fix_all_cells(cells: Sequence[Cell], path: str, setup: Setup) -> list[str] | None:
     """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
     out); None if it would not fix."""
-    job = Job(codes=setup.codes, settings=setup.settings, fix=True, unsafe=setup.unsafe)
+    job = Job(
+        codes=setup.codes,
+        settings=setup.settings,
+        fix=True,
+        unsafe=setup.unsafe,
+        unfixable=setup.unfixable,
+    )
     try:
         result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(Report()))
     except Exception:
@@ -229,7 +235,7 @@ def fix_cells(
     code = key[0]
     if code not in setup.codes:
         return None
-    job = Job(codes=(code,), settings=setup.settings, with_edits=True)
+    job = Job(codes=(code,), settings=setup.settings, with_edits=True, unfixable=setup.unfixable)
     try:
         result, _ = lint_notebook(notebook_json(cells), path, job, [code])
     except Exception:

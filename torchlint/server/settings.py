@@ -73,6 +73,7 @@ class Setup:
     codes: tuple[str, ...]
     settings: Settings
     unsafe: bool
+    unfixable: frozenset[str] = frozenset()  # the config's `fixable`/`unfixable`
 
 
 _Stamp = tuple[int, int] | None
@@ -141,4 +142,4 @@ def setup(configs: Configs, editor: EditorSettings, path: Path | None, root: Pat
     if path is not None:
         codes = config.rules_for(path, codes)
     unsafe = config.unsafe_fixes if editor.unsafe_fixes is None else editor.unsafe_fixes
-    return Setup(tuple(codes), config.settings(), unsafe)
+    return Setup(tuple(codes), config.settings(), unsafe, config.unfixable_codes())

@@ -1,0 +1,316 @@
+"""The command line behaves as ruff's documentation says ruff behaves, where a ruff user
+will reach for the same thing: help, stdin, output files, file and fix selection,
+`--add-noqa`, `--show-files`/`--show-settings`, exit codes, sorted output, Ctrl-C.
+
+Each test runs the real `torchlint` in a subprocess; the help of `check` and `fix` is
+compared with golden files in tests/golden/ (UPDATE_GOLDEN=1 rewrites them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import LOADER, run_cli
+from .test_notebook import lines, notebook
+from .test_reporters import check_golden
+
+# TL405 (unsafe fix) and TL502 (safe fix) in one file
+MIXED = "import torch\n\nopt.zero_grad(set_to_none=False)\nscaler = torch.cuda.amp.GradScaler()\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(LOADER)
+    (tmp_path / "mixed.py").write_text(MIXED)
+    return tmp_path
+
+
+def concise(result) -> list[str]:
+    return [line for line in result.stdout.splitlines() if ": TL" in line]
+
+
+# -- help --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [("-h",), ("check", "-h"), ("fix", "-h"), ("rules", "-h")])
+def test_dash_h_is_help(args):
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: torchlint")
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_help_reads_like_ruffs(command):
+    """Headings as ruff's, each value named (`<RULE_CODE>`), no Python types, defaults or
+    `--x / --no-x` pairs."""
+    result = run_cli(command, "--help", env={"COLUMNS": "80"})
+    assert result.returncode == 0
+    check_golden(f"help.{command}.txt", result.stdout)
+    for heading in ("Options:", "Rule selection:", "File selection:", "Miscellaneous:"):
+        assert f"\n{heading}\n" in result.stdout
+    assert "      --select <RULE_CODE>\n" in result.stdout
+    assert "  -o, --output-file <OUTPUT_FILE>\n" in result.stdout
+    for wrong in ("<list[str]>", "<str>", "[default: fix]", "[default: no-fix]", " / --no-"):
+        assert wrong not in result.stdout
+    assert ("      --no-fix\n" in result.stdout) is (command == "fix")
+
+
+def test_rules_and_rule_help_name_values_not_python_types():
+    rule = run_cli("rule", "-h", env={"COLUMNS": "80"})
+    assert "Usage: torchlint rule [OPTIONS] <RULE>\n" in rule.stdout
+    rules = run_cli("rules", "-h", env={"COLUMNS": "80"})
+    assert "      --output-format <OUTPUT_FORMAT>\n" in rules.stdout
+    for wrong in ("<str>", "{", "[default:", "[required]"):
+        assert wrong not in rule.stdout + rules.stdout
+
+
+# -- standard input ------------------------------------------------------------------
+
+
+def test_stdin_filename_reads_standard_input_even_without_dash(project):
+    """ruff: `--stdin-filename` always reads standard input; a path given is ignored."""
+    (project / "other.py").write_text(MIXED)
+    result = run_cli("check", "--output-format", "concise", "--stdin-filename", "typed.py",
+                     input=LOADER, cwd=project)  # fmt: skip
+    assert result.returncode == 1
+    assert concise(result) == [line for line in concise(result) if line.startswith("typed.py:")]
+    assert concise(result) and "other.py" not in result.stdout
+    given = run_cli("check", "--stdin-filename", "typed.py", "other.py", input="", cwd=project)
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert "ignoring other.py in favour of standard input" in given.stderr
+    fixed = run_cli("fix", "--unsafe-fixes", "--stdin-filename", "typed.py", input=LOADER,
+                    cwd=project)  # fmt: skip
+    assert "num_workers=NUM_WORKERS" in fixed.stdout and fixed.returncode == 0
+
+
+def test_stdin_uses_the_settings_of_the_named_file(project):
+    (project / "sub").mkdir()
+    (project / "sub" / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL201"]\n')
+    inside = run_cli("check", "--stdin-filename", "sub/t.py", input=LOADER, cwd=project)
+    outside = run_cli("check", "--stdin-filename", "t.py", input=LOADER, cwd=project)
+    assert (inside.returncode, outside.returncode) == (0, 1)
+
+
+def test_an_excluded_stdin_file_passes_through_with_force_exclude(project):
+    args = ("--force-exclude", "--extend-exclude", "gen", "--stdin-filename", "gen/t.py")
+    check = run_cli("check", *args, input=LOADER, cwd=project)
+    assert check.returncode == 0 and check.stdout == ""
+    fix = run_cli("fix", "--unsafe-fixes", *args, input=LOADER, cwd=project)
+    assert fix.returncode == 0 and fix.stdout == LOADER
+
+
+# -- output --------------------------------------------------------------------------
+
+
+def test_output_file_gets_the_report(project):
+    result = run_cli("check", "-o", "reports/lint.json", "--output-format", "json", cwd=project)
+    assert result.returncode == 1 and result.stdout == ""
+    report = json.loads((project / "reports" / "lint.json").read_text())
+    assert {item["code"] for item in report} == {"TL201", "TL405", "TL502"}
+    text = run_cli("check", "--output-file", "lint.txt", cwd=project)
+    written = (project / "lint.txt").read_text()
+    assert text.stdout == "" and "\nFound 3 problems.\n" in written
+    assert "\x1b[" not in written
+
+
+def test_output_is_sorted_by_path_whatever_the_walk_or_argument_order(tmp_path):
+    for name in ("z.py", "a/b.py", "a/c/d.py", "m.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(MIXED)
+    for args in ((".",), ("z.py", "a", "m.py")):
+        result = run_cli("check", "--output-format", "concise", *args, cwd=tmp_path)
+        paths = [line.split(":")[0] for line in concise(result)]
+        assert paths == sorted(paths) and len(set(paths)) == 4, paths
+        as_json = run_cli("check", "--output-format", "json", *args, cwd=tmp_path)
+        names = [item["filename"] for item in json.loads(as_json.stdout)]
+        assert names == sorted(names)
+
+
+# -- file and fix selection ------------------------------------------------------------
+
+
+def test_exclude_and_extend_exclude_on_the_command_line(tmp_path):
+    for folder in ("src", "legacy", "build"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.py").write_text(MIXED)
+
+    def files(*args: str) -> set[str]:
+        result = run_cli("check", "--output-format", "concise", *args, ".", cwd=tmp_path)
+        return {line.split("/")[0] for line in concise(result)}
+
+    assert files() == {"src", "legacy"}  # build/ is excluded by default
+    assert files("--extend-exclude", "legacy") == {"src"}
+    assert files("--exclude", "legacy") == {"src", "build"}  # replaces the defaults, as ruff
+
+
+def test_unfixable_and_fixable(project):
+    no_amp = run_cli("check", "--unfixable", "TL502", "--output-format", "json", "mixed.py",
+                     cwd=project)  # fmt: skip
+    assert all(item["fix"] is None for item in json.loads(no_amp.stdout) if item["code"] == "TL502")
+    run_cli("fix", "--unsafe-fixes", "--unfixable", "TL502", "mixed.py", cwd=project)
+    text = (project / "mixed.py").read_text()
+    assert "torch.cuda.amp.GradScaler()" in text and "set_to_none" not in text
+    (project / "mixed.py").write_text(MIXED)
+    only = run_cli("fix", "--unsafe-fixes", "--fixable", "TL502", "mixed.py", cwd=project)
+    text = (project / "mixed.py").read_text()
+    assert "torch.amp.GradScaler" in text and "set_to_none=False" in text
+    assert only.returncode == 1 and "[*]" not in only.stdout
+
+
+def test_fixable_and_unfixable_from_the_config(project):
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL502"]\n')
+    result = run_cli("fix", "mixed.py", cwd=project)
+    assert result.returncode == 1 and (project / "mixed.py").read_text() == MIXED
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nfixable = ["TL9"]\n')
+    bad = run_cli("check", "mixed.py", cwd=project)
+    assert bad.returncode == 2 and "unknown rule selector 'TL9'" in bad.stderr
+
+
+# -- --add-noqa ------------------------------------------------------------------------
+
+
+def test_add_noqa_suppresses_every_finding_once(project):
+    result = run_cli("check", "--add-noqa", ".", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "added 3 noqa directives" in result.stderr
+    assert "opt.zero_grad(set_to_none=False)  # noqa: TL405\n" in (project / "mixed.py").read_text()
+    assert run_cli("check", ".", cwd=project).returncode == 0
+    again = run_cli("check", "--add-noqa", ".", cwd=project)
+    assert again.returncode == 0 and "added" not in again.stderr
+
+
+def test_add_noqa_in_a_notebook_keeps_magics_and_other_cells(tmp_path):
+    head, body = LOADER.split("loader = ")
+    cells = (
+        ("code", lines("%matplotlib inline\n" + head.rstrip("\n"))),
+        ("markdown", ["# Data"]),
+        ("code", lines("!pip install foo\nloader = " + body.rstrip("\n"))),
+    )
+    (tmp_path / "nb.ipynb").write_text(notebook(*cells))
+    assert run_cli("check", "--select", "TL201", "nb.ipynb", cwd=tmp_path).returncode == 1
+    result = run_cli("check", "--add-noqa", "--select", "TL201", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "added 1 noqa directive" in result.stderr
+    sources = [c["source"] for c in json.loads((tmp_path / "nb.ipynb").read_text())["cells"]]
+    assert sources[:2] == [cells[0][1], ["# Data"]]
+    assert sources[2][:2] == [
+        "!pip install foo\n",
+        "loader = DataLoader(ds, batch_size=64, pin_memory=True)  # noqa: TL201\n",
+    ]
+    assert sources[2][2:] == cells[2][1][2:]
+    assert run_cli("check", "--select", "TL201", "nb.ipynb", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "other", [("--fix",), ("--diff",), ("--statistics",), ("--stdin-filename", "x.py")]
+)
+def test_add_noqa_conflicts_as_in_ruff(project, other):
+    result = run_cli("check", "--add-noqa", *other, ".", cwd=project, input="")
+    assert result.returncode == 2 and "cannot be used together" in result.stderr
+    assert (project / "mixed.py").read_text() == MIXED
+
+
+# -- --show-files, --show-settings, -v ----------------------------------------------------
+
+
+def test_show_files_lists_what_would_be_checked(project):
+    (project / "build").mkdir()
+    (project / "build" / "gen.py").write_text(MIXED)
+    (project / "nb.ipynb").write_text(notebook(("code", ["x = 1"])))
+    result = run_cli("check", "--show-files", cwd=project)
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == ["mixed.py", "nb.ipynb", "train.py"]
+
+
+def test_show_settings_for_the_first_file(project):
+    (project / "pyproject.toml").write_text(
+        '[tool.torchlint]\nselect = ["TL2", "TL4"]\ntarget-torch = "2.4"\n'
+        'per-file-ignores = { "mixed.py" = ["TL405"] }\n'
+    )
+    result = run_cli("check", "--show-settings", "mixed.py", cwd=project)
+    assert result.returncode == 0
+    out = result.stdout.splitlines()
+    assert out[0] == "Resolved settings for: mixed.py"
+    assert out[1] == f"Settings path: {project.resolve() / 'pyproject.toml'}"
+    assert 'target-torch = "2.4"' in out
+    rules = json.loads(next(line for line in out if line.startswith("rules = ")).split(" = ")[1])
+    assert "TL201" in rules and "TL405" not in rules and "TL502" not in rules
+
+
+def test_target_torch_must_be_a_string_and_verbose_shows_it(project):
+    (project / "pyproject.toml").write_text("[tool.torchlint]\ntarget-torch = 2.10\n")
+    bad = run_cli("check", ".", cwd=project)
+    assert bad.returncode == 2
+    assert '`target-torch` must be a string such as "2.4", got 2.1 (a TOML number' in bad.stderr
+    (project / "pyproject.toml").write_text('[tool.torchlint]\ntarget-torch = "2.10"\n')
+    verbose = run_cli("check", "-v", ".", cwd=project)
+    assert "torchlint: target-torch: 2.10" in verbose.stderr.splitlines()
+
+
+# -- exit codes, cache ------------------------------------------------------------------
+
+
+def test_exit_zero_short_flag_and_exit_non_zero_on_fix(project):
+    assert run_cli("check", "-e", ".", cwd=project).returncode == 0
+    fixed = run_cli("fix", "--select", "TL502", "mixed.py", cwd=project)
+    assert fixed.returncode == 0  # all fixed: nothing remains
+    (project / "mixed.py").write_text(MIXED)
+    strict = run_cli("fix", "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project)
+    assert strict.returncode == 1 and "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    nothing = run_cli("fix", "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project)
+    assert nothing.returncode == 0  # nothing left to change
+    both = run_cli("check", "-e", "--exit-non-zero-on-fix", cwd=project)
+    assert both.returncode == 2 and "cannot be used together" in both.stderr
+
+
+def test_dash_n_neither_reads_nor_writes_the_cache(project):
+    env = {"TORCHLINT_CACHE_DIR": str(project / "cache")}
+    run_cli("check", "-n", ".", cwd=project, env=env)
+    assert not (project / "cache").exists()
+    run_cli("check", ".", cwd=project, env=env)
+    assert (project / "cache").exists()
+
+
+# -- Ctrl-C while fixing ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
+    """The first Ctrl-C lets the files in progress finish and stops; the files rewritten
+    are listed, exactly: no file is ever cut off between its read and its write."""
+    filler = "".join(f"def helper_{i}(x):\n    return x + {i}\n\n\n" for i in range(150))
+    names = [f"f{i:03}.py" for i in range(160)]
+    for name in names:
+        (tmp_path / name).write_text(LOADER + filler)
+    env = {**os.environ, "NO_COLOR": "1", "TORCHLINT_WORKERS": workers}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "fix", "--no-cache", "--unsafe-fixes", "."],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any("NUM_WORKERS" in (tmp_path / n).read_text() for n in names[:: len(names) // 8]):
+        assert process.poll() is None and time.monotonic() < deadline, "no file was fixed"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    changed = sorted(n for n in names if "NUM_WORKERS" in (tmp_path / n).read_text())
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    listed = [line.strip() for line in stderr.splitlines() if line.startswith("  ")]
+    assert f"torchlint: interrupted: {len(changed)} files rewritten before the run stopped:" in (
+        stderr
+    )
+    assert listed == changed and 0 < len(changed) < len(names)
+    assert not list(tmp_path.glob(".*.torchlint"))  # no temporary file left behind

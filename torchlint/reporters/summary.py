@@ -1,0 +1,73 @@
+"""What follows a human-readable report, in ruff's words: how many problems were found and
+fixed, what `--fix` and `--unsafe-fixes` would do, and (`--fix --show-fixes`) the fixes
+applied per file."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from torchlint.reporters import Context, fixable
+from torchlint.reporters.style import Style
+from torchlint.results import FileResult
+
+
+def plural(n: int, word: str, suffix: str = "s") -> str:
+    return f"{n} {word}{'' if n == 1 else suffix}"
+
+
+def summary(results: list[FileResult], context: Context, diff: bool = False) -> str:
+    """The summary lines (each ending in a newline), or "" when there is nothing to say."""
+    s = Style(context.color)
+    remaining = [v for r in results for v in r.violations]
+    fixed = sum(len(r.fixed) for r in results)
+    applicable = sum(1 for v in remaining if fixable(v, context))
+    hidden = sum(1 for v in remaining if v.fix is not None and not fixable(v, context))
+    if diff:
+        fixes = "fix" if hidden == 1 else "fixes"
+        if hidden and fixed:
+            return (
+                f"Would fix {plural(fixed, 'problem')} ({hidden} additional {fixes} available "
+                "with `--unsafe-fixes`).\n"
+            )
+        if hidden:
+            return (
+                f"No problems would be fixed ({hidden} {fixes} available with `--unsafe-fixes`).\n"
+            )
+        return f"Would fix {plural(fixed, 'problem')}.\n" if fixed else ""
+    if fixed:
+        total = plural(fixed + len(remaining), "problem")
+        lines = [f"Found {total} ({fixed} fixed, {len(remaining)} remaining)."]
+    elif remaining:
+        lines = [f"Found {plural(len(remaining), 'problem')}."]
+    else:
+        lines = ["All checks passed!"]
+    star = f"[{s.cyan('*')}]"
+    unsafe = f"{plural(hidden, 'unsafe fix', 'es')} available with `--fix --unsafe-fixes`"
+    if context.unsafe_hint and applicable and hidden:
+        lines.append(f"{star} {applicable} fixable with `--fix` ({unsafe}).")
+    elif applicable:
+        lines.append(f"{star} {applicable} fixable with `--fix`.")
+    elif context.unsafe_hint and hidden:
+        lines.append(f"{unsafe}.")
+    return "".join(line + "\n" for line in lines)
+
+
+def fixes_applied(results: list[FileResult], context: Context) -> str:
+    """`--fix --show-fixes`: per file (by path), each rule fixed and how often."""
+    from torchlint.registry import all_rules
+
+    fixed = sorted((r for r in results if r.fixed), key=lambda r: r.path)
+    if not fixed:
+        return ""
+    s = Style(context.color)
+    rules = all_rules()
+    counts = [Counter(r.fixed) for r in fixed]
+    width = len(str(max(max(c.values()) for c in counts)))
+    total = sum(len(r.fixed) for r in fixed)
+    lines = ["", s.green(s.bold(f"Fixed {plural(total, 'problem')}:"))]
+    for result, count in zip(fixed, counts, strict=True):
+        lines.append(f"{s.cyan('-')} {s.bold(result.path)}{s.cyan(':')}")
+        for code, n in sorted(count.items(), key=lambda item: (-item[1], item[0])):
+            name = rules[code].name if code in rules else "?"
+            lines.append(f"    {n:>{width}} x {s.red(code)} ({name})")
+    return "\n".join(lines) + "\n\n"
