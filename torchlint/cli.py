@@ -905,7 +905,7 @@ def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(values)
 
 
-@app.command("server")
+@app.command("server", cls=_Command)
 def server_command(
     stdio: Annotated[
         bool,
@@ -917,7 +917,7 @@ def server_command(
     """Run the language server (LSP) an editor starts: diagnostics and quick fixes.
 
     Needs the server extra: pip install 'torchlint[server]'. Setup for VS Code, Neovim,
-    Helix, Zed and Emacs: docs/editors.md.
+    Helix and Emacs: docs/editors.md.
     """
     from torchlint.server import serve
 
