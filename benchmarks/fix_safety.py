@@ -18,6 +18,10 @@ ran into one that fails (exit 1 if any):
                          `worker_init_fn` is a lambda, a nested function or a closure
                          (or, in a notebook, anything the notebook defines, dataset class
                          included): spawn and forkserver must pickle it for the workers.
+  trainer-workers-unguarded
+                         `dataloader_num_workers` added to Hugging Face `TrainingArguments`
+                         in a file where some `.train()` runs outside the main guard, or
+                         none is in the file: the Trainer starts the workers there.
   dataparallel-loss      `DataParallel(...)` wrapped around a loss: an `nn.*Loss` instance
                          or a name like criterion/loss (the wrapper returns one loss per
                          GPU, and scatters the targets).
@@ -64,6 +68,7 @@ GRAD_IN_PLACE = re.compile(r"\.grad\s*[-+*/]=|\.grad\.(?:add_|sub_|mul_|div_|cop
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 KINDS = (
     "workers-unguarded",
+    "trainer-workers-unguarded",
     "workers-unpicklable",
     "persistent-without-workers",
     "dataparallel-loss",
@@ -415,6 +420,7 @@ def check(
                         f"{'; '.join(reasons)}: spawn/forkserver workers cannot unpickle it",
                     )
                 )
+    found += trainer_workers(old, new, module, notebook, where)
     wrapped = Counter(ast.unparse(c.args[0]) for c in calls(old, "DataParallel") if c.args)
     for call in calls(new, "DataParallel"):
         if not call.args:
@@ -435,6 +441,37 @@ def check(
     readers = [f"line {n} of this file" for n in bias_reads(old)] + list(bias_readers)
     found += bias_removed(old, new, readers, where)
     return found
+
+
+def trainer_workers(
+    old: ast.Module,
+    new: ast.Module,
+    module: Module,
+    notebook: bool,
+    where: Callable[[ast.expr], str],
+) -> list[Violation]:
+    """`dataloader_num_workers` added where the Trainer's `.train()` is not surely guarded."""
+    before = [c for n in ("TrainingArguments", "Seq2SeqTrainingArguments") for c in calls(old, n)]
+    after = [c for n in ("TrainingArguments", "Seq2SeqTrainingArguments") for c in calls(new, n)]
+    if notebook or len(before) != len(after):
+        return []
+    trains = [
+        c
+        for c in ast.walk(new)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "train"
+    ]
+    guarded = bool(trains) and all(module.guarded(c) for c in trains)
+    return [
+        Violation(
+            "trainer-workers-unguarded",
+            where(call),
+            "dataloader_num_workers added where `trainer.train()` runs outside the main guard",
+        )
+        for was, call in zip(before, after, strict=True)
+        if keyword(was, "dataloader_num_workers") is None
+        and keyword(call, "dataloader_num_workers") is not None
+        and not guarded
+    ]
 
 
 def explicit_args(

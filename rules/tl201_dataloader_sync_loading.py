@@ -2,8 +2,12 @@
 
 What: a `torch.utils.data.DataLoader` without `num_workers` (or with `num_workers=0`)
 whose batches feed a training loop of this file (a backward pass and an optimizer step
-per batch), in a file that trains on a GPU (see TL202 for what counts). Left alone:
-datasets that do no work per sample, as far as their origin shows (tensors already in
+per batch) or that PyTorch Lightning trains on (what the `train_dataloader` hook of a
+LightningModule or LightningDataModule returns, or the loader `trainer.fit` is given;
+Lightning itself only warns at run time), in a file that trains on a GPU (see TL202 for
+what counts; a file whose Lightning Trainers all say `accelerator="cpu"` does not). Left
+alone: validation, test and predict loaders; datasets that do no work per sample, as
+far as their origin shows (tensors already in
 memory: `TensorDataset`, a list; a Dataset class of the file whose `__getitem__` calls
 nothing; a dataset class from another module built without any transform): workers
 only add start-up and transfer overhead there; an `IterableDataset` (workers would each
@@ -29,8 +33,9 @@ minus one for the main process, and at least 1. Unsafe because each worker holds
 copy of the dataset (memory), and random augmentations draw from per-worker seeds.
 Offered only where workers can start: under the `spawn` start method (macOS, Windows)
 and `forkserver` (Linux's default from Python 3.14) each worker re-imports the script
-and unpickles the dataset, so the loops over the loader (where workers start) must run
-under `if __name__ == "__main__":` (or in a function only called from there), and
+and unpickles the dataset, so the loops over the loader (where workers start; for
+Lightning, `trainer.fit(...)`, which must be in the file) must run under `if __name__ ==
+"__main__":` (or in a function only called from there), and
 `collate_fn`, `worker_init_fn` and the dataset must not hold a lambda or a nested
 function; in a notebook, workers cannot import the classes and functions the notebook
 defines. Where one
@@ -39,7 +44,9 @@ sets `num_workers=0` (a keyword as well would raise TypeError: change the dict).
 
 Sources: PyTorch Performance Tuning Guide, "Enable async data loading and
 augmentation"; torch.utils.data docs, "Single- and Multi-process Data Loading" and
-"Platform-specific behaviors"; multiprocessing docs, "Safe importing of main module".
+"Platform-specific behaviors"; multiprocessing docs, "Safe importing of main module";
+Lightning docs, "Speed Up Model Training" ("DataLoaders", "num_workers") and its run-time
+warning "The 'train_dataloader' does not have many workers which may be a bottleneck".
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ class DataLoaderSyncLoading(Rule):
         if not module.uses_gpu:
             return
         for loader in module.dataloaders:
-            if loader.opaque or not loader.feeds_training:
+            if loader.opaque or not loader.trains:
                 continue
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:

@@ -2,12 +2,16 @@
 
 What: a `torch.utils.data.DataLoader` without `pin_memory` (or with
 `pin_memory=False`) whose batches feed a training loop of this file (a backward pass
-and an optimizer step per batch), in a file that trains on a GPU: a device that is a
-GPU on some branch (`"cuda"`, `torch.device("cuda" if ... else "cpu")`,
+and an optimizer step per batch) or that PyTorch Lightning trains on (returned by a
+`train_dataloader` hook, or given to `trainer.fit`), in a file that trains on a GPU: a
+device that is a GPU on some branch (`"cuda"`, `torch.device("cuda" if ... else "cpu")`,
 `torch.accelerator.current_accelerator()`, a `--device` option defaulting to "cuda"),
 `.cuda()`, `torch.cuda.*`, or Lightning/Accelerate/DeepSpeed/transformers Trainer code,
-which trains on the GPU when there is one. Loaders only evaluated, or used for a batch
-of samples now and then, are left alone: their copies are not on the training path.
+which trains on the GPU when there is one (unless every Lightning Trainer of the file
+says `accelerator="cpu"`). Loaders only evaluated, or used for a batch of samples now
+and then, are left alone: their copies are not on the training path; so are loaders
+with persistent workers in a file whose Lightning Trainer reloads them
+(`reload_dataloaders_every_n_epochs`), where Lightning advises against pinning.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin
@@ -29,7 +33,8 @@ when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword
 well would raise TypeError), and a dict the file does not show is not reported.
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
-buffers"; torch.utils.data docs, "Memory Pinning".
+buffers"; torch.utils.data docs, "Memory Pinning"; Lightning docs, "Speed Up Model
+Training" ("DataLoaders": `pin_memory=True` for GPUs).
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.semantic.syntax import bool_value, int_value
 
 
 class DataLoaderNoPinMemory(Rule):
@@ -54,7 +59,7 @@ class DataLoaderNoPinMemory(Rule):
         if not module.dataloaders or not module.uses_gpu:
             return
         for loader in module.dataloaders:
-            if loader.opaque or not loader.feeds_training:
+            if loader.opaque or not loader.trains or _reloaded_persistent(module, loader):
                 continue
             pin = loader.arg("pin_memory")
             if pin is MISSING:
@@ -79,3 +84,16 @@ class DataLoaderNoPinMemory(Rule):
                     imports=[imp] if imp is not None else [],
                 ),
             )
+
+
+def _reloaded_persistent(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """Persistent workers in a file whose Lightning Trainer reloads the loaders: Lightning
+    warns that pinning is unstable there (pytorch/pytorch#91252) and advises against it."""
+    persistent = loader.arg("persistent_workers")
+    if persistent is MISSING or bool_value(persistent) is False:
+        return False
+    return any(
+        (reload := t.kwarg("reload_dataloaders_every_n_epochs")) is not MISSING
+        and int_value(reload) != 0
+        for t in module.frameworks.trainers
+    )

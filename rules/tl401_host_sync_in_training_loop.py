@@ -7,7 +7,10 @@ warm-up wrapper's method that steps one; a scheduler's `.step()` is not one):
 `print(...)` of the loss or a model output (f-strings and `str.format` included), or
 `torch.cuda.synchronize()`; also such calls one call away: in a function of the file
 the loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the
-`forward` of a network the loop trains. Not reported: calls under a periodic condition (`if step %
+`forward` of a network the loop trains. In PyTorch Lightning, the `training_step` of a
+LightningModule (Lightning runs it once per optimizer step, around its own backward and
+step) and the functions of the file it calls, every step: `self.log("loss",
+loss.item())` is the common case. Not reported: calls under a periodic condition (`if step %
 100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
 is fine), and a value the loop needs on the host to decide what to do (`if not
 math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
@@ -41,11 +44,27 @@ Good:
             print(f"loss {running.item() / 100:.4f}")  # one sync every 100 steps
             running.zero_()
 
-Fix: none; where to accumulate and how often to log is the author's choice.
+Good (Lightning):
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+        self.log("train_loss", loss)  # the tensor: Lightning reads it when it logs
+        return loss
+
+Fix (safe): only for `.item()` on a value given to Lightning's `self.log(...)` or
+`self.log_dict({...})` (not with `sync_dist=True`: Lightning reduces the value on the
+device it is on, and a tensor left on the CPU cannot go through NCCL): pass the tensor
+instead. Lightning turns what it logs into a detached tensor either way (a float
+becomes a new tensor on the module's device: a copy to the GPU per step) and reduces it
+in float32 (or float64), so the logged numbers are the same; it reads the values on the host only
+when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
+(`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
+where to accumulate and how often to log is the author's choice.
 
 Sources: PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU
 synchronization"; CUDA semantics, "Asynchronous execution";
-`torch.cuda.set_sync_debug_mode`.
+`torch.cuda.set_sync_debug_mode`; Lightning docs, "Speed Up Model Training", "Things
+to Avoid: .item(), .numpy(), .cpu()", and `LightningModule.log` (a value may be a
+float or a tensor).
 """
 
 from __future__ import annotations
@@ -54,11 +73,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.fixes import FixSafety
+from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.syntax import children, contains, dotted_name, names_read
+from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
@@ -75,8 +94,8 @@ ADVICE = "accumulate on the device with `.detach()` and sync every N steps (`if 
 class HostSyncInTrainingLoop(Rule):
     code = "TL401"
     name = "host-sync-in-training-loop"
-    fix_safety = FixSafety.NONE
-    tokens = ("backward",)
+    fix_safety = FixSafety.SAFE
+    tokens = ("backward", "training_step")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.uses_gpu:
@@ -101,19 +120,32 @@ class HostSyncInTrainingLoop(Rule):
                     f"{what} in the training loop blocks until the GPU has finished every "
                     f"queued kernel, on every step, so the GPU idles; {ADVICE}",
                 )
+        logged = _logged_items(module)
+        steps = module.frameworks.training_steps
         for function, why in _per_step_functions(module).items():
+            tensors = _returned_names(module, function) if function in steps else set()
             for call in module.training.calls_in(function):
-                what = _sync(module, call, set())
+                what = _sync(module, call, tensors)
                 if what is None or is_periodic(call) or id(call.ctx.statement) in seen:
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
                 seen.add(id(call.ctx.statement))
+                log = logged.get(id(call.node))
+                if log is not None:
+                    advice = (
+                        "pass the tensor to `self.log`: Lightning keeps it on the device and "
+                        "reads it only when it writes logs"
+                    )
+                elif "training_step" in why:
+                    advice = "keep the value on the device (`self.log` takes tensors)"
+                else:
+                    advice = "return the tensor and sync every N steps, or keep it on the device"
                 yield self.diagnostic(
                     call.node,
                     f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
-                    f"finished every queued kernel, on every step, so the GPU idles; return "
-                    "the tensor and sync every N steps, or keep the value on the device",
+                    f"finished every queued kernel, on every step, so the GPU idles; {advice}",
+                    fix=_log_tensors(log, logged) if log is not None else None,
                 )
 
 
@@ -173,8 +205,15 @@ def _decides(call: CallSite, tested: set[str]) -> bool:
 
 def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
     """Functions of this file that run on every training step: those a step loop calls
-    (not under a periodic condition), and the `forward` of the networks it trains."""
+    (not under a periodic condition), the `forward` of the networks it trains, Lightning's
+    `training_step` and the functions it calls."""
     found: dict[cst.FunctionDef, str] = {}
+    for step in module.frameworks.training_steps:
+        found.setdefault(step, "Lightning's `training_step`, run every step")
+        for call in module.training.calls_in(step):
+            target = module.functions.target(call)
+            if target is not None and target.function is not step and not is_periodic(call):
+                found.setdefault(target.function, "called by `training_step`, every step")
     for loop in module.step_loops:
         for call in loop.calls:
             target = module.functions.target(call)
@@ -289,3 +328,63 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
             for part in node.parts
         )
     return False
+
+
+def _returned_names(module: TorchModule, function: cst.FunctionDef) -> set[str]:
+    """The names a `training_step` returns (`return loss`, `return {"loss": loss}`): the
+    loss Lightning backpropagates, a tensor on the device."""
+    names: set[str] = set()
+    for value in module.functions.returns(function):
+        values = [e.value for e in value.elements] if isinstance(value, cst.Dict) else [value]
+        names.update(n for v in values if (n := dotted_name(v)) is not None)
+    return names
+
+
+def _logged_items(module: TorchModule) -> dict[int, cst.Call]:
+    """`x.item()` given as a value to `self.log(name, value)` / `self.log_dict({...})` in
+    a LightningModule of the file: id of the `.item()` call -> the log call."""
+    classes = {id(c.node) for c in module.frameworks.lightning_modules}
+    found: dict[int, cst.Call] = {}
+    for call in module.method_calls("log", "log_dict"):
+        receiver = call.receiver
+        if not (isinstance(receiver, cst.Name) and receiver.value == "self"):
+            continue
+        if call.ctx.class_ is None or id(call.ctx.class_) not in classes:
+            continue
+        sync = call.kwarg("sync_dist")
+        if sync is not MISSING and not (isinstance(sync, cst.Name) and sync.value == "False"):
+            continue  # reduced across processes where it lies: NCCL cannot reduce a CPU tensor
+        if call.method == "log":
+            values = [call.arg("value", ("name", "value"))]
+        else:
+            given = call.arg("dictionary", ("dictionary",))
+            values = [e.value for e in given.elements] if isinstance(given, cst.Dict) else []
+        for value in values:
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "item"
+                and not value.args
+                and not _numpy_receiver(module, value.func.value, call.scope)
+            ):
+                found[id(value)] = call.node
+    return found
+
+
+def _log_tensors(log: cst.Call, logged: dict[int, cst.Call]) -> Fix:
+    """Drop `.item()` from every value of one `self.log`/`self.log_dict` call."""
+    items = [n for n in _walk(log) if isinstance(n, cst.Call) and logged.get(id(n)) is log]
+    return fix(
+        "Log the tensor: drop `.item()`",
+        Applicability.SAFE,
+        *(Replace(n, n.func.value) for n in items if isinstance(n.func, cst.Attribute)),
+    )
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    stack, out = [node], []
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(children(n))
+    return out

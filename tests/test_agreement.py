@@ -62,6 +62,36 @@ class Row:
 
 ROWS = [
     Row(
+        "Lightning: the framework's step and loaders; the loop rules stay out",
+        """
+        import lightning as L
+        from torchvision import datasets, transforms
+
+
+        class Model(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = Net()
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.log("loss", loss.item())  # expect: TL401
+                return loss
+
+            def train_dataloader(self):
+                images = datasets.MNIST("data", transform=transforms.ToTensor())
+                return DataLoader(images, batch_size=64)  # expect: TL201, TL202
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+        if __name__ == "__main__":
+            L.Trainer(max_epochs=1).fit(Model())
+        """,
+    ),
+    Row(
         "accelerator device: a GPU for every rule",
         """
         device = torch.accelerator.current_accelerator()

@@ -124,6 +124,28 @@ def test_notebook_program_keeps_cell_lines(tmp_path):
     compile(text, "n.ipynb", "exec")
 
 
+TRAINER = """\
+from transformers import Trainer, TrainingArguments
+args = TrainingArguments("out"{})
+{}
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ('if __name__ == "__main__":\n    Trainer(args=args).train()', []),
+        ("Trainer(args=args).train()", [("trainer-workers-unguarded", "t.py:4")]),
+        ("", [("trainer-workers-unguarded", "t.py:4")]),  # where it trains is not seen
+    ],
+)
+def test_trainer_workers_need_a_guarded_train(entry, expected):
+    before = TRAINER.format("", entry)
+    after = TRAINER.format(", dataloader_num_workers=NUM_WORKERS", entry)
+    assert kinds(before, after) == expected
+    assert kinds(after, after) == []
+
+
 BIAS = """\
 conv = torch.nn.Conv2d(3, 8, 3{})
 bn = torch.nn.BatchNorm2d(8)

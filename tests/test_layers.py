@@ -17,7 +17,7 @@ RULES = ROOT / "rules"
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
     "syntax", "scopes", "facts", "builder", "functions", "values", "devices", "models",
-    "networks", "loops", "loaders", "module", "batches",
+    "networks", "loops", "loaders", "frameworks", "module", "batches",
 ]  # fmt: skip
 
 

@@ -509,6 +509,146 @@ def test_loader_options_set_on_some_paths():
     assert inside.passes("num_workers") and inside.passes("pin_memory")  # under the same if
 
 
+# -- frameworks ------------------------------------------------------------------------
+
+LIGHTNING_FILE = """\
+import lightning as L
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
+
+
+class Base(L.LightningModule):
+    def training_step(self, batch, batch_idx):
+        return self.loss(batch)
+
+
+class Child(Base):
+    pass
+
+
+class Data(pl.core.LightningDataModule):
+    def train_dataloader(self):
+        return DataLoader(self.train_set, batch_size=64)
+
+    def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=64)
+
+
+def main():
+    loader = DataLoader(ds, batch_size=8)
+    trainer = L.Trainer(max_epochs=1)
+    trainer.fit(Child(), loader)
+    trainer.fit(Child(), datamodule=Data())
+    trainer.validate(Child(), DataLoader(ds))
+"""
+
+
+def test_lightning_classes_hooks_and_fits():
+    model = model_of(LIGHTNING_FILE)
+    frameworks = model.frameworks
+    assert [c.node.name.value for c in frameworks.lightning_modules] == ["Base", "Child"]
+    assert [c.node.name.value for c in frameworks.data_modules] == ["Data"]
+    assert [f.name.value for f in frameworks.training_steps] == ["training_step"]
+    assert len(frameworks.trainers) == 1 and len(frameworks.fits) == 2
+    trained = [s for s in model.dataloaders if s.trained_by_framework]
+    # the train_dataloader hook's loader, and the one given to fit; not val nor validate
+    assert [cst.Module([]).code_for_node(s.call.node.args[0].value) for s in trained] == [
+        "self.train_set",
+        "ds",
+    ]
+    assert all(s.trains and not s.feeds_training for s in trained)
+    hook, given = trained
+    assert hook.starts == frameworks.fits  # every fit of the file may train on it
+    assert given.starts == [frameworks.fits[0]]
+
+
+def test_lightning_cpu_trainers_are_not_gpu_runs():
+    cpu = "import lightning as L\nL.Trainer(accelerator='cpu')\n"
+    assert model_of(cpu).frameworks.cpu_only and not model_of(cpu).uses_gpu
+    mixed = cpu + "L.Trainer(accelerator='gpu')\n"
+    assert not model_of(mixed).frameworks.cpu_only and model_of(mixed).uses_gpu
+    assert model_of("import lightning as L\n").uses_gpu  # managed: a GPU where there is one
+
+
+def test_hugging_face_arguments_trainers_and_train_calls():
+    model = model_of(
+        "from transformers import Trainer, TrainingArguments\n"
+        "from transformers.training_args_seq2seq import Seq2SeqTrainingArguments\n"
+        "def build():\n"
+        "    return TrainingArguments('out', per_device_train_batch_size=16)\n"
+        "args = build()\n"
+        "other = Seq2SeqTrainingArguments('out')\n"
+        "trainer = Trainer(model, args, train_dataset=ds)\n"
+        "trainer.train()\n"
+        "Trainer(model=model, args=other).train()\n"
+    )
+    frameworks = model.frameworks
+    first, second = frameworks.training_arguments
+    (given,) = frameworks.trainers_given(first)
+    assert given.node.args[1].value.value == "args"  # through the helper that returns it
+    assert len(frameworks.train_calls([given])) == 1
+    assert len(frameworks.trainers_given(second)) == 1
+    assert frameworks.training_steps == [] and frameworks.trainers == []
+
+
+def test_lightning_lookalikes_are_not_lightning():
+    model = model_of(
+        "from mylib import LightningModule, Trainer\n"
+        "class M(LightningModule):\n"
+        "    def training_step(self, batch, i):\n"
+        "        return batch\n"
+        "Trainer().fit(M())\n"
+    )
+    assert model.frameworks.lightning_modules == [] and model.frameworks.fits == []
+
+
+@pytest.mark.parametrize(
+    ("code", "works"),
+    [
+        ("ds = load_dataset('imdb').map(tok, batched=True)\nuse(ds['train'])\n", False),
+        ("ds = load_dataset('beans').with_transform(aug)\nuse(ds['train'])\n", True),
+        ("ds = load_dataset('beans')\nds.set_transform(aug)\nuse(ds['train'])\n", True),
+        ("use(datasets.CIFAR10('data'))\n", True),
+        ("use(MyImages('data', transform=aug))\n", True),
+        ("from data import train\nuse(train)\n", False),
+        (
+            "class D(torch.utils.data.Dataset):\n"
+            "    def __getitem__(self, i):\n"
+            "        return tokenizer(self.texts[i])\n"
+            "use(D())\n",
+            True,
+        ),
+        (
+            "class D(torch.utils.data.Dataset):\n"
+            "    def __getitem__(self, i):\n"
+            "        return self.rows[i]\n"
+            "use(D())\n",
+            False,
+        ),
+    ],
+)
+def test_works_per_sample(code: str, works: bool):
+    model = model_of(
+        "import torch\nfrom datasets import load_dataset\nfrom torchvision import datasets\n"
+        "from mylib import MyImages\n" + code
+    )
+    (use,) = [
+        c for c in model.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == "use"
+    ]
+    assert model.works_per_sample(use.node.args[0].value, use.scope) is works
+
+
+def test_names_a_fix_may_define_or_import():
+    module = model_of(
+        "import torch as th\nimport mytools as torch\nimport os\nUSE_BF16 = True\n"
+        "def USE_FP16(): ...\n"
+    )
+    assert module.definable("USE_BF16") and module.definable("NEW")
+    assert not module.definable("USE_FP16") and not module.definable("os")
+    assert module.imports_plainly("os") and module.imports_plainly("numpy")
+    assert not module.imports_plainly("torch") and not module.imports_plainly("USE_BF16")
+
+
 # -- module settings, conditions, layers ----------------------------------------------
 
 

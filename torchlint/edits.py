@@ -143,3 +143,8 @@ WORKERS_DEFINITION = Definition(
     "else os.cpu_count() or 1\n"
     f'{WORKERS_NAME} = max(1, _CPUS // int(os.environ.get("LOCAL_WORLD_SIZE", "1")) - 1)\n',
 )
+
+# The GPU has bfloat16 tensor cores: CUDA compute capability 8.0 (Ampere) or newer.
+# `torch.cuda.is_bf16_supported()` (and Transformers' `is_torch_bf16_gpu_available()`)
+# also say yes on a T4 or V100, where bfloat16 is emulated and no faster than float32.
+AMPERE = "torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8"

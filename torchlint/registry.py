@@ -16,6 +16,7 @@ FAMILIES = {
     "TL4": "syncs and memory",
     "TL5": "precision",
     "TL6": "backends and kernels",
+    "TL7": "frameworks",
 }
 
 

@@ -4,8 +4,9 @@ Modules, each importing only those before it: syntax (pure CST helpers) -> scope
 (bindings, resolution) -> facts (contexts, calls, loops) -> builder (the walk) ->
 functions (calls between the file's functions) -> values (constants, origins) -> devices
 (the lattice) -> models (module identity) -> networks (size and shape) -> loops
-(training steps) -> loaders -> module (`TorchModule`, what rules read) -> batches (data
-flow in loader loops). docs/architecture.md says more."""
+(training steps) -> loaders -> frameworks (Lightning, Hugging Face) -> module
+(`TorchModule`, what rules read) -> batches (data flow in loader loops).
+docs/architecture.md says more."""
 
 from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Context, Loop

@@ -54,6 +54,10 @@ class DataLoaderSite:
     # (dict literals, `dict(...)`, `kwargs.update(...)`): those arguments; else None.
     spread: dict[str, cst.BaseExpression] | None = None
     maybe: frozenset[str] = frozenset()  # keys of `spread` set on some paths only
+    # A framework trains on it (a Lightning `train_dataloader` hook returns it, or
+    # `trainer.fit` is given it), starting its workers at `starts` (see frameworks.py).
+    trained_by_framework: bool = False
+    starts: list[CallSite] = field(default_factory=list)
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
@@ -107,6 +111,11 @@ class DataLoaderSite:
     def feeds_training(self) -> bool:
         """Some loop over it trains (a backward pass and an optimizer step per batch)."""
         return any(loop.is_training for loop in self.loops)
+
+    @property
+    def trains(self) -> bool:
+        """A training loop of this file, or a framework, trains on its batches."""
+        return self.feeds_training or self.trained_by_framework
 
 
 def iterables(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:

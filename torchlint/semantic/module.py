@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -13,6 +13,7 @@ from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.facts import CallSite, Context, Loop, Store
+from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training, is_periodic
@@ -25,6 +26,11 @@ from torchlint.semantic.values import Constant, Values
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
 LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
+# `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
+LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
+QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+# Hugging Face datasets: a function run on each sample as it is read.
+HF_TRANSFORMS = ("with_transform", "set_transform")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
@@ -68,6 +74,7 @@ class TorchModule:
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models)
         self._loaders = Loaders(facts, self.functions)
+        self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -105,6 +112,18 @@ class TorchModule:
         """Nothing in the module's scope is called `name` (a fix may define it)."""
         return name not in self.scope.symbols
 
+    def definable(self, name: str) -> bool:
+        """A fix may define `name` after the imports: nothing holds it, or only module-level
+        assignments (the definition an earlier fix added)."""
+        symbol = self.scope.symbols.get(name)
+        return symbol is None or all(b.kind is Kind.ASSIGN for b in symbol.bindings)
+
+    def imports_plainly(self, name: str) -> bool:
+        """`name` at module level is the module `import name` binds, or nothing yet (a fix
+        may add the import)."""
+        symbol = self.scope.symbols.get(name)
+        return symbol is None or symbol.imported == name
+
     # -- calls -----------------------------------------------------------------------
 
     def calls_to(self, *qualnames: str) -> list[CallSite]:
@@ -140,19 +159,26 @@ class TorchModule:
 
     @cached_property
     def reduced_precision(self) -> bool:
-        """The file computes in reduced precision somewhere: autocast, a GradScaler,
-        `.half()`, `.bfloat16()`, or a float16/bfloat16 dtype passed to a call."""
+        """Some computation is set to run below float32: autocast, a GradScaler, `.half()`,
+        `.bfloat16()`, a float16/bfloat16 dtype passed, a model loaded in reduced precision
+        or quantized (`from_pretrained(..., torch_dtype="bfloat16")`, `dtype="auto"`,
+        `load_in_4bit=True`, `quantization_config=...`)."""
         for qualname in self.qualnames_called:
             last = qualname.rsplit(".", 1)[-1]
             if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
                 return True
         if self.method_calls(*LOW_PRECISION_METHODS):
             return True
-        return any(
-            self.resolve(arg.value, c.scope) in LOW_PRECISION
-            for c in self.calls
-            for arg in c.node.args
-        )
+        for call in self.calls:
+            for arg in call.node.args:
+                if self.resolve(arg.value, call.scope) in LOW_PRECISION:
+                    return True
+                name = arg.keyword.value if arg.keyword is not None else None
+                if name in QUANTIZED or (
+                    name in ("torch_dtype", "dtype") and str_value(arg.value) in LOW_PRECISION_NAMES
+                ):
+                    return True
+        return False
 
     # -- module attributes set ---------------------------------------------------------
 
@@ -208,8 +234,11 @@ class TorchModule:
     def uses_gpu(self) -> bool:
         """The file puts work on a GPU where there is one: a device expression that is a
         GPU (CUDA or an accelerator, on some branch), `.cuda()`, `torch.cuda.*` or
-        `torch.accelerator.*` calls, a "cuda" string, or a managed framework."""
-        if self.facts.cuda_strings or self.managed or self.method_calls("cuda"):
+        `torch.accelerator.*` calls, a "cuda" string, or a managed framework (unless
+        every Lightning Trainer and TrainingArguments of the file asks for the CPU)."""
+        if self.managed and not self.frameworks.cpu_only:
+            return True
+        if self.facts.cuda_strings or self.method_calls("cuda"):
             return True
         if any(q.startswith(("torch.cuda.", "torch.accelerator.")) for q in self.qualnames_called):
             return True
@@ -401,13 +430,16 @@ class TorchModule:
     def dataset_values(self, loader: DataLoaderSite) -> list[tuple[cst.BaseExpression, Scope]]:
         """The dataset expression of a loader, and what the name it is holds (one level)."""
         dataset = loader.arg("dataset")
-        if dataset is MISSING:
-            return []
-        scope = loader.call.scope
-        found = [(dataset, scope)]
+        return [] if dataset is MISSING else self.held(dataset, loader.call.scope)
+
+    def held(
+        self, node: cst.BaseExpression, scope: Scope
+    ) -> list[tuple[cst.BaseExpression, Scope]]:
+        """An expression, and what the name it is holds (one level)."""
+        found = [(node, scope)]
         found += [
             (b.value, b.ctx.scope)
-            for b in self.bindings(dataset, scope)
+            for b in self.bindings(node, scope)
             if b.kind is Kind.ASSIGN and b.value is not None
         ]
         return found
@@ -459,6 +491,44 @@ class TorchModule:
         assert isinstance(method.node, cst.FunctionDef)
         return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
 
+    def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
+        """The dataset visibly does work per sample: a transform set on a Hugging Face
+        dataset (`with_transform`, `set_transform`), a torchvision/torchaudio/torchtext
+        dataset, a transform passed, or a Dataset class of this file whose `__getitem__`
+        calls something (tokenizing, opening an image). Unknown origins and datasets
+        processed ahead (`load_dataset(...).map(tokenize)`) do not."""
+        while isinstance(node, cst.Subscript):  # `tokenized["train"]`
+            node = node.value
+        if _depth > 4:
+            return False
+        if isinstance(node, cst.Name) and any(
+            isinstance(c.receiver, cst.Name) and c.receiver.value == node.value
+            for c in self.method_calls(*HF_TRANSFORMS)
+        ):
+            return True  # `ds.set_transform(augment)`
+        for value, where in self.values.origins(node, scope):
+            if isinstance(value, cst.Subscript):
+                if self.works_per_sample(value, where, _depth + 1):
+                    return True
+                continue
+            if not isinstance(value, cst.Call):
+                continue
+            func = value.func
+            qualname = self.resolve(func, where)
+            if isinstance(func, cst.Attribute) and qualname is None:
+                if func.attr.value in HF_TRANSFORMS:
+                    return True
+                if self.works_per_sample(func.value, where, _depth + 1):  # `ds.map(...)`
+                    return True
+            elif qualname is not None:
+                if qualname.startswith(DECODING) or any(
+                    self._transform(a, where) for a in value.args
+                ):
+                    return True
+            elif self.functions.class_scope(func, where) and not self._plain(value, where):
+                return True
+        return False
+
     def iterable_dataset(self, loader: DataLoaderSite) -> bool:
         """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
         for value, scope in self.dataset_values(loader):
@@ -496,14 +566,35 @@ class TorchModule:
         """Why starting worker processes for this loader could break a script that runs
         (under the `spawn` start method of macOS and Windows, and `forkserver`, Linux's
         default from Python 3.14, each worker re-imports the script and unpickles the
-        dataset and functions it is given); None when nothing stands in the way."""
+        dataset and functions it is given); None when nothing stands in the way. Workers
+        start in the loops over the loader, or where a framework that trains on it starts
+        training (`trainer.fit(...)`)."""
         scope = loader.call.scope
-        passed = [*self.dataset_values(loader)]
-        passed += [
-            (v, scope)
+        functions = [
+            (n, v, scope)
             for n in ("collate_fn", "worker_init_fn")
             if (v := loader.arg(n)) is not MISSING
         ]
+        starts: list[tuple[Context, cst.CSTNode]]
+        if loader.loops or not loader.trained_by_framework:
+            starts = [(lp.ctx, lp.node) for lp in loader.loops]
+            where = "the loop over this loader"
+        else:
+            starts = [(c.ctx, c.node) for c in loader.starts]
+            where = "`trainer.fit(...)`"
+        return self.start_hazard(self.dataset_values(loader), functions, starts, where)
+
+    def start_hazard(
+        self,
+        datasets: list[tuple[cst.BaseExpression, Scope]],
+        functions: list[tuple[str, cst.BaseExpression, Scope]],
+        starts: Sequence[tuple[Context, cst.CSTNode]],
+        where: str,
+    ) -> str | None:
+        """Why DataLoader workers started at `starts` (named `where` in the reason) could
+        break a script that runs, given the datasets and the functions (`collate_fn`...)
+        they receive; None when nothing stands in the way (see `workers_hazard`)."""
+        passed = [*datasets, *((v, s) for _, v, s in functions)]
         if self.notebook:
             # Spawned workers do not re-run a notebook, but they cannot import what it defines.
             if any(self._defined_here(v, s) for v, s in passed):
@@ -511,19 +602,23 @@ class TorchModule:
                     "in a notebook, workers started with spawn cannot import the classes and "
                     "functions the notebook defines: move the Dataset (and collate_fn) to a module"
                 )
-        elif not loader.loops or not all(self.guarded(lp.ctx, lp.node) for lp in loader.loops):
+        elif not starts:
             return (
-                'the loop over this loader is not under `if __name__ == "__main__":`: under '
+                f"{where} is not in this file: under spawn/forkserver each worker re-imports "
+                'the script that runs it, which must do so under `if __name__ == "__main__":`'
+            )
+        elif not all(self.guarded(ctx, node) for ctx, node in starts):
+            return (
+                f'{where} is not under `if __name__ == "__main__":`: under '
                 "spawn/forkserver each worker re-runs the script and fails; add the guard"
             )
-        for name in ("collate_fn", "worker_init_fn"):
-            value = loader.arg(name)
-            if value is not MISSING and not self._picklable(value, scope):
+        for name, value, scope in functions:
+            if not self._picklable(value, scope):
                 return (
                     f"`{name}` is a lambda or a nested function, which spawned workers cannot "
                     "receive: make it a module-level function"
                 )
-        if any(self._holds_lambda(v, s) for v, s in self.dataset_values(loader)):
+        if any(self._holds_lambda(v, s) for v, s in datasets):
             return (
                 "the dataset holds a lambda (`transforms.Lambda(lambda ...)`?), which spawned "
                 "workers cannot receive: use a module-level function"

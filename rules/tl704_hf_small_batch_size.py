@@ -1,0 +1,101 @@
+"""TL704 hf-small-batch-size: the Hugging Face Trainer trains on small per-device batches.
+
+What: `transformers.TrainingArguments(...)` (or `Seq2SeqTrainingArguments`) on a GPU run
+(not `use_cpu=True`) whose `per_device_train_batch_size` is left at its default, 8, or
+set below the `min-batch-size` option (default 32; a literal, or a constant the file
+shows), without gradient accumulation (that case is TL705). Off by default: whether a
+bigger batch fits in the GPU's memory depends on the model, the sequence length and the
+GPU, none of which the file shows (8 is right for a 7B-parameter model on one GPU, small
+for BERT-base); enable it with `--extend-select TL704`.
+
+Why: each optimizer step has a fixed cost (kernel launches, the optimizer update, the
+Trainer's bookkeeping); with a few samples per step that cost dominates and the GPU's
+cores are mostly idle. The Transformers GPU-training guide puts the batch size first
+among the settings that speed training up.
+
+Bad:
+    args = TrainingArguments("out", num_train_epochs=3)  # 8 samples per step
+
+Good:
+    args = TrainingArguments(
+        "out", num_train_epochs=3, per_device_train_batch_size=32, auto_find_batch_size=True
+    )
+
+Fix (unsafe): set `per_device_train_batch_size` to `min-batch-size` (where the value is
+written: in the call, or the constant or option it comes from) and, in the call,
+`auto_find_batch_size=True`: the Trainer halves the batch and retries when it runs out of
+memory, so the script still runs where the bigger batch does not fit. Unsafe because the
+batch size changes the optimization (rescale the learning rate with it) and the number of
+steps per epoch. Not offered with DeepSpeed (`deepspeed=`), which
+`auto_find_batch_size` does not support.
+
+Sources: Transformers docs, "GPU" (efficient training on GPUs), "Batch size", and
+`TrainingArguments.per_device_train_batch_size` (defaults to 8) and
+`auto_find_batch_size`.
+
+Options: `min-batch-size` (int, default 32), shared with TL001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.edits import set_kwarg
+from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
+from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, CallSite, Constant, TorchModule
+from torchlint.semantic.frameworks import opaque
+from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
+
+DEFAULT = 8
+
+
+class HfSmallBatchSize(Rule):
+    code = "TL704"
+    name = "hf-small-batch-size"
+    fix_safety = FixSafety.UNSAFE
+    default_enabled = False
+    tokens = ("TrainingArguments",)
+    options = BATCH_SIZE_OPTIONS
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        minimum = int(self.option(module, "min-batch-size"))
+        frameworks = module.frameworks
+        for args in frameworks.training_arguments:
+            if opaque(args, 1) or frameworks.on_cpu(args):
+                continue
+            if frameworks.integer(args, "gradient_accumulation_steps", 1) != 1:
+                continue  # TL705
+            found = frameworks.integer(args, "per_device_train_batch_size", DEFAULT)
+            if found is None:
+                continue
+            size = found.value if isinstance(found, Constant) else found
+            if not isinstance(size, int) or not 0 < size < minimum:
+                continue
+            what = (
+                f"`per_device_train_batch_size={size}`"
+                if isinstance(found, Constant)
+                else "`per_device_train_batch_size` left at its default, 8,"
+            )
+            yield self.diagnostic(
+                args.node,
+                f"{what} trains on {size} samples per step: per-step overhead leaves the GPU "
+                f"idle where a bigger batch fits; try {minimum} with "
+                "`auto_find_batch_size=True` and rescale the learning rate",
+                fix=_fix(args, found, minimum),
+            )
+
+
+def _fix(args: CallSite, found: Constant | int, minimum: int) -> Fix | None:
+    if args.kwarg("deepspeed") is not MISSING:
+        return None
+    title = f"Set `per_device_train_batch_size={minimum}`"
+    if isinstance(found, Constant) and found.origin != "literal":
+        return fix(title, Applicability.UNSAFE, Replace(found.node, cst.Integer(str(minimum))))
+    call = set_kwarg(args.node, "per_device_train_batch_size", cst.Integer(str(minimum)))
+    call = set_kwarg(call, "auto_find_batch_size", cst.Name("True"))
+    return fix(
+        f"{title} and `auto_find_batch_size=True`", Applicability.UNSAFE, Replace(args.node, call)
+    )

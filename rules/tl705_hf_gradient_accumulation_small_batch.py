@@ -1,0 +1,73 @@
+"""TL705 hf-gradient-accumulation-small-batch: accumulating gradients over small batches.
+
+What: `transformers.TrainingArguments(...)` (or `Seq2SeqTrainingArguments`) on a GPU run
+(not `use_cpu=True`) with `gradient_accumulation_steps` above 1 and a
+`per_device_train_batch_size` (the default 8, or a literal or constant the file shows)
+below the `min-batch-size` option (default 32). Off by default: accumulation is usually
+there because the bigger batch does not fit in memory, and whether it does depends on
+the model, the sequence length and the GPU, none of which the file shows; enable it with
+`--extend-select TL705`.
+
+Why: with accumulation the GPU runs k small forward/backward passes per optimizer step;
+each pays the per-step overhead, and a small batch leaves the GPU's cores idle. Where the
+k-times bigger batch fits, one pass over it computes the same update faster. The
+Transformers GPU-training guide: gradient accumulation saves memory, not time.
+
+Bad:
+    args = TrainingArguments("out", per_device_train_batch_size=4, gradient_accumulation_steps=8)
+
+Good:
+    args = TrainingArguments("out", per_device_train_batch_size=32)  # where it fits
+
+Fix: none: whether the bigger batch fits is known only at run time (try
+`per_device_train_batch_size=B*k, gradient_accumulation_steps=1`, or
+`auto_find_batch_size=True`, and watch the memory).
+
+Sources: Transformers docs, "GPU" (efficient training on GPUs), "Gradient accumulation"
+(a memory saving, not a speed-up) and `TrainingArguments.gradient_accumulation_steps`.
+
+Options: `min-batch-size` (int, default 32), shared with TL001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchlint.fixes import FixSafety
+from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import Constant, TorchModule
+from torchlint.semantic.frameworks import opaque
+from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
+
+DEFAULT = 8
+
+
+class HfGradientAccumulationSmallBatch(Rule):
+    code = "TL705"
+    name = "hf-gradient-accumulation-small-batch"
+    fix_safety = FixSafety.NONE
+    default_enabled = False
+    tokens = ("gradient_accumulation_steps",)
+    options = BATCH_SIZE_OPTIONS
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        minimum = int(self.option(module, "min-batch-size"))
+        frameworks = module.frameworks
+        for args in frameworks.training_arguments:
+            if opaque(args, 1) or frameworks.on_cpu(args):
+                continue
+            given = frameworks.integer(args, "gradient_accumulation_steps", 1)
+            found = frameworks.integer(args, "per_device_train_batch_size", DEFAULT)
+            steps = given.value if isinstance(given, Constant) else given
+            size = found.value if isinstance(found, Constant) else found
+            if not isinstance(steps, int) or not isinstance(size, int):
+                continue
+            if steps <= 1 or not 0 < size < minimum:
+                continue
+            yield self.diagnostic(
+                args.node,
+                f"`gradient_accumulation_steps={steps}` over batches of {size}: {steps} small "
+                "passes per optimizer step leave the GPU idle on per-step overhead; where "
+                f"{size * steps} samples fit in memory, use `per_device_train_batch_size="
+                f"{size * steps}` and no accumulation",
+            )

@@ -1,0 +1,121 @@
+"""TL721 lightning-full-precision: the Lightning Trainer trains in float32.
+
+What: a PyTorch Lightning `Trainer(...)` (`lightning`, `lightning.pytorch` or
+`pytorch_lightning`) on a GPU run (not `accelerator="cpu"`) whose `precision` is left at
+its default (`"32-true"`) or set to 32 (`32`, `"32"`, `"32-true"`: a literal or a
+constant the file shows). Left alone: a value the file cannot read or an option the user
+sets (`precision=args.precision`), precision plugins (`plugins=`), files that already run
+below float32 (autocast, `.half()`, a model loaded in bfloat16, quantization) or set
+TF32 matmuls (`torch.set_float32_matmul_precision("high")`), and Trainers built from
+`*args`/`**kwargs`. In files that import `pytorch_lightning` (which may be 1.x, where a
+Trainer without `gpus`/`accelerator`/`devices` trains on the CPU), only Trainers that ask
+for a device are checked. Off by default: whether the model is big enough for tensor
+cores to matter is not in the file (many Lightning scripts train small MLPs, GRUs and
+MNIST CNNs, where the gain is small; see docs/precision.md), as for TL501; enable it with
+`--extend-select TL721`.
+
+Why: in float32 the GPU's tensor cores sit idle: bf16 or fp16 mixed precision runs
+matmuls and convolutions 2-3x faster on Volta and newer GPUs and halves activation
+memory. Lightning switches it on with one argument.
+
+Bad:
+    trainer = L.Trainer(max_epochs=10)
+
+Good:
+    trainer = L.Trainer(max_epochs=10, precision="bf16-mixed")  # Ampere and newer
+
+Fix (unsafe): set `precision=PRECISION`, defined once after the imports as `"bf16-mixed"`
+where the GPU has bfloat16 tensor cores (`torch.cuda.get_device_capability()` 8.0 or
+newer: Ampere) and `"32-true"` elsewhere (`"bf16"` and `32` in files that import
+`pytorch_lightning`, which may be 1.x, where the `-mixed` names do not exist): an older
+GPU (T4, V100; there `"16-mixed"` is the speed-up), a CPU or MPS run is left as it was
+(Lightning would otherwise run bfloat16 autocast on the CPU too). Unsafe because
+numerics change (results differ in the last bits; a few models need float32 layers).
+
+Sources: Lightning docs, "N-Bit Precision (Basic)" (`precision="bf16-mixed"`,
+`"16-mixed"`) and "Speed Up Model Training", "Mixed Precision (16-bit) Training"
+("upto +3X speedups on modern GPUs"); PyTorch Performance Tuning Guide, "Use mixed
+precision and AMP".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.edits import AMPERE, set_kwarg
+from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
+from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import MISSING, CallSite, TorchModule
+from torchlint.semantic.frameworks import opaque
+
+FULL = (32, "32", "32-true")
+NAME = "PRECISION"
+COMMENT = (
+    "# Lightning precision: bfloat16 mixed precision where the GPU has bfloat16 tensor\n"
+    "# cores (Ampere and newer), else float32 as before.\n"
+)
+DEFINITIONS = {
+    package: Definition(
+        NAME, f"{COMMENT}{NAME} = (\n    {bf16}\n    if {AMPERE}\n    else {fp32}\n)\n"
+    )
+    for package, bf16, fp32 in (
+        ("lightning", '"bf16-mixed"', '"32-true"'),
+        ("pytorch_lightning", '"bf16"', "32"),
+    )
+}
+
+
+class LightningFullPrecision(Rule):
+    code = "TL721"
+    name = "lightning-full-precision"
+    fix_safety = FixSafety.UNSAFE
+    default_enabled = False
+    tokens = ("Trainer",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        frameworks = module.frameworks
+        if not frameworks.trainers or module.reduced_precision or _tf32(module):
+            return
+        for trainer in frameworks.trainers:
+            if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
+                continue
+            if trainer.kwarg("plugins") is not MISSING:
+                continue
+            precision = trainer.kwarg("precision")
+            if precision is not MISSING:
+                found = module.constant(precision, trainer.scope)
+                if found is None or found.value not in FULL or found.origin == "argparse":
+                    continue
+            yield self.diagnostic(
+                trainer.node,
+                "this Lightning Trainer trains in float32: on the GPU, "
+                '`precision="bf16-mixed"` runs matmuls on tensor cores (often 2-3x faster) '
+                'with half the activation memory (Ampere or newer; `"16-mixed"` on older GPUs)',
+                fix=_fix(module, trainer),
+            )
+
+
+def _tf32(module: TorchModule) -> bool:
+    """`torch.set_float32_matmul_precision("high"/"medium")`: TF32 matmuls are on."""
+    return any(
+        c.node.args and c.node.args[0].value is not None
+        for c in module.calls_to("torch.set_float32_matmul_precision")
+    )
+
+
+def _fix(module: TorchModule, trainer: CallSite) -> Fix | None:
+    package = (trainer.qualname or "").split(".", 1)[0]
+    definition = DEFINITIONS.get(package)
+    if definition is None or not module.definable(NAME):
+        return None
+    if not module.imports_plainly("torch"):
+        return None  # the definition writes `torch.cuda`
+    return fix(
+        f"Set `precision={NAME}` (bf16 mixed precision on Ampere and newer GPUs)",
+        Applicability.UNSAFE,
+        Replace(trainer.node, set_kwarg(trainer.node, "precision", cst.Name(NAME))),
+        imports=[Import("torch")],
+        definitions=[definition],
+    )

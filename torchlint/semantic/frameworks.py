@@ -1,0 +1,215 @@
+"""Training that a framework runs for the user. PyTorch Lightning: the LightningModule
+and LightningDataModule classes of the file, the `training_step` Lightning calls once per
+optimizer step, the loaders a `train_dataloader` hook returns or `trainer.fit` is given
+(marked on their `DataLoaderSite`: the framework trains on them), `Trainer(...)` and the
+calls that start training. Hugging Face: `TrainingArguments(...)`, the `Trainer`s given
+them and their `.train()` calls."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.facts import CallSite
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.loaders import Loaders
+from torchlint.semantic.scopes import Kind, Scope, ScopeKind
+from torchlint.semantic.syntax import MISSING, argument
+from torchlint.semantic.values import Constant, Values
+
+LIGHTNING = ("lightning", "pytorch_lightning")
+TRAINING_ARGUMENTS = (
+    "transformers.TrainingArguments",
+    "transformers.Seq2SeqTrainingArguments",
+    "transformers.training_args.TrainingArguments",
+    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+)
+# `Trainer.fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)`
+FIT_PARAMS = ("model", "train_dataloaders")
+MAX_BASES = 4
+
+
+def lightning(qualname: str | None, name: str) -> bool:
+    """`qualname` is Lightning's `name`, however imported (`lightning.pytorch.Trainer`,
+    `lightning.Trainer`, `pytorch_lightning.core.LightningModule`...)."""
+    return (
+        qualname is not None
+        and qualname.split(".", 1)[0] in LIGHTNING
+        and qualname.rsplit(".", 1)[-1] == name
+    )
+
+
+def hf_trainer(qualname: str | None) -> bool:
+    """A Hugging Face trainer class (`transformers.Trainer`, `Seq2SeqTrainer`, TRL's)."""
+    return (
+        qualname is not None
+        and qualname.split(".", 1)[0] in ("transformers", "trl")
+        and qualname.endswith("Trainer")
+    )
+
+
+class Frameworks:
+    def __init__(
+        self, facts: Facts, functions: Functions, values: Values, loaders: Loaders
+    ) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.values = values
+        classes = [s for s in facts.scopes.values() if s.kind is ScopeKind.CLASS]
+        self.lightning_modules = [c for c in classes if self._derives(c, "LightningModule")]
+        self.data_modules = [c for c in classes if self._derives(c, "LightningDataModule")]
+        for hook in self._methods(self.lightning_modules + self.data_modules, "train_dataloader"):
+            inner = functions.scope_of(hook)
+            for value in functions.returns(hook):
+                for site in loaders.of(value, inner):
+                    site.trained_by_framework = True
+                    site.starts = self.lightning_starts
+        for fit in self.fits:
+            loader = argument(fit.node, "train_dataloaders", FIT_PARAMS)
+            if loader is MISSING:
+                loader = fit.kwarg("train_dataloader")  # Lightning 1.x
+            if loader is not MISSING:
+                for site in loaders.of(loader, fit.scope):
+                    site.trained_by_framework = True
+                    if fit not in site.starts:
+                        site.starts = [*site.starts, fit]
+
+    def _derives(self, cls: Scope, name: str, depth: int = 0) -> bool:
+        """The class subclasses Lightning's `name`, directly or through classes of the file."""
+        assert isinstance(cls.node, cst.ClassDef) and cls.parent is not None
+        for base in cls.node.bases:
+            if lightning(cls.parent.resolve(base.value), name):
+                return True
+            parent = self.functions.class_scope(base.value, cls.parent)
+            if parent is not None and depth < MAX_BASES and self._derives(parent, name, depth + 1):
+                return True
+        return False
+
+    @staticmethod
+    def _methods(classes: list[Scope], name: str) -> list[cst.FunctionDef]:
+        found: dict[int, cst.FunctionDef] = {}
+        for cls in classes:
+            symbol = cls.member(name)
+            binding = symbol.only(Kind.DEF) if symbol is not None else None
+            if binding is not None:
+                assert isinstance(binding.node, cst.FunctionDef)
+                found.setdefault(id(binding.node), binding.node)
+        return list(found.values())
+
+    # -- Lightning ---------------------------------------------------------------------
+
+    @cached_property
+    def training_steps(self) -> list[cst.FunctionDef]:
+        """The `training_step` of each LightningModule of the file: Lightning runs it once
+        per optimizer step (per batch)."""
+        return self._methods(self.lightning_modules, "training_step")
+
+    @cached_property
+    def trainers(self) -> list[CallSite]:
+        """`Trainer(...)` constructions of Lightning."""
+        return self._calls(lambda q: lightning(q, "Trainer"))
+
+    @cached_property
+    def fits(self) -> list[CallSite]:
+        """`trainer.fit(...)` on a Lightning Trainer of the file."""
+        return [
+            c
+            for c in self.facts.calls_by_method.get("fit", ())
+            if c.receiver is not None and self._built(c.receiver, c.scope, self.trainers)
+        ]
+
+    @cached_property
+    def lightning_starts(self) -> list[CallSite]:
+        """Where Lightning training starts in this file: `trainer.fit(...)`, `LightningCLI(...)`."""
+        cli = self._calls(lambda q: lightning(q, "LightningCLI"))
+        return sorted(self.fits + cli, key=lambda c: c.order)
+
+    # -- Hugging Face ------------------------------------------------------------------
+
+    @cached_property
+    def training_arguments(self) -> list[CallSite]:
+        """`TrainingArguments(...)` / `Seq2SeqTrainingArguments(...)` of transformers."""
+        return self._calls(lambda q: q in TRAINING_ARGUMENTS)
+
+    @cached_property
+    def hf_trainers(self) -> list[CallSite]:
+        return self._calls(hf_trainer)
+
+    def trainers_given(self, arguments: CallSite) -> list[CallSite]:
+        """The Hugging Face trainers built with these arguments (`args=`, or second)."""
+        found = []
+        for trainer in self.hf_trainers:
+            given = argument(trainer.node, "args", ("model", "args"))
+            if given is not MISSING and self._built(given, trainer.scope, [arguments]):
+                found.append(trainer)
+        return found
+
+    def train_calls(self, trainers: list[CallSite]) -> list[CallSite]:
+        """`trainer.train()` on these trainers."""
+        return [
+            c
+            for c in self.facts.calls_by_method.get("train", ())
+            if c.receiver is not None and self._built(c.receiver, c.scope, trainers)
+        ]
+
+    def integer(self, args: CallSite, name: str, default: int) -> Constant | int | None:
+        """An integer setting of `args`: `default` when not given, its constant when the
+        file shows one (`Constant.origin` says where it is written), else None."""
+        value = args.kwarg(name)
+        if value is MISSING:
+            return default
+        found = self.values.constant(value, args.scope)
+        if found is None or not isinstance(found.value, int) or isinstance(found.value, bool):
+            return None
+        return found
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _calls(self, test) -> list[CallSite]:
+        found = [c for q, calls in self.facts.calls_by_qualname.items() if test(q) for c in calls]
+        return sorted(found, key=lambda c: c.order)
+
+    def _built(self, node: cst.BaseExpression, scope: Scope, calls: list[CallSite]) -> bool:
+        """`node` may hold what one of `calls` builds (through names, parameters, helpers)."""
+        nodes = {id(c.node) for c in calls}
+        return any(id(value) in nodes for value, _ in self.values.origins(node, scope))
+
+    @cached_property
+    def cpu_only(self) -> bool:
+        """The file configures framework training, and every configuration runs on the CPU
+        (`Trainer(accelerator="cpu")`, `TrainingArguments(use_cpu=True)`)."""
+        configs = self.trainers + self.training_arguments
+        return bool(configs) and all(self.on_cpu(c) for c in configs)
+
+    def on_cpu(self, call: CallSite) -> bool:
+        """A Lightning Trainer or TrainingArguments that asks for the CPU: `accelerator=
+        "cpu"`, `use_cpu=True` (`no_cuda=True` before transformers 4.34), read through
+        constants; a value we cannot read (`use_cpu=not torch.cuda.is_available()`) is a GPU
+        where there is one."""
+        for name, wanted in (("accelerator", "cpu"), ("use_cpu", True), ("no_cuda", True)):
+            value = call.kwarg(name)
+            found = self.values.constant(value, call.scope) if value is not MISSING else None
+            if found is not None and found.value == wanted:
+                return True
+        return False
+
+    def on_gpu(self, trainer: CallSite) -> bool:
+        """A Lightning Trainer that trains on a GPU where there is one: not on the CPU, and,
+        for `pytorch_lightning` (1.x trains on the CPU by default), one that asks for a
+        device (`accelerator=`, `gpus=`, `devices=`)."""
+        if self.on_cpu(trainer):
+            return False
+        package = (trainer.qualname or "").split(".", 1)[0]
+        return package != "pytorch_lightning" or _asks_for_device(trainer)
+
+
+def _asks_for_device(call: CallSite) -> bool:
+    return any(call.kwarg(k) is not MISSING for k in ("accelerator", "gpus", "devices"))
+
+
+def opaque(call: CallSite, positional: int) -> bool:
+    """Settings we cannot read: `*args`/`**kwargs`, or more than `positional` positional
+    arguments (their order changes between versions)."""
+    return any(a.star for a in call.node.args) or len(call.positional) > positional
