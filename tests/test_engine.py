@@ -209,6 +209,40 @@ def test_add_noqa(source, wanted, expected):
     assert all(suppressions.suppressed(c, line) for line, cs in wanted.items() for c in cs)
 
 
+class _Broken(Rule):
+    code = "TL402"
+    name = "broken"
+    tokens = ("DataLoader",)
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        yield self.diagnostic(module.module, "half a report")  # dropped with the rest
+        raise ValueError("a bug in a rule")
+
+
+def test_a_rule_that_raises_costs_only_its_own_findings_when_a_handler_is_given():
+    source = HEADER + "x = DataLoader(ds)\n"
+    with pytest.raises(ValueError, match="a bug in a rule"):  # no handler: as before
+        Linter([_Broken(), _EveryLoader()]).lint(source)
+    failed: list[tuple[str, str]] = []
+    linter = Linter(
+        [_Broken(), _EveryLoader()], on_rule_error=lambda c, e: failed.append((c, str(e)))
+    )
+    assert [v.code for v in linter.lint(source)] == ["TL201"]
+    assert failed == [("TL402", "a bug in a rule")]
+    assert "num_workers" in linter.fix(source, unsafe=True).text
+
+
+def test_fix_edits_only_for_the_findings_asked_for():
+    source = HEADER + "x = DataLoader(ds)\ny = DataLoader(ds)\n"
+    everything = tl201().lint(source, with_edits=True)
+    assert [bool(v.fix and v.fix.edits) for v in everything] == [True, True]
+    second = ("TL201", 4, 5)
+    some = tl201().lint(source, with_edits={second})
+    assert [bool(v.fix and v.fix.edits) for v in some] == [False, True]
+    assert some[1].fix == everything[1].fix
+    assert [(v.code, v.line, v.column) for v in some][1] == second
+
+
 def test_a_rule_pattern_narrows_its_tokens(monkeypatch):
     """A file with a token but without the rule's pattern is never parsed for it."""
 

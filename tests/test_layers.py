@@ -95,6 +95,29 @@ def test_rules_read_the_semantic_layer_not_the_engine(graph):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def test_the_language_server_is_imported_by_the_cli_only(graph):
+    """And pygls/lsprotocol (the optional server extra) by the language server only."""
+    importers = sorted(
+        n
+        for n, deps in graph.items()
+        if not n.startswith("torchlint.server")
+        and any(d.startswith("torchlint.server") for d in deps)
+    )
+    assert importers == ["torchlint.cli"]
+    lsp_users = set()
+    for name, path in sources().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                roots = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            if roots & {"pygls", "lsprotocol"}:
+                lsp_users.add(name)
+    assert lsp_users == {"torchlint.server.lsp"}
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     found: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,18 @@ def test_torch_only_in_the_verify_extra():
         name = requirement.split(";")[0].strip().lower()
         if name.startswith(("torch", "nvidia-ml-py")):
             assert 'extra == "verify"' in requirement, requirement
+
+
+def test_the_base_install_pulls_neither_pygls_nor_torch():
+    base, server = set(), set()
+    for requirement in requires("torchlint") or []:
+        name = re.split(r"[\s;\[<>=!~]", requirement, maxsplit=1)[0].lower()
+        if "extra ==" not in requirement:
+            base.add(name)
+        elif 'extra == "server"' in requirement:
+            server.add(name)
+    assert "libcst" in base and not base & {"pygls", "lsprotocol", "pytest-lsp", "torch"}
+    assert server == {"pygls", "lsprotocol"}
 
 
 def test_wheel_contains_rules_as_torchlint_rules(tmp_path):

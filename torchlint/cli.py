@@ -917,6 +917,25 @@ def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(values)
 
 
+@app.command("server", cls=_Command)
+def server_command(
+    stdio: Annotated[
+        bool,
+        typer.Option(
+            "--stdio", help="Talk over stdin/stdout: the only transport (clients often pass it)."
+        ),
+    ] = False,
+) -> None:
+    """Run the language server (LSP) an editor starts: diagnostics and quick fixes.
+
+    Needs the server extra: pip install 'torchlint[server]'. Setup for VS Code, Neovim,
+    Helix and Emacs: docs/editors.md.
+    """
+    from torchlint.server import serve
+
+    raise typer.Exit(serve())
+
+
 @app.command("clean")
 def clean_command() -> None:
     """Remove the result cache (.torchlint_cache) of the project around the cwd."""

@@ -654,6 +654,14 @@ def line_edits(before: str, after: str, first_line: int = 1) -> list[TextEdit]:
     ]
 
 
+def apply_line_edits(text: str, edits: Iterable[TextEdit]) -> str:
+    """`text` with disjoint whole-line edits (`line_edits`, a fix's edits) applied."""
+    lines = split_lines(text)
+    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+        lines[edit.start[0] - 1 : edit.end[0] - 1] = [edit.content]
+    return "".join(lines)
+
+
 # (start, end, order among insertions at one offset, new text), in offsets of the code
 # libcst generated (the module's text and `NodePositions.popped`).
 Splice = tuple[int, int, int, str]

@@ -15,7 +15,7 @@ import queue
 import re
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,6 +30,12 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 
 MAX_FIX_PASSES = 16
+# Which findings get their fix's text edits: all, none, or those of these keys
+# (code, line, column: the finding's start, 1-based), as an editor asks for one.
+EditsWanted = bool | Set[tuple[str, int, int]]
+# Told of a rule that raised (its code, the exception), so that the other rules' findings
+# still count; without one, the exception propagates.
+RuleErrorHandler = Callable[[str, Exception], None]
 
 
 class LintError(Exception):
@@ -256,11 +262,24 @@ def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
 
 
 def _diagnostics(
-    module: cst.Module, path: str, rules: Sequence[Rule], settings: Settings
+    module: cst.Module,
+    path: str,
+    rules: Sequence[Rule],
+    settings: Settings,
+    on_rule_error: RuleErrorHandler | None = None,
 ) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
     try:
         model = build(module, path, settings)
-        found = [d for rule in rules for d in rule.check(model)]
+        for rule in rules:
+            try:
+                found.extend(list(rule.check(model)))  # all of a rule's findings, or none
+            except RecursionError:
+                raise
+            except Exception as exc:
+                if on_rule_error is None:
+                    raise
+                on_rule_error(rule.code, exc)
     except RecursionError:
         raise LintError(TOO_DEEP) from None
     return found
@@ -306,16 +325,18 @@ class Linter:
         rules: Sequence[Rule],
         settings: Settings | None = None,
         unfixable: frozenset[str] = frozenset(),
+        on_rule_error: RuleErrorHandler | None = None,
     ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
         self.unfixable = unfixable  # their findings carry no fix (as ruff's `unfixable`)
+        self.on_rule_error = on_rule_error
 
     def _diagnostics(
         self, module: cst.Module, path: str, rules: Sequence[Rule]
     ) -> list[Diagnostic]:
-        found = _diagnostics(module, path, rules, self.settings)
+        found = _diagnostics(module, path, rules, self.settings, self.on_rule_error)
         if self.unfixable:
             found = [
                 dataclasses.replace(d, fix=None) if d.code in self.unfixable else d for d in found
@@ -324,9 +345,10 @@ class Linter:
 
     @_too_deep_is_a_lint_error
     def lint(
-        self, source: str, path: str = "<string>", with_edits: bool = False
+        self, source: str, path: str = "<string>", with_edits: EditsWanted = False
     ) -> list[Violation]:
-        """Findings in `source`, suppressions applied, sorted by position."""
+        """Findings in `source`, suppressions applied, sorted by position; the text edits of
+        the fixes of those `with_edits` asks for."""
         rules = applies(self.rules, source)
         if not rules:
             check_syntax(source, path)
@@ -341,25 +363,26 @@ class Linter:
         module: cst.Module,
         source: str,
         diagnostics: Sequence[Diagnostic],
-        with_edits: bool,
+        with_edits: EditsWanted,
     ) -> list[Violation]:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module, diagnostics, with_edits)
+        positions = _positions(module, diagnostics, bool(with_edits))
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:
             r: CodeRange = positions[d.node]
             if suppressions.suppressed(d.code, r.start.line):
                 continue
-            key = (d.code, r.start.line, r.start.column)
+            key = (d.code, r.start.line, r.start.column + 1)
             if key in seen:
                 continue
             seen.add(key)
             record = None
             if d.fix is not None:
-                edits = text_edits(module, source, positions, d.fix) if with_edits else ()
+                wanted = with_edits if isinstance(with_edits, bool) else key in with_edits
+                edits = text_edits(module, source, positions, d.fix) if wanted else ()
                 record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
             out.append(
                 Violation(

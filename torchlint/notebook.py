@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]  # (typeshed omits it)
 from typing import Any
 
-from torchlint.fixes import line_edits
+from torchlint.fixes import apply_line_edits, line_edits
 from torchlint.linter import InvalidSyntax, LintError, check_syntax
 from torchlint.results import FixRecord, TextEdit, Violation
 from torchlint.source import split_lines
@@ -382,11 +382,8 @@ class Program:
         self, fix: FixRecord, text: str, chunks: Sequence[Chunk]
     ) -> tuple[TextEdit, ...]:
         """A fix's line edits on the program, restated as edits of the cells it changes."""
-        lines = split_lines(text)
-        for edit in sorted(fix.edits, key=lambda e: e.start, reverse=True):
-            lines[edit.start[0] - 1 : edit.end[0] - 1] = [edit.content]
         try:
-            after = self.split("".join(lines))
+            after = self.split(apply_line_edits(text, fix.edits))
         except NotebookError:
             return ()
         edits: list[TextEdit] = []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, LintError, TooLarge, unified_diff
+from torchlint.linter import Linter, LintError, RuleErrorHandler, TooLarge, unified_diff
 from torchlint.noqa import add_noqa
 from torchlint.notebook import Notebook, NotebookError
 from torchlint.results import FileResult, Job
@@ -145,10 +145,18 @@ def _linter(job: Job, codes: Sequence[str]) -> Linter:
     return Linter(instantiate(codes), job.settings, job.unfixable)
 
 
-def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResult:
-    """Lint or fix source text in memory (stdin, or a file already read)."""
+def lint_text(
+    text: str,
+    name: str,
+    job: Job,
+    codes: Sequence[str],
+    on_rule_error: RuleErrorHandler | None = None,
+) -> FileResult:
+    """Lint or fix source text in memory (stdin, or a file already read). A rule that
+    raises is reported to `on_rule_error`, if given, and the others' findings kept."""
     result = FileResult(name, text=text)
     linter = _linter(job, codes)
+    linter.on_rule_error = on_rule_error
     try:
         if job.fix or job.diff:
             outcome = linter.fix(text, name, unsafe=job.unsafe)
@@ -170,7 +178,13 @@ def lint_text(text: str, name: str, job: Job, codes: Sequence[str]) -> FileResul
     return result
 
 
-def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
+def lint_notebook(
+    text: str,
+    name: str,
+    job: Job,
+    codes: Sequence[str],
+    on_rule_error: RuleErrorHandler | None = None,
+) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text."""
     try:
         notebook = Notebook.parse(text)
@@ -181,7 +195,7 @@ def lint_notebook(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
-        result = lint_text(program.source, name, run, codes)
+        result = lint_text(program.source, name, run, codes, on_rule_error)
         if result.error is not None:
             result.error, result.text = program.explain(result.error), None
             return result, text

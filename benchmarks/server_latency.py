@@ -1,0 +1,290 @@
+"""Latency of `torchlint server`: from an edit to its diagnostics, and code actions.
+
+    pip install -e '.[server]'    # or .[dev]
+    python benchmarks/server_latency.py [--edits 40] [--lines 2000]
+
+Starts the real server over stdio, as an editor does, opens a generated training file
+of `--lines` lines (models, datasets, schedules and, in one part of four, a training
+loop and an evaluation: about one finding per 60 lines), then, one after another, makes
+`--edits` edits (a batch size changed, which changes what is reported) and times each
+from the `didChange` sent to the `publishDiagnostics` of that version received (the
+debounce included), and, for comparison, the same lint by the engine alone in this
+process (what the server adds is the difference). Then times listing the code actions
+on a finding's line, resolving one quick fix, and resolving "fix all". Prints p50 and
+p95 of each, the machine, its load and the date. The same again for a worst case: 2,000
+lines of training functions with six findings each (benchmarks/scaling.py's file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+from pygls.uris import from_fs_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaling import training_functions
+
+from torchlint.server.analysis import lint_python
+from torchlint.server.settings import Configs, EditorSettings, setup
+
+HEADER = '''"""A training script grown over the years: models, data, schedules, loops."""
+
+import argparse
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+'''
+
+MODEL = '''
+
+class Block{i}(nn.Module):
+    """A residual block with a bottleneck."""
+
+    def __init__(self, channels: int = 64, hidden: int = 128) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+        self.up = nn.Linear(channels, hidden)
+        self.down = nn.Linear(hidden, channels)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        h = F.gelu(self.up(h))
+        h = self.dropout(self.down(h))
+        return x + h
+
+
+class Records{i}(Dataset):
+    def __init__(self, size: int = 1024, width: int = 64) -> None:
+        self.x = torch.randn(size, width)
+        self.y = torch.randint(0, 10, (size,))
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, index: int):
+        return self.x[index], self.y[index]
+
+
+def cosine_lr_{i}(step: int, total: int, base: float = 0.1) -> float:
+    """Cosine schedule with a linear warm-up."""
+    warmup = max(1, total // 20)
+    if step < warmup:
+        return base * step / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return base * 0.5 * (1 + math.cos(math.pi * progress))
+'''
+
+TRAIN = """
+
+def train_{i}(epochs: int = 1) -> nn.Module:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Sequential(Block{i}(), nn.Linear(64, 10)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loader = DataLoader(Records{i}(), batch_size=BATCH, shuffle=True)
+    for epoch in range(epochs):
+        total = 0.0
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss
+        print(f"epoch {{epoch}}: {{total / len(loader):.3f}}")
+    return model
+
+
+def evaluate_{i}(model: nn.Module, loader: DataLoader) -> float:
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+"""
+
+MAIN = """
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    train_0(parser.parse_args().epochs)
+"""
+
+
+def training_file(lines: int = 2000) -> str:
+    """A training file of exactly `lines` lines (padded with a table of constants)."""
+    parts, i = [HEADER], 0
+    while True:
+        part = MODEL.format(i=i) + (TRAIN.format(i=i) if i % 4 == 0 else "")
+        if sum(p.count("\n") for p in parts) + part.count("\n") + MAIN.count("\n") > lines:
+            break
+        parts.append(part)
+        i += 1
+    text = "".join(parts) + MAIN
+    pad = lines - text.count("\n")
+    return text + "".join(f"LABEL_{k} = {k}\n" for k in range(pad))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Bench:
+    def __init__(self) -> None:
+        self.client = LanguageClient("torchlint-bench", "1")
+        self.waiting: dict[tuple[str, int], asyncio.Future[types.PublishDiagnosticsParams]] = {}
+
+        @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def published(params: types.PublishDiagnosticsParams) -> None:
+            future = self.waiting.pop((params.uri, params.version or 0), None)
+            if future is not None and not future.done():
+                future.set_result(params)
+
+    def expect(self, uri: str, version: int) -> asyncio.Future[types.PublishDiagnosticsParams]:
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[(uri, version)] = future
+        return future
+
+
+async def measure(label: str, text: str, edits: int, root: Path) -> None:
+    bench = Bench()
+    client = bench.client
+    await client.start_io(sys.executable, "-m", "torchlint", "server")
+    capabilities = types.ClientCapabilities(
+        text_document=types.TextDocumentClientCapabilities(
+            code_action=types.CodeActionClientCapabilities(
+                code_action_literal_support=types.ClientCodeActionLiteralOptions(
+                    code_action_kind=types.ClientCodeActionKindOptions(
+                        value_set=[types.CodeActionKind.QuickFix, types.CodeActionKind.Source]
+                    )
+                ),
+                resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]),
+                data_support=True,
+            )
+        ),
+        workspace=types.WorkspaceClientCapabilities(
+            workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)
+        ),
+    )
+    await client.initialize_async(
+        types.InitializeParams(capabilities=capabilities, root_uri=from_fs_path(str(root)))
+    )
+    client.initialized(types.InitializedParams())
+    path = root / f"{label.split()[0]}.py"
+    uri = from_fs_path(str(path))
+    opened = bench.expect(uri, 1)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, text))
+    )
+    first = await opened
+    latencies: list[float] = []
+    for n in range(edits):
+        version = n + 2
+        new = text.replace("BATCH", "8" if n % 2 else "64")
+        done = bench.expect(uri, version)
+        started = time.perf_counter()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version, uri),
+                [types.TextDocumentContentChangeWholeDocument(new)],
+            )
+        )
+        result = await done
+        latencies.append(time.perf_counter() - started)
+    findings = len(result.diagnostics)
+    chosen = setup(Configs(), EditorSettings(), path, root)
+    assert chosen is not None
+    engine = []
+    for n in range(edits):
+        new = text.replace("BATCH", "8" if n % 2 else "64")
+        started = time.perf_counter()
+        lint_python(new, str(path), chosen)
+        engine.append(time.perf_counter() - started)
+    line = next(
+        (d.range.start.line for d in result.diagnostics if d.code in ("TL202", "TL402")),
+        0,
+    )
+    listing, quick, whole = [], [], []
+    for _ in range(max(3, edits // 4)):
+        started = time.perf_counter()
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(uri),
+                types.Range(types.Position(line, 0), types.Position(line, 0)),
+                types.CodeActionContext(diagnostics=[]),
+            )
+        )
+        listing.append(time.perf_counter() - started)
+        fix = next(a for a in actions or [] if "safe fix" in a.title)
+        started = time.perf_counter()
+        resolved = await client.code_action_resolve_async(fix)
+        quick.append(time.perf_counter() - started)
+        assert resolved.edit is not None
+        everything = next(a for a in actions or [] if a.kind == "source.fixAll.torchlint")
+        started = time.perf_counter()
+        resolved = await client.code_action_resolve_async(everything)
+        whole.append(time.perf_counter() - started)
+        assert resolved.edit is not None
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    print(
+        f"\n{label}: {text.count(chr(10))} lines, {len(first.diagnostics)} findings "
+        f"at open, {findings} after the edits"
+    )
+    print("| step | runs | p50 ms | p95 ms |")
+    print("|---|---|---|---|")
+    for name, values in (
+        ("edit -> diagnostics", latencies),
+        ("the same lint, engine alone", engine),
+        ("code actions listed (cursor on a finding)", listing),
+        ("one quick fix resolved", quick),
+        ("fix all resolved", whole),
+    ):
+        p50, p95 = percentile(values, 0.5) * 1000, percentile(values, 0.95) * 1000
+        print(f"| {name} | {len(values)} | {p50:.0f} | {p95:.0f} |")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for row in Path("/proc/cpuinfo").read_text().splitlines():
+            if row.startswith("model name"):
+                cpu = row.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores, Python {platform.python_version()}"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--edits", type=int, default=40)
+    parser.add_argument("--lines", type=int, default=2000)
+    args = parser.parse_args()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{datetime.date.today()}, {machine()}, load average {load}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        await measure("training file", training_file(args.lines), args.edits, root)
+        heavy = training_functions(args.lines // 14).replace("batch_size=8", "batch_size=BATCH")
+        await measure("worst case (six findings per function)", heavy, args.edits, root)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,166 @@
+"""The language server's parts that need no client: minimal edits and positions in each
+encoding, editor settings, the config of each document, notebook errors by cell, and
+the command that starts it."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from lsprotocol import types
+
+from torchlint.config import ConfigError
+from torchlint.server.analysis import Cell, cell_problems, fix_all_python, lint_cells, lint_python
+from torchlint.server.settings import Configs, EditorSettings, setup
+from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
+
+from .conftest import LOADER, ROOT, run_cli
+from .lsp_client import apply_edits
+
+ENCODINGS = (UTF8, UTF16, UTF32)
+ASTRAL = "\U0001d535"  # outside the BMP: 4 UTF-8 bytes, 2 UTF-16 units
+texts = st.lists(st.sampled_from(["a", "b", " ", "\n", "\r\n", "\r", "é", ASTRAL])).map("".join)
+
+
+@given(old=texts, new=texts)
+def test_minimal_edits_make_the_new_text_in_every_encoding(old, new):
+    replacements = minimal_edits(old, new)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(replacements))
+    for encoding in ENCODINGS:
+        lines = Lines(old, encoding)
+        edits = [
+            types.TextEdit(
+                types.Range(
+                    types.Position(*lines.at_offset(r.start)),
+                    types.Position(*lines.at_offset(r.end)),
+                ),
+                r.text,
+            )
+            for r in replacements
+        ]
+        assert apply_edits(old, edits, encoding) == new
+
+
+def test_minimal_edits_touch_only_what_changed():
+    old = "a = 1\nloader = DataLoader(ds)\nb = 2\n"
+    new = "a = 1\nloader = DataLoader(ds, pin_memory=True)\nb = 2\n"
+    (edit,) = minimal_edits(old, new)
+    assert (old[: edit.start], edit.text, old[edit.end :]) == (
+        "a = 1\nloader = DataLoader(ds",
+        ", pin_memory=True",
+        ")\nb = 2\n",
+    )
+    assert minimal_edits(old, old) == []
+
+
+@pytest.mark.parametrize(("encoding", "units"), [(UTF8, 11), (UTF16, 8), (UTF32, 7)])
+def test_positions_count_the_clients_units(encoding, units):
+    lines = Lines(f's = "é{ASTRAL}"\r\nx\n', encoding)
+    assert lines.position(0, 7) == (0, units)  # before the closing quote
+    assert lines.position(0, 99) == lines.position(0, 8)  # clamped to the line's text
+    assert lines.position(5, 0) == (2, 0)  # past the end: the end of the text
+    assert Lines("x", encoding).position(3, 0) == (0, 1)
+
+
+def test_editor_settings_are_checked_like_the_config():
+    flat = EditorSettings.parse(
+        {"select": ["TL2"], "extendSelect": ["TL501"], "unsafe-fixes": True}
+    )
+    nested = EditorSettings.parse({"torchlint": {"ignore": ["TL201"]}, "python": {"x": 1}})
+    assert (flat.select, flat.extend_select, flat.unsafe_fixes) == (("TL2",), ("TL501",), True)
+    assert nested.ignore == ("TL201",) and nested.select is None
+    assert EditorSettings.parse(None) == EditorSettings.parse({}) == EditorSettings()
+    for bad, message in [
+        ({"ignroe": []}, "unknown setting `ignroe`"),
+        ({"select": "TL201"}, "must be a list"),
+        ({"ignore": ["TL999"]}, "unknown rule selector"),
+        ({"unsafeFixes": "yes"}, "true or false"),
+        (["TL201"], "must be an object"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            EditorSettings.parse(bad)
+
+
+def test_each_document_gets_its_nearest_config_and_the_editor_settings_on_top(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.torchlint]\n"
+        'ignore = ["TL202"]\n'
+        'extend-exclude = ["generated"]\n'
+        'per-file-ignores = { "tests/*" = ["TL201"] }\n'
+    )
+    (tmp_path / "tests").mkdir()
+    configs = Configs()
+    plain = setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)
+    assert plain is not None and not plain.unsafe
+    assert "TL201" in plain.codes and "TL202" not in plain.codes and "TL501" not in plain.codes
+    in_tests = setup(configs, EditorSettings(), tmp_path / "tests" / "t.py", tmp_path)
+    assert in_tests is not None and "TL201" not in in_tests.codes
+    assert setup(configs, EditorSettings(), tmp_path / "generated" / "t.py", tmp_path) is None
+
+    editor = EditorSettings(select=("TL2",), ignore=("TL203",), unsafe_fixes=True)
+    chosen = setup(configs, editor, tmp_path / "train.py", tmp_path)
+    assert chosen is not None and chosen.unsafe
+    assert set(chosen.codes) == {"TL201", "TL204", "TL205"}  # TL202: the config still ignores it
+
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nunsafe-fixes = true\n")
+    again = setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)
+    assert again is not None and again.unsafe and "TL202" in again.codes  # read again
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nunsafe-fixes = 1\n")
+    with pytest.raises(ConfigError, match=r"pyproject\.toml: `unsafe-fixes` must be true or false"):
+        setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)
+
+
+def test_a_document_without_a_config_is_linted_with_the_defaults(tmp_path):
+    chosen = setup(Configs(), EditorSettings(), None, tmp_path)
+    assert chosen is not None and "TL201" in chosen.codes and "TL501" not in chosen.codes
+
+
+def test_notebook_errors_are_placed_in_their_cells(tmp_path):
+    cells = [
+        Cell("# Data\n", python=False),
+        Cell("import torch\nx = (\n", python=True),
+        Cell(LOADER, python=True),
+        Cell("%%bash\necho hi\n", python=True),
+        Cell("def f(:\n    pass\n", python=True),
+    ]
+    chosen = setup(Configs(), EditorSettings(), None, tmp_path)
+    assert chosen is not None
+    report = lint_cells(cells, "nb.ipynb", chosen)
+    assert [(v.code, v.cell, v.line) for v in report.violations] == [("TL201", 3, 3)]
+    assert [(p.cell, p.line, p.column) for p in report.problems] == [(2, 2, 5), (5, 1, 7)]
+    assert all(p.message.startswith("SyntaxError: ") for p in report.problems)
+    assert cell_problems("cell 4: expression nested too deeply to analyse", cells) == [
+        replace(report.problems[0], message="expression nested too deeply to analyse", cell=4,
+                line=1, column=1)
+    ]  # fmt: skip
+    assert cell_problems("something else", cells)[0].cell == 2  # the first Python cell
+
+
+def test_the_server_command():
+    result = run_cli("server", "--help")
+    assert result.returncode == 0 and "language server" in result.stdout
+    probe = (
+        "import sys; sys.modules['pygls'] = None\n"
+        "from torchlint.cli import main\n"
+        "sys.argv = ['torchlint', 'server']\n"
+        "main()\n"
+    )
+    missing = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert missing.returncode == 2
+    assert "pip install 'torchlint[server]'" in missing.stderr
+
+
+def test_unfixable_rules_offer_no_fix_in_the_editor(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL201"]\n')
+    chosen = setup(Configs(), EditorSettings(unsafe_fixes=True), tmp_path / "t.py", tmp_path)
+    assert chosen is not None and "TL201" in chosen.unfixable
+    (v,) = lint_python(LOADER, str(tmp_path / "t.py"), chosen).violations
+    assert v.code == "TL201" and v.fix is None
+    assert fix_all_python(LOADER, str(tmp_path / "t.py"), chosen) == LOADER

@@ -1,0 +1,22 @@
+"""`torchlint server`: the language server editors start (LSP over stdin/stdout).
+
+It needs the `server` extra (pygls, lsprotocol); the rest of torchlint never imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+EXTRA = "`torchlint server` needs pygls and lsprotocol: pip install 'torchlint[server]'"
+
+
+def serve() -> int:
+    """Run the server until the client exits; 2 when its dependencies are missing."""
+    try:
+        from torchlint.server.lsp import run
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        print(f"torchlint: error: {EXTRA} ({exc})", file=sys.stderr)
+        return 2
+    return run()

@@ -1,0 +1,254 @@
+"""What the language server asks of the engine, as plain data (no LSP types here).
+
+Every answer comes from the engine `torchlint check` and `fix` use: findings from
+`Linter.lint` (a `.py` document) or `lint_notebook` (a notebook's cells), "fix all"
+from `Linter.fix` / `lint_notebook` exactly as `torchlint fix` runs them, one finding's
+fix from the text edits the engine gives for that finding alone (those `--output-format
+json` shows), "ignore for this line" from `add_noqa` (as `check --add-noqa`). An answer
+that changes text is the whole new text; the server turns it into minimal edits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchlint.config import instantiate
+from torchlint.fixes import apply_line_edits
+from torchlint.linter import (
+    InvalidSyntax,
+    Linter,
+    LintError,
+    RuleErrorHandler,
+    TooLarge,
+    check_syntax,
+)
+from torchlint.noqa import add_noqa
+from torchlint.reporters import Context, fixable
+from torchlint.results import Job, Violation
+from torchlint.runner import lint_notebook
+from torchlint.server.settings import Setup
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A notebook cell as the editor holds it."""
+
+    source: str
+    python: bool  # a code cell in Python (others are carried along, never analysed)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What to show besides findings: a syntax error, a file that could not be analysed."""
+
+    message: str
+    line: int  # 1-based
+    column: int  # 1-based, in code points
+    cell: int | None = None  # notebooks: 1-based index into the cells
+    warning: bool = False  # analysed in part only (else an error)
+
+
+@dataclass
+class Report:
+    violations: list[Violation] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # rules that raised, with tracebacks
+
+
+def offered(v: Violation, setup: Setup) -> bool:
+    """Whether the finding's fix is offered: safe, or unsafe with unsafe fixes on."""
+    return fixable(v, Context(unsafe=setup.unsafe))
+
+
+def _collect(report: Report) -> RuleErrorHandler:
+    def failed(code: str, exc: Exception) -> None:
+        details = "".join(traceback.format_exception(exc))
+        report.failures.append(f"rule {code} failed, its findings are left out: {details}")
+
+    return failed
+
+
+def _linter(setup: Setup, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
+    handler = _collect(report) if report is not None else None
+    return Linter(instantiate(codes or setup.codes), setup.settings, setup.unfixable, handler)
+
+
+def internal_error(report: Report, exc: Exception, cell: int | None = None) -> None:
+    """A bug in torchlint, said on the document (and its traceback logged), never a crash."""
+    message = f"internal error ({type(exc).__name__}: {exc}); please report it with this file"
+    report.problems.append(Problem(message, 1, 1, cell))
+    report.failures.append("".join(traceback.format_exception(exc)))
+
+
+# -- a .py document -----------------------------------------------------------------------
+
+
+def lint_python(text: str, path: str, setup: Setup) -> Report:
+    """The findings in `text`, or why there are none (a syntax error at its position)."""
+    report = Report()
+    try:
+        report.violations = _linter(setup, report=report).lint(text, path)
+    except TooLarge as exc:
+        report.problems.append(Problem(str(exc), 1, 1, warning=True))
+    except InvalidSyntax as exc:
+        report.problems.append(Problem(f"SyntaxError: {exc.message}", exc.line, exc.column))
+    except LintError as exc:
+        report.problems.append(Problem(str(exc), 1, 1))
+    except Exception as exc:
+        internal_error(report, exc)
+    return report
+
+
+def fix_all_python(text: str, path: str, setup: Setup) -> str | None:
+    """What `torchlint fix` (with the document's safety) makes of `text`, a rule that
+    raises left out as in the diagnostics; None if it would change nothing for an error."""
+    try:
+        return _linter(setup, report=Report()).fix(text, path, unsafe=setup.unsafe).text
+    except Exception:  # LintError, or a bug: as `torchlint fix`, change nothing
+        return None
+
+
+def fix_python(text: str, path: str, setup: Setup, key: tuple[str, int, int]) -> str | None:
+    """`text` with the fix of the finding `key` (code, line, column) applied alone."""
+    code = key[0]
+    if code not in setup.codes:
+        return None
+    try:
+        found = _linter(setup, codes=[code]).lint(text, path, with_edits={key})
+    except Exception:
+        return None
+    for v in found:
+        if (v.code, v.line, v.column) == key and v.fix is not None and v.fix.edits:
+            if not offered(v, setup):
+                return None
+            new = apply_line_edits(text, v.fix.edits)
+            try:
+                check_syntax(new, path)  # as `torchlint fix`: never a file that does not parse
+            except LintError:
+                return None
+            return new
+    return None
+
+
+def ignore(text: str, line: int, code: str) -> str | None:
+    """`text` with `# noqa: CODE` for the finding on `line`, None if already there."""
+    new, changed = add_noqa(text, {line: {code}})
+    return new if changed else None
+
+
+# -- a notebook ---------------------------------------------------------------------------
+
+
+def notebook_json(cells: Sequence[Cell]) -> str:
+    """The cells as an nbformat 4 notebook: what `lint_notebook` reads."""
+    out: list[dict[str, Any]] = []
+    for cell in cells:
+        if cell.python:
+            out.append(
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": cell.source,
+                }
+            )
+        else:
+            out.append({"cell_type": "markdown", "metadata": {}, "source": cell.source})
+    notebook = {
+        "cells": out,
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(notebook)
+
+
+def _first_python(cells: Sequence[Cell]) -> int | None:
+    return next((i for i, cell in enumerate(cells, 1) if cell.python), None)
+
+
+# How `lint_notebook` states a broken cell (notebook.py: `_in_cell`), several joined by "; ".
+_CELL_ERROR = re.compile(r"syntax error in cell (\d+) at (\d+):(\d+): |cell (\d+): ")
+_NEXT_CELL_ERROR = re.compile(r"; (?=syntax error in cell \d+ at \d+:\d+: |cell \d+: )")
+
+
+def cell_problems(error: str, cells: Sequence[Cell]) -> list[Problem]:
+    """`lint_notebook`'s error, as one problem per cell it names."""
+    out = []
+    for part in _NEXT_CELL_ERROR.split(error):
+        m = _CELL_ERROR.match(part)
+        if m is None:
+            out.append(Problem(part, 1, 1, _first_python(cells)))
+        elif m.group(1):
+            message = f"SyntaxError: {part[m.end() :]}"
+            out.append(Problem(message, int(m.group(2)), int(m.group(3)), int(m.group(1))))
+        else:
+            out.append(Problem(part[m.end() :], 1, 1, int(m.group(4))))
+    return out
+
+
+def lint_cells(cells: Sequence[Cell], path: str, setup: Setup) -> Report:
+    """The findings in a notebook's cells (positions in their cells), as for a file."""
+    report = Report()
+    job = Job(codes=setup.codes, settings=setup.settings, unfixable=setup.unfixable)
+    try:
+        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(report))
+    except Exception as exc:
+        internal_error(report, exc, _first_python(cells))
+        return report
+    report.violations = result.violations
+    if result.error is not None:
+        report.problems += cell_problems(result.error, cells)
+    if result.warning is not None:
+        report.problems.append(Problem(result.warning, 1, 1, _first_python(cells), True))
+    return report
+
+
+def fix_all_cells(cells: Sequence[Cell], path: str, setup: Setup) -> list[str] | None:
+    """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
+    out); None if it would not fix."""
+    job = Job(
+        codes=setup.codes,
+        settings=setup.settings,
+        fix=True,
+        unsafe=setup.unsafe,
+        unfixable=setup.unfixable,
+    )
+    try:
+        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(Report()))
+    except Exception:
+        return None
+    return result.cells if result.error is None else None
+
+
+def fix_cells(
+    cells: Sequence[Cell], path: str, setup: Setup, key: tuple[str, int, int, int]
+) -> list[str] | None:
+    """Every cell's source with the fix of the finding `key` (code, cell, line, column)
+    applied alone; None if there is no such fix (or a cell does not parse)."""
+    code = key[0]
+    if code not in setup.codes:
+        return None
+    job = Job(codes=(code,), settings=setup.settings, with_edits=True, unfixable=setup.unfixable)
+    try:
+        result, _ = lint_notebook(notebook_json(cells), path, job, [code])
+    except Exception:
+        return None
+    if result.error is not None:
+        return None
+    for v in result.violations:
+        if (v.code, v.cell, v.line, v.column) == key and v.fix is not None and v.fix.edits:
+            if not offered(v, setup):
+                return None
+            sources = [cell.source for cell in cells]
+            for number in {e.cell for e in v.fix.edits if e.cell is not None}:
+                edits = [e for e in v.fix.edits if e.cell == number]
+                sources[number - 1] = apply_line_edits(sources[number - 1], edits)
+            return sources
+    return None

@@ -1,0 +1,633 @@
+"""The language server: LSP over stdin/stdout, on pygls.
+
+Documents are linted from the editor's text, never from the file on disk: at once on
+open (and on save if their config changed), after a pause of `DEBOUNCE_S` on change (a
+burst of keystrokes costs one lint). Every call into the engine runs on one worker
+thread, so the protocol loop always answers; a request the client cancels stops
+waiting, and work of its that has not started never runs; a result for text that has
+changed since is dropped, not shown.
+
+Code actions are listed from the last lint (cheap: a cursor move asks for them) and get
+their edits only when the client resolves the one the user picks (`codeAction/resolve`);
+a client that cannot resolve gets the edits of the few actions under its cursor at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from torchlint import __version__
+from torchlint.config import CONFIG_FILES, ConfigError
+from torchlint.reporters import rule_url
+from torchlint.results import Violation
+from torchlint.server import analysis
+from torchlint.server.analysis import Cell, Problem, Report
+from torchlint.server.settings import Configs, EditorSettings, Setup, setup
+from torchlint.server.text import Lines, minimal_edits
+
+NAME = "torchlint"
+DEBOUNCE_S = 0.05
+FIX_ALL = "source.fixAll.torchlint"
+FIX_ALL_TITLE = "Fix all safe torchlint problems"
+FIX_ALL_UNSAFE_TITLE = "Fix all torchlint problems (unsafe fixes included)"
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithNotebook(
+            notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")]
+        )
+    ],
+    save=True,
+)
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A document's text at one generation: one text (a .py document) or its cells."""
+
+    key: str  # the document's URI, or the notebook's
+    generation: int
+    path: Path | None  # None: not a file (an unsaved buffer)
+    root: Path  # the workspace folder holding it
+    uris: tuple[str, ...]  # the text document, or each cell's
+    versions: tuple[int | None, ...]
+    texts: tuple[str, ...]
+    cells: tuple[Cell, ...] | None  # None: a .py document
+
+    @property
+    def name(self) -> str:
+        if self.path is not None:
+            return str(self.path)
+        return "untitled.ipynb" if self.cells is not None else "untitled.py"
+
+
+@dataclass
+class Analysis:
+    snapshot: Snapshot
+    setup: Setup | None  # None: the config excludes the document (or is invalid)
+    report: Report
+    # By URI (each of the snapshot's): the diagnostics, and the findings behind them.
+    diagnostics: dict[str, list[types.Diagnostic]]
+    findings: dict[str, list[tuple[Violation, types.Diagnostic]]]
+
+
+@dataclass
+class Tracked:
+    """An open document (or notebook) and its lints."""
+
+    key: str
+    generation: int = 0
+    task: asyncio.Task[None] | None = None  # the latest lint asked for
+    started: bool = False  # ... has left its debounce
+    latest: Analysis | None = None
+    published: set[str] = field(default_factory=set)
+
+
+class TorchlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            NAME,
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            notebook_document_sync=NOTEBOOK_SYNC,
+        )
+        self.editor = EditorSettings()
+        self.configs = Configs()
+        self.tracked: dict[str, Tracked] = {}
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="torchlint-lint")
+        self.said: set[str] = set()  # messages already shown or logged once
+
+    # -- telling the user -----------------------------------------------------------------
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def once(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        """Show a message, and log it, the first time only."""
+        if message not in self.said:
+            self.said.add(message)
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+            self.log(message, kind)
+
+    def apply_settings(self, raw: Any) -> bool:
+        try:
+            self.editor = EditorSettings.parse(raw)
+        except ConfigError as exc:
+            self.once(f"torchlint: invalid settings, not applied: {exc}")
+            return False
+        return True
+
+    # -- documents ------------------------------------------------------------------------
+
+    def _document(self, uri: str) -> TextDocument | None:
+        # (the workspace's getter makes up a document, read from disk, for an unknown URI)
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def _root(self, path: Path | None) -> Path:
+        folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
+        if self.workspace.root_path:
+            folders.append(self.workspace.root_path)
+        if path is not None:
+            for folder in sorted(filter(None, folders), key=len, reverse=True):
+                if path.is_relative_to(folder):
+                    return Path(folder)
+            return path.parent
+        return Path(next(filter(None, folders), None) or Path.cwd())
+
+    def snapshot(self, t: Tracked) -> Snapshot | None:
+        fs_path = to_fs_path(t.key) if t.key.startswith("file:") else None
+        path = Path(fs_path) if fs_path else None
+        notebook = self.workspace.get_notebook_document(notebook_uri=t.key)
+        uris, versions, texts, cells = [], [], [], []
+        if notebook is not None:
+            for cell in notebook.cells:
+                doc = self._document(cell.document)
+                if doc is None:
+                    continue
+                uris.append(cell.document)
+                versions.append(doc.version)
+                texts.append(doc.source)
+                python = cell.kind == types.NotebookCellKind.Code and doc.language_id in (
+                    None,
+                    "python",
+                )
+                cells.append(Cell(doc.source, python))
+        else:
+            doc = self._document(t.key)
+            if doc is None:
+                return None
+            uris, versions, texts = [t.key], [doc.version], [doc.source]
+        return Snapshot(
+            t.key,
+            t.generation,
+            path,
+            self._root(path),
+            tuple(uris),
+            tuple(versions),
+            tuple(texts),
+            tuple(cells) if notebook is not None else None,
+        )
+
+    def track(self, key: str) -> None:
+        self.tracked[key] = t = Tracked(key)
+        self.refresh(t, 0)
+
+    def changed(self, key: str) -> None:
+        t = self.tracked.get(key)
+        if t is not None:
+            t.generation += 1
+            self.refresh(t, DEBOUNCE_S)
+
+    def forget(self, key: str) -> None:
+        t = self.tracked.pop(key, None)
+        if t is None:
+            return
+        if t.task is not None:
+            t.task.cancel()
+        for uri in t.published:
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+
+    def relint_all(self, reload: bool = False) -> None:
+        if reload:  # the worker drops the configs read so far before its next lint
+            self.worker.submit(self.configs.clear)
+        for t in self.tracked.values():
+            t.generation += 1
+            self.refresh(t, 0)
+
+    # -- linting --------------------------------------------------------------------------
+
+    def refresh(self, t: Tracked, delay: float) -> None:
+        """Lint `t` after `delay` seconds, instead of any lint asked for before (one the
+        worker has begun finishes there, unheard)."""
+        if t.task is not None:
+            t.task.cancel()
+        t.started = False
+        t.task = asyncio.ensure_future(self._lint(t, delay))
+
+    async def _lint(self, t: Tracked, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        if t.task is asyncio.current_task():
+            t.started = True
+        snapshot = self.snapshot(t)
+        if snapshot is None:
+            return
+        encoding = str(self.workspace.position_encoding or "utf-16")
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self.worker, self.analyze, snapshot, encoding)
+        for failure in result.report.failures:
+            if failure not in self.said:
+                self.said.add(failure)
+                self.log(f"torchlint: {snapshot.name}: {failure}")
+        if self.tracked.get(t.key) is not t or t.generation != snapshot.generation:
+            return  # closed or changed meanwhile
+        t.latest = result
+        self.publish(t, result)
+
+    def publish(self, t: Tracked, result: Analysis) -> None:
+        snapshot = result.snapshot
+        for uri, diagnostics in result.diagnostics.items():
+            version = snapshot.versions[snapshot.uris.index(uri)]
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
+            )
+        for uri in t.published - result.diagnostics.keys():  # cells removed since
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+        t.published = set(result.diagnostics)
+
+    def saved(self, t: Tracked) -> None:
+        """On save: the text is linted already (diagnostics follow the editor's text), so
+        its diagnostics are published again, and linted anew only when its config file
+        changed on disk meanwhile (for clients that do not watch files) or its lint is
+        still waiting out the pause after typing."""
+        latest = t.latest
+        if latest is not None and latest.snapshot.generation == t.generation:
+            snapshot = latest.snapshot
+            directory = snapshot.path.parent if snapshot.path else snapshot.root
+            if self.configs.fresh(directory):
+                self.publish(t, latest)
+                return
+            t.generation += 1
+        elif t.started and t.task is not None and not t.task.done():
+            return  # the lint under way publishes
+        self.refresh(t, 0)
+
+    async def current(self, key: str) -> Analysis | None:
+        """The analysis of the document's text as it is now (linted now if need be)."""
+        while (t := self.tracked.get(key)) is not None:
+            if t.latest is not None and t.latest.snapshot.generation == t.generation:
+                return t.latest
+            if t.task is None or t.task.done() or not t.started:
+                self.refresh(t, 0)
+            assert t.task is not None
+            await asyncio.wait([t.task])  # a cancelled request stops here, the lint goes on
+        return None
+
+    def analyze(self, snapshot: Snapshot, encoding: str) -> Analysis:
+        """(worker thread) Lint a snapshot; never raises."""
+        chosen: Setup | None = None
+        report = Report()
+        first = 1 if snapshot.cells else None
+        try:
+            chosen = setup(self.configs, self.editor, snapshot.path, snapshot.root)
+        except ConfigError as exc:
+            report.problems.append(Problem(f"torchlint: {exc}", 1, 1, first))
+        except Exception as exc:
+            analysis.internal_error(report, exc, first)
+        if chosen is not None:
+            if snapshot.cells is None:
+                report = analysis.lint_python(snapshot.texts[0], snapshot.name, chosen)
+            else:
+                report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen)
+        return _analysis(snapshot, chosen, report, encoding)
+
+    # -- code actions ---------------------------------------------------------------------
+
+    def fix_edit(
+        self, result: Analysis, data: dict[str, Any], encoding: str, versioned: bool
+    ) -> types.WorkspaceEdit | None:
+        """(worker thread) The edit of one code action, from the engine."""
+        snapshot, chosen = result.snapshot, result.setup
+        if chosen is None:
+            return None
+        kind, code = data["action"], data.get("code", "")
+        new: dict[int, str | None] = {}
+        index = snapshot.uris.index(data["uri"]) if data.get("uri") in snapshot.uris else 0
+        if kind == "ignore":
+            new[index] = analysis.ignore(snapshot.texts[index], data["line"], code)
+        elif snapshot.cells is None:
+            text = snapshot.texts[0]
+            if kind == "fixAll":
+                new[0] = analysis.fix_all_python(text, snapshot.name, chosen)
+            else:
+                key = (code, data["line"], data["column"])
+                new[0] = analysis.fix_python(text, snapshot.name, chosen, key)
+        else:
+            if kind == "fixAll":
+                sources = analysis.fix_all_cells(snapshot.cells, snapshot.name, chosen)
+            else:
+                key4 = (code, index + 1, data["line"], data["column"])
+                sources = analysis.fix_cells(snapshot.cells, snapshot.name, chosen, key4)
+            new = dict(enumerate(sources or []))
+        return _workspace_edit(snapshot, new, encoding, versioned)
+
+    async def resolve(self, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        t = self.tracked.get(data.get("key", ""))
+        result = t.latest if t is not None else None
+        if t is None or result is None:
+            return action
+        if not data.get("generation") == t.generation == result.snapshot.generation:
+            return action  # the document changed since: no edit rather than a wrong one
+        loop = asyncio.get_running_loop()
+        action.edit = await loop.run_in_executor(
+            self.worker, self.fix_edit, result, data, self.encoding, self.versioned
+        )
+        return action
+
+    @property
+    def encoding(self) -> str:
+        return str(self.workspace.position_encoding or "utf-16")
+
+    @property
+    def versioned(self) -> bool:
+        workspace = self.client_capabilities.workspace
+        edit = workspace.workspace_edit if workspace is not None else None
+        return bool(edit is not None and edit.document_changes)
+
+    @property
+    def resolves(self) -> bool:
+        text = self.client_capabilities.text_document
+        actions = text.code_action if text is not None else None
+        support = actions.resolve_support if actions is not None else None
+        return support is not None and "edit" in support.properties
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        key = notebook.uri if notebook is not None else uri
+        result = await self.current(key)
+        if result is None or result.setup is None or uri not in result.findings:
+            return []
+        only = params.context.only
+        first, last = params.range.start.line, params.range.end.line
+        base = {"key": key, "generation": result.snapshot.generation, "uri": uri}
+        actions: list[types.CodeAction] = []
+        ignores: list[types.CodeAction] = []
+        if _wanted(types.CodeActionKind.QuickFix, only):
+            for v, diagnostic in result.findings[uri]:
+                if v.end_line - 1 < first or v.line - 1 > last:
+                    continue
+                where = {"code": v.code, "line": v.line, "column": v.column}
+                if v.fix is not None and analysis.offered(v, result.setup):
+                    actions.append(
+                        types.CodeAction(
+                            title=f"{v.code}: {v.fix.title} ({v.fix.applicability} fix)",
+                            kind=types.CodeActionKind.QuickFix,
+                            diagnostics=[diagnostic],
+                            is_preferred=v.fix.applicability == "safe",
+                            data={**base, **where, "action": "fix"},
+                        )
+                    )
+                ignores.append(
+                    types.CodeAction(
+                        title=f"Ignore {v.code} for this line",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        data={**base, **where, "action": "ignore"},
+                    )
+                )
+        actions += ignores
+        # "fix all" is for the asking, or (clients that resolve) offered with the others:
+        # computing its edit for every cursor move would cost a whole fix each time.
+        if (only is not None or self.resolves) and _wanted(FIX_ALL, only):
+            fixable = any(
+                v.fix is not None and analysis.offered(v, result.setup)
+                for pairs in result.findings.values()
+                for v, _ in pairs
+            )
+            if fixable:
+                title = FIX_ALL_UNSAFE_TITLE if result.setup.unsafe else FIX_ALL_TITLE
+                actions.append(
+                    types.CodeAction(title=title, kind=FIX_ALL, data={**base, "action": "fixAll"})
+                )
+        if not self.resolves:
+            for action in actions:
+                await self.resolve(action)
+                action.data = None
+            actions = [a for a in actions if a.edit is not None]
+        return actions
+
+
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    """Whether a code action of `kind` is asked for (`only` names kinds or their parents)."""
+    return only is None or any(kind == k or kind.startswith(f"{k}.") for k in only)
+
+
+# -- LSP shapes ----------------------------------------------------------------------------
+
+
+def _range(lines: Lines, line: int, column: int, end_line: int, end_column: int) -> types.Range:
+    """An LSP range from 1-based line and code-point column positions."""
+    start = lines.position(line - 1, column - 1)
+    end = lines.position(end_line - 1, end_column - 1)
+    return types.Range(types.Position(*start), types.Position(*end))
+
+
+def _diagnostic(v: Violation, lines: Lines) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=_range(lines, v.line, v.column, v.end_line, v.end_column),
+        message=v.message,
+        severity=types.DiagnosticSeverity.Warning,
+        code=v.code,
+        code_description=types.CodeDescription(href=rule_url(v.code)),
+        source=NAME,
+        data={
+            "name": v.name,
+            "fix": None
+            if v.fix is None
+            else {"title": v.fix.title, "applicability": v.fix.applicability},
+        },
+    )
+
+
+def _problem(p: Problem, lines: Lines) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=_range(lines, p.line, p.column, p.line, p.column + 1),
+        message=p.message,
+        severity=types.DiagnosticSeverity.Warning if p.warning else types.DiagnosticSeverity.Error,
+        source=NAME,
+    )
+
+
+def _analysis(snapshot: Snapshot, chosen: Setup | None, report: Report, encoding: str) -> Analysis:
+    """Diagnostics for each of the snapshot's documents that holds Python (a notebook's
+    other cells get none), findings and problems placed in their cells."""
+    cells = snapshot.cells
+    ours = [i for i in range(len(snapshot.uris)) if cells is None or cells[i].python]
+    lines = {i: Lines(snapshot.texts[i], encoding) for i in ours}
+    diagnostics: dict[str, list[types.Diagnostic]] = {snapshot.uris[i]: [] for i in ours}
+    findings: dict[str, list[tuple[Violation, types.Diagnostic]]] = {
+        snapshot.uris[i]: [] for i in ours
+    }
+
+    def index(cell: int | None) -> int | None:
+        if cell is not None and cell - 1 in lines:
+            return cell - 1
+        return ours[0] if ours else None
+
+    for v in report.violations:
+        if (i := index(v.cell)) is not None:
+            diagnostic = _diagnostic(v, lines[i])
+            diagnostics[snapshot.uris[i]].append(diagnostic)
+            findings[snapshot.uris[i]].append((v, diagnostic))
+    for p in report.problems:
+        if (i := index(p.cell)) is not None:
+            diagnostics[snapshot.uris[i]].append(_problem(p, lines[i]))
+    return Analysis(snapshot, chosen, report, diagnostics, findings)
+
+
+def _workspace_edit(
+    snapshot: Snapshot, new: dict[int, str | None], encoding: str, versioned: bool
+) -> types.WorkspaceEdit | None:
+    """Minimal text edits that turn each of the snapshot's texts into its new text."""
+    changes: list[tuple[str, int | None, list[types.TextEdit]]] = []
+    for i, text in sorted(new.items()):
+        if text is None or i >= len(snapshot.texts) or text == snapshot.texts[i]:
+            continue
+        lines = Lines(snapshot.texts[i], encoding)
+        edits = [
+            types.TextEdit(
+                range=types.Range(
+                    types.Position(*lines.at_offset(r.start)),
+                    types.Position(*lines.at_offset(r.end)),
+                ),
+                new_text=r.text,
+            )
+            for r in minimal_edits(snapshot.texts[i], text)
+        ]
+        changes.append((snapshot.uris[i], snapshot.versions[i], edits))
+    if not changes:
+        return None
+    if versioned:
+        return types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(
+                        uri=uri, version=version
+                    ),
+                    edits=list(edits),
+                )
+                for uri, version, edits in changes
+            ]
+        )
+    return types.WorkspaceEdit(changes={uri: edits for uri, _, edits in changes})
+
+
+# -- the protocol ----------------------------------------------------------------------------
+
+
+def _python(doc: types.TextDocumentItem) -> bool:
+    return doc.language_id == "python" or unquote(doc.uri).endswith(PYTHON_SUFFIXES)
+
+
+def create_server() -> TorchlintServer:
+    server = TorchlintServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(params: types.InitializeParams) -> None:
+        server.apply_settings(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(params: types.InitializedParams) -> None:
+        workspace = server.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is None or not watched.dynamic_registration:
+            return  # config files are still re-read when they change, at the next lint
+        watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_FILES]
+        registration = types.Registration(
+            id="torchlint-config-files",
+            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+        )
+        try:
+            await server.client_register_capability_async(
+                types.RegistrationParams(registrations=[registration])
+            )
+        except Exception as exc:  # the client refused: nothing is lost but a faster reload
+            server.log(f"torchlint: cannot watch config files: {exc}", types.MessageType.Warning)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: types.DidOpenTextDocumentParams) -> None:
+        if _python(params.text_document):
+            server.track(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: types.DidChangeTextDocumentParams) -> None:
+        server.changed(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if unquote(uri).rsplit("/", 1)[-1] in CONFIG_FILES:
+            server.relint_all(reload=True)
+        elif (t := server.tracked.get(uri)) is not None:
+            server.saved(t)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: types.DidCloseTextDocumentParams) -> None:
+        server.forget(params.text_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_did_open(params: types.DidOpenNotebookDocumentParams) -> None:
+        server.track(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(params: types.DidChangeNotebookDocumentParams) -> None:
+        server.changed(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def notebook_did_save(params: types.DidSaveNotebookDocumentParams) -> None:
+        if (t := server.tracked.get(params.notebook_document.uri)) is not None:
+            server.saved(t)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(params: types.DidCloseNotebookDocumentParams) -> None:
+        server.forget(params.notebook_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
+        if server.apply_settings(params.settings):
+            server.relint_all()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
+        if any(unquote(c.uri).rsplit("/", 1)[-1] in CONFIG_FILES for c in params.changes):
+            server.relint_all(reload=True)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True
+        ),
+    )
+    async def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
+        return await server.code_actions(params)
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def code_action_resolve(action: types.CodeAction) -> types.CodeAction:
+        return await server.resolve(action)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(params: None) -> None:
+        for t in server.tracked.values():
+            if t.task is not None:
+                t.task.cancel()
+        server.worker.shutdown(wait=False, cancel_futures=True)
+
+    return server
+
+
+def run() -> int:
+    """Serve one client over stdin/stdout until it exits."""
+    stdout = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
+    server = create_server()
+    server.start_io(sys.stdin.buffer, stdout)
+    return 0

@@ -1,0 +1,145 @@
+"""How each document is linted: its nearest config file, then the editor's settings.
+
+The editor's settings (`initializationOptions`, `workspace/didChangeConfiguration`) act
+as the command line's options do: `select` replaces the config's selection, `ignore`
+and `extend-select` add to it, `unsafe-fixes` overrides it. A config file is read once
+and again whenever it, or any candidate file above the document, changes on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchlint.config import CONFIG_FILES, Config, ConfigError, expand, find_config, load_config
+from torchlint.semantic import Settings
+
+# Setting names, as the config file spells them and in camelCase (VS Code's convention).
+_KEYS = {
+    "select": "select",
+    "ignore": "ignore",
+    "extend-select": "extend_select",
+    "extendSelect": "extend_select",
+    "unsafe-fixes": "unsafe_fixes",
+    "unsafeFixes": "unsafe_fixes",
+}
+SECTION = "torchlint"
+
+
+@dataclass(frozen=True)
+class EditorSettings:
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    unsafe_fixes: bool | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> EditorSettings:
+        """Settings from the editor: an object of the keys above, or one holding it under
+        "torchlint" (as clients that send every tool's settings do). ConfigError names a
+        key that is unknown or of the wrong type: a typo never silently disables a rule."""
+        if raw is None:
+            return cls()
+        if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict):
+            raw = raw[SECTION]
+        if not isinstance(raw, dict):
+            raise ConfigError(f"settings must be an object, got {raw!r}")
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            name = _KEYS.get(key)
+            if name is None:
+                known = "select, ignore, extend-select, unsafe-fixes"
+                raise ConfigError(f"unknown setting `{key}` (known: {known})")
+            if name == "unsafe_fixes":
+                if value is not None and not isinstance(value, bool):
+                    raise ConfigError(f"setting `{key}` must be true or false")
+                values[name] = value
+            elif value is not None:
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError(f"setting `{key}` must be a list of rule codes")
+                expand(value)  # validates
+                values[name] = tuple(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How one document is linted."""
+
+    codes: tuple[str, ...]
+    settings: Settings
+    unsafe: bool
+    unfixable: frozenset[str] = frozenset()  # the config's `fixable`/`unfixable`
+
+
+_Stamp = tuple[int, int] | None
+
+
+class Configs:
+    """The config file nearest each document, loaded once per version on disk."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[_Stamp, ...], Config | ConfigError]] = {}
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def fresh(self, directory: Path) -> bool:
+        """Whether the config last read for `directory` is still what is on disk."""
+        cached = self._cache.get(directory)
+        return cached is not None and cached[0] == _stamps(directory)
+
+    def config(self, directory: Path, root: Path) -> Config:
+        """The config for files in `directory` (ConfigError if it is invalid); with none
+        found, the defaults, with patterns relative to `root` (the workspace folder)."""
+        stamps = _stamps(directory)
+        cached = self._cache.get(directory)
+        if cached is None or cached[0] != stamps:
+            found: Config | ConfigError
+            try:
+                path = find_config(directory)
+                found = (
+                    load_config(path) if path else dataclasses.replace(load_config(None), root=root)
+                )
+            except ConfigError as exc:
+                found = exc
+            self._cache[directory] = cached = (stamps, found)
+        if isinstance(cached[1], ConfigError):
+            raise cached[1]
+        return cached[1]
+
+
+def _stamps(directory: Path) -> tuple[_Stamp, ...]:
+    """What `find_config` would read from `directory` up: any change is a reload."""
+    out: list[_Stamp] = []
+    for folder in (directory, *directory.parents):
+        for name in CONFIG_FILES:
+            try:
+                st = os.stat(folder / name)
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+    return tuple(out)
+
+
+def setup(configs: Configs, editor: EditorSettings, path: Path | None, root: Path) -> Setup | None:
+    """How to lint the document at `path` (None: not a file on disk, linted as if in
+    `root`), or None when its config excludes it. ConfigError for a bad config."""
+    config = configs.config(path.parent if path else root, root)
+    if path is not None and config.excluded(path):
+        return None
+    config = dataclasses.replace(
+        config,
+        select=list(editor.select) if editor.select is not None else config.select,
+        extend_select=[*config.extend_select, *editor.extend_select],
+        ignore=[*config.ignore, *editor.ignore],
+    )
+    codes: Sequence[str] = config.selected_codes()
+    if path is not None:
+        codes = config.rules_for(path, codes)
+    unsafe = config.unsafe_fixes if editor.unsafe_fixes is None else editor.unsafe_fixes
+    return Setup(tuple(codes), config.settings(), unsafe, config.unfixable_codes())
