@@ -524,6 +524,10 @@ def test_the_cli_builds_one_options_object_with_the_defaults(tmp_path, monkeypat
         app, ["verify", str(script), "--repeats", "7", "--window", "0", "--select", "TL2,TL3"]
     )
     assert seen[-1] == VerifyOptions(script, repeats=7, window=0.0, select=("TL2", "TL3"))
+    # A mistyped option is an error, not an argument silently handed to the script.
+    result = CliRunner().invoke(app, ["verify", str(script), "--profile", "--extend-selct", "X"])
+    assert result.exit_code == 2 and "No such option" in result.output
+    assert len(seen) == 2
 
 
 @pytest.mark.parametrize(

@@ -823,7 +823,8 @@ def rule_command(
 
 @app.command(
     "verify",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    # The script's own arguments go after `--`; a mistyped option before it is an error.
+    context_settings={"allow_extra_args": True},
 )
 def verify_command(
     ctx: typer.Context,
