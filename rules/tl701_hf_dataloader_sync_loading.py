@@ -59,7 +59,6 @@ from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.frameworks import opaque
 from torchlint.semantic.syntax import argument
 
 # `Trainer(model, args, data_collator, train_dataset, ...)`
@@ -74,9 +73,7 @@ class HfDataloaderSyncLoading(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
-        for args in frameworks.training_arguments:
-            if opaque(args, 1) or frameworks.on_cpu(args):
-                continue
+        for args in frameworks.readable_gpu_arguments:
             if not any(
                 module.works_per_sample(dataset, trainer.scope)
                 for trainer in frameworks.trainers_given(args)

@@ -41,7 +41,6 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.frameworks import opaque
 
 
 class HfDataloaderNoPinMemory(Rule):
@@ -55,9 +54,7 @@ class HfDataloaderNoPinMemory(Rule):
         frameworks = module.frameworks
         if _data_on_device(module):
             return
-        for args in frameworks.training_arguments:
-            if opaque(args, 1) or frameworks.on_cpu(args):
-                continue
+        for args in frameworks.readable_gpu_arguments:
             pin = args.kwarg("dataloader_pin_memory")
             found = module.constant(pin, args.scope) if pin is not MISSING else None
             if found is None or found.value is not False:

@@ -47,7 +47,6 @@ from torchlint.edits import AMPERE, set_kwarg
 from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.frameworks import opaque
 
 NAME = "USE_BF16"
 DEFINITION = Definition(
@@ -69,9 +68,7 @@ class HfTrainingWithoutMixedPrecision(Rule):
         frameworks = module.frameworks
         if module.reduced_precision:
             return
-        for args in frameworks.training_arguments:
-            if opaque(args, 1) or frameworks.on_cpu(args):
-                continue
+        for args in frameworks.readable_gpu_arguments:
             if any(args.kwarg(k) is not MISSING for k in ELSEWHERE):
                 continue
             if not all(_off(module, args, flag) for flag in ("bf16", "fp16", "tf32")):

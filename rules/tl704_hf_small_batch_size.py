@@ -46,10 +46,7 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, Constant, TorchModule
-from torchlint.semantic.frameworks import opaque
 from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
-
-DEFAULT = 8
 
 
 class HfSmallBatchSize(Rule):
@@ -63,12 +60,10 @@ class HfSmallBatchSize(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         minimum = int(self.option(module, "min-batch-size"))
         frameworks = module.frameworks
-        for args in frameworks.training_arguments:
-            if opaque(args, 1) or frameworks.on_cpu(args):
-                continue
+        for args in frameworks.readable_gpu_arguments:
             if frameworks.integer(args, "gradient_accumulation_steps", 1) != 1:
                 continue  # TL705
-            found = frameworks.integer(args, "per_device_train_batch_size", DEFAULT)
+            found = frameworks.batch_size(args)
             if found is None:
                 continue
             size = found.value if isinstance(found, Constant) else found

@@ -36,10 +36,7 @@ from collections.abc import Iterator
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Constant, TorchModule
-from torchlint.semantic.frameworks import opaque
 from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
-
-DEFAULT = 8
 
 
 class HfGradientAccumulationSmallBatch(Rule):
@@ -53,11 +50,9 @@ class HfGradientAccumulationSmallBatch(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         minimum = int(self.option(module, "min-batch-size"))
         frameworks = module.frameworks
-        for args in frameworks.training_arguments:
-            if opaque(args, 1) or frameworks.on_cpu(args):
-                continue
+        for args in frameworks.readable_gpu_arguments:
             given = frameworks.integer(args, "gradient_accumulation_steps", 1)
-            found = frameworks.integer(args, "per_device_train_batch_size", DEFAULT)
+            found = frameworks.batch_size(args)
             steps = given.value if isinstance(given, Constant) else given
             size = found.value if isinstance(found, Constant) else found
             if not isinstance(steps, int) or not isinstance(size, int):

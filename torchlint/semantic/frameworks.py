@@ -134,6 +134,12 @@ class Frameworks:
         return self._calls(lambda q: q in TRAINING_ARGUMENTS)
 
     @cached_property
+    def readable_gpu_arguments(self) -> list[CallSite]:
+        """The `training_arguments` a rule can judge: every setting readable (only the
+        output directory positional, nothing spread) and not asking for the CPU."""
+        return [a for a in self.training_arguments if not opaque(a, 1) and not self.on_cpu(a)]
+
+    @cached_property
     def hf_trainers(self) -> list[CallSite]:
         return self._calls(hf_trainer)
 
@@ -153,6 +159,10 @@ class Frameworks:
             for c in self.facts.calls_by_method.get("train", ())
             if c.receiver is not None and self._built(c.receiver, c.scope, trainers)
         ]
+
+    def batch_size(self, args: CallSite) -> Constant | int | None:
+        """`per_device_train_batch_size` of `args`, as `integer` reads it (default 8)."""
+        return self.integer(args, "per_device_train_batch_size", 8)
 
     def integer(self, args: CallSite, name: str, default: int) -> Constant | int | None:
         """An integer setting of `args`: `default` when not given, its constant when the
