@@ -79,10 +79,9 @@ class Float32MatmulPrecision(Rule):
         sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]
         if not sites:
             return
-        loop = next(
-            lp for lp in module.step_loops if any(module.model_called(c) in sites for c in lp.calls)
-        )
-        outermost = loop.ctx.loops[0] if loop.ctx.loops else loop
+        outermost = module.training_loop_of(sites)
+        if outermost is None:
+            return
         spelled, imp = module.spell(SET_PRECISION)
         yield self.diagnostic(
             outermost.node,

@@ -66,17 +66,9 @@ class CudnnBenchmarkOff(Rule):
         convolutional = [s for s in module.trained_on_gpu if module.networks.convolutional(s)]
         if not convolutional:
             return
-        loop = next(
-            (
-                lp
-                for lp in module.step_loops
-                if any(module.model_called(c) in convolutional for c in lp.calls)
-            ),
-            None,
-        )
-        if loop is None:
+        outermost = module.training_loop_of(convolutional)
+        if outermost is None:
             return
-        outermost = loop.ctx.loops[0] if loop.ctx.loops else loop
         spelled, imp = module.spell(BENCHMARK)
         yield self.diagnostic(
             outermost.node,

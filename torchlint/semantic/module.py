@@ -302,6 +302,14 @@ class TorchModule:
                     found[id(site)] = site
         return list(found.values())
 
+    def training_loop_of(self, sites: list[ModelSite]) -> Loop | None:
+        """The outermost loop around the first step loop that calls one of `sites` (where
+        a finding about how those networks train is reported), or None."""
+        for loop in self.step_loops:
+            if any(self.model_called(c) in sites for c in loop.calls):
+                return loop.ctx.loops[0] if loop.ctx.loops else loop
+        return None
+
     def method_calls_on(self, site: ModelSite) -> list[CallSite]:
         """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
         return self._method_calls_on_models.get(id(site), [])
