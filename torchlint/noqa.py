@@ -44,20 +44,35 @@ class Suppressions:
         return False
 
 
+class _Statements:
+    """The lines of each logical statement, from a token stream: `feed` every token; the
+    one that ends a statement returns its (first line, last line)."""
+
+    _NOT_CODE = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+
+    def __init__(self) -> None:
+        self.start: int | None = None
+
+    def feed(self, tok: tokenize.TokenInfo) -> tuple[int, int] | None:
+        if self.start is None and tok.type not in self._NOT_CODE:
+            self.start = tok.start[0]
+        if tok.type != tokenize.NEWLINE or self.start is None:
+            return None
+        span, self.start = (self.start, tok.start[0]), None
+        return span
+
+
 def parse_suppressions(source: str) -> Suppressions:
     result = Suppressions()
     if "noqa" not in source and "NOQA" not in source:
         return result
-    start_line = None
+    statements = _Statements()
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if start_line is None and tok.type not in (
-                tokenize.NL,
-                tokenize.COMMENT,
-                tokenize.INDENT,
-                tokenize.DEDENT,
-            ):
-                start_line = tok.start[0]
+            span = statements.feed(tok)
+            if span is not None:
+                for line in range(span[0], span[1] + 1):
+                    result.logical[line] = span
             if tok.type == tokenize.COMMENT:
                 file_match = _FILE.search(tok.string)
                 if file_match:
@@ -66,10 +81,6 @@ def parse_suppressions(source: str) -> Suppressions:
                 match = _NOQA.search(tok.string)
                 if match:
                     result.lines.setdefault(tok.start[0], set()).update(_codes(match))
-            elif tok.type == tokenize.NEWLINE and start_line is not None:
-                for line in range(start_line, tok.start[0] + 1):
-                    result.logical[line] = (start_line, tok.start[0])
-                start_line = None
     except (tokenize.TokenError, SyntaxError):
         pass  # the parser reports real syntax errors; keep what was read
     return result
@@ -87,24 +98,17 @@ def add_noqa(source: str, wanted: dict[int, set[str]]) -> tuple[str, int]:
     comments: dict[int, tokenize.TokenInfo] = {}
     in_string: set[int] = set()  # lines whose end is inside a (multi-line) string
     logical: dict[int, int] = {}  # line -> last line of its statement
-    start_line = None
+    statements = _Statements()
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type == tokenize.COMMENT:
                 comments[tok.start[0]] = tok
             elif tok.type == tokenize.STRING or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
                 in_string.update(range(tok.start[0], tok.end[0]))
-            if start_line is None and tok.type not in (
-                tokenize.NL,
-                tokenize.COMMENT,
-                tokenize.INDENT,
-                tokenize.DEDENT,
-            ):
-                start_line = tok.start[0]
-            if tok.type == tokenize.NEWLINE and start_line is not None:
-                for line in range(start_line, tok.start[0] + 1):
-                    logical[line] = tok.start[0]
-                start_line = None
+            span = statements.feed(tok)
+            if span is not None:
+                for line in range(span[0], span[1] + 1):
+                    logical[line] = span[1]
     except (tokenize.TokenError, SyntaxError):
         return source, 0  # only ever asked of files that parse
     targets: dict[int, set[str]] = {}
