@@ -6,13 +6,16 @@
 Starts the real server over stdio, as an editor does, opens a generated training file
 of `--lines` lines (models, datasets, schedules and, in one part of four, a training
 loop and an evaluation: about one finding per 60 lines), then, one after another, makes
-`--edits` edits (a batch size changed, which changes what is reported) and times each
-from the `didChange` sent to the `publishDiagnostics` of that version received (the
-debounce included), and, for comparison, the same lint by the engine alone in this
-process (what the server adds is the difference). Then times listing the code actions
-on a finding's line, resolving one quick fix, and resolving "fix all". Prints p50 and
-p95 of each, the machine, its load and the date. The same again for a worst case: 2,000
-lines of training functions with six findings each (benchmarks/scaling.py's file).
+`--edits` edits, as a user types them: each changes one batch size (8 <-> 64, which
+changes what is reported), in one training function after another, from the top of the
+file to the bottom. Times each from the `didChange` sent to the `publishDiagnostics` of
+that version received (the debounce included) and, for comparison, the same lints by
+the engine alone in this process: with an editor buffer, as the server runs them (what
+the server adds is the difference), and parsing the whole text each time (what the
+buffer saves). Then times listing the code actions on a finding's line, resolving one
+quick fix, and resolving "fix all". Prints p50 and p95 of each, the machine, its load
+and the date. The same again for a worst case: 2,000 lines of training functions with
+six findings each (benchmarks/scaling.py's file).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pygls.uris import from_fs_path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scaling import training_functions
 
+from torchlint.incremental import Buffer
 from torchlint.server.analysis import lint_python
 from torchlint.server.settings import Configs, EditorSettings, setup
 
@@ -138,6 +142,21 @@ def training_file(lines: int = 2000) -> str:
     return text + "".join(f"LABEL_{k} = {k}\n" for k in range(pad))
 
 
+def versions(text: str, edits: int) -> list[str]:
+    """The text after each edit: `BATCH` marks the batch sizes; edit n flips the one of a
+    training function n steps down the file (one after another, wrapping around)."""
+    places = text.count("BATCH")
+    sizes = [64] * places
+    out = []
+    for n in range(edits + 1):
+        if n:
+            where = (n - 1) * max(1, places // 7) % places
+            sizes[where] = 8 if sizes[where] == 64 else 64
+        parts = text.split("BATCH")
+        out.append("".join(p + str(n) for p, n in zip(parts, sizes, strict=False)) + parts[-1])
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -186,15 +205,15 @@ async def measure(label: str, text: str, edits: int, root: Path) -> None:
     client.initialized(types.InitializedParams())
     path = root / f"{label.split()[0]}.py"
     uri = from_fs_path(str(path))
+    texts = versions(text, edits)
     opened = bench.expect(uri, 1)
     client.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, text))
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, texts[0]))
     )
     first = await opened
     latencies: list[float] = []
-    for n in range(edits):
+    for n, new in enumerate(texts[1:]):
         version = n + 2
-        new = text.replace("BATCH", "8" if n % 2 else "64")
         done = bench.expect(uri, version)
         started = time.perf_counter()
         client.text_document_did_change(
@@ -208,12 +227,15 @@ async def measure(label: str, text: str, edits: int, root: Path) -> None:
     findings = len(result.diagnostics)
     chosen = setup(Configs(), EditorSettings(), path, root)
     assert chosen is not None
-    engine = []
-    for n in range(edits):
-        new = text.replace("BATCH", "8" if n % 2 else "64")
-        started = time.perf_counter()
-        lint_python(new, str(path), chosen)
-        engine.append(time.perf_counter() - started)
+    engine: list[float] = []
+    reparsed: list[float] = []
+    buffer = Buffer()
+    lint_python(texts[0], str(path), chosen, buffer)
+    for new in texts[1:]:
+        for times, parser in ((engine, buffer), (reparsed, None)):
+            started = time.perf_counter()
+            lint_python(new, str(path), chosen, parser)
+            times.append(time.perf_counter() - started)
     line = next(
         (d.range.start.line for d in result.diagnostics if d.code in ("TL202", "TL402")),
         0,
@@ -250,7 +272,8 @@ async def measure(label: str, text: str, edits: int, root: Path) -> None:
     print("|---|---|---|---|")
     for name, values in (
         ("edit -> diagnostics", latencies),
-        ("the same lint, engine alone", engine),
+        ("the same lints, engine alone", engine),
+        ("... parsing the whole text each time", reparsed),
         ("code actions listed (cursor on a finding)", listing),
         ("one quick fix resolved", quick),
         ("fix all resolved", whole),

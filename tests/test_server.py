@@ -175,6 +175,45 @@ async def test_diagnostics_follow_the_editor_text_not_the_disk(client, tmp_path)
     assert await published(client, doc, before) == []
 
 
+async def test_edits_are_linted_as_the_whole_text_would_be(client, tmp_path):
+    """The server parses an edited document again only where it changed: after each edit
+    its diagnostics, and then a quick fix, are what the CLI makes of the whole text."""
+    (tmp_path / "pyproject.toml").write_text(UNSAFE)
+    text = (ROOT / "examples" / "train_classifier.py").read_text(encoding="utf-8")
+    doc = uri(tmp_path / "train.py")
+    before = mark(client)
+    open_document(client, doc, text)
+    await published(client, doc, before, version=1)
+    edits = [
+        ("batch_size=8", "batch_size=256"),  # a finding goes
+        ("(x.flatten(1))\n", "(x.flatten(1))\n        # indented: the method's\n"),
+        ("running_loss += loss\n", "running_loss += (loss\n"),  # a syntax error
+        ("running_loss += (loss\n", "running_loss += loss\n    # end of the loop\n"),
+        ("batch_size=256", "batch_size=4"),  # ... and comes back, below that comment
+    ]
+    for version, (old, new) in enumerate(edits, start=2):
+        assert old in text
+        text = text.replace(old, new, 1)
+        before = mark(client)
+        change_document(client, doc, text, version)
+        diagnostics = await published(client, doc, before, version=version)
+        if version == 4:
+            assert [d.message.split(":")[0] for d in diagnostics] == ["SyntaxError"]
+            continue
+        assert spans(diagnostics) == cli_spans(cli_findings(text, tmp_path, "train.py"))
+    findings = cli_findings(text, tmp_path, "train.py")
+    finding = next(f for f in findings if f["code"] == "TL202")
+    line, column = finding["location"]["row"] - 1, finding["location"]["column"] - 1
+    (action,) = [
+        a
+        for a in await actions(client, doc, line, only=["quickfix"])
+        if a.title.startswith("TL202: ") and a.diagnostics[0].range.start.character == column
+    ]
+    fixed = await apply_action(client, action, {doc: text})
+    assert fixed[doc] == with_json_edits(text, finding)
+    close_document(client, doc)
+
+
 async def test_a_syntax_error_is_one_diagnostic_at_its_position(client, tmp_path):
     text = "import torch\nmodel = torch.nn.Linear(8, (1\nprint(model)\n"
     doc = uri(tmp_path / "broken.py")

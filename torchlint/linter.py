@@ -17,17 +17,20 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
 from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible, text_edits
 from torchlint.noqa import parse_suppressions
-from torchlint.positions import NodePositions
+from torchlint.positions import Layout, NodePositions
 from torchlint.results import FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
+
+if TYPE_CHECKING:
+    from torchlint.incremental import Buffer
 
 MAX_FIX_PASSES = 16
 # Which findings get their fix's text edits: all, none, or those of these keys
@@ -286,16 +289,19 @@ def _diagnostics(
 
 
 def _positions(
-    module: cst.Module, diagnostics: Sequence[Diagnostic] = (), with_edits: bool = False
+    module: cst.Module,
+    diagnostics: Sequence[Diagnostic] = (),
+    with_edits: bool = False,
+    layout: Layout | None = None,
 ) -> NodePositions:
     """Positions of the reported nodes and of the nodes their fixes edit (any other node
     on demand), and of the top-level statements for fixes shown as text edits: never of
-    the whole tree."""
+    the whole tree (with the module's `layout`, only of the statements holding them)."""
     nodes = [d.node for d in diagnostics]
     nodes += [e.node for d in diagnostics if d.fix is not None for e in d.fix.edits]
     if with_edits:
         nodes += module.body
-    return NodePositions(module, nodes)
+    return NodePositions(module, nodes, layout)
 
 
 def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -345,18 +351,23 @@ class Linter:
 
     @_too_deep_is_a_lint_error
     def lint(
-        self, source: str, path: str = "<string>", with_edits: EditsWanted = False
+        self,
+        source: str,
+        path: str = "<string>",
+        with_edits: EditsWanted = False,
+        buffer: Buffer | None = None,
     ) -> list[Violation]:
         """Findings in `source`, suppressions applied, sorted by position; the text edits of
-        the fixes of those `with_edits` asks for."""
+        the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
+        again only where it changed since the buffer's last text."""
         rules = applies(self.rules, source)
         if not rules:
             check_syntax(source, path)
             return []
         _check_size(source, path)
-        module = parse(source, path)
+        module = buffer.parse(source, path) if buffer is not None else parse(source, path)
         diagnostics = self._diagnostics(module, path, rules)
-        return self._violations(module, source, diagnostics, with_edits)
+        return self._violations(module, source, diagnostics, with_edits, buffer)
 
     def _violations(
         self,
@@ -364,11 +375,13 @@ class Linter:
         source: str,
         diagnostics: Sequence[Diagnostic],
         with_edits: EditsWanted,
+        buffer: Buffer | None = None,
     ) -> list[Violation]:
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
-        positions = _positions(module, diagnostics, bool(with_edits))
+        layout = buffer.layout_of(module) if buffer is not None else None
+        positions = _positions(module, diagnostics, bool(with_edits), layout)
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
         for d in diagnostics:

@@ -12,21 +12,29 @@ The same pass records, for those nodes, the exact text each generated (`extent`)
 what generating other code in its place needs (`context`: the indentation, and the
 arguments the parent passed, such as a default comma): a fix's edits are then spliced
 into the text without generating the module again.
+
+Given the `Layout` of the module's text (where each top-level statement begins: the
+editor's buffers keep one, `torchlint.incremental`), only the top-level statements that
+hold the nodes asked for are generated, each from its own offset.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
+import itertools
 import re
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
+
+from torchlint.walk import children
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # as libcst counts lines
 _NULL = contextlib.nullcontext()
@@ -39,6 +47,77 @@ class Context:
     indent: tuple[str, ...]  # the indentation tokens in force
     kwargs: dict[str, Any]  # what the parent passed to its `_codegen` (default_comma...)
     block: cst.IndentedBlock | None  # the innermost block around it; None: the module
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the parts of a module lie in its text (`source`, the module's code)."""
+
+    source: str
+    starts: tuple[int, ...]  # the offset of each top-level statement (its leading lines)
+    footer: int  # where the module's footer begins: the end of the last statement
+    # The statements parsed for this text (the others are kept from an earlier tree), and
+    # the top-level statement holding each node positioned so far, by the node's id (the
+    # statement keeps the node, hence its id, alive).
+    fresh: frozenset[int] | None = field(default=None, compare=False)  # None: all
+    owners: dict[int, cst.CSTNode] = field(default_factory=dict, compare=False)
+
+    def extent(self, index: int) -> tuple[int, int]:
+        """The offsets of the text top-level statement `index` generated."""
+        end = self.starts[index + 1] if index + 1 < len(self.starts) else self.footer
+        return self.starts[index], end
+
+    @functools.cached_property
+    def line_starts(self) -> list[int]:
+        return [0, *(m.end() for m in _NEWLINE.finditer(self.source))]
+
+    def holders(self, body: Sequence[cst.CSTNode], wanted: set[int]) -> set[int] | None:
+        """The indexes of the top-level statements (`body`) that hold the `wanted` nodes;
+        None if one is not found among their non-trivia descendants (a comma, the module).
+        Statements parsed for this text are searched first, the others only for nodes
+        not positioned before."""
+        index = {id(stmt): i for i, stmt in enumerate(body)}
+        found: set[int] = set()
+        missing: set[int] = set()
+        for key in wanted:
+            holder = self.owners.get(key)
+            where = index.get(id(holder)) if holder is not None else None
+            if where is None:
+                missing.add(key)
+            else:
+                found.add(where)
+        fresh = set(range(len(body)) if self.fresh is None else self.fresh)
+        for batch in (sorted(fresh), [i for i in range(len(body)) if i not in fresh]):
+            for i in batch:
+                if not missing:
+                    return found
+                stack = [body[i]]
+                while stack:
+                    node = stack.pop()
+                    if id(node) in missing:
+                        missing.discard(id(node))
+                        self.owners[id(node)] = body[i]
+                        found.add(i)
+                    stack.extend(children(node))
+        return None if missing else found
+
+
+def layout(module: cst.Module, source: str) -> Layout:
+    """The layout of `module`, whose code is `source`: one code generation."""
+    state = CodegenState(
+        default_indent=module.default_indent, default_newline=module.default_newline
+    )
+    for line in module.header:
+        line._codegen(state)
+    marks = []
+    for stmt in module.body:
+        marks.append(len(state.tokens))
+        stmt._codegen(state)
+    marks.append(len(state.tokens))
+    offsets = list(itertools.accumulate(map(len, state.tokens), initial=0))
+    starts = [offsets[m] for m in marks]
+    # (a module without a last newline: its last statement's was generated, then dropped)
+    return Layout(source, tuple(starts[:-1]), min(starts[-1], len(source)))
 
 
 class _Record:
@@ -124,21 +203,45 @@ class _State(CodegenState):
 
 class NodePositions:
     """`positions[node]` -> libcst `CodeRange`, computed for the nodes given up front; a
-    node not given costs one more (cheap) code generation."""
+    node not given costs one more (cheap) code generation. With the module's `layout`,
+    only the top-level statements holding those nodes are generated."""
 
-    def __init__(self, module: cst.Module, nodes: Iterable[cst.CSTNode] = ()) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        nodes: Iterable[cst.CSTNode] = (),
+        layout: Layout | None = None,
+    ) -> None:
         self.module = module
         self.wanted: set[int] = {id(n) for n in nodes}
+        # (a module without a last newline drops the last statement's: generated whole)
+        self.layout = layout if module.has_trailing_newline and module.body else None
         self.state = _State(module, set())
         self.line_starts: list[int] = []
         if self.wanted:
             self._compute()
 
     def _compute(self) -> None:
+        body = self.module.body
+        owners = self.layout.holders(body, self.wanted) if self.layout is not None else None
         self.state = _State(self.module, set(self.wanted))
-        self.module._codegen(self.state)
-        code = "".join(self.state.tokens)
-        self.line_starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+        if owners is None:
+            self.module._codegen(self.state)
+            code = "".join(self.state.tokens)
+            self.line_starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+            return
+        assert self.layout is not None
+        self.line_starts = self.layout.line_starts
+        state, top = self.state, Context((), {}, None)
+        for index, stmt in enumerate(self.module.body):  # known without generating them
+            state.extents[id(stmt)] = self.layout.extent(index)
+            state.contexts[id(stmt)] = top
+        for index in sorted(owners):
+            state.offset = self.layout.starts[index]
+            body[index]._codegen(state)
+        if not self.wanted <= state.ranges.keys():  # (never seen: a guard, not a path)
+            self.layout = None
+            self._compute()
 
     def _lookup(self, table: str, node: cst.CSTNode) -> Any:
         found = getattr(self.state, table).get(id(node))

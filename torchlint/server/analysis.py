@@ -1,11 +1,12 @@
 """What the language server asks of the engine, as plain data (no LSP types here).
 
 Every answer comes from the engine `torchlint check` and `fix` use: findings from
-`Linter.lint` (a `.py` document) or `lint_notebook` (a notebook's cells), "fix all"
-from `Linter.fix` / `lint_notebook` exactly as `torchlint fix` runs them, one finding's
-fix from the text edits the engine gives for that finding alone (those `--output-format
-json` shows), "ignore for this line" from `add_noqa` (as `check --add-noqa`). An answer
-that changes text is the whole new text; the server turns it into minimal edits.
+`Linter.lint` (a `.py` document, parsed again only where it changed: `Buffers`) or
+`lint_notebook` (a notebook's cells), "fix all" from `Linter.fix` / `lint_notebook`
+exactly as `torchlint fix` runs them, one finding's fix from the text edits the engine
+gives for that finding alone (those `--output-format json` shows), "ignore for this
+line" from `add_noqa` (as `check --add-noqa`). An answer that changes text is the whole
+new text; the server turns it into minimal edits.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import json
 import re
 import traceback
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchlint.config import instantiate
 from torchlint.fixes import apply_line_edits
+from torchlint.incremental import Buffer
 from torchlint.linter import (
     InvalidSyntax,
     Linter,
@@ -88,11 +91,30 @@ def internal_error(report: Report, exc: Exception, cell: int | None = None) -> N
 # -- a .py document -----------------------------------------------------------------------
 
 
-def lint_python(text: str, path: str, setup: Setup) -> Report:
+class Buffers:
+    """The parse buffers of the documents edited last (a tree is about 5 MB per 1,000
+    lines: a few are kept, not one per open document). Used by one thread."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.held: OrderedDict[str, Buffer] = OrderedDict()
+
+    def get(self, key: str) -> Buffer:
+        buffer = self.held.pop(key, None) or Buffer()
+        self.held[key] = buffer
+        while len(self.held) > self.size:
+            self.held.popitem(last=False)
+        return buffer
+
+    def drop(self, key: str) -> None:
+        self.held.pop(key, None)
+
+
+def lint_python(text: str, path: str, setup: Setup, buffer: Buffer | None = None) -> Report:
     """The findings in `text`, or why there are none (a syntax error at its position)."""
     report = Report()
     try:
-        report.violations = _linter(setup, report=report).lint(text, path)
+        report.violations = _linter(setup, report=report).lint(text, path, buffer=buffer)
     except TooLarge as exc:
         report.problems.append(Problem(str(exc), 1, 1, warning=True))
     except InvalidSyntax as exc:
@@ -113,13 +135,19 @@ def fix_all_python(text: str, path: str, setup: Setup) -> str | None:
         return None
 
 
-def fix_python(text: str, path: str, setup: Setup, key: tuple[str, int, int]) -> str | None:
+def fix_python(
+    text: str,
+    path: str,
+    setup: Setup,
+    key: tuple[str, int, int],
+    buffer: Buffer | None = None,
+) -> str | None:
     """`text` with the fix of the finding `key` (code, line, column) applied alone."""
     code = key[0]
     if code not in setup.codes:
         return None
     try:
-        found = _linter(setup, codes=[code]).lint(text, path, with_edits={key})
+        found = _linter(setup, codes=[code]).lint(text, path, with_edits={key}, buffer=buffer)
     except Exception:
         return None
     for v in found:

@@ -107,6 +107,7 @@ class TorchlintServer(LanguageServer):
         self.configs = Configs()
         self.tracked: dict[str, Tracked] = {}
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="torchlint-lint")
+        self.buffers = analysis.Buffers()  # the worker's only
         self.said: set[str] = set()  # messages already shown or logged once
 
     # -- telling the user -----------------------------------------------------------------
@@ -194,6 +195,7 @@ class TorchlintServer(LanguageServer):
         t = self.tracked.pop(key, None)
         if t is None:
             return
+        self.worker.submit(self.buffers.drop, key)
         if t.task is not None:
             t.task.cancel()
         for uri in t.published:
@@ -292,7 +294,8 @@ class TorchlintServer(LanguageServer):
             analysis.internal_error(report, exc, first)
         if chosen is not None:
             if snapshot.cells is None:
-                report = analysis.lint_python(snapshot.texts[0], snapshot.name, chosen)
+                buffer = self.buffers.get(snapshot.key)
+                report = analysis.lint_python(snapshot.texts[0], snapshot.name, chosen, buffer)
             else:
                 report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen)
         return _analysis(snapshot, chosen, report, encoding)
@@ -317,7 +320,8 @@ class TorchlintServer(LanguageServer):
                 new[0] = analysis.fix_all_python(text, snapshot.name, chosen)
             else:
                 key = (code, data["line"], data["column"])
-                new[0] = analysis.fix_python(text, snapshot.name, chosen, key)
+                buffer = self.buffers.get(snapshot.key)
+                new[0] = analysis.fix_python(text, snapshot.name, chosen, key, buffer)
         else:
             if kind == "fixAll":
                 sources = analysis.fix_all_cells(snapshot.cells, snapshot.name, chosen)
