@@ -88,7 +88,7 @@ def test_random_edits_give_the_tree_of_a_whole_parse(seed):
     rng = random.Random(seed)
     texts = _texts()
     reused = 0
-    for _ in range(60):
+    for _ in range(35):
         text = rng.choice(texts)
         buffer = Buffer()
         buffer.parse(text)
@@ -115,6 +115,14 @@ def test_random_edits_give_the_tree_of_a_whole_parse(seed):
                 expected.default_newline,
             )
             assert buffer.layout == layout(expected, new)
+            # Names (those in the statements kept were positioned before: from the cache).
+            names = [n for n in _nodes(got) if isinstance(n, cst.Name)]
+            ours = NodePositions(got, names, buffer.layout)
+            theirs = NodePositions(
+                expected, [n for n in _nodes(expected) if isinstance(n, cst.Name)]
+            )
+            whole = [theirs[n] for n in _nodes(expected) if isinstance(n, cst.Name)]
+            assert [ours[n] for n in names] == whole
             reused += sum(any(s is t for t in before.body) for s in got.body)
             text = new
     assert reused > 100  # the buffer does reuse statements (else it would only be slow)

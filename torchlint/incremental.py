@@ -127,8 +127,8 @@ class Buffer:
             footer = start + own.footer
         # What was positioned in the statements kept is where it was, in them.
         alive = {id(stmt) for stmt in spliced.body}
-        owners = {k: v for k, v in old.owners.items() if id(v) in alive}
-        return spliced, Layout(new, tuple(starts), footer, frozenset(fresh), owners)
+        placed = {k: v for k, v in old.placed.items() if id(v.holder) in alive}
+        return spliced, Layout(new, tuple(starts), footer, frozenset(fresh), placed)
 
 
 def _indents(stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> bool:

@@ -49,6 +49,17 @@ class Context:
     block: cst.IndentedBlock | None  # the innermost block around it; None: the module
 
 
+@dataclass
+class Placed:
+    """A node positioned before: the top-level statement holding it (which keeps the node,
+    hence its id, alive), and what was recorded of it, relative to that statement."""
+
+    holder: cst.CSTNode
+    range: tuple[int, int] | None = None
+    extent: tuple[int, int] | None = None
+    context: Context | None = None
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where the parts of a module lie in its text (`source`, the module's code)."""
@@ -57,10 +68,9 @@ class Layout:
     starts: tuple[int, ...]  # the offset of each top-level statement (its leading lines)
     footer: int  # where the module's footer begins: the end of the last statement
     # The statements parsed for this text (the others are kept from an earlier tree), and
-    # the top-level statement holding each node positioned so far, by the node's id (the
-    # statement keeps the node, hence its id, alive).
+    # the nodes positioned so far in the statements kept, by id.
     fresh: frozenset[int] | None = field(default=None, compare=False)  # None: all
-    owners: dict[int, cst.CSTNode] = field(default_factory=dict, compare=False)
+    placed: dict[int, Placed] = field(default_factory=dict, compare=False)
 
     def extent(self, index: int) -> tuple[int, int]:
         """The offsets of the text top-level statement `index` generated."""
@@ -71,21 +81,21 @@ class Layout:
     def line_starts(self) -> list[int]:
         return [0, *(m.end() for m in _NEWLINE.finditer(self.source))]
 
-    def holders(self, body: Sequence[cst.CSTNode], wanted: set[int]) -> set[int] | None:
-        """The indexes of the top-level statements (`body`) that hold the `wanted` nodes;
+    def holders(self, body: Sequence[cst.CSTNode], wanted: set[int]) -> dict[int, int] | None:
+        """The index of the top-level statement (in `body`) holding each `wanted` node;
         None if one is not found among their non-trivia descendants (a comma, the module).
         Statements parsed for this text are searched first, the others only for nodes
         not positioned before."""
         index = {id(stmt): i for i, stmt in enumerate(body)}
-        found: set[int] = set()
+        found: dict[int, int] = {}
         missing: set[int] = set()
         for key in wanted:
-            holder = self.owners.get(key)
-            where = index.get(id(holder)) if holder is not None else None
+            placed = self.placed.get(key)
+            where = index.get(id(placed.holder)) if placed is not None else None
             if where is None:
                 missing.add(key)
             else:
-                found.add(where)
+                found[key] = where
         fresh = set(range(len(body)) if self.fresh is None else self.fresh)
         for batch in (sorted(fresh), [i for i in range(len(body)) if i not in fresh]):
             for i in batch:
@@ -96,8 +106,8 @@ class Layout:
                     node = stack.pop()
                     if id(node) in missing:
                         missing.discard(id(node))
-                        self.owners[id(node)] = body[i]
-                        found.add(i)
+                        self.placed[id(node)] = Placed(body[i])
+                        found[id(node)] = i
                     stack.extend(children(node))
         return None if missing else found
 
@@ -232,16 +242,33 @@ class NodePositions:
             return
         assert self.layout is not None
         self.line_starts = self.layout.line_starts
-        state, top = self.state, Context((), {}, None)
-        for index, stmt in enumerate(self.module.body):  # known without generating them
-            state.extents[id(stmt)] = self.layout.extent(index)
+        state, starts, placed = self.state, self.layout.starts, self.layout.placed
+        top = Context((), {}, None)
+        for i, stmt in enumerate(body):  # known without generating them
+            state.extents[id(stmt)] = self.layout.extent(i)
             state.contexts[id(stmt)] = top
-        for index in sorted(owners):
-            state.offset = self.layout.starts[index]
-            body[index]._codegen(state)
+        todo = set()
+        for key, i in owners.items():  # what was recorded in a statement kept, is as it was
+            known = placed[key]
+            if known.range is None or known.extent is None or known.context is None:
+                todo.add(i)
+                continue
+            state.ranges[key] = _shifted(known.range, starts[i])
+            state.extents[key] = _shifted(known.extent, starts[i])
+            state.contexts[key] = known.context
+        for i in sorted(todo):
+            state.offset = starts[i]
+            body[i]._codegen(state)
         if not self.wanted <= state.ranges.keys():  # (never seen: a guard, not a path)
             self.layout = None
             self._compute()
+            return
+        for key, i in owners.items():
+            if i in todo:
+                known = placed[key]
+                known.range = _shifted(state.ranges[key], -starts[i])
+                known.extent = _shifted(state.extents[key], -starts[i])
+                known.context = state.contexts[key]
 
     def _lookup(self, table: str, node: cst.CSTNode) -> Any:
         found = getattr(self.state, table).get(id(node))
@@ -273,3 +300,7 @@ class NodePositions:
     def popped(self) -> str:
         """The newline libcst generates last and drops again (a file without one)."""
         return self.state.popped
+
+
+def _shifted(span: tuple[int, int], by: int) -> tuple[int, int]:
+    return span[0] + by, span[1] + by
