@@ -4,6 +4,7 @@ the command that starts it."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import subprocess
 import sys
@@ -15,7 +16,15 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from torchlint.config import ConfigError
-from torchlint.server.analysis import Cell, cell_problems, fix_all_python, lint_cells, lint_python
+from torchlint.server.analysis import (
+    Buffers,
+    Cell,
+    cell_problems,
+    fix_all_python,
+    lint_cells,
+    lint_python,
+)
+from torchlint.server.lsp import _collected_after
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
 
@@ -164,3 +173,32 @@ def test_unfixable_rules_offer_no_fix_in_the_editor(tmp_path):
     (v,) = lint_python(LOADER, str(tmp_path / "t.py"), chosen).violations
     assert v.code == "TL201" and v.fix is None
     assert fix_all_python(LOADER, str(tmp_path / "t.py"), chosen) == LOADER
+
+
+def test_the_server_keeps_the_trees_of_the_documents_edited_last():
+    buffers = Buffers(size=2)
+    first = buffers.get("a")
+    assert buffers.get("a") is first
+    buffers.get("b")
+    buffers.get("a")  # "a" was used last: "b" goes first
+    buffers.get("c")
+    assert list(buffers.held) == ["a", "c"]
+    assert buffers.get("b") is not first and list(buffers.held) == ["c", "b"]
+    buffers.drop("c")
+    buffers.drop("unknown")
+    assert list(buffers.held) == ["b"]
+
+
+def test_the_collector_waits_while_the_engine_works():
+    seen = []
+
+    @_collected_after
+    def work(fail: bool) -> None:
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError("a bug")
+
+    work(False)
+    with pytest.raises(ValueError):
+        work(True)
+    assert seen == [False, False] and gc.isenabled()
