@@ -47,11 +47,6 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import ModelSite, TorchModule
 
 SET_PRECISION = "torch.set_float32_matmul_precision"
-SETTINGS = (
-    "torch.backends.cuda.matmul.allow_tf32",
-    "torch.backends.cuda.matmul.fp32_precision",
-    "torch.backends.fp32_precision",
-)
 MATMUL_LAYERS = frozenset({
     "Linear", "LazyLinear", "Bilinear", "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
@@ -70,11 +65,7 @@ class Float32MatmulPrecision(Rule):
         target = module.target_torch
         if module.managed or (target is not None and target < (1, 12)):
             return
-        if (
-            module.reduced_precision
-            or module.calls_to(SET_PRECISION)
-            or module.stores_to(*SETTINGS)
-        ):
+        if module.reduced_precision or module.sets_matmul_precision:
             return
         sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]
         if not sites:

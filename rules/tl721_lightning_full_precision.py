@@ -5,8 +5,9 @@ What: a PyTorch Lightning `Trainer(...)` (`lightning`, `lightning.pytorch` or
 its default (`"32-true"`) or set to 32 (`32`, `"32"`, `"32-true"`: a literal or a
 constant the file shows). Left alone: a value the file cannot read or an option the user
 sets (`precision=args.precision`), precision plugins (`plugins=`), files that already run
-below float32 (autocast, `.half()`, a model loaded in bfloat16, quantization) or set
-TF32 matmuls (`torch.set_float32_matmul_precision("high")`), and Trainers built from
+below float32 (autocast, `.half()`, a model loaded in bfloat16, quantization) or choose
+the float32 matmul precision (`torch.set_float32_matmul_precision("high")`,
+`torch.backends.cuda.matmul.allow_tf32 = True`), and Trainers built from
 `*args`/`**kwargs`. In files that import `pytorch_lightning` (which may be 1.x, where a
 Trainer without `gpus`/`accelerator`/`devices` trains on the CPU), only Trainers that ask
 for a device are checked. Off by default: whether the model is big enough for tensor
@@ -76,7 +77,7 @@ class LightningFullPrecision(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
-        if not frameworks.trainers or module.reduced_precision or _tf32(module):
+        if not frameworks.trainers or module.reduced_precision or module.sets_matmul_precision:
             return
         for trainer in frameworks.trainers:
             if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
@@ -95,14 +96,6 @@ class LightningFullPrecision(Rule):
                 'with half the activation memory (Ampere or newer; `"16-mixed"` on older GPUs)',
                 fix=_fix(module, trainer),
             )
-
-
-def _tf32(module: TorchModule) -> bool:
-    """`torch.set_float32_matmul_precision("high"/"medium")`: TF32 matmuls are on."""
-    return any(
-        c.node.args and c.node.args[0].value is not None
-        for c in module.calls_to("torch.set_float32_matmul_precision")
-    )
 
 
 def _fix(module: TorchModule, trainer: CallSite) -> Fix | None:

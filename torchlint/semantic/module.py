@@ -29,6 +29,12 @@ LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
 LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+SET_MATMUL_PRECISION = "torch.set_float32_matmul_precision"
+MATMUL_PRECISION_SETTINGS = (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.fp32_precision",
+    "torch.backends.fp32_precision",
+)
 # Hugging Face datasets: a function run on each sample as it is read.
 HF_TRANSFORMS = ("with_transform", "set_transform")
 # Libraries whose datasets decode and transform each sample.
@@ -179,6 +185,15 @@ class TorchModule:
                 ):
                     return True
         return False
+
+    @cached_property
+    def sets_matmul_precision(self) -> bool:
+        """The file chooses how float32 matmuls run (TF32 tensor cores or not), by either
+        API: `torch.set_float32_matmul_precision(...)`, or a store to
+        `torch.backends.cuda.matmul.allow_tf32` / `fp32_precision`."""
+        return bool(
+            self.calls_to(SET_MATMUL_PRECISION) or self.stores_to(*MATMUL_PRECISION_SETTINGS)
+        )
 
     # -- module attributes set ---------------------------------------------------------
 
