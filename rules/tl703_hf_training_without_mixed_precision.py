@@ -6,7 +6,9 @@ as a literal or a constant the file shows. Left alone: a value the file cannot r
 option the user sets (`fp16=torch.cuda.is_available()`, `bf16=args.bf16`), a DeepSpeed
 config (`deepspeed=`: precision is set there) or `half_precision_backend=`, files that
 load or run the model below float32 (`from_pretrained(..., torch_dtype=torch.bfloat16)`,
-`dtype="auto"`, 4/8-bit quantization, autocast, `.half()`), arguments built from
+`dtype="auto"`, 4/8-bit quantization, autocast, `.half()`) or choose the float32 matmul
+precision themselves (`torch.set_float32_matmul_precision(...)`,
+`torch.backends.cuda.matmul.allow_tf32 = ...`: what `tf32=` sets), arguments built from
 `*args`/`**kwargs`, and TRL's configs (`SFTConfig` turns bf16 on by itself in recent
 versions). On by default: on public fine-tuning scripts every finding was a transformer
 trained in float32 on a GPU (docs/precision.md); the fact the file does not show, the
@@ -66,7 +68,7 @@ class HfTrainingWithoutMixedPrecision(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
-        if module.reduced_precision:
+        if module.reduced_precision or module.sets_matmul_precision:
             return
         for args in frameworks.readable_gpu_arguments:
             if any(args.kwarg(k) is not MISSING for k in ELSEWHERE):
