@@ -72,6 +72,15 @@ def test_rules_and_rule_help_name_values_not_python_types():
         assert wrong not in rule.stdout + rules.stdout
 
 
+def test_verify_help_names_its_values_and_their_defaults():
+    result = run_cli("verify", "-h", env={"COLUMNS": "80"})
+    assert "Usage: torchlint verify [OPTIONS] <SCRIPT> [-- ARGS]...\n" in result.stdout
+    assert "      --warmup <STEPS>\n" in result.stdout
+    assert "(default: 10)" in result.stdout  # a number to choose: its default is said
+    for wrong in ("<int>", "<float>", "<path>", "{", "[default:", "[required]"):
+        assert wrong not in result.stdout
+
+
 # -- standard input ------------------------------------------------------------------
 
 

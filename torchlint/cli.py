@@ -68,6 +68,13 @@ class _Command(typer.core.TyperCommand):
                     )
 
 
+class _ScriptCommand(_Command):
+    """`verify`: the script's own arguments follow `--`."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- ARGS]..."]
+
+
 def _required(piece: str) -> str:
     """Typer writes a required argument `{CODE}`; ruff (clap) writes `<CODE>`."""
     return f"<{piece[1:-1]}>" if piece.startswith("{") and piece.endswith("}") else piece
@@ -823,43 +830,79 @@ def rule_command(
 
 @app.command(
     "verify",
+    cls=_ScriptCommand,
     # The script's own arguments go after `--`; a mistyped option before it is an error.
     context_settings={"allow_extra_args": True},
 )
 def verify_command(
     ctx: typer.Context,
-    script: Annotated[Path, typer.Argument(help="The training script to run.")],
+    script: Annotated[Path, typer.Argument(metavar="SCRIPT", help="The training script to run.")],
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     unsafe_fixes: Annotated[
         bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change results.")
     ] = VerifyOptions.unsafe_fixes,
     warmup: Annotated[
-        int, typer.Option(help="Optimizer steps before the measurement window opens.")
+        int,
+        typer.Option(
+            metavar="STEPS",
+            help="Optimizer steps before the measurement window opens "
+            f"(default: {VerifyOptions.warmup}).",
+        ),
     ] = VerifyOptions.warmup,
     steps: Annotated[
-        int, typer.Option(help="The window holds at least this many optimizer steps...")
+        int,
+        typer.Option(
+            metavar="STEPS",
+            help="The window holds at least this many optimizer steps "
+            f"(default: {VerifyOptions.steps})...",
+        ),
     ] = VerifyOptions.steps,
     window: Annotated[
-        float, typer.Option(help="...and lasts at least this many seconds (0: steps only).")
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            help="...and lasts at least this many seconds (0: steps only; "
+            f"default: {VerifyOptions.window:g}).",
+        ),
     ] = VerifyOptions.window,
     repeats: Annotated[
-        int, typer.Option(help="Measured runs of each variant, in the order A B B A A B ...")
+        int,
+        typer.Option(
+            metavar="RUNS",
+            help="Measured runs of each variant, in the order A B B A A B ... "
+            f"(default: {VerifyOptions.repeats}).",
+        ),
     ] = VerifyOptions.repeats,
     warmup_runs: Annotated[
-        int, typer.Option(help="Runs of each variant first, discarded (caches, clocks).")
+        int,
+        typer.Option(
+            metavar="RUNS",
+            help="Runs of each variant first, discarded (caches, clocks; "
+            f"default: {VerifyOptions.warmup_runs}).",
+        ),
     ] = VerifyOptions.warmup_runs,
     timeout: Annotated[
-        float, typer.Option(help="Seconds before a run is ended.")
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            help=f"Seconds before a run is ended (default: {VerifyOptions.timeout:g}).",
+        ),
     ] = VerifyOptions.timeout,
     interval: Annotated[
-        float, typer.Option(help="Sampling interval in milliseconds.")
+        float,
+        typer.Option(
+            metavar="MS",
+            help=f"Sampling interval in milliseconds (default: {VerifyOptions.interval_ms:g}).",
+        ),
     ] = VerifyOptions.interval_ms,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write raw samples and summaries here.")
+        Path | None,
+        typer.Option("--json", metavar="PATH", help="Write raw samples and summaries here."),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the runs: .html, or .png (matplotlib).")
+        Path | None,
+        typer.Option("--plot", metavar="PATH", help="Draw the runs: .html, or .png (matplotlib)."),
     ] = None,
     tune_batch_size: Annotated[
         bool, typer.Option("--tune-batch-size", help="Find the largest batch size that runs.")
@@ -868,7 +911,12 @@ def verify_command(
         bool, typer.Option("--apply", help="With --tune-batch-size: write the best batch size.")
     ] = VerifyOptions.apply,
     nproc_per_node: Annotated[
-        int | None, typer.Option("--nproc-per-node", help="Run each variant under torchrun.")
+        int | None,
+        typer.Option(
+            "--nproc-per-node",
+            metavar="PROCESSES",
+            help="Run each variant under torchrun, with this many processes.",
+        ),
     ] = None,
     profile: Annotated[
         bool,
