@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from torchlint.config import ConfigError
+from torchlint.incremental import Buffer
 from torchlint.server.analysis import (
     Buffers,
     Cell,
@@ -148,6 +149,31 @@ def test_notebook_errors_are_placed_in_their_cells(tmp_path):
                 line=1, column=1)
     ]  # fmt: skip
     assert cell_problems("something else", cells)[0].cell == 2  # the first Python cell
+
+
+def test_a_notebook_edited_cell_by_cell_is_linted_as_a_whole_one(tmp_path):
+    """The server's buffer re-parses only the cells (statements) an edit touched."""
+    chosen = setup(Configs(), EditorSettings(), None, tmp_path)
+    assert chosen is not None
+    functions = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(12))
+    cells = [Cell("import torch\n", True), Cell(functions, True), Cell(LOADER, True)]
+    buffer = Buffer()
+    versions = [
+        cells,
+        [cells[0], cells[1], Cell(LOADER.replace("batch_size=64", "batch_size=8"), True)],
+        [cells[0], Cell(functions.replace("x + 5", "x * 5"), True), cells[2]],
+        [cells[0], Cell(functions.replace("x + 5", "(x"), True), cells[2]],  # broken
+        [Cell("import torch  # first\n", True), cells[1], cells[2]],
+    ]
+    reused = 0
+    for version in versions:
+        before = buffer.module.body if buffer.module is not None else ()
+        expected = lint_cells(version, "nb.ipynb", chosen)
+        assert lint_cells(version, "nb.ipynb", chosen, buffer) == expected
+        assert expected.violations
+        assert buffer.module is not None
+        reused += sum(any(s is t for t in before) for s in buffer.module.body)
+    assert reused >= 2 * 12  # the functions' cell, kept while the loader's changed...
 
 
 def test_the_server_command():

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pathspec
 
@@ -28,6 +29,9 @@ from torchlint.source import (
     read_source,
     write_source,
 )
+
+if TYPE_CHECKING:
+    from torchlint.incremental import Buffer
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -151,9 +155,11 @@ def lint_text(
     job: Job,
     codes: Sequence[str],
     on_rule_error: RuleErrorHandler | None = None,
+    buffer: Buffer | None = None,
 ) -> FileResult:
     """Lint or fix source text in memory (stdin, or a file already read). A rule that
-    raises is reported to `on_rule_error`, if given, and the others' findings kept."""
+    raises is reported to `on_rule_error`, if given, and the others' findings kept. An
+    editor's `buffer` parses a lint's text again only where it changed."""
     result = FileResult(name, text=text)
     linter = _linter(job, codes)
     linter.on_rule_error = on_rule_error
@@ -170,7 +176,7 @@ def lint_text(
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
         else:
-            result.violations = linter.lint(text, name, with_edits=job.with_edits)
+            result.violations = linter.lint(text, name, job.with_edits, buffer)
     except TooLarge as exc:
         result.warning = str(exc)
     except LintError as exc:
@@ -184,8 +190,10 @@ def lint_notebook(
     job: Job,
     codes: Sequence[str],
     on_rule_error: RuleErrorHandler | None = None,
+    buffer: Buffer | None = None,
 ) -> tuple[FileResult, str]:
-    """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text."""
+    """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text
+    (`buffer`: as for `lint_text`, for the program the cells make)."""
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
@@ -195,7 +203,7 @@ def lint_notebook(
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
-        result = lint_text(program.source, name, run, codes, on_rule_error)
+        result = lint_text(program.source, name, run, codes, on_rule_error, buffer)
         if result.error is not None:
             result.error, result.text = program.explain(result.error), None
             return result, text

@@ -221,12 +221,15 @@ def cell_problems(error: str, cells: Sequence[Cell]) -> list[Problem]:
     return out
 
 
-def lint_cells(cells: Sequence[Cell], path: str, setup: Setup) -> Report:
+def lint_cells(
+    cells: Sequence[Cell], path: str, setup: Setup, buffer: Buffer | None = None
+) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
     job = Job(codes=setup.codes, settings=setup.settings, unfixable=setup.unfixable)
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(report))
+        text = notebook_json(cells)
+        result, _ = lint_notebook(text, path, job, setup.codes, _collect(report), buffer)
     except Exception as exc:
         internal_error(report, exc, _first_python(cells))
         return report
@@ -256,7 +259,11 @@ def fix_all_cells(cells: Sequence[Cell], path: str, setup: Setup) -> list[str] |
 
 
 def fix_cells(
-    cells: Sequence[Cell], path: str, setup: Setup, key: tuple[str, int, int, int]
+    cells: Sequence[Cell],
+    path: str,
+    setup: Setup,
+    key: tuple[str, int, int, int],
+    buffer: Buffer | None = None,
 ) -> list[str] | None:
     """Every cell's source with the fix of the finding `key` (code, cell, line, column)
     applied alone; None if there is no such fix (or a cell does not parse)."""
@@ -265,7 +272,7 @@ def fix_cells(
         return None
     job = Job(codes=(code,), settings=setup.settings, with_edits=True, unfixable=setup.unfixable)
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, [code])
+        result, _ = lint_notebook(notebook_json(cells), path, job, [code], buffer=buffer)
     except Exception:
         return None
     if result.error is not None:

@@ -319,11 +319,11 @@ class TorchlintServer(LanguageServer):
         except Exception as exc:
             analysis.internal_error(report, exc, first)
         if chosen is not None:
+            buffer = self.buffers.get(snapshot.key)
             if snapshot.cells is None:
-                buffer = self.buffers.get(snapshot.key)
                 report = analysis.lint_python(snapshot.texts[0], snapshot.name, chosen, buffer)
             else:
-                report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen)
+                report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen, buffer)
         return _analysis(snapshot, chosen, report, encoding)
 
     # -- code actions ---------------------------------------------------------------------
@@ -354,7 +354,8 @@ class TorchlintServer(LanguageServer):
                 sources = analysis.fix_all_cells(snapshot.cells, snapshot.name, chosen)
             else:
                 key4 = (code, index + 1, data["line"], data["column"])
-                sources = analysis.fix_cells(snapshot.cells, snapshot.name, chosen, key4)
+                buffer = self.buffers.get(snapshot.key)
+                sources = analysis.fix_cells(snapshot.cells, snapshot.name, chosen, key4, buffer)
             new = dict(enumerate(sources or []))
         return _workspace_edit(snapshot, new, encoding, versioned)
 
