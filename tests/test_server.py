@@ -428,6 +428,27 @@ async def test_editor_settings_select_and_ignore(client, tmp_path):
         close_document(client, doc)
 
 
+async def test_settings_are_pulled_from_a_client_that_holds_them(client, tmp_path):
+    """A client that says "changed" without the settings (VS Code's generic clients) is
+    asked for the "torchlint" section (`workspace/configuration`)."""
+    doc = uri(tmp_path / "t.py")
+    try:
+        before = mark(client)
+        open_document(client, doc, LOADER)
+        assert [d.code for d in await published(client, doc, before, version=1)] == ["TL201"]
+        client.set_configuration({"ignore": ["TL201"]}, section="torchlint")
+        before = mark(client)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(None))
+        assert await published(client, doc, before, version=1) == []
+        client.set_configuration({}, section="torchlint")
+        before = mark(client)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(None))
+        assert [d.code for d in await published(client, doc, before, version=1)] == ["TL201"]
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={}))
+        close_document(client, doc)
+
+
 def notebook_cells(tmp_path, sources: list[str], kinds: list[str] | None = None):
     """Cell documents of a notebook in `tmp_path`: (uri, language, text) each."""
     kinds = kinds or ["python"] * len(sources)

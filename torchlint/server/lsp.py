@@ -36,7 +36,7 @@ from torchlint.reporters import rule_url
 from torchlint.results import Violation
 from torchlint.server import analysis
 from torchlint.server.analysis import Cell, Problem, Report
-from torchlint.server.settings import Configs, EditorSettings, Setup, setup
+from torchlint.server.settings import SECTION, Configs, EditorSettings, Setup, setup
 from torchlint.server.text import Lines, minimal_edits
 
 NAME = "torchlint"
@@ -154,6 +154,28 @@ class TorchlintServer(LanguageServer):
             self.once(f"torchlint: invalid settings, not applied: {exc}")
             return False
         return True
+
+    @property
+    def pulls(self) -> bool:
+        """Does the client answer `workspace/configuration` (the pull model)?"""
+        workspace = self.client_capabilities.workspace
+        return bool(workspace is not None and workspace.configuration)
+
+    async def pull_settings(self) -> None:
+        """Ask the client for the "torchlint" section and apply it; a client that holds
+        nothing for it (null) leaves the settings as they are (initializationOptions)."""
+        try:
+            answer = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as exc:  # the client failed to answer: the settings stay
+            self.log(
+                f"torchlint: cannot read the editor settings: {exc}", types.MessageType.Warning
+            )
+            return
+        raw = answer[0] if answer else None
+        if raw is not None and self.apply_settings(raw):
+            self.relint_all()
 
     # -- documents ------------------------------------------------------------------------
 
@@ -568,6 +590,8 @@ def create_server() -> TorchlintServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
+        if server.pulls:
+            await server.pull_settings()
         workspace = server.client_capabilities.workspace
         watched = workspace.did_change_watched_files if workspace is not None else None
         if watched is None or not watched.dynamic_registration:
@@ -624,8 +648,10 @@ def create_server() -> TorchlintServer:
         server.forget(params.notebook_document.uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
-        if server.apply_settings(params.settings):
+    async def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
+        if params.settings is None and server.pulls:  # "changed: ask for them"
+            await server.pull_settings()
+        elif server.apply_settings(params.settings):
             server.relint_all()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
