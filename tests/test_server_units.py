@@ -25,7 +25,7 @@ from torchlint.server.analysis import (
     lint_cells,
     lint_python,
 )
-from torchlint.server.lsp import _collected_after
+from torchlint.server.lsp import _collect, _paused
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
 
@@ -218,13 +218,12 @@ def test_the_server_keeps_the_trees_of_the_documents_edited_last():
 def test_the_collector_waits_while_the_engine_works():
     seen = []
 
-    @_collected_after
-    def work(fail: bool) -> None:
+    def work(value: int) -> int:
         seen.append(gc.isenabled())
-        if fail:
-            raise ValueError("a bug")
+        return value
 
-    work(False)
-    with pytest.raises(ValueError):
-        work(True)
-    assert seen == [False, False] and gc.isenabled()
+    try:
+        assert _paused(work, 3) == 3 and not gc.isenabled()
+    finally:
+        _collect()
+    assert seen == [False] and gc.isenabled()

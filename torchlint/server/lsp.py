@@ -15,6 +15,7 @@ a client that cannot resolve gets the edits of the few actions under its cursor 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import sys
@@ -22,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -55,27 +56,23 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _collected_after(work: Callable[P, R]) -> Callable[P, R]:
-    """(worker) Python's cyclic collector waits while the engine works, and collects the
-    young generations once after it. A lint allocates, and drops, tens of thousands of
-    linked objects (the semantic model); collections in the middle of it promote them to
-    the old generation, and a full collection, over every tree the server holds, then
-    follows every few lints (100 to 200 ms each on 2,000 lines)."""
+def _paused(work: Callable[..., R], *args: Any) -> R:
+    """(worker) Engine work, with Python's cyclic collector paused until `_collect` runs,
+    after the answer is out. A lint allocates, and drops, tens of thousands of linked
+    objects (the semantic model); collections in the middle of it promote them to the old
+    generation, and a full collection, over every tree the server holds, then follows
+    every few lints (100 to 200 ms each on 2,000 lines)."""
+    gc.disable()
+    return work(*args)
 
-    @functools.wraps(work)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        gc.disable()
-        try:
-            return work(*args, **kwargs)
-        finally:
-            gc.enable()
-            gc.collect(1)
 
-    return wrapper
+def _collect() -> None:
+    """(worker, its next job after an answer) The young generations, collected at once."""
+    gc.enable()
+    gc.collect(1)
 
 
 @dataclass(frozen=True)
@@ -276,16 +273,29 @@ class TorchlintServer(LanguageServer):
         if snapshot is None:
             return
         encoding = str(self.workspace.position_encoding or "utf-16")
+        try:
+            result = await self.engine(self.analyze, snapshot, encoding)
+            for failure in result.report.failures:
+                if failure not in self.said:
+                    self.said.add(failure)
+                    self.log(f"torchlint: {snapshot.name}: {failure}")
+            if self.tracked.get(t.key) is not t or t.generation != snapshot.generation:
+                return  # closed or changed meanwhile
+            t.latest = result
+            self.publish(t, result)
+        finally:
+            self.settle()
+
+    async def engine(self, work: Callable[..., R], *args: Any) -> R:
+        """Run engine work on the worker thread (see `_paused`; the caller has the worker
+        run `_collect` once its answer is out)."""
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self.worker, self.analyze, snapshot, encoding)
-        for failure in result.report.failures:
-            if failure not in self.said:
-                self.said.add(failure)
-                self.log(f"torchlint: {snapshot.name}: {failure}")
-        if self.tracked.get(t.key) is not t or t.generation != snapshot.generation:
-            return  # closed or changed meanwhile
-        t.latest = result
-        self.publish(t, result)
+        return await loop.run_in_executor(self.worker, functools.partial(_paused, work, *args))
+
+    def settle(self) -> None:
+        """Have the worker collect what the engine work before left (`_collect`)."""
+        with contextlib.suppress(RuntimeError):  # the worker is shut down
+            self.worker.submit(_collect)
 
     def publish(self, t: Tracked, result: Analysis) -> None:
         snapshot = result.snapshot
@@ -328,7 +338,6 @@ class TorchlintServer(LanguageServer):
             await asyncio.wait([t.task])  # a cancelled request stops here, the lint goes on
         return None
 
-    @_collected_after
     def analyze(self, snapshot: Snapshot, encoding: str) -> Analysis:
         """(worker thread) Lint a snapshot; never raises."""
         chosen: Setup | None = None
@@ -350,7 +359,6 @@ class TorchlintServer(LanguageServer):
 
     # -- code actions ---------------------------------------------------------------------
 
-    @_collected_after
     def fix_edit(
         self, result: Analysis, data: dict[str, Any], encoding: str, versioned: bool
     ) -> types.WorkspaceEdit | None:
@@ -389,10 +397,12 @@ class TorchlintServer(LanguageServer):
             return action
         if not data.get("generation") == t.generation == result.snapshot.generation:
             return action  # the document changed since: no edit rather than a wrong one
-        loop = asyncio.get_running_loop()
-        action.edit = await loop.run_in_executor(
-            self.worker, self.fix_edit, result, data, self.encoding, self.versioned
-        )
+        try:
+            action.edit = await self.engine(
+                self.fix_edit, result, data, self.encoding, self.versioned
+            )
+        finally:
+            self.settle()
         return action
 
     @property
