@@ -48,6 +48,14 @@ SNIPPETS = [
     "    y = 2\n",
     "def h():\n    pass\n",
     "\t",
+    "import os\n",
+    "# -*- coding: latin-1 -*-\n",
+    "\r\n",
+    "  x = 1\n",
+    "if q:\n  r()\n",
+    "if q:\n\tr()\n",
+    "if q: r()\nelse:\n  s()\n",
+    "\n        # deeper\n",
 ]
 
 
@@ -138,6 +146,21 @@ def test_an_edit_parses_only_the_statements_it_touches():
     # Only the function edited (f7) is parsed again.
     assert same == [i for i in range(len(old.body)) if i != 8]
     assert new.code == text.replace("x + 7\n", "x * 7\n")
+    # An import typed at the top, before any block, too (with the function after it:
+    # the newline before it may be the one typed).
+    top = buffer.parse(new.code.replace("import torch\n", "import torch\nimport os\n"))
+    assert all(a is b for a, b in zip(top.body[3:], new.body[2:], strict=True))
+    assert top.deep_equals(cst.parse_module(top.code))
+
+
+def test_a_piece_libcst_cannot_give_back_is_parsed_whole():
+    """libcst drops a blank line before comments that end a module: a piece ending so
+    (its statement replaced by them) is not spliced."""
+    old = "def f():\n    pass\n\n\nx = 1\ny = 2\nz = 3\n"
+    new = old.replace("y = 2\n", "\n        # deeper\n")
+    buffer = Buffer()
+    buffer.parse(old)
+    assert buffer.parse(new).code == new
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,14 @@ edits), because a top-level statement starts at the beginning of a line outside 
 bracket, string or block, and is parsed the same whatever came before it. Where that
 may not hold, the whole text is parsed:
 
-- the change reaches the module's header or first statement (the encoding, the newline
-  and, before the first indented block, the indentation the whole file is read with),
-  or the first indented block is not before the change;
+- the change reaches the module's header (the comments and blank lines before the first
+  statement), or the piece read alone may not have the encoding, newline or indentation
+  the whole new text is read with (that of its first indented block);
 - the piece parsed alone does not parse (a bracket opened by the edit and closed in the
   unchanged text, an indented line that continues the statement before...): the whole
-  text is parsed, which gives the syntax error where a full parse gives it;
+  text is parsed, which gives the syntax error where a full parse gives it; or its tree
+  does not give its text back (libcst drops a blank line before comments that end a
+  module);
 - comment lines may change owner: those after an indented block, down to the last one
   indented deeper than the next statement, belong to the block. So a change among the
   lines before a statement takes the statement before it in too, and an unchanged
@@ -78,10 +80,10 @@ class Buffer:
         # [p, c) of the old text became [p, c + len(new) - len(text)) of the new one.
         # From the statement holding the last unchanged character before the change...
         first = bisect.bisect_right(old.starts, p - 1) - 1
-        if first >= 1 and p - 1 < old.starts[first] + _leading(module, body[first]):
+        if first >= 0 and p - 1 < old.starts[first] + _leading(module, body[first]):
             first -= 1  # the change is among the lines before it: they may change owner
-        if first < 1 or not any(_indents(stmt) for stmt in body[:first]):
-            return None
+        if first < 0:
+            return None  # the header changed (or the first statement's first character)
         # ... to the one before the first unchanged statement whose preceding newline is
         # unchanged too, and whose leading lines no indented block before it may own.
         after = max(bisect.bisect_left(old.starts, c + 1), first + 1)
@@ -92,17 +94,20 @@ class Buffer:
         delta = len(new) - len(text)
         start = old.starts[first]
         end = old.starts[after] + delta if after < len(body) else len(new)
+        chunk = new[start:end]
         try:
-            piece = parse(new[start:end], path)
+            piece = parse(chunk, path)
         except LintError:
             return None
-        if not piece.body or (
-            piece.default_indent,
-            piece.default_newline,
-            piece.encoding,
-        ) != (module.default_indent, module.default_newline, module.encoding):
+        if (
+            not piece.body
+            or piece.code != chunk  # (libcst drops a blank line before a last comment)
+            or (piece.header and first == 0)  # (the module's header holds them all)
+            or (piece.default_newline, piece.encoding) != (module.default_newline, module.encoding)
+            or not _same_indent(module, piece, first, after)
+        ):
             return None
-        own = layout(piece, new[start:end])
+        own = layout(piece, chunk)
         stmts = list(piece.body)
         if piece.header:  # the lines before a statement are its own, in a whole module
             leading = [*piece.header, *stmts[0].leading_lines]
@@ -132,9 +137,30 @@ class Buffer:
 
 
 def _indents(stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> bool:
-    """Does this top-level statement hold an indented block (whose indentation the whole
-    file's default is read from, the first one)?"""
-    return isinstance(stmt, cst.Match) or isinstance(getattr(stmt, "body", None), cst.IndentedBlock)
+    """Does this top-level statement hold an indented block (the first one in a file sets
+    the indentation the whole file is read with)? Only clauses can: `if x: y` does not,
+    its `else:` on the next lines may."""
+    if isinstance(stmt, cst.Match):
+        return True
+    clauses: list[cst.CSTNode] = [stmt]
+    while clauses:
+        clause = clauses.pop()
+        if isinstance(getattr(clause, "body", None), cst.IndentedBlock):
+            return True
+        clauses += [getattr(clause, a) for a in ("orelse", "finalbody") if getattr(clause, a, None)]
+        clauses += getattr(clause, "handlers", ())
+    return False
+
+
+def _same_indent(module: cst.Module, piece: cst.Module, first: int, after: int) -> bool:
+    """Is the new text read with the module's indentation, the piece's blocks included?
+    A piece with blocks must have been read with it; one without leaves the first block
+    where it was: before the piece, or after it (unless the old piece held it)."""
+    if any(_indents(stmt) for stmt in piece.body):
+        return piece.default_indent == module.default_indent
+    return any(_indents(stmt) for stmt in module.body[:first]) or not any(
+        _indents(stmt) for stmt in module.body[first:after]
+    )
 
 
 def _leading(module: cst.Module, stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> int:
