@@ -191,6 +191,16 @@ def test_edits_where_a_statement_may_change_its_extent(old, new):
     assert buffer.layout == layout(cst.parse_module(new), new)
 
 
+def test_a_text_libcst_does_not_give_back_has_no_layout_and_is_parsed_whole():
+    text = "def f():\n    pass\n\n\nfor x in y:\n    a()\n\\\n    b()\nz = 1\n"
+    assert cst.parse_module(text).code != text  # (a lone backslash line: libcst's)
+    buffer = Buffer()
+    buffer.parse(text)
+    assert buffer.layout is None  # positions come from the code libcst generates
+    new = buffer.parse(text.replace("z = 1", "z = 2"))
+    assert new.deep_equals(cst.parse_module(text.replace("z = 1", "z = 2")))
+
+
 def test_a_syntax_error_is_the_whole_parses_and_the_next_edit_still_reuses():
     text = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(10))
     buffer = Buffer()

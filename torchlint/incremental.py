@@ -43,13 +43,15 @@ class Buffer:
         self.source: str | None = None
         self.module: cst.Module | None = None
         self._layout: Layout | None = None
+        self._laid_out = False  # (None: a tree whose code is not its text)
 
     @property
-    def layout(self) -> Layout:
-        """Where the top-level statements of the last tree lie in its text."""
+    def layout(self) -> Layout | None:
+        """Where the top-level statements of the last tree lie in its text; None for a
+        tree that does not give its text back (then it is parsed whole, every time)."""
         assert self.module is not None and self.source is not None
-        if self._layout is None:
-            self._layout = layout(self.module, self.source)
+        if not self._laid_out:
+            self._layout, self._laid_out = layout(self.module, self.source), True
         return self._layout
 
     def parse(self, source: str, path: str = "<string>") -> cst.Module:
@@ -61,7 +63,8 @@ class Buffer:
             module, new_layout = parse(source, path), None
         else:
             module, new_layout = reparsed
-        self.source, self.module, self._layout = source, module, new_layout
+        self.source, self.module = source, module
+        self._layout, self._laid_out = new_layout, new_layout is not None
         return module
 
     def layout_of(self, module: cst.Module) -> Layout | None:
@@ -72,7 +75,7 @@ class Buffer:
         module, old = self.module, self.layout
         assert module is not None
         body = module.body
-        if len(body) < 2 or not module.has_trailing_newline:
+        if old is None or len(body) < 2 or not module.has_trailing_newline:
             return None
         text = old.source
         p = _common_prefix(text, new)
@@ -101,13 +104,14 @@ class Buffer:
             return None
         if (
             not piece.body
-            or piece.code != chunk  # (libcst drops a blank line before a last comment)
             or (piece.header and first == 0)  # (the module's header holds them all)
             or (piece.default_newline, piece.encoding) != (module.default_newline, module.encoding)
             or not _same_indent(module, piece, first, after)
         ):
             return None
         own = layout(piece, chunk)
+        if own is None:  # libcst drops a blank line before comments that end a module
+            return None
         stmts = list(piece.body)
         if piece.header:  # the lines before a statement are its own, in a whole module
             leading = [*piece.header, *stmts[0].leading_lines]

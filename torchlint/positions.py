@@ -112,8 +112,9 @@ class Layout:
         return None if missing else found
 
 
-def layout(module: cst.Module, source: str) -> Layout:
-    """The layout of `module`, whose code is `source`: one code generation."""
+def layout(module: cst.Module, source: str) -> Layout | None:
+    """The layout of `module` in `source`, one code generation; None if its code is not
+    `source` (text libcst does not give back as it read it: a lone backslash line)."""
     state = CodegenState(
         default_indent=module.default_indent, default_newline=module.default_newline
     )
@@ -126,6 +127,14 @@ def layout(module: cst.Module, source: str) -> Layout:
     marks.append(len(state.tokens))
     offsets = list(itertools.accumulate(map(len, state.tokens), initial=0))
     starts = [offsets[m] for m in marks]
+    for line in module.footer:  # the rest of `Module._codegen_impl`, to compare
+        line._codegen(state)
+    if not module.has_trailing_newline:
+        state.pop_trailing_newline()
+    elif not state.tokens:
+        state.add_token(state.default_newline)
+    if "".join(state.tokens) != source:
+        return None
     # (a module without a last newline: its last statement's was generated, then dropped)
     return Layout(source, tuple(starts[:-1]), min(starts[-1], len(source)))
 
