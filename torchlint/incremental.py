@@ -34,6 +34,7 @@ import libcst as cst
 
 from torchlint.linter import LintError, parse
 from torchlint.positions import Layout, layout
+from torchlint.source import common_prefix, common_suffix
 
 
 class Buffer:
@@ -78,8 +79,8 @@ class Buffer:
         if old is None or len(body) < 2 or not module.has_trailing_newline:
             return None
         text = old.source
-        p = _common_prefix(text, new)
-        c = len(text) - _common_suffix(text, new, min(len(text), len(new)) - p)
+        p = common_prefix(text, new)
+        c = len(text) - common_suffix(text, new, min(len(text), len(new)) - p)
         # [p, c) of the old text became [p, c + len(new) - len(text)) of the new one.
         # From the statement holding the last unchanged character before the change...
         first = bisect.bisect_right(old.starts, p - 1) - 1
@@ -170,27 +171,3 @@ def _same_indent(module: cst.Module, piece: cst.Module, first: int, after: int) 
 def _leading(module: cst.Module, stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> int:
     """The length of the text of the lines before `stmt` (its comments, blank lines)."""
     return sum(len(module.code_for_node(line)) for line in stmt.leading_lines)
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix, in a few slice comparisons."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:  # a[:low] == b[:low]; a[:high + 1] != b[:high + 1] unless at the end
-        mid = (low + high + 1) // 2
-        if a[low:mid] == b[low:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """The length of the longest common suffix, at most `limit`."""
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
-            low = mid
-        else:
-            high = mid - 1
-    return low

@@ -26,6 +26,30 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix, in a few slice comparisons (C speed)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # a[:low] == b[:low], and they differ within a[:high + 1]
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def common_suffix(a: str, b: str, limit: int | None = None) -> int:
+    """The length of the longest common suffix, at most `limit`."""
+    low, high = 0, min(len(a), len(b)) if limit is None else limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class SourceError(Exception):
     """A file that cannot be read, decoded or written; the message names the reason."""
 

@@ -12,7 +12,7 @@ import difflib
 import itertools
 from dataclasses import dataclass
 
-from torchlint.source import split_lines
+from torchlint.source import common_prefix, common_suffix, split_lines
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 
@@ -93,8 +93,8 @@ def minimal_edits(old: str, new: str) -> list[Replacement]:
             continue
         start, end = starts[head + i1], starts[head + i2]
         before, after = old[start:end], "".join(b[head + j1 : head + j2])
-        prefix = _shared(before, after)
-        suffix = _shared(before[prefix:][::-1], after[prefix:][::-1])
+        prefix = common_prefix(before, after)
+        suffix = common_suffix(before, after, min(len(before), len(after)) - prefix)
         lo, hi, text = start + prefix, end - suffix, after[prefix : len(after) - suffix]
         if (
             lo > 0 and old[lo - 1 : lo + 1] == "\r\n"
@@ -104,13 +104,3 @@ def minimal_edits(old: str, new: str) -> list[Replacement]:
             hi, text = hi + 1, text + "\n"
         out.append(Replacement(lo, hi, text))
     return out
-
-
-def _shared(a: str, b: str) -> int:
-    """The length of the longest common prefix of `a` and `b`."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
