@@ -40,7 +40,6 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, TorchModule
-from torchlint.semantic.loaders import iterables
 from torchlint.semantic.scopes import bound_names
 from torchlint.semantic.syntax import int_value
 
@@ -120,7 +119,7 @@ def _a_loader(
         assert isinstance(loop.node, cst.For)
         walks = any(
             loop.ctx.scope.lookup_expr(it) is symbol
-            for it in iterables(loop.node.iter, loop.ctx.scope)
+            for it in module.iterables(loop.node.iter, loop.ctx.scope)
         )
         if walks and (loop.is_training or _moves_batches(module, loop)):
             return True

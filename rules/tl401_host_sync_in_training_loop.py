@@ -220,7 +220,7 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             if target is not None and not is_periodic(call):
                 found.setdefault(target.function, "called every training step")
             site = module.model_called(call)
-            if site is None or not site.is_network:
+            if site is None or not site.is_network or site.construction is None:
                 continue
             cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)
             forward = cls.member("forward") if cls is not None else None

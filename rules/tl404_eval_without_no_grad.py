@@ -49,10 +49,9 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, ModelSite, Scope, TorchModule
+from torchlint.semantic import CallSite, Loop, ModelSite, TorchModule
 from torchlint.semantic.syntax import bool_value, dotted_name, names_read
 
-NO_GRAD = ("torch.no_grad", "torch.inference_mode")
 SET_GRAD = "torch.set_grad_enabled"
 # evaluate/eval_epoch, validate/validation, val/val_step/val2 (not `value`), test*,
 # predict*, infer*/inference.
@@ -78,7 +77,7 @@ class EvalWithoutNoGrad(Rule):
             if any(id(c) in backprop_ids for c in loop.calls):
                 continue
             calls = [c for c in module.network_calls(loop) if _evaluated(module, loop, c)]
-            if not calls or any(_grad_disabled(module, c) for c in calls):
+            if not calls or any(module.grad_disabled(c) for c in calls):
                 continue
             if _feeds_backward(loop, backprop):
                 continue
@@ -136,15 +135,15 @@ class EvalWithoutNoGrad(Rule):
                     else c.scope.lookup_expr(c.node.func) is symbol
                 )
             ]
-            if not calls or any(_grad_disabled(module, c) for c in calls):
+            if not calls or any(module.grad_disabled(c) for c in calls):
                 continue
             callers = module.functions.callers(fn)
             if not any(module.per_step(c.ctx) for c, _ in callers):
                 continue
-            if any(_grad_disabled(module, c) for c, _ in callers):
+            if any(module.grad_disabled(c) for c, _ in callers):
                 continue
             if any(
-                c.ctx.function is fn and _disables(module, c.node, c.scope)
+                c.ctx.function is fn and module.disables_grad(c.node, c.scope)
                 for c in module.calls_to(SET_GRAD)
             ):
                 continue
@@ -196,35 +195,13 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     return last_eval > last_train
 
 
-def _disables(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
-    """`torch.no_grad()`, `torch.no_grad`, `torch.inference_mode()` (not `(False)`),
-    `torch.set_grad_enabled(False)`."""
-    if isinstance(expr, cst.Call):
-        qualname = module.resolve(expr.func, scope)
-        args = [
-            a for a in expr.args if a.keyword is None or a.keyword.value in ("mode", "orig_func")
-        ]
-        if qualname in NO_GRAD:
-            return not args or bool_value(args[0].value) is not False
-        if qualname == SET_GRAD:
-            return bool(args) and bool_value(args[0].value) is False
-        return False
-    return module.resolve(expr, scope) in NO_GRAD
-
-
-def _grad_disabled(module: TorchModule, call: CallSite) -> bool:
-    """A `with` or decorator around the call disables gradients."""
-    if any(_disables(module, item.item, call.scope) for w in call.ctx.withs for item in w.items):
-        return True
-    return any(_disables(module, d.decorator, call.scope) for d in call.ctx.decorators)
-
-
 def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: ModelSite) -> bool:
     """`torch.set_grad_enabled(False)` as a statement in the function, a call of the
-    function under no_grad, or the model frozen with `model.requires_grad_(False)`."""
+    function under no_grad (in this file or another of the project), or the model frozen
+    with `model.requires_grad_(False)`."""
     fn = loop.ctx.function
     for call in module.calls_to(SET_GRAD):
-        if call.ctx.function is fn and _disables(module, call.node, call.scope):
+        if call.ctx.function is fn and module.disables_grad(call.node, call.scope):
             return True
     if any(
         c.method == "requires_grad_"
@@ -236,8 +213,10 @@ def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: ModelSite)
         return True
     if fn is None:
         return False
-    callers = module.functions.callers(fn)
-    return bool(callers) and any(_grad_disabled(module, c) for c, _ in callers)
+    outside = module.outside_callers(fn)  # calls from other files of the project
+    if outside is not None and outside.no_grad:
+        return True
+    return any(module.grad_disabled(c) for c, _ in module.functions.callers(fn))
 
 
 def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
@@ -262,7 +241,7 @@ def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
 
 def _decorated(module: TorchModule, fn: cst.FunctionDef) -> bool:
     scope = module.functions.scope_of(fn).parent or module.scope
-    return any(_disables(module, d.decorator, scope) for d in fn.decorators)
+    return any(module.disables_grad(d.decorator, scope) for d in fn.decorators)
 
 
 def _decorate(module: TorchModule, fn: cst.FunctionDef) -> Fix:

@@ -284,7 +284,7 @@ def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, C
     sites: dict[int, ModelSite] = {}
     for call in module.calls:
         site = module.model_called(call)
-        if site is not None and site.construction.qualname in CALLED:
+        if site is not None and site.construction and site.construction.qualname in CALLED:
             called.setdefault(id(site), []).append(call)
             sites[id(site)] = site
     wrapped: dict[int, CallSite] = {}  # id(inner call node) -> the normalization's call
@@ -325,6 +325,8 @@ def _normalized_next(module: TorchModule, call: CallSite, calls: Calls) -> CallS
     if dotted_name(following.body[0].targets[0].target) != name:
         return None
     site = module.model_called(norm)
-    if site is None or site.construction.qualname not in AFTER_CONVOLUTION:
+    if site is None or site.construction is None:
+        return None
+    if site.construction.qualname not in AFTER_CONVOLUTION:
         return None
     return norm if [dotted_name(a) for a in norm.positional] == [name] else None

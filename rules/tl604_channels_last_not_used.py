@@ -65,13 +65,14 @@ class ChannelsLastNotUsed(Rule):
         ):
             return
         for site in module.trained_on_gpu:
+            assert site.construction is not None  # `trained_on_gpu` holds sites built here
             zoo = (site.construction.qualname or "").startswith("torchvision.models.")
             planar = not PLANAR.isdisjoint(module.networks.layers(site))
             if not (planar or (zoo and module.networks.convolutional(site))):
                 continue
-            move = next(m for m in site.moves if (d := module.move(m)) is not None and d.is_gpu)
+            move = next((m for m in site.moves if (d := module.move(m)) and d.is_gpu), None)
             yield self.diagnostic(
-                move.node,
+                move.node if move is not None else site.construction.node,
                 f"`{site.name}` is a CNN trained in mixed precision in the default NCHW "
                 "layout: tensor-core convolutions want channels-last; convert the model and "
                 "the batches with `.to(memory_format=torch.channels_last)`",

@@ -70,6 +70,7 @@ class ModelNotCompiled(Rule):
         if not sites:
             return
         others = f" (and {', '.join(f'`{s.name}`' for s in sites[1:])})" if sites[1:] else ""
+        assert sites[0].construction is not None  # `trained_on_gpu` holds sites built here
         yield self.diagnostic(
             sites[0].construction.node,
             f"`{sites[0].name}`{others} runs in a GPU training loop in eager mode, one "

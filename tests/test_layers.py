@@ -16,8 +16,9 @@ PACKAGE = ROOT / "torchlint"
 RULES = ROOT / "rules"
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
-    "syntax", "scopes", "facts", "builder", "functions", "values", "devices", "models",
-    "networks", "loops", "loaders", "frameworks", "module", "batches",
+    "syntax", "lattice", "scopes", "external", "facts", "builder", "functions", "values",
+    "devices", "models", "networks", "loops", "loaders", "frameworks", "module", "batches",
+    "exports",
 ]  # fmt: skip
 
 

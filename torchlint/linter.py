@@ -28,6 +28,8 @@ from torchlint.positions import Layout, NodePositions
 from torchlint.results import FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
+from torchlint.semantic.exports import summarize
+from torchlint.semantic.external import Environment
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
@@ -270,10 +272,19 @@ def _diagnostics(
     rules: Sequence[Rule],
     settings: Settings,
     on_rule_error: RuleErrorHandler | None = None,
+    env: Environment | None = None,
+    every: Sequence[Rule] = (),
 ) -> list[Diagnostic]:
+    """The findings of `rules`; of `every` rule where the rest of the project (`env`)
+    tells the file something (the tokens a rule looks for may then be elsewhere). The
+    file's summary goes to `env`."""
     found: list[Diagnostic] = []
     try:
-        model = build(module, path, settings)
+        model = build(module, path, settings, env)
+        if env is not None and env.path is not None:
+            env.summary = summarize(model)
+            if env.informed:
+                rules = every
         for rule in rules:
             try:
                 found.extend(list(rule.check(model)))  # all of a rule's findings, or none
@@ -340,9 +351,15 @@ class Linter:
         self.on_rule_error = on_rule_error
 
     def _diagnostics(
-        self, module: cst.Module, path: str, rules: Sequence[Rule]
+        self,
+        module: cst.Module,
+        path: str,
+        rules: Sequence[Rule],
+        env: Environment | None = None,
     ) -> list[Diagnostic]:
-        found = _diagnostics(module, path, rules, self.settings, self.on_rule_error)
+        found = _diagnostics(
+            module, path, rules, self.settings, self.on_rule_error, env, self.rules
+        )
         if self.unfixable:
             found = [
                 dataclasses.replace(d, fix=None) if d.code in self.unfixable else d for d in found
@@ -356,18 +373,25 @@ class Linter:
         path: str = "<string>",
         with_edits: EditsWanted = False,
         buffer: Buffer | None = None,
+        env: Environment | None = None,
     ) -> list[Violation]:
         """Findings in `source`, suppressions applied, sorted by position; the text edits of
         the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
-        again only where it changed since the buffer's last text."""
+        again only where it changed since the buffer's last text. `env`: what the rest of
+        the project tells the file (and gets its summary)."""
         rules = applies(self.rules, source)
-        if not rules:
+        if not rules and not (env is not None and env.reached):
             check_syntax(source, path)
             return []
         _check_size(source, path)
         module = buffer.parse(source, path) if buffer is not None else parse(source, path)
-        diagnostics = self._diagnostics(module, path, rules)
+        diagnostics = self._diagnostics(module, path, rules, env)
         return self._violations(module, source, diagnostics, with_edits, buffer)
+
+    def summarize(self, source: str, path: str, env: Environment) -> None:
+        """The summary of a file no rule reads (a module other files import), into `env`."""
+        _check_size(source, path)
+        env.summary = summarize(build(parse(source, path), path, self.settings, env))
 
     def _violations(
         self,
@@ -413,18 +437,24 @@ class Linter:
         return out
 
     @_too_deep_is_a_lint_error
-    def fix(self, source: str, path: str = "<string>", unsafe: bool = False) -> FixOutcome:
+    def fix(
+        self,
+        source: str,
+        path: str = "<string>",
+        unsafe: bool = False,
+        env: Environment | None = None,
+    ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes."""
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
-        if not rules:
+        if not rules and not (env is not None and env.reached):
             check_syntax(source, path)
             return outcome
         _check_size(source, path)
         text = source
         module = parse(text, path)
         for _ in range(MAX_FIX_PASSES):
-            new_text, fixed, remaining = self._fix_pass(module, text, path, rules, unsafe)
+            new_text, fixed, remaining = self._fix_pass(module, text, path, rules, unsafe, env)
             if remaining is not None:
                 outcome.remaining = remaining
                 break
@@ -443,18 +473,24 @@ class Linter:
             rules = applies(self.rules, text)
         else:
             outcome.remaining = self._violations(
-                module, text, self._diagnostics(module, path, rules), False
+                module, text, self._diagnostics(module, path, rules, env), False
             )
         outcome.text = text
         return outcome
 
     def _fix_pass(
-        self, module: cst.Module, text: str, path: str, rules: Sequence[Rule], unsafe: bool
+        self,
+        module: cst.Module,
+        text: str,
+        path: str,
+        rules: Sequence[Rule],
+        unsafe: bool,
+        env: Environment | None,
     ) -> tuple[str, list[str], list[Violation] | None]:
         """One pass: the new text and the codes of the fixes applied in it, or (nothing
         to apply) the findings that remain."""
         suppressions = parse_suppressions(text)
-        diagnostics = self._diagnostics(module, path, rules)
+        diagnostics = self._diagnostics(module, path, rules, env)
         positions = None
         candidates: list[Fix] = []
         code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes

@@ -44,6 +44,10 @@ def loader_targets(module: TorchModule, loop: Loop) -> list[cst.BaseExpression]:
             if name in WRAPPERS:
                 follow(target, it.args[0].value)
                 return
+            given = module.handed_on(it, scope)
+            if given is not None:
+                follow(target, given)
+                return
             if name == "zip":
                 if (
                     isinstance(target, (cst.Tuple, cst.List))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from torchlint.semantic.external import Environment
 from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.scopes import (
     Binding,
@@ -36,6 +37,7 @@ class Facts:
     by_value: dict[int, Binding] = field(default_factory=dict)  # id(assigned value) -> binding
     scopes: dict[int, Scope] = field(default_factory=dict)  # id(def/class/lambda) -> scope
     returns: dict[int, list[cst.Return]] = field(default_factory=dict)  # id(def) -> returns
+    yields: dict[int, list[cst.Yield]] = field(default_factory=dict)  # id(def) -> yields
     imported_modules: set[str] = field(default_factory=set)
     cuda_strings: list[cst.SimpleString] = field(default_factory=list)
     calls_by_qualname: dict[str, list[CallSite]] = field(default_factory=dict)
@@ -49,12 +51,14 @@ class Facts:
     attribute_stores: list[tuple[cst.Attribute, cst.BaseExpression, Context]] = field(
         default_factory=list
     )
+    stars: list[str] = field(default_factory=list)  # modules imported `*` at module level
 
 
-def collect(module: cst.Module) -> Facts:
+def collect(module: cst.Module, env: Environment | None = None) -> Facts:
+    """The facts of one walk; `env` binds the names of star imports from the project."""
     builder = _Builder(module)
     walk(module, builder)  # as module.visit(builder), without rebuilding the tree
-    return builder.finish()
+    return builder.finish(env or Environment())
 
 
 @dataclass
@@ -104,8 +108,9 @@ class _Builder(cst.CSTVisitor):
         stack.pop()
         self._context = None
 
-    def finish(self) -> Facts:
+    def finish(self, env: Environment) -> Facts:
         facts = self.facts
+        self._bind_stars(env)
         for scope in facts.scopes.values():
             if scope.kind is ScopeKind.CLASS:
                 assert isinstance(scope.node, cst.ClassDef)
@@ -136,6 +141,16 @@ class _Builder(cst.CSTVisitor):
                 site.method, site.receiver = func.attr.value, func.value
                 facts.calls_by_method.setdefault(site.method, []).append(site)
         return facts
+
+    def _bind_stars(self, env: Environment) -> None:
+        """`from module import *` of a module of the project binds the names it exports
+        that nothing else binds at module level."""
+        module = self.facts.scope
+        for name in self.facts.stars:
+            for local in env.star(name):
+                if local not in module.symbols:
+                    base = name if name.endswith(".") else f"{name}."
+                    self._bind_import(local, f"{base}{local}", self.facts.module)
 
     # -- bindings ----------------------------------------------------------------------
 
@@ -215,7 +230,12 @@ class _Builder(cst.CSTVisitor):
         base = dotted_name(node.module) if node.module is not None else None
         if base is not None and not node.relative:
             self.facts.imported_modules.add(base)
+        # A relative import keeps its dots (".models", ".."): the project resolves it.
+        dots = "." * len(node.relative)
+        where = f"{dots}{base or ''}" if dots else base
         if isinstance(node.names, cst.ImportStar):
+            if where is not None and self.scope.kind is ScopeKind.MODULE:
+                self.facts.stars.append(where)
             return
         for alias in node.names:
             name = dotted_name(alias.name) or ""
@@ -225,9 +245,10 @@ class _Builder(cst.CSTVisitor):
                 else name
             )
             target = None
-            if base is not None and not node.relative:
-                target = canonical(f"{base}.{name}")
-                self.facts.imported_modules.add(f"{base}.{name}")
+            if where is not None:
+                target = canonical(f"{where}.{name}") if not where.endswith(".") else where + name
+                if not dots:
+                    self.facts.imported_modules.add(f"{base}.{name}")
             self._bind_import(local, target, alias)
 
     def _bind_import(self, local: str, target: str | None, alias: cst.CSTNode) -> None:
@@ -438,6 +459,10 @@ class _Builder(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if self.functions:
             self.facts.returns.setdefault(id(self.functions[-1]), []).append(node)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self.functions:
+            self.facts.yields.setdefault(id(self.functions[-1]), []).append(node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = node.value

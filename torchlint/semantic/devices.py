@@ -12,61 +12,27 @@
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Function, Global
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
+from torchlint.semantic.lattice import (
+    ACCELERATOR,
+    CPU,
+    CUDA,
+    UNKNOWN,
+    Device,
+    DeviceKind,
+    join_all,
+)
 from torchlint.semantic.scopes import Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, int_value, str_value
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 6
 
-
-class DeviceKind(str, enum.Enum):
-    CPU = "cpu"
-    CUDA = "cuda"
-    ACCELERATOR = "accelerator"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Device:
-    kind: DeviceKind
-    index: int | None = None
-    cpu_path: bool = False  # a GPU on some path, the CPU (or unknown) on another
-
-    @property
-    def is_gpu(self) -> bool:
-        return self.kind in (DeviceKind.CUDA, DeviceKind.ACCELERATOR)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.kind is DeviceKind.CPU
-
-    def join(self, other: Device) -> Device:
-        """The device of a value that is `self` on one path and `other` on another."""
-        if self == other:
-            return self
-        cpu_path = self.cpu_path or other.cpu_path
-        if self.kind is other.kind:
-            return Device(self.kind, cpu_path=cpu_path)
-        if self.is_gpu and other.is_gpu:
-            return Device(DeviceKind.ACCELERATOR, cpu_path=cpu_path)
-        if self.is_gpu or other.is_gpu:  # GPU when present
-            gpu = self if self.is_gpu else other
-            return Device(gpu.kind, gpu.index, cpu_path=True)
-        return Device(DeviceKind.UNKNOWN, cpu_path=cpu_path)  # CPU and UNKNOWN
-
-
-CPU = Device(DeviceKind.CPU)
-CUDA = Device(DeviceKind.CUDA)
-ACCELERATOR = Device(DeviceKind.ACCELERATOR)
-UNKNOWN = Device(DeviceKind.UNKNOWN)
 
 ACCELERATOR_TYPES = frozenset({"mps", "xpu", "xla", "hpu", "npu", "mtia", "ipu", "privateuseone"})
 DTYPES = frozenset(f"torch.{t}" for t in (
@@ -97,13 +63,6 @@ def _from_text(text: str) -> Device | None:
     if kind in ACCELERATOR_TYPES:
         return ACCELERATOR
     return None
-
-
-def join_all(devices: list[Device]) -> Device | None:
-    result: Device | None = None
-    for device in devices:
-        result = device if result is None else result.join(device)
-    return result
 
 
 class Devices:
@@ -167,6 +126,9 @@ class Devices:
             return DEVICE_CALLS[qualname]
         if qualname == "str" and len(node.args) == 1:
             return self.classify(node.args[0].value, scope, depth + 1)
+        export = self.functions.export(func, scope)
+        if isinstance(export, Function):  # a function of another file of the project
+            return export.returns.device if export.returns is not None else None
         target = self.functions.definition(func, scope)
         if target is not None and target.kind is Kind.DEF:
             assert isinstance(target.node, cst.FunctionDef)
@@ -204,14 +166,19 @@ class Devices:
         for b in symbol.bindings:
             if b.kind is Kind.PARAM:
                 passed = self.functions.arguments(b)
-                if passed is None:
+                outside = self.functions.passed(b)  # what the project's other files pass
+                if passed is None and outside is None:
                     default = self.functions.default(b)
                     d = self.classify(*default, depth + 1) if default is not None else None
                     found.append(d.join(UNKNOWN) if d is not None else None)
-                else:
-                    found.extend(self.classify(v, where, depth + 1) for v, where in passed)
+                    continue
+                found.extend(self.classify(v, where, depth + 1) for v, where in passed or ())
+                if outside is not None:
+                    found.append(outside.device)
             elif b.kind is Kind.ASSIGN and b.value is not None:
                 found.append(self.classify(b.value, b.ctx.scope, depth + 1))
+            elif b.kind is Kind.IMPORT and b.qualname is not None:
+                found.append(self._imported(b.qualname))
             else:
                 found.append(None)
         known = [d for d in found if d is not None]
@@ -220,6 +187,11 @@ class Devices:
             result = result.join(UNKNOWN)  # other bindings we cannot read
         self._symbols[key] = result
         return result
+
+    def _imported(self, qualname: str) -> Device | None:
+        """The device a module-level value of another file of the project names."""
+        found = self.functions.env.export(qualname)
+        return found.value.device if isinstance(found, Global) else None
 
     def tensor_type(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Device | None:
         """Where a legacy tensor type builds its tensors: `torch.cuda.FloatTensor` (CUDA),

@@ -7,9 +7,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Class, Environment, Function, Value
 from torchlint.semantic.facts import CallSite
-from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind, Symbol
+from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import MISSING, keyword
+
+MAX_DEPTH = 4
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,13 @@ class Target:
 
 
 class Functions:
-    def __init__(self, facts: Facts) -> None:
+    def __init__(self, facts: Facts, env: Environment) -> None:
         self.facts = facts
+        self.env = env
         self._callers: dict[int, list[tuple[CallSite, int]]] | None = None
         self._targets: dict[int, Target | None] = {}
+        self._names: dict[int, str] | None = None
+        self._external: dict[int, tuple[Function, int] | None] = {}
 
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
         return self.facts.scopes[id(node)]
@@ -138,10 +144,140 @@ class Functions:
             return None
         return param.source, scope
 
+    # -- the rest of the program ---------------------------------------------------------
+
+    def local_name(self, function: cst.CSTNode) -> str | None:
+        """The dotted name other files know a function (or class) of this file by:
+        "train", "Trainer", "Trainer.fit"; None for one nested in a function."""
+        if self._names is None:
+            self._names = {}
+            module = self.facts.scope
+            for symbol in module.symbols.values():
+                for b in symbol.bindings:
+                    if b.kind in (Kind.DEF, Kind.CLASS):
+                        self._names[id(b.node)] = symbol.name
+                    if b.kind is Kind.CLASS:
+                        cls = self.facts.scopes[id(b.node)]
+                        for member in cls.symbols.values():
+                            for m in member.bindings:
+                                if m.kind is Kind.DEF:
+                                    self._names[id(m.node)] = f"{symbol.name}.{member.name}"
+        return self._names.get(id(function))
+
+    def named(self) -> list[cst.FunctionDef]:
+        """The functions other files can call: module-level ones and methods."""
+        self.local_name(self.facts.module)  # builds the names
+        assert self._names is not None
+        return [
+            scope.node
+            for scope in self.facts.scopes.values()
+            if isinstance(scope.node, cst.FunctionDef) and id(scope.node) in self._names
+        ]
+
+    def passed(self, param: Binding) -> Value | None:
+        """What the other files of the project pass for a parameter of this file."""
+        function = param.symbol.scope.node
+        name = self.local_name(function) if isinstance(function, cst.FunctionDef) else None
+        return self.env.parameter(name, param.symbol.name) if name is not None else None
+
+    def unseen(self, param: Binding) -> bool:
+        """No call of the function is visible, here or in the project: what it receives
+        is anybody's guess (a library function, or a file checked alone)."""
+        function = param.symbol.scope.node
+        if not isinstance(function, cst.FunctionDef) or self.callers(function):
+            return False
+        name = self.local_name(function)
+        return name is None or self.env.callers(name) is None
+
+    def export(self, node: cst.CSTNode, scope: Scope) -> Class | Function | None:
+        """The class or function of another file of the project an expression names."""
+        qualname = scope.resolve(node)
+        found = self.env.export(qualname) if qualname is not None else None
+        return found if isinstance(found, (Class, Function)) else None
+
+    def instance_export(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Class | None:
+        """The class of another file whose instance `node` holds: built here from an
+        imported class (`scaler = NativeScaler()`), or passed in by another file."""
+        if _depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Call):
+            found = self.export(node.func, scope)
+            return found if isinstance(found, Class) else None
+        symbol = scope.lookup_expr(node)
+        if symbol is None or not symbol.bindings:
+            return None
+        classes: dict[str, Class] = {}
+        for b in symbol.bindings:
+            if b.kind is Kind.ASSIGN and b.value is not None:
+                found = self.instance_export(b.value, b.ctx.scope, _depth + 1)
+            elif b.kind is Kind.PARAM:
+                found = self._param_instance(b, _depth)
+            else:
+                return None
+            if found is None:
+                return None
+            classes[found.ref] = found
+        return next(iter(classes.values())) if len(classes) == 1 else None
+
+    def _param_instance(self, param: Binding, depth: int) -> Class | None:
+        passed = self.arguments(param)
+        if passed:
+            found = {
+                c.ref: c
+                for v, where in passed
+                if (c := self.instance_export(v, where, depth + 1)) is not None
+            }
+            return next(iter(found.values())) if len(found) == 1 else None
+        value = self.passed(param)
+        if value is None or value.instance is None:
+            return None
+        found = self.env.export(value.instance)
+        return found if isinstance(found, Class) else None
+
+    def external(self, call: CallSite) -> tuple[Function, int] | None:
+        """The function of another file of the project that `call` runs, and how many
+        leading parameters the call passes implicitly (1: the instance): an imported
+        function, a class's `__init__`, a method of an instance of an imported class, or
+        its `__call__`."""
+        key = id(call.node)
+        if key in self._external:
+            return self._external[key]
+        found: tuple[Function, int] | None = None
+        export = self.export(call.node.func, call.scope)
+        if isinstance(export, Function):
+            found = (export, 0)
+        elif isinstance(export, Class):
+            init = export.method("__init__")
+            found = (init, 1) if init is not None else None
+        elif self.target(call) is None:
+            func = call.node.func
+            if isinstance(func, cst.Attribute):
+                cls, method = self.instance_export(func.value, call.scope), func.attr.value
+            else:
+                cls, method = self.instance_export(func, call.scope), "__call__"
+            function = cls.method(method) if cls is not None else None
+            found = (function, 1) if function is not None else None
+        self._external[key] = found
+        return found
+
+    def yields(self, function: cst.FunctionDef) -> int | None:
+        """A generator that hands on the items of one of its parameters (`for obj in
+        iterable: ... yield obj`, a logger or a progress meter around a loader): that
+        parameter's position."""
+        found: set[int | None] = set()
+        scope = self.scope_of(function)
+        for node in self.facts.yields.get(id(function), ()):
+            value = node.value
+            symbol = scope.lookup(value.value) if isinstance(value, cst.Name) else None
+            loop = symbol.only(Kind.LOOP) if symbol is not None else None
+            source = loop.source if loop is not None else None
+            if not isinstance(source, cst.Name):
+                return None
+            held = scope.lookup(source.value)
+            param = held.only(Kind.PARAM) if held is not None else None
+            found.add(param.index if param is not None else None)
+        return found.pop() if len(found) == 1 else None
+
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The values the function returns (bare `return` and falling off excluded)."""
         return [r.value for r in self.facts.returns.get(id(function), ()) if r.value is not None]
-
-
-def param_of(symbol: Symbol) -> Binding | None:
-    return symbol.only(Kind.PARAM)

@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
 from torchlint.fixes import Applicability, Fix, Import, Replace, fix
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Function, Global, Uses, Value
 from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Kind, Scope, Symbol
@@ -47,7 +48,10 @@ BATCH_SIZE_OPTIONS = {"min-batch-size": 32}
 
 @dataclass(eq=False)
 class DataLoaderSite:
-    call: CallSite
+    """A DataLoader built in this file (or, `call` None, one another file of the project
+    builds and passes or returns here: `ref` names it)."""
+
+    call: CallSite | None
     symbols: list[Symbol] = field(default_factory=list)  # names/attributes holding it
     loops: list[Loop] = field(default_factory=list)  # `for` loops iterating it
     # `DataLoader(ds, **kwargs)` where every key `kwargs` may get is visible in the file
@@ -58,9 +62,17 @@ class DataLoaderSite:
     # `trainer.fit` is given it), starting its workers at `starts` (see frameworks.py).
     trained_by_framework: bool = False
     starts: list[CallSite] = field(default_factory=list)
+    index: int | None = None  # its rank among the DataLoaders of the file
+    # What the project's other files do with it (a loader built here), or where it is
+    # built (`ref`) and whether it pins memory (a loader of another file).
+    outside: Uses | None = None
+    ref: str | None = None
+    pinned: bool = False
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
+        if self.call is None:
+            return False
         if argument(self.call.node, name, DATALOADER_PARAMS) is not MISSING:
             return True
         return self.spread is not None and name in self.spread and name not in self.maybe
@@ -72,6 +84,8 @@ class DataLoaderSite:
     def arg(self, name: str) -> cst.BaseExpression:
         """The argument for parameter `name`: keyword, positional, or a key of the `**`
         dict it is built with; else MISSING."""
+        if self.call is None:
+            return MISSING
         found = argument(self.call.node, name, DATALOADER_PARAMS)
         if found is MISSING and self.spread is not None:
             return self.spread.get(name, MISSING)
@@ -79,8 +93,10 @@ class DataLoaderSite:
 
     @property
     def opaque(self) -> bool:
-        """Built from `*args`, or `**kwargs` we cannot read: any argument may be set where
-        we cannot see."""
+        """Built from `*args`, or `**kwargs` we cannot read (or in another file): any
+        argument may be set where we cannot see."""
+        if self.call is None:
+            return True
         node = self.call.node
         if any(a.star == "*" for a in node.args):
             return True
@@ -89,6 +105,8 @@ class DataLoaderSite:
     def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call | None:
         """The call with parameter `name` set to `value` (keeping its position if any);
         None when the `**` dict sets it: a keyword too would raise TypeError."""
+        if self.call is None:
+            return None
         direct = argument(self.call.node, name, DATALOADER_PARAMS)
         if direct is MISSING and self.spread is not None and name in self.spread:
             return None
@@ -109,24 +127,16 @@ class DataLoaderSite:
 
     @property
     def feeds_training(self) -> bool:
-        """Some loop over it trains (a backward pass and an optimizer step per batch)."""
-        return any(loop.is_training for loop in self.loops)
+        """Some loop over it trains (a backward pass and an optimizer step per batch),
+        here or in another file of the project."""
+        return any(loop.is_training for loop in self.loops) or bool(
+            self.outside and self.outside.trains
+        )
 
     @property
     def trains(self) -> bool:
         """A training loop of this file, or a framework, trains on its batches."""
         return self.feeds_training or self.trained_by_framework
-
-
-def iterables(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-    """What a `for` really walks, through enumerate/tqdm/iter/zip."""
-    if isinstance(node, cst.Call) and node.args and not node.args[0].star:
-        name = scope.resolve(node.func)
-        if name in WRAPPERS:
-            return iterables(node.args[0].value, scope)
-        if name == "zip":
-            return [x for a in node.args for x in iterables(a.value, scope)]
-    return [node]
 
 
 class Loaders:
@@ -136,8 +146,10 @@ class Loaders:
         self.sites: list[DataLoaderSite] = []
         self._by_call: dict[int, DataLoaderSite] = {}
         self._by_symbol: dict[int, list[DataLoaderSite]] = {}
+        self._elsewhere: dict[str, DataLoaderSite] = {}  # loaders of other files, by ref
         for call in facts.calls_by_qualname.get(DATALOADER, ()):
-            site = DataLoaderSite(call)
+            site = DataLoaderSite(call, index=len(self.sites))
+            site.outside = functions.env.uses(f"#{site.index}")
             self._by_call[id(call.node)] = site
             self.sites.append(site)
         for site in self.sites:
@@ -151,7 +163,7 @@ class Loaders:
                 self._of_symbol(b.symbol, 0)
         for loop in facts.loops:
             if isinstance(loop.node, cst.For):
-                for it in iterables(loop.node.iter, loop.ctx.scope):
+                for it in self.iterables(loop.node.iter, loop.ctx.scope):
                     for site in self.of(it, loop.ctx.scope):
                         self._iterated(site, loop)
         # `batch = next(it)` with `it = iter(loader)` in a loop: that loop takes a batch from
@@ -161,6 +173,45 @@ class Loaders:
             if call.ctx.loops and call.node.args and not call.node.args[0].star:
                 for site in self.iterator_of(call.node.args[0].value, call.scope):
                     self._iterated(site, call.ctx.loops[-1])
+
+    def iterables(
+        self, node: cst.BaseExpression, scope: Scope, _depth: int = 0
+    ) -> list[cst.BaseExpression]:
+        """What a `for` really walks, through enumerate/tqdm/iter/zip and generators
+        that hand on the items of an argument (`metric_logger.log_every(loader, 10)`, of
+        this file or of another file of the project)."""
+        if not isinstance(node, cst.Call) or not node.args or _depth > MAX_DEPTH:
+            return [node]
+        name = scope.resolve(node.func)
+        if name in WRAPPERS and not node.args[0].star:
+            return self.iterables(node.args[0].value, scope, _depth + 1)
+        if name == "zip":
+            return [x for a in node.args for x in self.iterables(a.value, scope, _depth + 1)]
+        given = self.handed_on(node, scope)
+        return [node] if given is None else self.iterables(given, scope, _depth + 1)
+
+    def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+        """The argument whose items a generator call hands on (see `iterables`)."""
+        call = self._calls_by_node.get(id(node))
+        if call is None:
+            return None
+        target = self.functions.target(call)
+        if target is not None:
+            index, offset = self.functions.yields(target.function), target.offset
+        else:
+            external = self.functions.external(call)
+            if external is None:
+                return None
+            index, offset = external[0].yields, external[1]
+        position = index - offset if index is not None else -1
+        args = node.args
+        if 0 <= position < len(args) and not any(a.star or a.keyword for a in args[: position + 1]):
+            return args[position].value
+        return None
+
+    @cached_property
+    def _calls_by_node(self) -> dict[int, CallSite]:
+        return {id(c.node): c for c in self.facts.calls}
 
     def _spread(
         self, values: list[cst.BaseExpression], scope: Scope, at: cst.CSTNode, depth: int = 0
@@ -331,6 +382,10 @@ class Loaders:
             elif b.kind is Kind.PARAM:
                 for value, where in self.functions.arguments(b) or ():
                     found.extend(self.of(value, where, depth + 1))
+                found.extend(self.elsewhere(self.functions.passed(b)))
+            elif b.kind is Kind.IMPORT and b.qualname is not None:
+                export = self.functions.env.export(b.qualname)
+                found.extend(self.elsewhere(export.value if isinstance(export, Global) else None))
             elif b.kind is Kind.LOOP and isinstance(b.source, (cst.Tuple, cst.List)):
                 # `for loader in (train_loader, val_loader):`
                 for element in b.source.elements:
@@ -340,7 +395,11 @@ class Loaders:
     def _returned(
         self, call: cst.Call, scope: Scope, element: int | None, depth: int
     ) -> list[DataLoaderSite]:
-        """Loaders a function of this file returns (the `element`-th of a tuple)."""
+        """Loaders a function of this file (or of another file of the project) returns
+        (the `element`-th of a tuple)."""
+        export = self.functions.export(call.func, scope)
+        if isinstance(export, Function):
+            return self.elsewhere(export.returned(element))
         target = self.functions.definition(call.func, scope)
         if target is None or target.kind is not Kind.DEF:
             return []
@@ -353,6 +412,19 @@ class Loaders:
                     continue
                 value = value.elements[element].value
             found.extend(self.of(value, inner, depth + 1))
+        return found
+
+    def elsewhere(self, value: Value | None) -> list[DataLoaderSite]:
+        """The loaders of other files a value another file passes or returns holds."""
+        if value is None:
+            return []
+        found = []
+        for ref in sorted(value.loaders):
+            site = self._elsewhere.get(ref)
+            if site is None:
+                site = DataLoaderSite(None, ref=ref, pinned=ref in value.pinned)
+                self._elsewhere[ref] = site
+            found.append(site)
         return found
 
     def epoch(self, site: DataLoaderSite) -> tuple[Loop, Loop] | None:
@@ -371,7 +443,7 @@ class Loaders:
             scope = loop.ctx.scope
             via = [
                 b
-                for it in iterables(loop.node.iter, scope)
+                for it in self.iterables(loop.node.iter, scope)
                 if (s := scope.lookup_expr(it)) is not None and (b := s.only(Kind.PARAM))
             ]
             for caller, offset in self.functions.callers(function):

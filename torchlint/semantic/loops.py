@@ -8,6 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import OPTIMIZER, SCALER, Class, Function, Global, Value
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import Models, ModelSite
@@ -33,7 +34,7 @@ GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler"})
 GRAD_SCALERS |= {"torch.cpu.amp.GradScaler"}
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 
-OPTIMIZER, SCALER, OTHER = "optimizer", "scaler", "other"
+OTHER = "other"
 
 
 class Training:
@@ -90,10 +91,17 @@ class Training:
                 kinds.add(self.kind(b.value, b.ctx.scope, _depth + 1))
             elif b.kind is Kind.PARAM:
                 passed = self.functions.arguments(b)
-                if passed is None:
+                outside = self.functions.passed(b)  # what the project's other files pass
+                if passed is None and outside is None:
                     kinds.add(None)
-                else:
-                    kinds.update(self.kind(v, w, _depth + 1) for v, w in passed)
+                kinds.update(self.kind(v, w, _depth + 1) for v, w in passed or ())
+                if outside is not None:
+                    kinds.add(_kind_of(outside, self.functions))
+            elif b.kind is Kind.IMPORT and b.qualname is not None:
+                found = self.functions.env.export(b.qualname)
+                kinds.add(
+                    _kind_of(found.value, self.functions) if isinstance(found, Global) else None
+                )
             else:
                 kinds.add(None)
         found = kinds.pop() if len(kinds) == 1 else None
@@ -135,19 +143,27 @@ class Training:
                 qualname.startswith(OPTIMIZER_PREFIXES) and last[:1].isupper()
             ):
                 return OPTIMIZER
-            return OTHER if qualname.startswith("torch.") else None
+            if qualname.startswith("torch."):
+                return OTHER
+            export = self.functions.export(call.func, scope)  # another file of the project
+            if isinstance(export, Class):
+                return OPTIMIZER if export.optimizer else None
+            returns = export.returns if isinstance(export, Function) else None
+            return _kind_of(returns, self.functions) if returns is not None else None
         cls = self.functions.class_scope(call.func, scope)
-        if cls is None:
-            return None
+        return OPTIMIZER if cls is not None and self.optimizer_class(cls, depth) else None
+
+    def optimizer_class(self, cls: Scope, _depth: int = 0) -> bool:
+        """An optimizer class of this file, or a class holding one (a learning-rate
+        wrapper: its methods step it)."""
         assert isinstance(cls.node, cst.ClassDef) and cls.parent is not None
         if any(cls.parent.resolve(b.value) == "torch.optim.Optimizer" for b in cls.node.bases):
-            return OPTIMIZER
-        # A class that holds an optimizer (a learning-rate wrapper): its methods step it.
+            return True
         for symbol in cls.attributes.values():
             for b in symbol.bindings:
-                if b.value is not None and self.kind(b.value, b.ctx.scope, depth + 1) == OPTIMIZER:
-                    return OPTIMIZER
-        return None
+                if b.value is not None and self.kind(b.value, b.ctx.scope, _depth + 1) == OPTIMIZER:
+                    return True
+        return False
 
     # -- calls -----------------------------------------------------------------------
 
@@ -165,6 +181,9 @@ class Training:
                 here = call.ctx.loops[-1] if call.ctx.loops else call.ctx.function
                 if here is not None and id(here) in self._backward_here:
                     return True
+        external = self.functions.external(call)
+        if external is not None:
+            return external[0].steps
         return _depth == 0 and self._runs(call, "step")
 
     def is_backward(self, call: CallSite, _depth: int = 0) -> bool:
@@ -172,6 +191,9 @@ class Training:
         this file whose body runs one (one level)."""
         if call.method in BACKWARD_METHODS or call.qualname == "torch.autograd.backward":
             return True
+        external = self.functions.external(call)
+        if external is not None:
+            return external[0].backward
         return _depth == 0 and self._runs(call, "backward")
 
     def calls_in(self, function: cst.FunctionDef) -> list[CallSite]:
@@ -184,14 +206,17 @@ class Training:
         target = self.functions.target(call)
         if target is None or target.function is call.ctx.function:
             return False
-        key = (id(target.function), what)
+        return self.does(target.function, what)
+
+    def does(self, function: cst.FunctionDef, what: str) -> bool:
+        """Each call of `function` runs an optimizer step ("step") or a backward pass
+        ("backward") once: in its body, outside its loops."""
+        key = (id(function), what)
         found = self._does.get(key)
         if found is None:
             test = self.is_step if what == "step" else self.is_backward
             self._does[key] = False  # while computing
-            found = self._does[key] = any(
-                test(c, 1) for c in self._direct.get(id(target.function), ())
-            )
+            found = self._does[key] = any(test(c, 1) for c in self._direct.get(id(function), ()))
         return found
 
     # -- models ----------------------------------------------------------------------
@@ -229,6 +254,16 @@ class Training:
                 continue
             stack.extend(children(n))
         return out
+
+
+def _kind_of(value: Value | None, functions: Functions) -> str | None:
+    """OPTIMIZER or SCALER for a value another file passes or exports."""
+    if value is None:
+        return None
+    if value.optimizer is not None:
+        return value.optimizer
+    cls = functions.env.export(value.instance) if value.instance is not None else None
+    return OPTIMIZER if isinstance(cls, Class) and cls.optimizer else None
 
 
 def is_periodic(site: CallSite) -> bool:

@@ -4,23 +4,19 @@ that holds each of them (through `.to()`, `DataParallel(...)`, helpers that buil
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Class, Function, Network
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
+from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
 
 MAX_DEPTH = 4
-
-
-class ModelKind(str, enum.Enum):
-    NETWORK = "network"  # has parameters: layers, containers, zoo models, your nn.Module
-    LOSS = "loss"  # nn.*Loss, criteria
-    STATELESS = "stateless"  # no parameters: activations, dropout, pooling...
 
 
 # torch.nn layers without parameters (losses are recognised by their name).
@@ -61,14 +57,19 @@ LOSS_BASES = ("torch.nn.modules.loss._Loss", "torch.nn.modules.loss._WeightedLos
 
 @dataclass(eq=False)
 class ModelSite:
-    """An nn.Module instance built in this file, and where it goes."""
+    """An nn.Module instance built in this file (or, `construction` None, one another file
+    of the project passes in), and where it goes."""
 
-    construction: CallSite
-    binding: Binding  # the assignment that first holds it
+    construction: CallSite | None
+    binding: Binding  # the assignment that first holds it (the parameter, for one passed in)
     kind: ModelKind
     symbols: list[Symbol] = field(default_factory=list)  # every name/attribute holding it
     moves: list[CallSite] = field(default_factory=list)  # `.to(...)`, `.cuda()` on it
     wrappers: list[CallSite] = field(default_factory=list)  # DataParallel(...), DDP(...)
+    # What the project says of it: a model passed in, or one built here from a class or
+    # factory of another file (its layers, size...).
+    external: Network | None = None
+    index: int | None = None  # its rank among the models built in the file
 
     @property
     def name(self) -> str:
@@ -82,12 +83,18 @@ class ModelSite:
     def is_network(self) -> bool:
         return self.kind is ModelKind.NETWORK
 
+    @property
+    def passed_in(self) -> bool:
+        """Built in another file and passed to a function of this one."""
+        return self.construction is None
+
 
 class Models:
     def __init__(self, facts: Facts, functions: Functions) -> None:
         self.facts = facts
         self.functions = functions
         self.sites: list[ModelSite] = []
+        self.passed: list[ModelSite] = []  # models other files pass in (or presumed so)
         self._by_symbol: dict[int, ModelSite | None] = {}
         self._by_call: dict[int, ModelSite] = {}
         self._classes: dict[int, ModelKind | None] = {}
@@ -101,11 +108,24 @@ class Models:
         """What `call` builds, when it builds an nn.Module."""
         qualname = scope.resolve(call.func)
         if qualname is not None:
-            return _library_kind(qualname)
+            found = _library_kind(qualname)
+            if found is None and (network := self.exported(call, scope)) is not None:
+                found = network.kind
+            return found
         cls = self.functions.class_scope(call.func, scope)
-        return self._class_kind(cls) if cls is not None else None
+        return self.class_kind(cls) if cls is not None else None
 
-    def _class_kind(self, cls: Scope, _depth: int = 0) -> ModelKind | None:
+    def exported(self, call: cst.Call, scope: Scope) -> Network | None:
+        """The module a class or factory of another file of the project builds."""
+        found = self.functions.export(call.func, scope)
+        if isinstance(found, Class):
+            return found.network()
+        if isinstance(found, Function) and found.returns is not None:
+            return found.returns.network
+        return None
+
+    def class_kind(self, cls: Scope, _depth: int = 0) -> ModelKind | None:
+        """What an instance of a class of this file is, when it is an nn.Module."""
         key = id(cls)
         if key in self._classes:
             return self._classes[key]
@@ -122,9 +142,12 @@ class Models:
                 found = ModelKind.LOSS
             elif qualname is not None:
                 found = _library_kind(qualname)
+                export = self.functions.env.export(qualname) if found is None else None
+                if isinstance(export, Class):
+                    found = export.module  # a class of another file of the project
             else:
                 local = self.functions.class_scope(base.value, cls.parent)
-                found = self._class_kind(local, _depth + 1) if local and _depth < 4 else None
+                found = self.class_kind(local, _depth + 1) if local and _depth < 4 else None
             if found is not None and (kind is None or found is not ModelKind.STATELESS):
                 kind = found
         if kind is ModelKind.STATELESS and _holds_state(cls):
@@ -185,7 +208,8 @@ class Models:
                 return found
             kind = self.kind_of_construction(base, scope)
             if kind is not None:
-                site = ModelSite(calls[id(base)], binding, kind)
+                site = ModelSite(calls[id(base)], binding, kind, index=len(self.sites))
+                site.external = self.exported(base, scope)
                 self._by_call[id(base)] = site
                 self.sites.append(site)
                 _, peeled = self._unwrap(binding.value, scope) if binding.value else (None, [])
@@ -246,13 +270,47 @@ class Models:
             return None
         passed = self.functions.arguments(param)
         if not passed:
-            return None
+            return self._passed_in(param, symbol)
         found = [self.of(v, where, _depth + 1) for v, where in passed]
         first = found[0]
         if first is not None and all(f is first for f in found):
             self._hold(first, symbol)
             return first
         return None
+
+    def _passed_in(self, param: Binding, symbol: Symbol) -> ModelSite | None:
+        """The model another file passes for a parameter no call of this file passes; or,
+        where no call is visible at all, one presumed from its use: switched between
+        `.train()` and `.eval()` (or given its `.parameters()`) and called."""
+        outside = self.functions.passed(param)
+        network = outside.network if outside is not None else None
+        if network is None and self.functions.unseen(param) and self._used_as_network(symbol):
+            network = Network(ModelKind.NETWORK, presumed=True)
+        if network is None:
+            return None
+        site = ModelSite(None, param, network.kind, external=network)
+        self.passed.append(site)
+        self._hold(site, symbol)
+        return site
+
+    def _used_as_network(self, symbol: Symbol) -> bool:
+        methods = self._methods_on.get(id(symbol), set())
+        return bool(methods & {"train", "eval", "parameters"}) and "()" in methods
+
+    @cached_property
+    def _methods_on(self) -> dict[int, set[str]]:
+        """id(symbol) -> the methods called on it ("()": the symbol itself is called)."""
+        found: dict[int, set[str]] = {}
+        for call in self.facts.calls:
+            func = call.node.func
+            if call.receiver is not None:
+                symbol = call.scope.lookup_expr(call.receiver)
+                method = call.method or ""
+            else:
+                symbol, method = call.scope.lookup_expr(func), "()"
+            if symbol is not None:
+                found.setdefault(id(symbol), set()).add(method)
+        return found
 
     def holds_only(self, site: ModelSite) -> bool:
         """Every assignment to the names holding `site` keeps holding it: none rebinds

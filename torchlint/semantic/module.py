@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.devices import Device, Devices
+from torchlint.semantic.external import Callers, Environment, Uses
 from torchlint.semantic.facts import CallSite, Context, Loop, Store
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
@@ -20,10 +21,12 @@ from torchlint.semantic.loops import Training, is_periodic
 from torchlint.semantic.models import Models, ModelSite
 from torchlint.semantic.networks import Networks
 from torchlint.semantic.scopes import Binding, Kind, Scope
-from torchlint.semantic.syntax import MISSING, children, contains, str_value
+from torchlint.semantic.syntax import MISSING, bool_value, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
+NO_GRAD = ("torch.no_grad", "torch.inference_mode")
+SET_GRAD = "torch.set_grad_enabled"
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
 LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
@@ -64,16 +67,17 @@ class Settings:
 class TorchModule:
     """The facts of one file. Built by `build`; read by every rule."""
 
-    def __init__(self, module: cst.Module, path: str, settings: Settings) -> None:
+    def __init__(self, module: cst.Module, path: str, settings: Settings, env: Environment) -> None:
         self.module = module
         self.path = path
         self.settings = settings
-        facts = collect(module)
+        self.env = env
+        facts = collect(module, env)
         self.facts = facts
         self.scope: Scope = facts.scope
         self.calls: list[CallSite] = facts.calls
         self.loops: list[Loop] = facts.loops
-        self.functions = Functions(facts)
+        self.functions = Functions(facts, env)
         self.values = Values(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
         self._models = Models(facts, self.functions)
@@ -222,12 +226,18 @@ class TorchModule:
         if node is not None and ctx.statement is not None and _branch(ctx.statement, node):
             return True
         function = ctx.function
-        if function is None or _depth > 2:
+        if function is None or _depth > 2 or self.outside_callers(function) is not None:
             return False
         callers = self.functions.callers(function)
         return bool(callers) and all(
             self.conditional(c.ctx, c.node, _depth + 1) for c, _ in callers
         )
+
+    def outside_callers(self, function: cst.FunctionDef) -> Callers | None:
+        """How the project's other files call a function of this file (None: they do not,
+        or the file is checked alone)."""
+        name = self.functions.local_name(function)
+        return self.env.callers(name) if name is not None else None
 
     def _gpu_present(self, test: cst.BaseExpression, scope: Scope) -> bool:
         return isinstance(test, cst.Call) and self.resolve(test.func, scope) in (
@@ -255,6 +265,8 @@ class TorchModule:
             return True
         if self.facts.cuda_strings or self.method_calls("cuda"):
             return True
+        if self._gpu_elsewhere:
+            return True
         if any(q.startswith(("torch.cuda.", "torch.accelerator.")) for q in self.qualnames_called):
             return True
         for call in self.calls:
@@ -270,6 +282,44 @@ class TorchModule:
             if device is not MISSING:
                 found = self.device(device, call.scope)
                 if found is not None and found.is_gpu:
+                    return True
+        return False
+
+    @cached_property
+    def _gpu_elsewhere(self) -> bool:
+        """The project's other files put what this file builds on a GPU (its loaders'
+        batches, its models), pass in models on a GPU, or call its functions in training
+        on a GPU."""
+        if any(site.outside is not None and site.outside.gpu for site in self.dataloaders):
+            return True
+        if any(s.external is not None and s.external.on_gpu for s in self._models.passed):
+            return True
+        if any((u := self.model_uses(site)) is not None and u.gpu for site in self.models):
+            return True
+        return any(
+            (c := self.outside_callers(f)) is not None and c.gpu for f in self.functions.named()
+        )
+
+    @cached_property
+    def presumed_accelerator(self) -> bool:
+        """No call shows the device, but a training loop moves its batches to a device
+        its function receives as a parameter (`def train(model, loader, optimizer,
+        device)`): training code for an accelerator. Rules whose advice is harmless on a
+        CPU (per-step syncs) treat it as GPU code; rules whose fix could hurt there do not."""
+        for loop in self.step_loops:
+            function = loop.ctx.function
+            if function is None:
+                continue
+            for call in loop.calls:
+                device = self.devices.move_expression(call) if call.method == "to" else None
+                symbol = call.scope.lookup_expr(device) if device is not None else None
+                param = symbol.only(Kind.PARAM) if symbol is not None else None
+                if (
+                    param is not None
+                    and param.symbol.scope.node is function
+                    and self.functions.unseen(param)
+                    and self.move(call) is not None
+                ):
                     return True
         return False
 
@@ -301,28 +351,59 @@ class TorchModule:
                     found.setdefault(id(site), []).append(call)
         return found
 
+    def model_uses(self, site: ModelSite) -> Uses | None:
+        """What the project's other files do with a model built here."""
+        return self.env.uses(f"@{site.index}") if site.index is not None else None
+
+    @property
+    def passed_models(self) -> list[ModelSite]:
+        """The models the project's other files pass to functions of this file (or
+        presumed so: see `Models`)."""
+        return self._models.passed
+
     def on_gpu(self, site: ModelSite) -> bool:
-        """A move of the model goes to a GPU (CUDA or an accelerator, on some branch)."""
-        return any((d := self.move(m)) is not None and d.is_gpu for m in site.moves)
+        """A move of the model goes to a GPU (CUDA or an accelerator, on some branch),
+        here or where another file of the project builds or trains it."""
+        if any((d := self.move(m)) is not None and d.is_gpu for m in site.moves):
+            return True
+        if site.external is not None and site.external.on_gpu:
+            return True
+        uses = self.model_uses(site)
+        return uses is not None and uses.gpu
 
     @cached_property
     def trained_on_gpu(self) -> list[ModelSite]:
-        """The networks a step loop of this file calls that are moved to a GPU, in the
-        order the loops call them."""
+        """The networks built here that a step loop of this file calls and that are moved
+        to a GPU, in the order the loops call them; then those another file of the project
+        trains on a GPU."""
         found: dict[int, ModelSite] = {}
         for loop in self.step_loops:
             for call in self.network_calls(loop):
                 site = self.model_called(call)
-                if site is not None and id(site) not in found and self.on_gpu(site):
+                if site is None or site.passed_in or id(site) in found:
+                    continue  # a model passed in is reported where it is built
+                if self.on_gpu(site):
                     found[id(site)] = site
+        for site in self.models:
+            uses = self.model_uses(site) if site.is_network else None
+            if uses is not None and uses.steps and uses.gpu:
+                found.setdefault(id(site), site)
         return list(found.values())
 
     def training_loop_of(self, sites: list[ModelSite]) -> Loop | None:
         """The outermost loop around the first step loop that calls one of `sites` (where
-        a finding about how those networks train is reported), or None."""
+        a finding about how those networks train is reported); for networks another
+        file trains, the outermost loop around the first call that passes one there."""
         for loop in self.step_loops:
             if any(self.model_called(c) in sites for c in loop.calls):
                 return loop.ctx.loops[0] if loop.ctx.loops else loop
+        for call in self.calls:
+            if (
+                call.ctx.loops
+                and self.functions.external(call) is not None
+                and any(self.model_of(a.value, call.scope) in sites for a in call.node.args)
+            ):
+                return call.ctx.loops[0]
         return None
 
     def method_calls_on(self, site: ModelSite) -> list[CallSite]:
@@ -356,8 +437,12 @@ class TorchModule:
         }
 
     def trained(self, site: ModelSite) -> bool:
-        """The model is called in a training loop of this file."""
-        return id(site) in self._trained
+        """The model is called in a training loop of this file, or of another file of the
+        project it is passed to."""
+        if id(site) in self._trained:
+            return True
+        uses = self.model_uses(site)
+        return uses is not None and uses.trains
 
     # -- loops and loaders -----------------------------------------------------------
 
@@ -376,6 +461,15 @@ class TorchModule:
     def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[DataLoaderSite]:
         return self._loaders.of(node, scope)
 
+    def iterables(self, node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+        """What a `for` walks, through enumerate/tqdm/zip and generators that hand on an
+        argument's items."""
+        return self._loaders.iterables(node, scope)
+
+    def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+        """The argument whose items a generator call hands on unchanged."""
+        return self._loaders.handed_on(node, scope)
+
     def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
         """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
         return self._loaders.iterator_of(node, scope)
@@ -390,7 +484,10 @@ class TorchModule:
         return self._loaders.reiterated(loader)
 
     def pins_memory(self, loader: DataLoaderSite) -> bool:
-        """`pin_memory=True`, or pinned whenever an accelerator is there to copy to."""
+        """`pin_memory=True`, or pinned whenever an accelerator is there to copy to (as
+        another file of the project says, for a loader built there)."""
+        if loader.call is None:
+            return loader.pinned
         value = loader.arg("pin_memory")
         if isinstance(value, cst.Name) and value.value == "True":
             return True
@@ -400,6 +497,29 @@ class TorchModule:
         )
 
     # -- where code runs ---------------------------------------------------------------
+
+    def disables_grad(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`torch.no_grad()`, `torch.no_grad`, `torch.inference_mode()` (not `(False)`),
+        `torch.set_grad_enabled(False)`."""
+        if isinstance(expr, cst.Call):
+            qualname = self.resolve(expr.func, scope)
+            args = [
+                a
+                for a in expr.args
+                if a.keyword is None or a.keyword.value in ("mode", "orig_func")
+            ]
+            if qualname in NO_GRAD:
+                return not args or bool_value(args[0].value) is not False
+            if qualname == SET_GRAD:
+                return bool(args) and bool_value(args[0].value) is False
+            return False
+        return self.resolve(expr, scope) in NO_GRAD
+
+    def grad_disabled(self, call: CallSite) -> bool:
+        """A `with` or decorator around the call disables gradients."""
+        if any(self.disables_grad(i.item, call.scope) for w in call.ctx.withs for i in w.items):
+            return True
+        return any(self.disables_grad(d.decorator, call.scope) for d in call.ctx.decorators)
 
     @property
     def notebook(self) -> bool:
@@ -417,7 +537,12 @@ class TorchModule:
         if function is None or _depth > 3 or self.notebook:
             return False
         callers = self.functions.callers(function)
-        return bool(callers) and all(self.guarded(c.ctx, c.node, _depth + 1) for c, _ in callers)
+        outside = self.outside_callers(function)
+        if outside is not None and not outside.guarded:
+            return False
+        return (bool(callers) or outside is not None) and all(
+            self.guarded(c.ctx, c.node, _depth + 1) for c, _ in callers
+        )
 
     def per_step(self, ctx: Context, _depth: int = 0) -> bool:
         """Code here runs on every training step: in a step loop, in the `forward` of a
@@ -431,6 +556,9 @@ class TorchModule:
         if function is None or _depth > 2:
             return False
         if function.name.value == "forward" and ctx.class_ is not None:
+            return True
+        outside = self.outside_callers(function)
+        if outside is not None and outside.per_step:
             return True
         return any(
             self.per_step(c.ctx, _depth + 1)
@@ -796,6 +924,11 @@ def _main_guard(node: cst.If) -> bool:
 
 
 def build(
-    module: cst.Module, path: str = "<string>", settings: Settings | None = None
+    module: cst.Module,
+    path: str = "<string>",
+    settings: Settings | None = None,
+    env: Environment | None = None,
 ) -> TorchModule:
-    return TorchModule(module, path, settings or Settings())
+    """The facts of one file; `env` tells what the rest of its project does (by default,
+    nothing: the file alone)."""
+    return TorchModule(module, path, settings or Settings(), env or Environment())

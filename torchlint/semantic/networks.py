@@ -136,6 +136,8 @@ class Networks:
         """The site's own layers, and those of the models its construction is given
         (`Seq2Seq(encoder, decoder)`)."""
         construction = site.construction
+        if construction is None:  # passed in by another file
+            return site.external.layers if site.external is not None else frozenset()
         found = set(self._layers_in(construction.node, construction.scope, depth))
         if depth < MAX_DEPTH:
             for arg in construction.node.args:
@@ -147,7 +149,8 @@ class Networks:
     def convolutional(self, site: ModelSite) -> bool:
         """The network convolves: a convolution layer in `layers`, or a torchvision
         architecture built of convolutions."""
-        qualname = site.construction.qualname or ""
+        construction = site.construction
+        qualname = (construction.qualname or "") if construction is not None else ""
         if qualname.startswith("torchvision.models."):
             name = qualname.rsplit(".", 1)[-1]
             return name.startswith(CONVOLUTIONAL_ZOO) or qualname.startswith(
@@ -168,7 +171,8 @@ class Networks:
         if qualname is not None:
             if qualname.startswith("torch.nn.") and not qualname.startswith("torch.nn.functional"):
                 return frozenset({qualname.rsplit(".", 1)[-1]})
-            return frozenset()
+            network = self.models.exported(call, scope)  # another file of the project
+            return network.layers if network is not None else frozenset()
         target = self.functions.definition(call.func, scope)
         if target is None or not isinstance(target.node, (cst.ClassDef, cst.FunctionDef)):
             return frozenset()
@@ -199,8 +203,15 @@ class Networks:
         self._layers[key] = frozenset(found)
         return self._layers[key]
 
+    def class_layers(self, cls: Scope) -> frozenset[str]:
+        """The torch.nn layers a network class of this file builds."""
+        assert isinstance(cls.node, cst.ClassDef)
+        return self._layers_of_definition(cls.node, 0)
+
     def well_known(self, site: ModelSite) -> bool:
         """Built by a model zoo (torchvision, timm, torch.hub, `from_pretrained`)."""
+        if site.construction is None:
+            return False
         qualname = site.construction.qualname or ""
         return qualname.startswith(ZOO_PREFIXES) or (
             qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")
@@ -209,7 +220,13 @@ class Networks:
     def parameters(self, site: ModelSite) -> int | None:
         """How many parameters the network has, where every size it is built with can be
         read; None otherwise."""
+        if site.construction is None:
+            return site.external.parameters if site.external is not None else None
         return self._count(site.construction.node, site.construction.scope, 0)
+
+    def class_parameters(self, cls: Scope) -> int | None:
+        """How many parameters an instance of a network class of this file has."""
+        return self._class(cls, 0)
 
     def _count(self, node: cst.BaseExpression, scope: Scope, depth: int) -> int | None:
         if depth > MAX_DEPTH:
@@ -217,15 +234,18 @@ class Networks:
         if isinstance(node, cst.Call):
             qualname = scope.resolve(node.func)
             if qualname is not None:
+                network = self.models.exported(node, scope)
+                if network is not None:  # a class or factory of another file
+                    return network.parameters
                 return self._library(qualname, node, scope, depth)
             cls = self.functions.class_scope(node.func, scope)
             return self._class(cls, depth) if cls is not None else None
         site = self.models.of(node, scope)
-        return (
-            self._count(site.construction.node, site.construction.scope, depth + 1)
-            if (site is not None)
-            else None
-        )
+        if site is None:
+            return None
+        if site.construction is None:
+            return site.external.parameters if site.external is not None else None
+        return self._count(site.construction.node, site.construction.scope, depth + 1)
 
     def _library(self, qualname: str, call: cst.Call, scope: Scope, depth: int) -> int | None:
         if not qualname.startswith("torch.nn."):
@@ -306,22 +326,29 @@ class Networks:
     def sequence_first(self, site: ModelSite) -> bool:
         """The network holds a recurrent or transformer layer that takes (sequence, batch,
         ...) inputs: one built without `batch_first=True`."""
+        if site.construction is None:
+            return site.external is not None and site.external.sequence_first
         return self._sequence_first(site.construction.node, site.construction.scope, 0)
 
     def _sequence_first(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
         if depth > MAX_DEPTH or not isinstance(node, cst.Call):
             site = self.models.of(node, scope) if depth <= MAX_DEPTH else None
-            return site is not None and self._sequence_first(
-                site.construction.node, site.construction.scope, depth + 1
-            )
+            if site is None or site.construction is None:
+                return site is not None and self.sequence_first(site)
+            return self._sequence_first(site.construction.node, site.construction.scope, depth + 1)
         qualname = scope.resolve(node.func)
         if qualname in SEQUENCE_FIRST:
             return bool_value(keyword(node, "batch_first")) is not True
         if qualname in CONTAINERS:
             return any(self._sequence_first(a.value, scope, depth + 1) for a in node.args)
+        network = self.models.exported(node, scope) if qualname is not None else None
+        if network is not None:  # a class or factory of another file
+            return network.sequence_first
         cls = self.functions.class_scope(node.func, scope)
-        if cls is None:
-            return False
+        return cls is not None and self.class_sequence_first(cls, depth)
+
+    def class_sequence_first(self, cls: Scope, depth: int = 0) -> bool:
+        """A network class of this file holds a sequence-first layer."""
         return any(
             self._sequence_first(b.value, b.ctx.scope, depth + 1)
             for c in [cls, *cls.bases]

@@ -1,0 +1,281 @@
+"""The whole program: the summaries of a project's files, linked.
+
+Linking answers what no single file shows:
+- what a name imported from another file is (following re-exports and star imports);
+- what the calls of the whole project pass for each parameter (`parameter`): the join
+  of every call site's value, following values that are themselves parameters (handed on
+  from one function to the next) to a fixed point;
+- how each function is called (`callers`): on every training step, on a GPU, again and
+  again, with autograd off, under the main guard, through chains of calls;
+- what the project does with each DataLoader and model site (`uses`): the loops of other
+  files over it, and the effects of the functions it is passed to.
+Each is computed once per program, in time linear in the summaries (chains are followed
+with memoized, cycle-guarded recursion of bounded depth), and deterministically.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from torchlint.project.layout import Layout
+from torchlint.semantic.external import (
+    Call,
+    Callers,
+    Class,
+    Environment,
+    Export,
+    Function,
+    Summary,
+    Uses,
+    Value,
+    join_values,
+)
+
+MAX_DEPTH = 8  # re-exports followed; calls chained
+
+
+@dataclass(frozen=True)
+class _Edge:
+    file: str  # the key of the file the call is in
+    call: Call
+    callee: Function
+
+
+class Program:
+    """A project's summaries (file key -> Summary) and what linking them tells."""
+
+    def __init__(self, layout: Layout, summaries: dict[str, Summary]) -> None:
+        self.layout = layout
+        self.summaries = summaries
+
+    # -- names -----------------------------------------------------------------------
+
+    def export(self, importer: str, qualname: str, _depth: int = 0) -> Export | None:
+        """What a name imported in `importer` is: a qualname as written there, or a
+        reference ("pkg/data.py::build", "pkg/engine.py::Trainer.fit")."""
+        if "::" in qualname:
+            key, _, local = qualname.partition("::")
+            return self._member(key, tuple(local.split(".")), _depth)
+        found = self.layout.resolve(importer, qualname)
+        if found is None:
+            return None
+        return self._member(found[0], found[1], _depth)
+
+    def _member(self, key: str, attributes: tuple[str, ...], depth: int) -> Export | None:
+        summary = self.summaries.get(key)
+        if summary is None or not attributes or depth > MAX_DEPTH:
+            return None
+        head, rest = attributes[0], attributes[1:]
+        found = summary.exports.get(head)
+        if found is None:
+            imported = summary.imports.get(head) or self._starred(key, head)
+            if imported is None:
+                return None
+            target = ".".join((imported, *rest))
+            return self.export(key, target, depth + 1)
+        for name in rest:
+            if not isinstance(found, Class):
+                return None
+            method = found.method(name)
+            if method is None:
+                return None
+            found = method
+        return found
+
+    def _starred(self, key: str, name: str) -> str | None:
+        """The qualname `name` is bound to by a star import of the file."""
+        summary = self.summaries[key]
+        for module in summary.stars:
+            if name in self.star(key, module):
+                return f"{module}.{name}" if not module.endswith(".") else module + name
+        return None
+
+    def star(self, importer: str, module: str, _depth: int = 0) -> tuple[str, ...]:
+        """The names `from module import *` binds in `importer`."""
+        found = self.layout.resolve(importer, module)
+        if found is None or found[1] or _depth > MAX_DEPTH:
+            return ()
+        summary = self.summaries.get(found[0])
+        if summary is None:
+            return ()
+        names = list(summary.names())
+        if summary.public is None:
+            for inner in summary.stars:
+                names += self.star(found[0], inner, _depth + 1)
+        return tuple(dict.fromkeys(names))
+
+    # -- calls -------------------------------------------------------------------------
+
+    @cached_property
+    def _edges(self) -> dict[str, list[_Edge]]:
+        """callee reference -> the calls that run it."""
+        found: dict[str, list[_Edge]] = {}
+        for key in sorted(self.summaries):
+            for call in self.summaries[key].calls:
+                callee = self.export(key, call.callee)
+                if isinstance(callee, Function):
+                    found.setdefault(callee.ref, []).append(_Edge(key, call, callee))
+        return found
+
+    @cached_property
+    def _passed(self) -> dict[str, Value]:
+        """parameter reference -> what the calls pass for it (parameters handed on still
+        named in `params`)."""
+        found: dict[str, list[Value]] = {}
+        for ref, edges in self._edges.items():
+            for edge in edges:
+                for name, value in _arguments(edge):
+                    found.setdefault(f"{ref}:{name}", []).append(value)
+        return {ref: v for ref, values in found.items() if (v := join_values(values))}
+
+    def parameter(self, function: str, name: str) -> Value | None:
+        """What the project passes for parameter `name` of `function` (a reference):
+        parameters handed on resolved to what their own calls pass."""
+        return self._resolved(f"{function}:{name}", frozenset())
+
+    def _resolved(self, param: str, seen: frozenset[str]) -> Value | None:
+        value = self._passed.get(param)
+        if value is None or param in seen or len(seen) > MAX_DEPTH:
+            return None
+        inner = [self._resolved(p, seen | {param}) for p in sorted(value.params)]
+        return join_values([value.without_params(), *inner]) or None
+
+    def callers(self, function: str) -> Callers | None:
+        """How the project calls `function` (a reference), through chains of calls."""
+        edges = self._edges.get(function)
+        if not edges:
+            return None
+        return self._callers(function, frozenset())
+
+    def _callers(self, function: str, seen: frozenset[str]) -> Callers:
+        per_step = gpu = repeated = no_grad = False
+        guarded, where = True, ""
+        for edge in self._edges.get(function, ()):
+            call = edge.call
+            outer = None
+            if call.caller is not None and len(seen) <= MAX_DEPTH:
+                ref = f"{edge.file}::{call.caller}"
+                if ref not in seen and ref in self._edges:
+                    outer = self._callers(ref, seen | {function})
+            per_step = per_step or call.per_step or bool(outer and outer.per_step)
+            gpu = gpu or (call.per_step and call.gpu) or bool(outer and outer.gpu)
+            repeated = repeated or call.repeated or bool(outer and outer.repeated)
+            no_grad = no_grad or call.no_grad or bool(outer and outer.no_grad)
+            guarded = guarded and (call.guarded or bool(outer and outer.guarded))
+            if not where or (call.per_step and not per_step):
+                where = call.where
+        return Callers(per_step, gpu, repeated, no_grad, guarded, where)
+
+    # -- sites -----------------------------------------------------------------------
+
+    @cached_property
+    def _uses(self) -> dict[str, Uses]:
+        """site reference -> what the project does with it."""
+        found: dict[str, Uses] = {}
+
+        def add(ref: str, uses: Uses) -> None:
+            found[ref] = found[ref].join(uses) if ref in found else uses
+
+        for key in sorted(self.summaries):
+            for ref, uses in self.summaries[key].uses:
+                add(ref, uses)
+        for function in self._functions():
+            for name, effect in function.effects:
+                value = self.parameter(function.ref, name)
+                if value is None:
+                    continue
+                callers = self._callers(function.ref, frozenset())
+                gpu = effect.gpu or any(
+                    (d := self.parameter(*p.rsplit(":", 1))) is not None
+                    and d.device is not None
+                    and d.device.is_gpu
+                    for p in sorted(effect.devices)
+                )
+                uses = Uses(
+                    effect.trains,
+                    effect.steps,
+                    effect.repeated or callers.repeated,
+                    gpu,
+                    f"`{function.ref.partition('::')[2]}` in {function.ref.partition('::')[0]}",
+                )
+                for ref in sorted(value.loaders):
+                    add(ref, uses)
+                if value.network is not None and value.network.site is not None:
+                    add(value.network.site, uses)
+        return found
+
+    def _functions(self) -> Iterable[Function]:
+        for key in sorted(self.summaries):
+            for export in self.summaries[key].exports.values():
+                if isinstance(export, Function):
+                    yield export
+                elif isinstance(export, Class):
+                    yield from (f for _, f in export.methods)
+
+    def uses(self, site: str) -> Uses | None:
+        return self._uses.get(site)
+
+    @cached_property
+    def _reached(self) -> set[str]:
+        """The files whose functions other files call or whose sites they use."""
+        found = {ref.partition("::")[0] for ref in self._edges}
+        return found | {re.split(r"[#@]\d+$", ref)[0] for ref in self._uses}
+
+    def reaches(self, key: str) -> bool:
+        return key in self._reached
+
+    def environment(self, key: str) -> ProgramEnvironment:
+        return ProgramEnvironment(key, program=self)
+
+
+def _arguments(edge: _Edge) -> Iterable[tuple[str, Value]]:
+    """The parameters of the callee a call binds, with the values it passes (positional
+    arguments stop at the first `*args`)."""
+    call, callee = edge.call, edge.callee
+    for index, value in enumerate(call.args):
+        name = callee.parameter(index, None, call.offset)
+        if name is not None and value is not None:
+            yield name, value
+    for keyword, value in call.kwargs:
+        name = callee.parameter(None, keyword, call.offset)
+        if name is not None:
+            yield name, value
+
+
+class ProgramEnvironment(Environment):
+    """One file's view of the program: what `Environment` asks, answered by linking."""
+
+    def __init__(self, path: str, program: Program) -> None:
+        super().__init__(path)
+        self.program = program
+
+    @property
+    def reached(self) -> bool:
+        assert self.path is not None
+        return self.program.reaches(self.path)
+
+    def knows(self, qualname: str) -> bool:
+        assert self.path is not None
+        if "::" in qualname or qualname.startswith("."):
+            return True
+        return self.program.layout.module_exists(self.path, qualname.partition(".")[0])
+
+    def _export(self, qualname: str) -> Export | None:
+        assert self.path is not None
+        return self.program.export(self.path, qualname)
+
+    def _star(self, module: str) -> Iterable[str]:
+        assert self.path is not None
+        return self.program.star(self.path, module)
+
+    def _parameter(self, function: str, name: str) -> Value | None:
+        return self.program.parameter(self.ref(function), name)
+
+    def _callers(self, function: str) -> Callers | None:
+        return self.program.callers(self.ref(function))
+
+    def _uses(self, site: str) -> Uses | None:
+        return self.program.uses(self.site(site))

@@ -1,0 +1,393 @@
+"""What a file tells the rest of its project (a `Summary`), read off its facts: the
+classes, functions and module-level values other files may import; the calls it makes
+into other files (what they pass and in what context) and the calls that hand its
+functions' parameters on (so that linking can follow a value through them); what each
+function does with the loaders and models it is given; and what its loops do with the
+loaders other files build."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.semantic.external import (
+    OPTIMIZER,
+    SCALER,
+    Call,
+    Class,
+    Dataset,
+    Effect,
+    Function,
+    Global,
+    Network,
+    Summary,
+    Uses,
+    Value,
+    join_values,
+)
+from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.models import ModelSite
+from torchlint.semantic.module import ITERABLE_DATASET, TorchModule, _descendants
+from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.syntax import str_value
+
+DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
+
+
+def summarize(module: TorchModule) -> Summary:
+    return _Exporter(module).summary()
+
+
+class _Exporter:
+    def __init__(self, module: TorchModule) -> None:
+        self.module = module
+        self.env = module.env
+        self.functions = module.functions
+
+    def summary(self) -> Summary:
+        summary = Summary(stars=tuple(self.module.facts.stars))
+        for name, symbol in self.module.scope.symbols.items():
+            bindings = symbol.bindings
+            if not bindings:
+                continue
+            if all(b.kind is Kind.IMPORT for b in bindings):
+                qualname = symbol.imported
+                if qualname is not None:
+                    summary.imports[name] = qualname
+                continue
+            binding = symbol.only(Kind.DEF, Kind.CLASS)
+            if binding is not None and binding.kind is Kind.DEF:
+                assert isinstance(binding.node, cst.FunctionDef)
+                summary.exports[name] = self.function(binding.node)
+            elif binding is not None:
+                summary.exports[name] = self.cls(self.functions.scope_of(binding.node))
+            elif all(b.kind is Kind.ASSIGN and b.value is not None for b in bindings):
+                if name == "__all__":
+                    summary.public = _names(bindings[0].value) if len(bindings) == 1 else None
+                    continue
+                value = join_values(self.describe(b.value, b.ctx.scope) for b in bindings)
+                if value:
+                    summary.exports[name] = Global(self.env.ref(name), value)
+        summary.calls = self.calls()
+        summary.uses = self.uses()
+        return summary
+
+    # -- values ------------------------------------------------------------------------
+
+    def describe(self, node: cst.CSTNode | None, scope: Scope) -> Value | None:
+        """What an expression holds, as another file needs to know it."""
+        if not isinstance(node, cst.BaseExpression):
+            return None
+        module = self.module
+        site = module.model_of(node, scope)
+        loaders = module.loaders_of(node, scope)
+        refs = {self.loader_ref(s) for s in loaders}
+        kind = module.training.kind(node, scope)
+        value = Value(
+            device=module.device(node, scope),
+            network=self.network(site) if site is not None else None,
+            loaders=frozenset(r for r in refs if r is not None),
+            pinned=frozenset(
+                r for s in loaders if (r := self.loader_ref(s)) and module.pins_memory(s)
+            ),
+            optimizer=kind if kind in (OPTIMIZER, SCALER) else None,
+            instance=self.instance(node, scope),
+            params=self.params(node, scope),
+        )
+        return value or None
+
+    def network(self, site: ModelSite) -> Network:
+        module = self.module
+        if site.construction is None:  # passed in: what the other file said
+            assert site.external is not None
+            return site.external
+        external = site.external
+        return Network(
+            site.kind,
+            site=self.env.site(f"@{site.index}"),
+            cls=external.cls if external is not None else site.construction.qualname,
+            on_gpu=module.on_gpu(site),
+            wrapped=bool(site.wrappers),
+            layers=module.networks.layers(site) if site.is_network else frozenset(),
+            parameters=module.networks.parameters(site) if site.is_network else None,
+            sequence_first=site.is_network and module.networks.sequence_first(site),
+        )
+
+    def loader_ref(self, site) -> str | None:
+        if site.call is None:
+            return site.ref
+        return self.env.site(f"#{site.index}")
+
+    def instance(self, node: cst.BaseExpression, scope: Scope) -> str | None:
+        cls = self.functions.instance_class(node, scope)
+        if cls is not None:
+            name = self.functions.local_name(cls.node)
+            return self.env.ref(name) if name is not None else None
+        found = self.functions.instance_export(node, scope)
+        return found.ref if found is not None else None
+
+    def params(self, node: cst.BaseExpression, scope: Scope) -> frozenset[str]:
+        """The parameters of this file's functions an expression may hold (through `.to()`,
+        `DataParallel(...)` and the like, for a model)."""
+        base, _ = self.module._models._unwrap(node, scope)
+        param = self.param(base, scope)
+        return frozenset({param}) if param is not None else frozenset()
+
+    def param(self, node: cst.CSTNode, scope: Scope) -> str | None:
+        """The reference of the parameter a name holds ("path::train:device")."""
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        symbol = scope.lookup_expr(node)
+        binding = symbol.only(Kind.PARAM) if symbol is not None else None
+        if binding is None:
+            return None
+        name = self.functions.local_name(binding.symbol.scope.node)
+        return self.env.ref(f"{name}:{binding.symbol.name}") if name is not None else None
+
+    # -- functions and classes -----------------------------------------------------------
+
+    def function(self, node: cst.FunctionDef, method: bool = False) -> Function:
+        functions, training = self.functions, self.module.training
+        scope = functions.scope_of(node)
+        params = node.params
+        name = functions.local_name(node) or node.name.value
+        returns = [self.describe(r, scope) for r in functions.returns(node)]
+        return Function(
+            self.env.ref(name),
+            tuple(p.name.value for p in (*params.posonly_params, *params.params)),
+            frozenset(p.name.value for p in params.kwonly_params),
+            method=method and scope.self_name is not None,
+            steps=training.does(node, "step"),
+            backward=training.does(node, "backward"),
+            returns=join_values(returns),
+            unpacked=self.unpacked(node, scope),
+            yields=functions.yields(node),
+            effects=tuple(sorted(self.effects.get(id(node), {}).items())),
+        )
+
+    def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
+        """Each element of the tuple a function returns, where every `return` returns a
+        tuple of the same length (`return train_loader, val_loader`)."""
+        returns = self.functions.returns(node)
+        if not returns or not all(isinstance(r, cst.Tuple) for r in returns):
+            return ()
+        lengths = {len(r.elements) for r in returns if isinstance(r, cst.Tuple)}
+        if len(lengths) != 1:
+            return ()
+        return tuple(
+            join_values(
+                self.describe(r.elements[i].value, scope)
+                for r in returns
+                if isinstance(r, cst.Tuple)
+            )
+            for i in range(lengths.pop())
+        )
+
+    def cls(self, scope: Scope) -> Class:
+        module = self.module
+        node = scope.node
+        assert isinstance(node, cst.ClassDef)
+        name = self.functions.local_name(node) or node.name.value
+        kind = module._models.class_kind(scope)
+        network = kind is ModelKind.NETWORK
+        methods = []
+        for member, symbol in scope.symbols.items():
+            binding = symbol.only(Kind.DEF)
+            if binding is not None:
+                assert isinstance(binding.node, cst.FunctionDef)
+                methods.append((member, self.function(binding.node, method=True)))
+        return Class(
+            self.env.ref(name),
+            module=kind,
+            optimizer=module.training.optimizer_class(scope),
+            layers=module.networks.class_layers(scope) if network else frozenset(),
+            parameters=module.networks.class_parameters(scope) if network else None,
+            sequence_first=network and module.networks.class_sequence_first(scope),
+            dataset=self.dataset(scope),
+            methods=tuple(methods),
+        )
+
+    def dataset(self, scope: Scope) -> Dataset | None:
+        """What the data-loading rules need of a Dataset class (one that derives from a
+        torch Dataset, or defines `__getitem__`)."""
+        node = scope.node
+        assert isinstance(node, cst.ClassDef) and scope.parent is not None
+        bases = {scope.parent.resolve(b.value) for b in node.bases}
+        getitem = scope.member("__getitem__")
+        method = getitem.only(Kind.DEF) if getitem is not None else None
+        if method is None and not bases & set(DATASET_BASES):
+            return None
+        calls = method is not None and any(
+            isinstance(n, cst.Call) for n in _descendants(method.node)
+        )
+        return Dataset(
+            per_sample=calls,
+            plain=method is not None and not calls,
+            sized=scope.member("__len__") is not None,
+            iterable=ITERABLE_DATASET in bases,
+        )
+
+    # -- what functions do with their parameters -------------------------------------------
+
+    @cached_property
+    def effects(self) -> dict[int, dict[str, Effect]]:
+        """id(def) -> parameter name -> what the function does with it: the loops that
+        iterate it (a loader) and the training loops that call it (a model)."""
+        module = self.module
+        found: dict[int, dict[str, Effect]] = {}
+
+        def add(binding: Binding, effect: Effect) -> None:
+            function = binding.symbol.scope.node
+            if self.functions.local_name(function) is None:
+                return
+            by_name = found.setdefault(id(function), {})
+            name = binding.symbol.name
+            by_name[name] = by_name[name].join(effect) if name in by_name else effect
+
+        for loop in module.loops:
+            if not isinstance(loop.node, cst.For):
+                continue
+            for it in module.iterables(loop.node.iter, loop.ctx.scope):
+                binding = self.param_binding(it, loop.ctx.scope)
+                if binding is not None:
+                    add(binding, self.loop_effect(loop))
+        for loop in module.training_loops:
+            for call in loop.calls:
+                binding = self.param_binding(call.node.func, call.scope)
+                if binding is not None:
+                    add(binding, self.loop_effect(loop))
+        return found
+
+    def param_binding(self, node: cst.CSTNode, scope: Scope) -> Binding | None:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        symbol = scope.lookup_expr(node)
+        return symbol.only(Kind.PARAM) if symbol is not None else None
+
+    def loop_effect(self, loop: Loop) -> Effect:
+        """How a loop trains on what it iterates (or calls), and where the batches go."""
+        gpu, devices = False, set()
+        for call in loop.calls:
+            if call.method not in ("to", "cuda"):
+                continue
+            device = self.module.move(call)
+            gpu = gpu or (device is not None and device.is_gpu)
+            expression = self.module.devices.move_expression(call)
+            param = self.param(expression, call.scope) if expression is not None else None
+            if param is not None:
+                devices.add(param)
+        return Effect(
+            trains=loop.is_training,
+            steps=loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops),
+            repeated=self.repeated(loop),
+            gpu=gpu,
+            devices=frozenset(devices),
+        )
+
+    def repeated(self, loop: Loop) -> bool:
+        """The loop runs again and again: inside another loop, or in a function this file
+        calls from a loop."""
+        if loop.ctx.loops:
+            return True
+        function = loop.ctx.function
+        return function is not None and any(
+            c.ctx.loops for c, _ in self.functions.callers(function)
+        )
+
+    # -- calls and uses ------------------------------------------------------------------
+
+    def calls(self) -> list[Call]:
+        module, found = self.module, []
+        for call in module.calls:
+            external = self.functions.external(call)
+            if external is not None:
+                callee, offset = external[0].ref, external[1]
+            else:
+                target = self.functions.target(call)
+                name = self.functions.local_name(target.function) if target else None
+                if target is None or name is None:
+                    continue
+                callee, offset = self.env.ref(name), target.offset
+            positional = []
+            for a in call.node.args:
+                if a.star or a.keyword is not None:
+                    break
+                positional.append(self.describe(a.value, call.scope))
+            args = tuple(positional)
+            kwargs = tuple(
+                (a.keyword.value, v)
+                for a in call.node.args
+                if a.keyword is not None
+                and not a.star
+                and (v := self.describe(a.value, call.scope))
+            )
+            if external is None and not any(
+                v.params for v in (*args, *(v for _, v in kwargs)) if v is not None
+            ):
+                continue  # a call within the file that hands no parameter on
+            found.append(self.call(call, callee, offset, args, kwargs))
+        return found
+
+    def call(
+        self,
+        call: CallSite,
+        callee: str,
+        offset: int,
+        args: tuple[Value | None, ...],
+        kwargs: tuple[tuple[str, Value], ...],
+    ) -> Call:
+        module = self.module
+        caller = call.ctx.function
+        name = self.functions.local_name(caller) if caller is not None else None
+        per_step = module.per_step(call.ctx) and not is_periodic(call)
+        return Call(
+            callee,
+            name,
+            args,
+            kwargs,
+            star=any(a.star for a in call.node.args),
+            offset=offset,
+            per_step=per_step,
+            gpu=per_step and (module.uses_gpu or module.presumed_accelerator),
+            repeated=bool(call.ctx.loops),
+            no_grad=module.grad_disabled(call),
+            guarded=module.guarded(call.ctx, call.node),
+            where=f"`{name}` in {self.env.path}" if name else str(self.env.path),
+        )
+
+    def uses(self) -> list[tuple[str, Uses]]:
+        """What the loops of this file do with loaders other files build."""
+        found = []
+        for loop in self.module.loops:
+            for site in loop.loaders:
+                if site.ref is not None:
+                    effect = self.loop_effect(loop)
+                    found.append(
+                        (
+                            site.ref,
+                            Uses(
+                                effect.trains,
+                                effect.steps,
+                                effect.repeated,
+                                effect.gpu,
+                                self.where(loop),
+                            ),
+                        )
+                    )
+        return found
+
+    def where(self, loop: Loop) -> str:
+        function = loop.ctx.function
+        name = self.functions.local_name(function) if function is not None else None
+        return f"`{name}` in {self.env.path}" if name else str(self.env.path)
+
+
+def _names(node: cst.BaseExpression | None) -> tuple[str, ...] | None:
+    """The strings of a list or tuple literal (`__all__`), else None."""
+    if not isinstance(node, (cst.List, cst.Tuple)):
+        return None
+    names = [str_value(e.value) for e in node.elements]
+    return tuple(n for n in names if n is not None) if None not in names else None

@@ -1,0 +1,551 @@
+"""What one file's analysis may know of the rest of its program, as plain data.
+
+The project layer (`torchlint/project/`) answers through an `Environment`: what a name
+imported from another file of the project is (`Class`, `Function`, or a module-level
+`Value`), what the other files pass for a parameter of this file's functions, how they
+call those functions (`Callers`) and what they do with the DataLoaders and models this
+file builds (`Uses`). A file checked on its own gets `ALONE`, which knows nothing.
+
+Every answer an environment gives is recorded under a key (`Environment.answers`): a
+result computed from a file's text and those answers holds as long as the answers do,
+which is how the project layer knows what to check again after an edit.
+
+References name things across files: `"pkg/data.py::build"` a function or class
+(`"pkg/engine.py::Trainer.fit"` a method), `"pkg/data.py#0"` the first DataLoader of
+the file, `"pkg/train.py@2"` its third model, `"pkg/engine.py::train:device"` a
+parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from torchlint.semantic.lattice import Device, DeviceKind, ModelKind, join_all
+
+OPTIMIZER, SCALER = "optimizer", "scaler"
+
+
+def _join_device(a: Device | None, b: Device | None) -> Device | None:
+    return join_all([d for d in (a, b) if d is not None])
+
+
+def _device_json(device: Device | None) -> list[Any] | None:
+    return None if device is None else [device.kind.value, device.index, device.cpu_path]
+
+
+def _device(data: list[Any] | None) -> Device | None:
+    return None if data is None else Device(DeviceKind(data[0]), data[1], data[2])
+
+
+@dataclass(frozen=True)
+class Network:
+    """An `nn.Module` built in another file, or presumed from how a parameter is used."""
+
+    kind: ModelKind
+    site: str | None = None  # the model site that builds it ("path@i"), for its uses
+    cls: str | None = None  # what builds it: a class/factory qualname or reference
+    on_gpu: bool = False  # moved to a GPU where it is built (on some path)
+    wrapped: bool = False  # DataParallel / DistributedDataParallel around it
+    layers: frozenset[str] = frozenset()  # the torch.nn layers it is built from
+    parameters: int | None = None
+    sequence_first: bool = False
+    presumed: bool = False  # nothing shows where it is built: a network by its use
+
+    def join(self, other: Network) -> Network:
+        if self == other:
+            return self
+        return Network(
+            self.kind if self.kind is other.kind else ModelKind.NETWORK,
+            self.site if self.site == other.site else None,
+            self.cls if self.cls == other.cls else None,
+            self.on_gpu or other.on_gpu,
+            self.wrapped and other.wrapped,
+            self.layers & other.layers,
+            None,
+            self.sequence_first and other.sequence_first,
+            self.presumed and other.presumed,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["kind"] = self.kind.value
+        data["layers"] = sorted(self.layers)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Network:
+        return cls(**{**data, "kind": ModelKind(data["kind"]), "layers": frozenset(data["layers"])})
+
+
+@dataclass(frozen=True)
+class Value:
+    """What an expression may hold, as far as another file needs to know."""
+
+    device: Device | None = None
+    network: Network | None = None
+    loaders: frozenset[str] = frozenset()  # DataLoader sites ("path#i")
+    pinned: frozenset[str] = frozenset()  # those of them that pin memory
+    optimizer: str | None = None  # OPTIMIZER or SCALER
+    instance: str | None = None  # a class of the project it is an instance of ("path::C")
+    params: frozenset[str] = frozenset()  # parameters it may also be (resolved by linking)
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) for f in fields(self))
+
+    def join(self, other: Value) -> Value:
+        network = (
+            self.network.join(other.network)
+            if self.network is not None and other.network is not None
+            else self.network or other.network
+        )
+        return Value(
+            _join_device(self.device, other.device),
+            network,
+            self.loaders | other.loaders,
+            self.pinned | other.pinned,
+            _same(self.optimizer, other.optimizer),
+            _same(self.instance, other.instance),
+            self.params | other.params,
+        )
+
+    def without_params(self) -> Value:
+        return replace(self, params=frozenset())
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.device is not None:
+            data["device"] = _device_json(self.device)
+        if self.network is not None:
+            data["network"] = self.network.to_json()
+        for name in ("loaders", "pinned", "params"):
+            if getattr(self, name):
+                data[name] = sorted(getattr(self, name))
+        for name in ("optimizer", "instance"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Value:
+        network = data.get("network")
+        return cls(
+            _device(data.get("device")),
+            Network.from_json(network) if network is not None else None,
+            frozenset(data.get("loaders", ())),
+            frozenset(data.get("pinned", ())),
+            data.get("optimizer"),
+            data.get("instance"),
+            frozenset(data.get("params", ())),
+        )
+
+
+def _same(a: str | None, b: str | None) -> str | None:
+    """One of two facts that may be missing: the one known, else None if they differ."""
+    return b if a is None else a if b is None or a == b else None
+
+
+def join_values(values: Iterable[Value | None]) -> Value | None:
+    result: Value | None = None
+    for value in values:
+        if value is not None:
+            result = value if result is None else result.join(value)
+    return result
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a function does with one of its parameters (a loader or a model it is
+    given), for the site that built the value: how it is trained on."""
+
+    trains: bool = False  # a training loop iterates it (a loader) or calls it (a model)
+    steps: bool = False  # ... a step loop: once per optimizer step
+    repeated: bool = False  # again and again in one call (epochs)
+    gpu: bool = False  # its batches, or the model, go to a GPU
+    devices: frozenset[str] = frozenset()  # parameters naming where they go (linking)
+
+    def join(self, other: Effect) -> Effect:
+        return Effect(
+            self.trains or other.trains,
+            self.steps or other.steps,
+            self.repeated or other.repeated,
+            self.gpu or other.gpu,
+            self.devices | other.devices,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**_plain(self), "devices": sorted(self.devices)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Effect:
+        return cls(**{**data, "devices": frozenset(data["devices"])})
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function (or method) of another file: its parameters and what a call does."""
+
+    ref: str
+    params: tuple[str, ...]  # positional parameters in order (the instance first)
+    keywords: frozenset[str] = frozenset()  # keyword-only parameters
+    method: bool = False  # called on an instance: the instance is the first parameter
+    steps: bool = False  # each call runs an optimizer step (outside a loop of its own)
+    backward: bool = False  # each call runs a backward pass
+    syncs: bool = False  # each call waits for the GPU (`.item()`, `.cpu()`...)
+    returns: Value | None = None
+    unpacked: tuple[Value | None, ...] = ()  # each element, where it returns a tuple
+    yields: int | None = None  # a generator handing on the items of its parameter #i
+    effects: tuple[tuple[str, Effect], ...] = ()  # parameter name -> what it does with it
+    kind: ClassVar[str] = "function"
+
+    def parameter(self, index: int | None, keyword: str | None, offset: int) -> str | None:
+        """The parameter an argument binds (`index`-th positional, or `keyword`), for a
+        call that passes the first `offset` parameters implicitly (the instance)."""
+        if keyword is not None:
+            return keyword if keyword in self.params or keyword in self.keywords else None
+        if index is None or index + offset >= len(self.params):
+            return None
+        return self.params[index + offset]
+
+    def returned(self, element: int | None) -> Value | None:
+        """What a call returns (the `element`-th of the tuple it returns)."""
+        if element is None:
+            return self.returns
+        return self.unpacked[element] if element < len(self.unpacked) else None
+
+    def effect(self, name: str) -> Effect | None:
+        return next((e for n, e in self.effects if n == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["params"] = list(self.params)
+        data["keywords"] = sorted(self.keywords)
+        data["returns"] = self.returns.to_json() if self.returns is not None else None
+        data["unpacked"] = [v.to_json() if v is not None else None for v in self.unpacked]
+        data["effects"] = [[n, e.to_json()] for n, e in self.effects]
+        data["kind"] = self.kind
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Function:
+        data = {k: v for k, v in data.items() if k != "kind"}
+        returns = data["returns"]
+        return cls(
+            **{
+                **data,
+                "params": tuple(data["params"]),
+                "keywords": frozenset(data["keywords"]),
+                "returns": Value.from_json(returns) if returns is not None else None,
+                "unpacked": tuple(
+                    Value.from_json(v) if v is not None else None for v in data["unpacked"]
+                ),
+                "effects": tuple((n, Effect.from_json(e)) for n, e in data["effects"]),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A Dataset class, as the data-loading rules judge it."""
+
+    per_sample: bool = False  # `__getitem__` visibly works per sample (reads, decodes)
+    plain: bool = False  # `__getitem__` calls nothing (tensors in memory)
+    sized: bool = False  # defines `__len__`
+    iterable: bool = False  # an IterableDataset
+
+    def to_json(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class Class:
+    """A class of another file: an nn.Module (and what it is like), an optimizer or a
+    wrapper holding one, a Dataset, and its methods."""
+
+    ref: str
+    module: ModelKind | None = None  # an nn.Module of this kind
+    optimizer: bool = False  # an optimizer, or a class holding one (its methods step it)
+    layers: frozenset[str] = frozenset()
+    parameters: int | None = None
+    sequence_first: bool = False
+    dataset: Dataset | None = None
+    methods: tuple[tuple[str, Function], ...] = ()
+    kind: ClassVar[str] = "class"
+
+    def method(self, name: str) -> Function | None:
+        return next((f for n, f in self.methods if n == name), None)
+
+    def network(self) -> Network | None:
+        """What an instance of the class is, when it is an nn.Module."""
+        if self.module is None:
+            return None
+        return Network(
+            self.module,
+            cls=self.ref,
+            layers=self.layers,
+            parameters=self.parameters,
+            sequence_first=self.sequence_first,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["module"] = self.module.value if self.module is not None else None
+        data["layers"] = sorted(self.layers)
+        data["dataset"] = self.dataset.to_json() if self.dataset is not None else None
+        data["methods"] = [[n, f.to_json()] for n, f in self.methods]
+        data["kind"] = self.kind
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Class:
+        data = {k: v for k, v in data.items() if k != "kind"}
+        dataset = data["dataset"]
+        return cls(
+            **{
+                **data,
+                "module": ModelKind(data["module"]) if data["module"] is not None else None,
+                "layers": frozenset(data["layers"]),
+                "dataset": Dataset(**dataset) if dataset is not None else None,
+                "methods": tuple((n, Function.from_json(f)) for n, f in data["methods"]),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Global:
+    """A module-level value of another file (`device = torch.device("cuda")`)."""
+
+    ref: str
+    value: Value
+    kind: ClassVar[str] = "value"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ref": self.ref, "value": self.value.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Global:
+        return cls(data["ref"], Value.from_json(data["value"]))
+
+
+Export = Class | Function | Global
+_EXPORTS: dict[str, Any] = {"class": Class, "function": Function, "value": Global}
+
+
+def export_from_json(data: dict[str, Any]) -> Export:
+    return _EXPORTS[data["kind"]].from_json(data)
+
+
+@dataclass(frozen=True)
+class Callers:
+    """How the other files of the project call a function of this file."""
+
+    per_step: bool = False  # some call runs on every training step (not every N steps)
+    gpu: bool = False  # ... of training on a GPU
+    repeated: bool = False  # some call runs again and again (in a loop: epochs)
+    no_grad: bool = False  # some call runs with autograd off
+    guarded: bool = False  # every call runs under `if __name__ == "__main__":`
+    where: str = ""  # one caller, for messages ("`train_one_epoch` in pkg/engine.py")
+
+    def to_json(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class Uses:
+    """What the other files do with a DataLoader or a model this file builds."""
+
+    trains: bool = False  # a training loop of theirs iterates it / calls it
+    steps: bool = False  # ... once per optimizer step
+    repeated: bool = False  # iterated again and again (every epoch)
+    gpu: bool = False  # the batches, or the model, go to a GPU there
+    where: str = ""
+
+    def join(self, other: Uses) -> Uses:
+        return Uses(
+            self.trains or other.trains,
+            self.steps or other.steps,
+            self.repeated or other.repeated,
+            self.gpu or other.gpu,
+            self.where or other.where,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of this file into another file of the project, for linking: what it
+    passes, and in what context it runs."""
+
+    callee: str  # a reference ("pkg/engine.py::train"), or a qualname as imported here
+    caller: str | None  # the function of this file it is in (its dotted name), else None
+    args: tuple[Value | None, ...] = ()
+    kwargs: tuple[tuple[str, Value], ...] = ()
+    star: bool = False  # `*args`/`**kwargs`: the rest cannot be mapped
+    offset: int = 0  # leading parameters passed implicitly (1: the instance)
+    per_step: bool = False  # runs on every training step
+    gpu: bool = False  # ... of training on a GPU
+    repeated: bool = False  # in a loop
+    no_grad: bool = False  # with autograd off
+    guarded: bool = False  # under `if __name__ == "__main__":`
+    where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["args"] = [a.to_json() if a is not None else None for a in self.args]
+        data["kwargs"] = [[k, v.to_json()] for k, v in self.kwargs]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Call:
+        return cls(
+            **{
+                **data,
+                "args": tuple(Value.from_json(a) if a is not None else None for a in data["args"]),
+                "kwargs": tuple((k, Value.from_json(v)) for k, v in data["kwargs"]),
+            }
+        )
+
+
+@dataclass
+class Summary:
+    """What a file tells the rest of its project."""
+
+    exports: dict[str, Export] = field(default_factory=dict)  # module-level name -> what
+    imports: dict[str, str] = field(default_factory=dict)  # module-level name -> qualname
+    stars: tuple[str, ...] = ()  # modules it imports `*` from
+    public: tuple[str, ...] | None = None  # `__all__`, when the file spells it out
+    calls: list[Call] = field(default_factory=list)
+    uses: list[tuple[str, Uses]] = field(default_factory=list)  # sites of other files
+
+    def names(self) -> tuple[str, ...]:
+        """What `from <this module> import *` binds (the star imports' names aside)."""
+        if self.public is not None:
+            return self.public
+        return tuple(n for n in (*self.exports, *self.imports) if not n.startswith("_"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exports": {n: e.to_json() for n, e in self.exports.items()},
+            "imports": self.imports,
+            "stars": list(self.stars),
+            "public": list(self.public) if self.public is not None else None,
+            "calls": [c.to_json() for c in self.calls],
+            "uses": [[ref, u.to_json()] for ref, u in self.uses],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Summary:
+        public = data["public"]
+        return cls(
+            {n: export_from_json(e) for n, e in data["exports"].items()},
+            dict(data["imports"]),
+            tuple(data["stars"]),
+            tuple(public) if public is not None else None,
+            [Call.from_json(c) for c in data["calls"]],
+            [(ref, Uses(**u)) for ref, u in data["uses"]],
+        )
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+@dataclass
+class Environment:
+    """The rest of the program, as one file's analysis sees it. This base knows nothing
+    (a file alone); the project layer's subclass answers from the project's summaries.
+    Every question asked is recorded in `answers` (key -> the answer as plain data)."""
+
+    path: str | None = None  # the file's key in its project ("pkg/engine.py")
+    answers: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None  # what the file tells the project, once analysed
+
+    @property
+    def informed(self) -> bool:
+        """Some answer told the file something."""
+        return any(self.answers.values())
+
+    @property
+    def reached(self) -> bool:
+        """Other files call this file's functions or use what it builds: analyse it even
+        if it holds none of the tokens the rules look for."""
+        return False
+
+    def ref(self, local: str) -> str:
+        """A reference to a function, class or value of this file, as other files name it
+        (`local`: its dotted name in the file, "train", "Trainer.fit")."""
+        return f"{self.path or '<file>'}::{local}"
+
+    def site(self, local: str) -> str:
+        """A reference to a site of this file ("#0": its first DataLoader, "@1": its
+        second model)."""
+        return f"{self.path or '<file>'}{local}"
+
+    def export(self, qualname: str) -> Export | None:
+        """What a name imported from another file of the project is (`qualname` as the
+        import writes it: "pkg.models.Net", ".models.Net", "utils.MetricLogger")."""
+        if not self.knows(qualname):
+            return None
+        key = f"export {qualname}"
+        if key not in self.answers:
+            found = self._export(qualname)
+            self.answers[key] = found.to_json() if found is not None else None
+        data = self.answers[key]
+        return export_from_json(data) if data is not None else None
+
+    def star(self, module: str) -> tuple[str, ...]:
+        """The names `from module import *` binds, for a module of the project."""
+        if not self.knows(module):
+            return ()
+        key = f"star {module}"
+        if key not in self.answers:
+            self.answers[key] = list(self._star(module))
+        return tuple(self.answers[key])
+
+    def parameter(self, function: str, name: str) -> Value | None:
+        """What the other files pass for parameter `name` of a function of this file
+        (`function` its dotted name in the file: "train", "Trainer.fit")."""
+        data = self._ask(f"param {function}:{name}", lambda: self._parameter(function, name))
+        return Value.from_json(data) if data is not None else None
+
+    def callers(self, function: str) -> Callers | None:
+        data = self._ask(f"callers {function}", lambda: self._callers(function))
+        return Callers(**data) if data is not None else None
+
+    def uses(self, site: str) -> Uses | None:
+        """What the other files do with a site of this file ("#0": its first DataLoader,
+        "@1": its second model)."""
+        data = self._ask(f"uses {site}", lambda: self._uses(site))
+        return Uses(**data) if data is not None else None
+
+    def _ask(self, key: str, compute: Any) -> Any:
+        if self.path is None:
+            return None
+        if key not in self.answers:
+            found = compute()
+            self.answers[key] = found.to_json() if found is not None else None
+        return self.answers[key]
+
+    # -- what a project answers (nothing, here) ----------------------------------------
+
+    def knows(self, qualname: str) -> bool:
+        """`qualname` may name a module of the project (else it is not asked about)."""
+        return False
+
+    def _export(self, qualname: str) -> Export | None:
+        return None
+
+    def _star(self, module: str) -> Iterable[str]:
+        return ()
+
+    def _parameter(self, function: str, name: str) -> Value | None:
+        return None
+
+    def _callers(self, function: str) -> Callers | None:
+        return None
+
+    def _uses(self, site: str) -> Uses | None:
+        return None
