@@ -26,9 +26,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def _entries(root: Path) -> list[Path]:
-    return sorted(
-        p for p in (root / DIRNAME).rglob("*") if p.is_file() and p.parent.name != DIRNAME
-    )
+    """The stored results (the project's summaries are beside them, in project-v1/)."""
+    return sorted(p for p in (root / DIRNAME / "v1").rglob("*") if p.is_file())
 
 
 def _same(a, b) -> None:

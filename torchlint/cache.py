@@ -104,7 +104,6 @@ class Cache:
     def put(self, path: Path, name: str, codes, raw: bytes, result: FileResult) -> None:
         if not self.writable:
             return
-        target = self._entry(path, name, codes)
         encoded = encode_result(result)
         text_is_source = False
         if result.text is not None:
@@ -112,39 +111,80 @@ class Cache:
                 text_is_source = result.text == decode(raw)[0]
         if text_is_source:
             encoded["text"] = None  # the file itself: not stored twice
-        data = json.dumps(
-            {
-                "content": hashlib.sha256(raw).hexdigest(),
-                "text_is_source": text_is_source,
-                "result": encoded,
-            }
-        )
-        try:
-            self._prepare()
-            target.parent.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError:
-            self.writable = False  # read-only checkout, full disk: run without storing
+        data = {
+            "content": hashlib.sha256(raw).hexdigest(),
+            "text_is_source": text_is_source,
+            "result": encoded,
+        }
+        self.writable = _store(self.directory, self._entry(path, name, codes), data)
 
-    def _prepare(self) -> None:
-        if (self.directory / TAG).exists():
-            self.entries.mkdir(exist_ok=True)
-            return
-        self.entries.mkdir(parents=True, exist_ok=True)
-        for name, text in ((TAG, _TAG_TEXT), (".gitignore", "# Created by torchlint.\n*\n")):
-            file = self.directory / name
-            if not file.exists():
-                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                os.replace(tmp, file)
+
+class Summaries:
+    """Project files' summaries, each with the answers about the rest of the project it
+    was computed from (`Environment.answers`), by the file's key and content: valid while
+    those answers hold. Independent of the rules selected and of their options."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.entries = directory / f"project-v{FORMAT}"
+        self.salt = f"{code_fingerprint()}\0".encode()
+        self.writable = True
+
+    def _entry(self, root: Path, key: str, raw: bytes) -> Path:
+        digest = hashlib.sha256(self.salt)
+        digest.update(f"{root.absolute()}\0{key}\0".encode())
+        digest.update(hashlib.sha256(raw).digest())
+        hexdigest = digest.hexdigest()
+        return self.entries / hexdigest[:2] / hexdigest[2:]
+
+    def get(self, root: Path, key: str, raw: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(summary, answers) stored for these bytes of the file, if any."""
+        try:
+            data = json.loads(self._entry(root, key, raw).read_bytes())
+            return data["summary"], data["answers"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(
+        self, root: Path, key: str, raw: bytes, summary: dict[str, Any], answers: dict[str, Any]
+    ) -> None:
+        if self.writable:
+            target = self._entry(root, key, raw)
+            data = {"summary": summary, "answers": answers}
+            self.writable = _store(self.directory, target, data)
+
+
+def _store(directory: Path, target: Path, data: dict[str, Any]) -> bool:
+    """Write one entry (atomically: a temporary file renamed into place); False when the
+    directory cannot be written (read-only checkout, full disk): run without storing."""
+    try:
+        _prepare(directory, target.parent.parent)
+        target.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(data))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return False
+    return True
+
+
+def _prepare(directory: Path, entries: Path) -> None:
+    if (directory / TAG).exists():
+        entries.mkdir(exist_ok=True)
+        return
+    entries.mkdir(parents=True, exist_ok=True)
+    for name, text in ((TAG, _TAG_TEXT), (".gitignore", "# Created by torchlint.\n*\n")):
+        file = directory / name
+        if not file.exists():
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, file)
 
 
 def clean(directory: Path) -> bool:

@@ -401,7 +401,9 @@ def _run(
             from torchlint.cache import location
 
             cache_dir = None if options.no_cache else location(config.root)
-            results = found.errors + run_files(found.files, job, config, on_result, cache_dir)
+            results = found.errors + run_files(
+                found.files, job, config, on_result, cache_dir, found.bases
+            )
         except Interrupted as exc:
             _interrupted(exc)
             return EXIT_INTERRUPTED

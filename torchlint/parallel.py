@@ -17,16 +17,18 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from torchlint.cache import Cache
-from torchlint.config import Config
-from torchlint.linter import TOO_DEEP, parser_thread
+from torchlint.cache import Cache, Summaries
+from torchlint.config import Config, instantiate
+from torchlint.linter import TOO_DEEP, applies, parser_thread
+from torchlint.project import Layout, Project, find_root
 from torchlint.results import FileResult, Job
-from torchlint.runner import display, process_file
-from torchlint.source import SourceError, read_bytes
+from torchlint.runner import discover, display, process_file, summarize_file
+from torchlint.semantic.external import Environment
+from torchlint.source import SourceError, decode, read_bytes
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -46,11 +48,13 @@ def workers() -> int:
 
 @dataclass
 class _Task:
-    index: int
+    index: int  # position among the files asked; -1: a file read for its summary only
     path: Path
     codes: tuple[str, ...]
     raw: bytes | None = None  # what the cache key was computed from
     stamp: tuple[int, int, int] | None = None  # (mtime_ns, size, inode) when read
+    project: int | None = None  # the index of its project in the run, if any
+    key: str | None = None  # its key in that project
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -61,11 +65,13 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
+def lint_one(
+    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
+) -> FileResult:
     """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
     (one bad file must not cost the results of a thousand others)."""
     try:
-        result = process_file(path, job, codes)
+        result = process_file(path, job, codes, env)
         if not result.violations:
             result.text = None  # only reporters read it, for findings: not worth shipping
         return result
@@ -117,19 +123,33 @@ class _Stop:
 
 _job: Job | None = None
 _stop: Any = None  # the parent's stop Event, in a worker
+_projects: list[Project] = []  # the run's projects (forked workers inherit them)
+
+_Item = tuple[Path, tuple[str, ...], int | None, str | None, bool]
 
 
-def _init_worker(job: Job, stop: Any) -> None:
-    global _job, _stop
+def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
+    global _job, _stop, _projects
     _job, _stop = job, stop
+    if projects is not None:  # spawned: sent; forked: inherited
+        _projects = projects
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
 
-def _work(item: tuple[Path, tuple[str, ...]]) -> FileResult | None:
+def _run(item: _Item, job: Job) -> FileResult:
+    path, codes, project, key, summary_only = item
+    env = _projects[project].environment(key) if project is not None and key else None
+    if summary_only:
+        assert env is not None
+        return summarize_file(path, job, env)
+    return lint_one(path, job, codes, env)
+
+
+def _work(item: _Item) -> FileResult | None:
     assert _job is not None
     if _stop is not None and _stop.is_set():
         return None  # the run was interrupted: not started
-    return lint_one(item[0], _job, item[1])
+    return _run(item, _job)
 
 
 def _pool_size(tasks: Sequence[_Task]) -> int:
@@ -153,14 +173,11 @@ def _compute(
 ) -> Generator[FileResult | None, None, None]:
     """Results for `tasks`, in their order; None for a task not started because `stop`
     was requested."""
+    items: list[_Item] = [(t.path, t.codes, t.project, t.key, t.index < 0) for t in tasks]
     size = _pool_size(tasks)
     if size == 1:
-        for task in tasks:
-            yield (
-                None
-                if stop is not None and stop.requested
-                else lint_one(task.path, job, task.codes)
-            )
+        for item in items:
+            yield None if stop is not None and stop.requested else _run(item, job)
         return
     parser_thread.stop()  # fork a process without threads
     method = "fork" if sys.platform == "linux" else "spawn"
@@ -170,9 +187,9 @@ def _compute(
         if stop.requested:
             stop.shared.set()
     chunksize = max(1, min(8, len(tasks) // (size * 8)))
-    items = [(t.path, t.codes) for t in tasks]
     shared = stop.shared if stop is not None else None
-    with context.Pool(size, initializer=_init_worker, initargs=(job, shared)) as pool:
+    sent = None if method == "fork" else _projects
+    with context.Pool(size, initializer=_init_worker, initargs=(job, shared, sent)) as pool:
         yield from pool.imap(_work, items, chunksize=chunksize)
 
 
@@ -190,26 +207,46 @@ def run_files(
     config: Config,
     on_result: Callable[[FileResult], None] | None = None,
     cache_dir: Path | None = None,
+    bases: dict[Path, Path] | None = None,
 ) -> list[FileResult]:
     """Lint (or fix) every file (in worker processes when there are enough), answering
-    from the cache in `cache_dir` what it knows (None: no cache). Results, and the calls
-    of `on_result` (progress bar, --verbose), come in the order of `files`. A run that
-    rewrites files stops at Ctrl-C once the files in progress are done, and raises
+    from the cache in `cache_dir` what it knows (None: no cache). Each file is analysed
+    with what the rest of its project tells it (`_Rounds`; `bases`: the folder each file
+    was found from, its project's root where no marker says otherwise). Results, and the
+    calls of `on_result` (progress bar, --verbose), come in the order of `files`. A run
+    that rewrites files stops at Ctrl-C once the files in progress are done, and raises
     `Interrupted` with the results of every file finished."""
+    global _projects
     tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
+    rounds = _Rounds(tasks, job, config, bases or {}, cache_dir)
+    _projects = rounds.projects
+    try:
+        if not (job.fix or job.diff):
+            results = rounds.converge(job)
+            for result in results:
+                if on_result is not None:
+                    on_result(result)
+            return results
+        rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
+        return _rewrite(tasks, job, on_result, cache_dir)
+    finally:
+        _projects = []
+
+
+def _rewrite(
+    tasks: Sequence[_Task],
+    job: Job,
+    on_result: Callable[[FileResult], None] | None,
+    cache_dir: Path | None,
+) -> list[FileResult]:
+    """Fix (or diff) every file with what its project tells it."""
     results: list[FileResult | None] = [None] * len(tasks)
     cache = Cache(cache_dir, job) if cache_dir is not None else None
-    todo = tasks
+    todo = list(tasks)
     if cache is not None:
         todo = []
         for task in tasks:
-            task.stamp = _stamp(task.path)
-            try:
-                task.raw = read_bytes(task.path)
-            except SourceError:
-                todo.append(task)  # process_file reports why
-                continue
-            hit = cache.get(task.path, display(task.path), task.codes, task.raw)
+            hit = _cached(cache, task)
             if hit is None:
                 todo.append(task)
             else:
@@ -241,3 +278,152 @@ def run_files(
     if stop is not None and stop.requested:
         raise Interrupted(out, exact=True)
     return out
+
+
+def _cached(cache: Cache, task: _Task) -> FileResult | None:
+    """The cached result of a task, if it holds: the same bytes, the same answers from
+    its project."""
+    task.stamp = _stamp(task.path)
+    try:
+        task.raw = read_bytes(task.path)
+    except SourceError:
+        return None  # process_file reports why
+    hit = cache.get(task.path, display(task.path), task.codes, task.raw)
+    if hit is None or task.project is None or task.key is None:
+        return hit
+    return hit if _projects[task.project].holds(task.key, hit.answers or {}) else None
+
+
+MAX_ROUNDS = 4
+
+
+class _Rounds:
+    """The projects of a run's files, and the rounds that bring their summaries to a
+    fixed point: every file asked is analysed with what the rest of its project tells it,
+    and analysed again while that changes (at most MAX_ROUNDS times). Besides the files
+    asked, each project's files that hold a token of a selected rule are read for their
+    summaries (what they pass to the others, how they use what the others build), and
+    any other file of the project once another file needs what it defines. Summaries are
+    stored by content with the answers they were computed from, and reused while those
+    answers hold."""
+
+    def __init__(
+        self,
+        tasks: list[_Task],
+        job: Job,
+        config: Config,
+        bases: dict[Path, Path],
+        cache_dir: Path | None,
+    ) -> None:
+        self.tasks = tasks
+        self.job = job
+        self.cache_dir = cache_dir
+        self.store = Summaries(cache_dir) if cache_dir is not None else None
+        self.projects: list[Project] = []
+        # Each project file, read for its summary only where no analysis gives it: files not
+        # asked that hold a token of a selected rule, any file another file needs.
+        self.others: dict[tuple[int, str], _Task] = {}
+        self.tokens: set[tuple[int, str]] = set()
+        self.raws: dict[tuple[int, str], bytes] = {}
+        rules = instantiate(job.codes)
+        by_root: dict[Path, list[_Task]] = {}
+        for task in tasks:
+            base = bases.get(task.path, task.path.parent).absolute()
+            by_root.setdefault(find_root(task.path.absolute(), base), []).append(task)
+        for root, asked in by_root.items():
+            files = [f for f in discover([str(root)], config).files if f.suffix == ".py"]
+            layout = Layout(root, [*files, *(t.path for t in asked)])
+            index = len(self.projects)
+            project = Project(layout)
+            self.projects.append(project)
+            mine = {t.path.absolute() for t in asked}
+            for task in asked:
+                task.project, task.key = index, layout.key(task.path) or task.path.name
+            for key, path in layout.paths.items():
+                self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
+                if path.absolute() in mine:
+                    continue  # its analysis gives its summary
+                try:
+                    raw = read_bytes(path)
+                    text = decode(raw)[0]
+                except SourceError:
+                    continue
+                self.raws[(index, key)] = raw
+                if applies(rules, text):
+                    self.tokens.add((index, key))
+            self._seed(project, index, root, asked)
+
+    def _seed(self, project: Project, index: int, root: Path, asked: list[_Task]) -> None:
+        """The summaries stored for the bytes each file holds now."""
+        if self.store is None:
+            return
+        for task in asked:
+            with contextlib.suppress(SourceError):
+                task.stamp = _stamp(task.path)
+                task.raw = read_bytes(task.path)
+        raws = {t.key: t.raw for t in asked if t.raw is not None and t.key}
+        raws.update({k: r for (i, k), r in self.raws.items() if i == index})
+        for key, raw in raws.items():
+            stored = self.store.get(root, key, raw)
+            if stored is not None:
+                project.update(key, *stored)
+
+    def converge(self, job: Job) -> list[FileResult]:
+        """The results of the files asked, each computed with answers that hold."""
+        cache = Cache(self.cache_dir, job) if self.cache_dir is not None else None
+        results: list[FileResult | None] = [None] * len(self.tasks)
+        fresh: set[int] = set()  # computed in this run (to be cached)
+        for round_ in range(MAX_ROUNDS):
+            todo: list[_Task] = []
+            for task in self.tasks:
+                result = results[task.index]
+                if result is None and round_ == 0 and cache is not None:
+                    result = results[task.index] = _cached(cache, task)
+                    if result is not None and task.project is not None and task.key:
+                        self.projects[task.project].update(
+                            task.key, result.summary, result.answers or {}
+                        )
+                if result is None or not self._holds(task, result):
+                    todo.append(task)
+            for (index, key), task in self.others.items():
+                project = self.projects[index]
+                wanted = (index, key) in self.tokens or key in project.demanded()
+                known = key in project.summaries or key in project.unreadable
+                if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
+                    todo.append(task)
+            if not todo:
+                break
+            for task, result in zip(todo, _compute(todo, job, None), strict=True):
+                assert result is not None
+                self._learn(task, result)
+                if task.index >= 0:
+                    results[task.index] = result
+                    fresh.add(task.index)
+        out = [r for r in results if r is not None]
+        if cache is not None:
+            for task in self.tasks:
+                result = results[task.index]
+                if task.index in fresh and result is not None and _cacheable(job, task, result):
+                    cache.put(task.path, result.path, task.codes, task.raw or b"", result)
+        return out
+
+    def _holds(self, task: _Task, result: FileResult) -> bool:
+        """A result still stands: its answers hold, and it analysed the file if another
+        file now reaches into it."""
+        if task.project is None or not task.key:
+            return True
+        project = self.projects[task.project]
+        if result.summary is None and result.error is None and project.program.reaches(task.key):
+            return False
+        return project.holds(task.key, result.answers or {})
+
+    def _learn(self, task: _Task, result: FileResult) -> None:
+        if task.project is None or not task.key:
+            return
+        project = self.projects[task.project]
+        if result.summary is None and result.error is not None:
+            project.unreadable.add(task.key)
+        project.update(task.key, result.summary, result.answers or {})
+        raw = task.raw or self.raws.get((task.project, task.key))
+        if self.store is not None and result.summary is not None and raw is not None:
+            self.store.put(project.layout.root, task.key, raw, result.summary, result.answers or {})

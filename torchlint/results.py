@@ -8,7 +8,7 @@ importing one another.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchlint.semantic import Settings
@@ -61,6 +61,11 @@ class FileResult:
     # Notebooks (text is None): every cell's (fixed) source, by cell number - 1; a
     # violation's line and column point into the cell named by its `cell`.
     cells: list[str] | None = None
+    # A file of a project: what it tells the rest of the project (a Summary as plain
+    # data), and what the rest told it (Environment.answers): the result holds while
+    # those answers do.
+    summary: dict[str, Any] | None = None
+    answers: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

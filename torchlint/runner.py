@@ -32,6 +32,7 @@ from torchlint.source import (
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
+    from torchlint.semantic.external import Environment
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -41,6 +42,9 @@ class Discovery:
     files: list[Path] = field(default_factory=list)
     errors: list[FileResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The folder each file was found from (a folder given, or a file's own): the root of
+    # its project where no marker (pyproject.toml, .git...) says otherwise.
+    bases: dict[Path, Path] = field(default_factory=dict)
 
 
 def display(path: Path) -> str:
@@ -86,11 +90,12 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
     gitignore = _GitIgnore() if config.respect_gitignore else None
     seen: set[Path] = set()
 
-    def add(path: Path) -> None:
+    def add(path: Path, base: Path) -> None:
         key = path.absolute()
         if key in seen:
             return
         seen.add(key)
+        found.bases[path] = base
         try:
             kind = irregular(os.stat(path).st_mode)
         except OSError:  # a dangling link, say: reading it says why
@@ -114,11 +119,11 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
         if path.is_dir():
             before = len(found.files)
             for file in _walk(path, config, gitignore):
-                add(file)
+                add(file, path)
             if len(found.files) == before:
                 found.warnings.append(f"{raw}: no Python files found")
         elif not (force_exclude and config.excluded(path)):
-            add(path)
+            add(path, path.parent)
     return found
 
 
@@ -156,31 +161,36 @@ def lint_text(
     codes: Sequence[str],
     on_rule_error: RuleErrorHandler | None = None,
     buffer: Buffer | None = None,
+    env: Environment | None = None,
 ) -> FileResult:
     """Lint or fix source text in memory (stdin, or a file already read). A rule that
     raises is reported to `on_rule_error`, if given, and the others' findings kept. An
-    editor's `buffer` parses a lint's text again only where it changed."""
+    editor's `buffer` parses a lint's text again only where it changed. `env`: what the
+    rest of the file's project tells it; its summary and the answers go in the result."""
     result = FileResult(name, text=text)
     linter = _linter(job, codes)
     linter.on_rule_error = on_rule_error
     try:
         if job.fix or job.diff:
-            outcome = linter.fix(text, name, unsafe=job.unsafe)
+            outcome = linter.fix(text, name, unsafe=job.unsafe, env=env)
             result.fixed = outcome.fixed
             result.text = outcome.text
             result.violations = (
-                linter.lint(outcome.text, name, with_edits=True)
+                linter.lint(outcome.text, name, with_edits=True, env=env)
                 if job.with_edits
                 else outcome.remaining
             )
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
         else:
-            result.violations = linter.lint(text, name, job.with_edits, buffer)
+            result.violations = linter.lint(text, name, job.with_edits, buffer, env)
     except TooLarge as exc:
         result.warning = str(exc)
     except LintError as exc:
         result.error = str(exc)
+    if env is not None and env.path is not None:
+        result.summary = env.summary.to_json() if env.summary is not None else None
+        result.answers = env.answers
     return result
 
 
@@ -191,9 +201,10 @@ def lint_notebook(
     codes: Sequence[str],
     on_rule_error: RuleErrorHandler | None = None,
     buffer: Buffer | None = None,
+    env: Environment | None = None,
 ) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text
-    (`buffer`: as for `lint_text`, for the program the cells make)."""
+    (`buffer`, `env`: as for `lint_text`, for the program the cells make)."""
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
@@ -203,7 +214,7 @@ def lint_notebook(
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
-        result = lint_text(program.source, name, run, codes, on_rule_error, buffer)
+        result = lint_text(program.source, name, run, codes, on_rule_error, buffer, env)
         if result.error is not None:
             result.error, result.text = program.explain(result.error), None
             return result, text
@@ -228,27 +239,48 @@ def lint_notebook(
     return result, new_text
 
 
-def _lint_source(text: str, name: str, job: Job, codes: Sequence[str]) -> tuple[FileResult, str]:
+def _lint_source(
+    text: str, name: str, job: Job, codes: Sequence[str], env: Environment | None = None
+) -> tuple[FileResult, str]:
     """A `.py` or `.ipynb` file's text: the result, and the (fixed) text to write."""
     if name.endswith(".ipynb"):
-        return lint_notebook(text, name, job, codes)
-    result = lint_text(text, name, job, codes)
+        return lint_notebook(text, name, job, codes, env=env)
+    result = lint_text(text, name, job, codes, env=env)
     return result, result.text or ""
 
 
-def process_file(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
+def process_file(
+    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
+) -> FileResult:
+    """Lint or fix one file (rewritten in place when fixed); `env` as for `lint_text`."""
     name = display(path)
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
         return FileResult(name, error=str(exc))
-    result, new_text = _lint_source(source.text, name, job, codes)
+    result, new_text = _lint_source(source.text, name, job, codes, env)
     if job.fix and not job.diff and result.error is None and new_text != source.text:
         try:
             write_source(source, new_text)
         except SourceError as exc:  # nothing written: report what the file on disk holds
-            result, _ = _lint_source(source.text, name, replace(job, fix=False), codes)
+            result, _ = _lint_source(source.text, name, replace(job, fix=False), codes, env)
             result.error = str(exc)
+    return result
+
+
+def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
+    """The summary of a file of the project that no rule reads (another file imports it),
+    with the answers it was computed from; an error where it cannot be analysed."""
+    name = display(path)
+    result = FileResult(name)
+    try:
+        text = read_source(path).text
+        if not name.endswith(".ipynb"):
+            Linter([], job.settings).summarize(text, name, env)
+    except (SourceError, LintError) as exc:
+        result.error = str(exc)
+    result.summary = env.summary.to_json() if env.summary is not None else None
+    result.answers = env.answers
     return result
 
 

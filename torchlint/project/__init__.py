@@ -1,0 +1,74 @@
+"""The whole-program layer: the project a file belongs to (`layout`), the summaries of
+its files linked into one program (`program`), and `Project`, what a run keeps of them:
+each file's summary with the answers about the rest of the project it was computed
+from. A summary (or a result) holds while those answers do; after an edit, the files
+whose answers changed are the ones analysed again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchlint.project.layout import Layout, find_root
+from torchlint.project.program import Program, ProgramEnvironment
+from torchlint.semantic.external import Summary
+
+__all__ = ["Layout", "Program", "Project", "find_root"]
+
+
+@dataclass
+class Project:
+    """One project of a run."""
+
+    layout: Layout
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> its answers
+    unreadable: set[str] = field(default_factory=set)  # files that could not be analysed
+    _program: Program | None = None
+
+    @property
+    def program(self) -> Program:
+        if self._program is None:
+            self._program = Program(self.layout, dict(self.summaries))
+        return self._program
+
+    def environment(self, key: str) -> ProgramEnvironment:
+        return self.program.environment(key)
+
+    def holds(self, key: str, answers: dict[str, Any]) -> bool:
+        """Answers recorded for `key` are still what the program answers."""
+        return self.environment(key).holds(answers)
+
+    def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
+        """Keep a file's new summary; True when it differs from the one the program was
+        linked from (the program is linked again when next asked)."""
+        self.answers[key] = answers
+        old = self.summaries.get(key)
+        if summary is None:
+            changed = old is not None
+            self.summaries.pop(key, None)
+        else:
+            changed = old is None or old.to_json() != summary
+            if changed:
+                self.summaries[key] = Summary.from_json(summary)
+        if changed:
+            self._program = None
+        return changed
+
+    def demanded(self) -> set[str]:
+        """Files without a summary that a recorded question asked about (a name imported
+        from them, a star import): another file needs what they define."""
+        found: set[str] = set()
+        for importer, answers in self.answers.items():
+            for question in answers:
+                kind, _, what = question.partition(" ")
+                if kind not in ("export", "star"):
+                    continue
+                if "::" in what:
+                    target = what.partition("::")[0]
+                else:
+                    resolved = self.layout.resolve(importer, what)
+                    target = resolved[0] if resolved is not None else ""
+                if target in self.layout.paths and target not in self.summaries:
+                    found.add(target)
+        return found - self.unreadable

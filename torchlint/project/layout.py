@@ -19,11 +19,10 @@ from pathlib import Path
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git", "torchlint.toml", ".torchlint.toml")
 
 
-def find_root(path: Path, fallback: Path) -> Path:
-    """The project root of `path`: the nearest folder at or above it with a marker, else
+def find_root(file: Path, fallback: Path) -> Path:
+    """The project root of a file: the nearest folder above it with a marker, else
     `fallback`."""
-    start = path if path.is_dir() else path.parent
-    for folder in [start, *start.parents]:
+    for folder in file.parents:
         if any(os.path.lexists(folder / m) for m in MARKERS):
             return folder
     return fallback

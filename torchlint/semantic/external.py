@@ -521,6 +521,28 @@ class Environment:
         data = self._ask(f"uses {site}", lambda: self._uses(site))
         return Uses(**data) if data is not None else None
 
+    def replay(self, key: str) -> Any:
+        """The answer to a recorded question (a key of `answers`), asked again here."""
+        kind, _, what = key.partition(" ")
+        if kind == "export":
+            found: Any = self.export(what)
+        elif kind == "star":
+            return list(self.star(what))
+        elif kind == "param":
+            function, _, name = what.rpartition(":")
+            found = self.parameter(function, name)
+        elif kind == "callers":
+            found = self.callers(what)
+        elif kind == "uses":
+            found = self.uses(what)
+        else:
+            return key  # not a question: never equal to an answer
+        return found.to_json() if found is not None else None
+
+    def holds(self, answers: dict[str, Any]) -> bool:
+        """Every recorded answer is still the answer here."""
+        return all(self.replay(k) == v for k, v in answers.items())
+
     def _ask(self, key: str, compute: Any) -> Any:
         if self.path is None:
             return None
