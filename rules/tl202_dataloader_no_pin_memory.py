@@ -70,9 +70,15 @@ class DataLoaderNoPinMemory(Rule):
                 continue
             spelled, imp = module.spell("torch.cuda.is_available", loader.call.scope)
             call = loader.set_arg("pin_memory", cst.parse_expression(f"{spelled}()"))
+            outside = loader.outside
+            where = (
+                f"whose batches go to the GPU in {outside.where}"
+                if not any(lp.is_training for lp in loader.loops) and outside and outside.gpu
+                else "in a file that trains on the GPU"
+            )
             yield self.diagnostic(
                 loader.call.node,
-                f"{what} in a file that trains on the GPU: host-to-device copies go through "
+                f"{what} {where}: host-to-device copies go through "
                 f"pageable memory and cannot overlap compute; set `pin_memory={spelled}()`"
                 + (" in the `**` dict that sets it" if call is None else ""),
                 fix=None

@@ -116,6 +116,12 @@ class DataLoaderNoPersistentWorkers(Rule):
             if module.epoch(loader) is not None:
                 what = "is iterated every epoch"
                 when = "at the start of each epoch"
+            elif loader.outside is not None and loader.outside.repeated:
+                what = f"is iterated every epoch ({loader.outside.where})"
+                when = "at the start of each epoch"
+            elif loader.trained_by_framework:
+                what = "is iterated every epoch by the framework that trains on it"
+                when = "at the start of each epoch"
             elif (again := module.reiterated(loader)) is not None:
                 where = f" in `{again.ctx.function.name.value}`" if again.ctx.function else ""
                 what = (

@@ -98,7 +98,7 @@ class HostSyncInTrainingLoop(Rule):
     tokens = ("backward", "training_step")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.uses_gpu:
+        if not (module.uses_gpu or module.presumed_accelerator):
             return
         seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
@@ -214,6 +214,10 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             target = module.functions.target(call)
             if target is not None and target.function is not step and not is_periodic(call):
                 found.setdefault(target.function, "called by `training_step`, every step")
+    for function in module.functions.named():
+        outside = module.outside_callers(function)  # another file of the project
+        if outside is not None and outside.per_step and outside.gpu:
+            found.setdefault(function, f"called every training step from {outside.where}")
     for loop in module.step_loops:
         for call in loop.calls:
             target = module.functions.target(call)

@@ -199,6 +199,7 @@ class Program:
                     effect.steps,
                     effect.repeated or callers.repeated,
                     gpu,
+                    effect.guarded or callers.guarded,
                     f"`{function.ref.partition('::')[2]}` in {function.ref.partition('::')[0]}",
                 )
                 for ref in sorted(value.loaders):

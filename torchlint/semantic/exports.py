@@ -284,6 +284,7 @@ class _Exporter:
             steps=loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops),
             repeated=self.repeated(loop),
             gpu=gpu,
+            guarded=self.module.guarded(loop.ctx, loop.node),
             devices=frozenset(devices),
         )
 
@@ -373,6 +374,7 @@ class _Exporter:
                                 effect.steps,
                                 effect.repeated,
                                 effect.gpu,
+                                effect.guarded,
                                 self.where(loop),
                             ),
                         )

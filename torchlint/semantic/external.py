@@ -163,6 +163,7 @@ class Effect:
     steps: bool = False  # ... a step loop: once per optimizer step
     repeated: bool = False  # again and again in one call (epochs)
     gpu: bool = False  # its batches, or the model, go to a GPU
+    guarded: bool = False  # the loops run under `if __name__ == "__main__":` only
     devices: frozenset[str] = frozenset()  # parameters naming where they go (linking)
 
     def join(self, other: Effect) -> Effect:
@@ -171,6 +172,7 @@ class Effect:
             self.steps or other.steps,
             self.repeated or other.repeated,
             self.gpu or other.gpu,
+            self.guarded and other.guarded,
             self.devices | other.devices,
         )
 
@@ -359,6 +361,7 @@ class Uses:
     steps: bool = False  # ... once per optimizer step
     repeated: bool = False  # iterated again and again (every epoch)
     gpu: bool = False  # the batches, or the model, go to a GPU there
+    guarded: bool = False  # every loop over it runs under `if __name__ == "__main__":`
     where: str = ""
 
     def join(self, other: Uses) -> Uses:
@@ -367,6 +370,7 @@ class Uses:
             self.steps or other.steps,
             self.repeated or other.repeated,
             self.gpu or other.gpu,
+            self.guarded and other.guarded,
             self.where or other.where,
         )
 

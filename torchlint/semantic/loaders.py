@@ -18,6 +18,7 @@ from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
+from torchlint.semantic.values import Values
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Positional parameters of torch.utils.data.DataLoader, in order.
@@ -140,9 +141,10 @@ class DataLoaderSite:
 
 
 class Loaders:
-    def __init__(self, facts: Facts, functions: Functions) -> None:
+    def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
         self.facts = facts
         self.functions = functions
+        self.values = values
         self.sites: list[DataLoaderSite] = []
         self._by_call: dict[int, DataLoaderSite] = {}
         self._by_symbol: dict[int, list[DataLoaderSite]] = {}
@@ -356,6 +358,9 @@ class Loaders:
             site = self._by_call.get(id(node))
             if site is not None:
                 return [site]
+            given = self.values.handed_back(node, scope, None)
+            if given is not None:
+                return self.of(given, scope, _depth + 1)
             return self._returned(node, scope, None, _depth)
         symbol = scope.lookup_expr(node)
         return self._of_symbol(symbol, _depth) if symbol is not None else []
@@ -377,8 +382,12 @@ class Loaders:
             if b.kind is Kind.ASSIGN and b.value is not None:
                 found.extend(self.of(b.value, b.ctx.scope, depth + 1))
             elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
-                # `train_loader, val_loader = make_loaders()`
-                found.extend(self._returned(b.source, b.ctx.scope, b.path[0], depth))
+                # `train_loader, val_loader = make_loaders()`, `model, loader = acc.prepare(...)`
+                given = self.values.handed_back(b.source, b.ctx.scope, b.path[0])
+                if given is not None:
+                    found.extend(self.of(given, b.ctx.scope, depth + 1))
+                else:
+                    found.extend(self._returned(b.source, b.ctx.scope, b.path[0], depth))
             elif b.kind is Kind.PARAM:
                 for value, where in self.functions.arguments(b) or ():
                     found.extend(self.of(value, where, depth + 1))

@@ -89,6 +89,9 @@ class Training:
         for b in symbol.bindings:
             if b.kind is Kind.ASSIGN and b.value is not None:
                 kinds.add(self.kind(b.value, b.ctx.scope, _depth + 1))
+            elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
+                given = self.values.handed_back(b.source, b.ctx.scope, b.path[0])
+                kinds.add(self.kind(given, b.ctx.scope, _depth + 1) if given is not None else None)
             elif b.kind is Kind.PARAM:
                 passed = self.functions.arguments(b)
                 outside = self.functions.passed(b)  # what the project's other files pass
@@ -132,6 +135,9 @@ class Training:
         return origin[0] if origin is not None and origin[1] == OPTIMIZER else None
 
     def _built(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
+        given = self.values.handed_back(call, scope, None)
+        if given is not None:  # `optimizer = accelerator.prepare(optimizer)`
+            return self.kind(given, scope, depth + 1)
         qualname = scope.resolve(call.func)
         if qualname is not None:
             if qualname.startswith(NOT_OPTIMIZERS):

@@ -15,6 +15,7 @@ from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.values import Values
 
 MAX_DEPTH = 4
 
@@ -90,9 +91,10 @@ class ModelSite:
 
 
 class Models:
-    def __init__(self, facts: Facts, functions: Functions) -> None:
+    def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
         self.facts = facts
         self.functions = functions
+        self.values = values
         self.sites: list[ModelSite] = []
         self.passed: list[ModelSite] = []  # models other files pass in (or presumed so)
         self._by_symbol: dict[int, ModelSite | None] = {}
@@ -171,19 +173,26 @@ class Models:
             elif value.args and scope.resolve(func) in WRAPPERS and not value.args[0].keyword:
                 peeled.append(value)
                 value = value.args[0].value
+            elif (given := self.values.handed_back(value, scope, None)) is not None:
+                peeled.append(value)
+                value = given
             else:
                 break
         return value, peeled
 
     def _link(self) -> None:
         calls = {id(c.node): c for c in self.facts.calls}
-        assignments = [b for b in self.facts.bindings if b.kind is Kind.ASSIGN and b.value]
+        assignments = [
+            (b, b.value or self._handed(b))
+            for b in self.facts.bindings
+            if b.kind is Kind.ASSIGN and (b.value or self._handed(b))
+        ]
         for _ in range(2):  # a second pass for aliases of models built later in the text
-            for b in assignments:
-                assert b.value is not None
+            for b, value in assignments:
+                assert value is not None
                 if id(b.symbol) in self._by_symbol and self._by_symbol[id(b.symbol)]:
                     continue
-                base, _ = self._unwrap(b.value, b.ctx.scope)
+                base, _ = self._unwrap(value, b.ctx.scope)
                 site = self._site_of(base, b, calls)
                 if site is not None:
                     self._hold(site, b.symbol)
@@ -197,6 +206,13 @@ class Models:
                 site = self.of(call.node.args[0].value, call.scope)
                 if site is not None:
                     site.wrappers.append(call)
+
+    def _handed(self, binding: Binding) -> cst.BaseExpression | None:
+        """`model, opt = accelerator.prepare(model, opt)`: what the unpacked name gets."""
+        source = binding.source
+        if binding.value is not None or not isinstance(source, cst.Call) or len(binding.path) != 1:
+            return None
+        return self.values.handed_back(source, binding.ctx.scope, binding.path[0])
 
     def _site_of(
         self, base: cst.BaseExpression, binding: Binding, calls: dict[int, CallSite]

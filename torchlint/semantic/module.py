@@ -80,10 +80,10 @@ class TorchModule:
         self.functions = Functions(facts, env)
         self.values = Values(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
-        self._models = Models(facts, self.functions)
+        self._models = Models(facts, self.functions, self.values)
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models, self.values)
-        self._loaders = Loaders(facts, self.functions)
+        self._loaders = Loaders(facts, self.functions, self.values)
         self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
 
     # -- configuration -------------------------------------------------------------------
@@ -731,13 +731,25 @@ class TorchModule:
             if (v := loader.arg(n)) is not MISSING
         ]
         starts: list[tuple[Context, cst.CSTNode]]
-        if loader.loops or not loader.trained_by_framework:
+        outside = loader.outside
+        if not loader.loops and outside is not None and outside.trains:
+            if not outside.guarded:  # the loops are in another file of the project
+                return (
+                    f"the loop over this loader ({outside.where}) may run outside "
+                    '`if __name__ == "__main__":`: under spawn/forkserver each worker re-runs '
+                    "the script that starts it; add the guard"
+                )
+            starts, where = [], ""
+        elif loader.loops or not loader.trained_by_framework:
             starts = [(lp.ctx, lp.node) for lp in loader.loops]
             where = "the loop over this loader"
         else:
             starts = [(c.ctx, c.node) for c in loader.starts]
             where = "`trainer.fit(...)`"
-        return self.start_hazard(self.dataset_values(loader), functions, starts, where)
+        elsewhere = not loader.loops and outside is not None and outside.trains
+        return self.start_hazard(
+            self.dataset_values(loader), functions, starts, where, guarded_elsewhere=elsewhere
+        )
 
     def start_hazard(
         self,
@@ -745,10 +757,13 @@ class TorchModule:
         functions: list[tuple[str, cst.BaseExpression, Scope]],
         starts: Sequence[tuple[Context, cst.CSTNode]],
         where: str,
+        guarded_elsewhere: bool = False,
     ) -> str | None:
         """Why DataLoader workers started at `starts` (named `where` in the reason) could
         break a script that runs, given the datasets and the functions (`collate_fn`...)
-        they receive; None when nothing stands in the way (see `workers_hazard`)."""
+        they receive; None when nothing stands in the way (see `workers_hazard`).
+        `guarded_elsewhere`: they start in another file of the project, under the main
+        guard."""
         passed = [*datasets, *((v, s) for _, v, s in functions)]
         if self.notebook:
             # Spawned workers do not re-run a notebook, but they cannot import what it defines.
@@ -757,12 +772,12 @@ class TorchModule:
                     "in a notebook, workers started with spawn cannot import the classes and "
                     "functions the notebook defines: move the Dataset (and collate_fn) to a module"
                 )
-        elif not starts:
+        elif not starts and not guarded_elsewhere:
             return (
                 f"{where} is not in this file: under spawn/forkserver each worker re-imports "
                 'the script that runs it, which must do so under `if __name__ == "__main__":`'
             )
-        elif not all(self.guarded(ctx, node) for ctx, node in starts):
+        elif not guarded_elsewhere and not all(self.guarded(ctx, node) for ctx, node in starts):
             return (
                 f'{where} is not under `if __name__ == "__main__":`: under '
                 "spawn/forkserver each worker re-runs the script and fails; add the guard"

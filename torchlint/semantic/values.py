@@ -25,6 +25,17 @@ Value = int | float | str | bool | None
 NAMESPACES = ("types.SimpleNamespace", "argparse.Namespace", "dict")
 PARSE_METHODS = ("parse_args", "parse_known_args")
 MAX_DEPTH = 4
+# Methods that hand back what they are given, wrapped for the device and the processes
+# they manage (`model, optimizer, loader = accelerator.prepare(model, optimizer, loader)`),
+# by the class of the object they are called on.
+HANDING_BACK = {
+    "accelerate.Accelerator": frozenset(
+        {"prepare", "prepare_model", "prepare_optimizer", "prepare_data_loader"}
+    ),
+    "lightning.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
+    "lightning.fabric.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
+    "lightning_fabric.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
+}
 FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}
 
 
@@ -173,6 +184,9 @@ class Values:
         if _depth > MAX_DEPTH:
             return [(node, scope)]
         if isinstance(node, cst.Call):
+            given = self.handed_back(node, scope, None)
+            if given is not None:
+                return self.origins(given, scope, _depth + 1)
             returned = self._returned(node, scope, None, _depth)
             return returned if returned is not None else [(node, scope)]
         symbol = scope.lookup_expr(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
@@ -183,6 +197,10 @@ class Values:
             if b.kind is Kind.ASSIGN and b.value is not None:
                 found += self.origins(b.value, b.ctx.scope, _depth + 1)
             elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
+                given = self.handed_back(b.source, b.ctx.scope, b.path[0])
+                if given is not None:
+                    found += self.origins(given, b.ctx.scope, _depth + 1)
+                    continue
                 returned = self._returned(b.source, b.ctx.scope, b.path[0], _depth)
                 found += returned if returned is not None else [(node, scope)]
             elif b.kind is Kind.PARAM and (passed := self.functions.arguments(b)):
@@ -191,6 +209,31 @@ class Values:
             else:
                 found.append((node, scope))
         return found
+
+    def handed_back(
+        self, call: cst.Call, scope: Scope, element: int | None
+    ) -> cst.BaseExpression | None:
+        """The argument a call hands back (the `element`-th of those it is given, or the
+        only one) when it is a method that returns its arguments wrapped: Accelerate's
+        `accelerator.prepare(...)`, Lightning Fabric's `fabric.setup(...)`."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not any(
+            func.attr.value in methods for methods in HANDING_BACK.values()
+        ):
+            return None
+        owners = {
+            scope_.resolve(value.func)
+            for value, scope_ in self.origins(func.value, scope)
+            if isinstance(value, cst.Call)
+        }
+        if not any(func.attr.value in HANDING_BACK.get(o or "", ()) for o in owners):
+            return None
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(args) != len(call.args):
+            return None
+        if element is None:
+            return args[0] if len(args) == 1 else None
+        return args[element] if element < len(args) else None
 
     def _returned(
         self, call: cst.Call, scope: Scope, element: int | None, depth: int
