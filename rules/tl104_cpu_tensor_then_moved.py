@@ -2,8 +2,9 @@
 
 What: a torch factory (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`,
 `linspace`, `tensor`, `*_like`, `rand`, `randn`, `randint`, `randperm`) whose result
-is immediately moved with `.cuda()` or `.to(<device>)` and nothing else (no dtype,
-no `non_blocking`, no `copy`), on every training step: in a training loop that steps
+is immediately moved with `.cuda()`, `.to(<device>)` (and nothing else: no dtype, no
+`non_blocking`, no `copy`) or `.type_as(other)` (Lightning's idiom), on every training
+step: in a training loop that steps
 the optimizer each iteration (or a loop inside one), in the `forward` of a module, or
 in a function they call (two levels). Setup code that runs once, once-per-epoch code,
 code under an `if step % N == 0:` (or a helper called there: sampling images),
@@ -39,6 +40,9 @@ generators give different numbers and draw from different seeds' streams; and fo
 differ in the last bit. Calls that also pass `requires_grad=`, `out=`,
 `pin_memory=`, a `device=` of their own or `**kwargs` are left alone (with
 `requires_grad=True` the moved tensor is not a leaf: changing that changes `.grad`).
+`.type_as(x)` becomes `device=x.device, dtype=x.dtype`: safe for `zeros`, `ones`,
+`empty`, `eye` and their `*_like` (exact in any dtype), unsafe otherwise (a fill value,
+data or random draws made in float32 then cast may round twice).
 NumPy-built: `T(np.ones(shape))`, `np.zeros`, `np.full(shape, v)` with a CUDA tensor
 type `T` become `T(*shape).fill_(v)` (safe: the same values, dtype and device; shapes
 spelled as a tuple, `x.shape` or `x.size()`); the random ones are reported without a
@@ -77,6 +81,9 @@ DETERMINISTIC = {
 RANDOM = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"}
 INEXACT = {"linspace", "arange"}  # `arange` of int literals is exact: see `_safe`
 FACTORIES = DETERMINISTIC | RANDOM | INEXACT
+# Exact in any dtype: built in the other tensor's dtype, the same values as built in
+# float32 and cast (`.type_as`); a fill value or data could round twice.
+EXACT_IN_ANY_DTYPE = {"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"}
 BLOCKING_KWARGS = ("device", "requires_grad", "out", "pin_memory")
 # NumPy arrays built only to become a GPU tensor, and how to build them there.
 NUMPY_ON_DEVICE = {
@@ -164,7 +171,7 @@ class CpuTensorThenMoved(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         arrays = {id(c.node): c for c in module.calls_to(*NUMPY_FACTORIES)}
-        for move in module.method_calls("cuda", "to"):
+        for move in module.method_calls("cuda", "to", "type_as"):
             factory = move.receiver
             if not isinstance(factory, cst.Call):
                 continue
@@ -183,6 +190,9 @@ class CpuTensorThenMoved(Rule):
                 continue
             safe = _safe(name, factory)
             spelled = module.module.code_for_node(factory.func)
+            if move.method == "type_as":
+                yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE)
+                continue
             yield self.diagnostic(
                 move.node,
                 f"`{spelled}(...)` builds the tensor on the CPU and then copies it to the GPU; "
@@ -247,10 +257,28 @@ class CpuTensorThenMoved(Rule):
             else None,
         )
 
+    def _typed(self, move: CallSite, factory: cst.Call, spelled: str, safe: bool) -> Diagnostic:
+        """`torch.randn(shape).type_as(x)`: built where `x` is, in its dtype."""
+        other = move.node.args[0].value
+        placed = set_kwarg(factory, "device", cst.Attribute(other, cst.Name("device")))
+        typed = set_kwarg(placed, "dtype", cst.Attribute(other, cst.Name("dtype")))
+        return self.diagnostic(
+            move.node,
+            f"`{spelled}(...)` builds the tensor on the CPU and `.type_as(...)` then copies it "
+            "to the other tensor's device; create it there with `device=` and `dtype=`",
+            fix=fix(
+                "Pass the other tensor's `device=` and `dtype=` to the factory",
+                Applicability.SAFE if safe else Applicability.UNSAFE,
+                Replace(move.node, typed),
+            ),
+        )
+
     @staticmethod
     def _device(module: TorchModule, move: CallSite) -> cst.BaseExpression | None:
         """The device expression for `device=`, when the move passes only a device."""
         args = move.node.args
+        if move.method == "type_as":
+            return args[0].value if len(args) == 1 and args[0].keyword is None else None
         if move.method == "cuda":
             if not args:
                 return cst.SimpleString('"cuda"')

@@ -75,7 +75,7 @@ class DataLoaderSyncLoading(Rule):
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:
                 continue
-            if module.plain_data(loader) or module.iterable_dataset(loader):
+            if module.datasets.plain_data(loader) or module.datasets.iterable_dataset(loader):
                 continue
             what = (
                 "DataLoader without `num_workers`"
@@ -86,7 +86,7 @@ class DataLoaderSyncLoading(Rule):
                 f"{what} loads every batch on the main process while the GPU waits; set "
                 "`num_workers` to the CPU cores per process minus one"
             )
-            hazard = module.workers_hazard(loader)
+            hazard = module.datasets.workers_hazard(loader)
             fixed = None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`")
             if fixed is None and not hazard:
                 hazard = "the `**` dict sets it: change it there"

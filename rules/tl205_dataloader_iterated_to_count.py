@@ -39,7 +39,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic import CallSite, DataLoaderSite, Loop, TorchModule
 from torchlint.semantic.scopes import bound_names
 from torchlint.semantic.syntax import int_value
 
@@ -64,7 +64,10 @@ class DataLoaderIteratedToCount(Rule):
             spelled = module.module.code_for_node(walked)
             counted = module.module.code_for_node(call.node)
             sites = module.loaders_of(walked, call.scope)
-            if sites and all(module.map_style(site) for site in sites):
+            if sites and all(
+                isinstance(site, DataLoaderSite) and module.datasets.map_style(site)
+                for site in sites
+            ):
                 advice = f"use `len({spelled})`"
                 fixed = fix(
                     f"Use `len({spelled})`",

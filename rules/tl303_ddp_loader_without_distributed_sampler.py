@@ -80,7 +80,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
                 continue
             if not _none(loader.arg("sampler")) or not _none(loader.arg("batch_sampler")):
                 continue
-            if module.iterable_dataset(loader):
+            if module.datasets.iterable_dataset(loader):
                 continue
             yield self.diagnostic(
                 loader.call.node,

@@ -75,7 +75,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Loop, Scope, TorchModule
+from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
 
@@ -224,7 +224,7 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             if target is not None and not is_periodic(call):
                 found.setdefault(target.function, "called every training step")
             site = module.model_called(call)
-            if site is None or not site.is_network or site.construction is None:
+            if not isinstance(site, ModelSite) or not site.is_network:
                 continue
             cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)
             forward = cls.member("forward") if cls is not None else None

@@ -49,7 +49,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, ModelSite, TorchModule
+from torchlint.semantic import CallSite, Loop, Model, TorchModule
 from torchlint.semantic.syntax import bool_value, dotted_name, names_read
 
 SET_GRAD = "torch.set_grad_enabled"
@@ -195,7 +195,7 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     return last_eval > last_train
 
 
-def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: ModelSite) -> bool:
+def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: Model) -> bool:
     """`torch.set_grad_enabled(False)` as a statement in the function, a call of the
     function under no_grad (in this file or another of the project), or the model frozen
     with `model.requires_grad_(False)`."""

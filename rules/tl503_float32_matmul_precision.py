@@ -89,7 +89,7 @@ class Float32MatmulPrecision(Rule):
 
 
 def _multiplies(module: TorchModule, site: ModelSite) -> bool:
-    qualname = (site.construction.qualname if site.construction else None) or ""
+    qualname = site.construction.qualname or ""
     if qualname.startswith("transformers.") and qualname.endswith(".from_pretrained"):
         return True
     return not MATMUL_LAYERS.isdisjoint(module.networks.layers(site))

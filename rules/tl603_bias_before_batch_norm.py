@@ -284,7 +284,7 @@ def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, C
     sites: dict[int, ModelSite] = {}
     for call in module.calls:
         site = module.model_called(call)
-        if site is not None and site.construction and site.construction.qualname in CALLED:
+        if isinstance(site, ModelSite) and site.construction.qualname in CALLED:
             called.setdefault(id(site), []).append(call)
             sites[id(site)] = site
     wrapped: dict[int, CallSite] = {}  # id(inner call node) -> the normalization's call
@@ -300,7 +300,9 @@ def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, C
         norms = [wrapped.get(id(c.node)) or _normalized_next(module, c, calls) for c in found]
         targets = {id(n): n for c in norms if c is not None and (n := module.model_called(c))}
         if len(targets) == 1 and all(n is not None for n in norms):
-            yield site.construction, next(iter(targets.values())).construction
+            target = next(iter(targets.values()))
+            if isinstance(target, ModelSite):
+                yield site.construction, target.construction
 
 
 def _normalized_next(module: TorchModule, call: CallSite, calls: Calls) -> CallSite | None:
@@ -325,8 +327,6 @@ def _normalized_next(module: TorchModule, call: CallSite, calls: Calls) -> CallS
     if dotted_name(following.body[0].targets[0].target) != name:
         return None
     site = module.model_called(norm)
-    if site is None or site.construction is None:
-        return None
-    if site.construction.qualname not in AFTER_CONVOLUTION:
+    if not isinstance(site, ModelSite) or site.construction.qualname not in AFTER_CONVOLUTION:
         return None
     return norm if [dotted_name(a) for a in norm.positional] == [name] else None

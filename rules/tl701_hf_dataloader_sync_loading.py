@@ -75,7 +75,7 @@ class HfDataloaderSyncLoading(Rule):
         frameworks = module.frameworks
         for args in frameworks.readable_gpu_arguments:
             if not any(
-                module.works_per_sample(dataset, trainer.scope)
+                module.datasets.works_per_sample(dataset, trainer.scope)
                 for trainer in frameworks.trainers_given(args)
                 if (dataset := argument(trainer.node, "train_dataset", TRAINER_PARAMS))
                 is not MISSING
@@ -132,9 +132,9 @@ def _hazard(module: TorchModule, args: CallSite) -> str | None:
             return "the Trainer is built from `*args`/`**kwargs`"
         dataset = argument(trainer.node, "train_dataset", TRAINER_PARAMS)
         if dataset is not MISSING:
-            datasets += module.held(dataset, trainer.scope)
+            datasets += module.datasets.held(dataset, trainer.scope)
         collator = argument(trainer.node, "data_collator", TRAINER_PARAMS)
         if collator is not MISSING:
             functions.append(("data_collator", collator, trainer.scope))
     starts = [(c.ctx, c.node) for c in module.frameworks.train_calls(trainers)]
-    return module.start_hazard(datasets, functions, starts, "`trainer.train()`")
+    return module.datasets.start_hazard(datasets, functions, starts, "`trainer.train()`")

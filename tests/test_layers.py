@@ -17,7 +17,8 @@ RULES = ROOT / "rules"
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
     "syntax", "lattice", "scopes", "external", "facts", "builder", "functions", "values",
-    "devices", "models", "networks", "loops", "loaders", "frameworks", "module", "batches",
+    "devices", "models", "networks", "loops", "loaders", "frameworks", "datasets", "module",
+    "batches",
     "exports",
 ]  # fmt: skip
 

@@ -678,7 +678,7 @@ def test_works_per_sample(code: str, works: bool):
     (use,) = [
         c for c in model.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == "use"
     ]
-    assert model.works_per_sample(use.node.args[0].value, use.scope) is works
+    assert model.datasets.works_per_sample(use.node.args[0].value, use.scope) is works
 
 
 def test_names_a_fix_may_define_or_import():

@@ -275,16 +275,14 @@ def _diagnostics(
     env: Environment | None = None,
     every: Sequence[Rule] = (),
 ) -> list[Diagnostic]:
-    """The findings of `rules`; of `every` rule where the rest of the project (`env`)
-    tells the file something (the tokens a rule looks for may then be elsewhere). The
-    file's summary goes to `env`."""
+    """The findings of `rules`; of `every` rule in a file of a project (`env`): what a
+    rule looks for may be in another file. The file's summary goes to `env`."""
     found: list[Diagnostic] = []
     try:
         model = build(module, path, settings, env)
         if env is not None and env.path is not None:
             env.summary = summarize(model)
-            if env.informed:
-                rules = every
+            rules = every
         for rule in rules:
             try:
                 found.extend(list(rule.check(model)))  # all of a rule's findings, or none

@@ -10,8 +10,8 @@ docs/architecture.md says more."""
 
 from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Context, Loop
-from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite
-from torchlint.semantic.models import ModelKind, ModelSite
+from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
+from torchlint.semantic.models import Model, ModelKind, ModelSite
 from torchlint.semantic.module import Settings, TorchModule, build
 from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING
@@ -28,8 +28,10 @@ __all__ = [
     "DataLoaderSite",
     "Device",
     "DeviceKind",
+    "Elsewhere",
     "Kind",
     "Loop",
+    "Model",
     "ModelKind",
     "ModelSite",
     "Scope",

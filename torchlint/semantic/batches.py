@@ -12,7 +12,7 @@ from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
-from torchlint.semantic.models import ModelKind, ModelSite
+from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, bound_names
 from torchlint.semantic.syntax import children, dotted_name, names_read
@@ -155,7 +155,7 @@ def visible(module: TorchModule, expr: cst.BaseExpression | None, loop: Loop) ->
     return True
 
 
-def device_move(module: TorchModule, model: ModelSite, loop: Loop) -> CallSite | None:
+def device_move(module: TorchModule, model: Model, loop: Loop) -> CallSite | None:
     """An unconditional move of `model` to a device other than the CPU, made before the
     loop when both are in the same function, whose device expression is visible in
     `loop`."""
@@ -192,7 +192,7 @@ def is_loss(module: TorchModule, call: CallSite) -> bool:
     return site is not None and site.kind is ModelKind.LOSS
 
 
-Origin = tuple[ModelSite, CallSite | None]  # the model on a device, and its move
+Origin = tuple[Model, CallSite | None]  # the model on a device, and its move
 
 
 class _DeviceFlow(cst.CSTVisitor):

@@ -250,7 +250,8 @@ class Devices:
     def move(self, call: CallSite) -> Device | None:
         """Where `x.cuda(...)` / `x.to(...)` / `x.cpu()` moves `x`: None when it is not a
         device move (`.to(torch.float16)`, `.to(other_tensor)`, `.to(memory_format=...)`).
-        A `.to(expr)` whose expression is not known but could be a device is UNKNOWN."""
+        A `.to(expr)` whose expression is not known but could be a device is UNKNOWN; so is
+        `x.type_as(other)` (Lightning's idiom: the device of another tensor)."""
         if call.method == "cpu":
             return None if call.node.args else CPU
         if call.method == "cuda":
@@ -259,6 +260,8 @@ class Devices:
                 return CUDA
             index = int_value(device)
             return Device(DeviceKind.CUDA, index) if index is not None else CUDA
+        if call.method == "type_as":  # to the device (and dtype) of another tensor
+            return UNKNOWN if len(call.node.args) == 1 and not call.node.args[0].star else None
         if call.method != "to":
             return None
         device = call.arg("device", index=0)

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from torchlint.semantic.datasets import ITERABLE_DATASET, _descendants
 from torchlint.semantic.external import (
     OPTIMIZER,
     SCALER,
@@ -29,8 +30,8 @@ from torchlint.semantic.external import (
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.models import ModelSite
-from torchlint.semantic.module import ITERABLE_DATASET, TorchModule, _descendants
+from torchlint.semantic.models import Model, ModelSite
+from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import Binding, Kind, Scope
 from torchlint.semantic.syntax import str_value
 
@@ -63,6 +64,7 @@ class _Exporter:
                 assert isinstance(binding.node, cst.FunctionDef)
                 summary.exports[name] = self.function(binding.node)
             elif binding is not None:
+                assert isinstance(binding.node, cst.ClassDef)
                 summary.exports[name] = self.cls(self.functions.scope_of(binding.node))
             elif all(b.kind is Kind.ASSIGN and b.value is not None for b in bindings):
                 if name == "__all__":
@@ -99,9 +101,9 @@ class _Exporter:
         )
         return value or None
 
-    def network(self, site: ModelSite) -> Network:
+    def network(self, site: Model) -> Network:
         module = self.module
-        if site.construction is None:  # passed in: what the other file said
+        if not isinstance(site, ModelSite):  # built elsewhere: what the other file said
             assert site.external is not None
             return site.external
         external = site.external

@@ -371,7 +371,8 @@ class Uses:
             self.repeated or other.repeated,
             self.gpu or other.gpu,
             self.guarded and other.guarded,
-            self.where or other.where,
+            # Where to point the user: a loop that trains on it first.
+            self.where if self.where and (self.trains or not other.trains) else other.where,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -466,11 +467,6 @@ class Environment:
     path: str | None = None  # the file's key in its project ("pkg/engine.py")
     answers: dict[str, Any] = field(default_factory=dict)
     summary: Summary | None = None  # what the file tells the project, once analysed
-
-    @property
-    def informed(self) -> bool:
-        """Some answer told the file something."""
-        return any(self.answers.values())
 
     @property
     def reached(self) -> bool:

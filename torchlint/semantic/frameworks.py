@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.loaders import Loaders
+from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.scopes import Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import MISSING, argument
 from torchlint.semantic.values import Constant, Values
@@ -64,17 +64,19 @@ class Frameworks:
             inner = functions.scope_of(hook)
             for value in functions.returns(hook):
                 for site in loaders.of(value, inner):
-                    site.trained_by_framework = True
-                    site.starts = self.lightning_starts
+                    if isinstance(site, DataLoaderSite):
+                        site.trained_by_framework = True
+                        site.starts = self.lightning_starts
         for fit in self.fits:
             loader = argument(fit.node, "train_dataloaders", FIT_PARAMS)
             if loader is MISSING:
                 loader = fit.kwarg("train_dataloader")  # Lightning 1.x
             if loader is not MISSING:
                 for site in loaders.of(loader, fit.scope):
-                    site.trained_by_framework = True
-                    if fit not in site.starts:
-                        site.starts = [*site.starts, fit]
+                    if isinstance(site, DataLoaderSite):
+                        site.trained_by_framework = True
+                        if fit not in site.starts:
+                            site.starts = [*site.starts, fit]
 
     def _derives(self, cls: Scope, name: str, depth: int = 0) -> bool:
         """The class subclasses Lightning's `name`, directly or through classes of the file."""

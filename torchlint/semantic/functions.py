@@ -13,6 +13,11 @@ from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import MISSING, keyword
 
 MAX_DEPTH = 4
+# Iterables that yield what the loader yields, one item per batch.
+WRAPPERS = frozenset(
+    {"enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm"}
+    | {"tqdm.std.tqdm", "rich.progress.track", "itertools.islice"}
+)
 
 
 @dataclass(frozen=True)
@@ -222,12 +227,12 @@ class Functions:
     def _param_instance(self, param: Binding, depth: int) -> Class | None:
         passed = self.arguments(param)
         if passed:
-            found = {
+            classes = {
                 c.ref: c
                 for v, where in passed
                 if (c := self.instance_export(v, where, depth + 1)) is not None
             }
-            return next(iter(found.values())) if len(found) == 1 else None
+            return next(iter(classes.values())) if len(classes) == 1 else None
         value = self.passed(param)
         if value is None or value.instance is None:
             return None
@@ -270,8 +275,16 @@ class Functions:
             value = node.value
             symbol = scope.lookup(value.value) if isinstance(value, cst.Name) else None
             loop = symbol.only(Kind.LOOP) if symbol is not None else None
-            source = loop.source if loop is not None else None
-            if not isinstance(source, cst.Name):
+            source, path = (loop.source, loop.path) if loop is not None else (None, ())
+            while isinstance(source, cst.Call) and source.args and not source.args[0].star:
+                name = scope.resolve(source.func)  # `for i, obj in enumerate(iterable)`
+                if name == "enumerate" and path == (1,):
+                    source, path = source.args[0].value, ()
+                elif name in WRAPPERS and name != "enumerate" and path == ():
+                    source = source.args[0].value
+                else:
+                    break
+            if not isinstance(source, cst.Name) or path:
                 return None
             held = scope.lookup(source.value)
             param = held.only(Kind.PARAM) if held is not None else None

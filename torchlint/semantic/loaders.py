@@ -15,7 +15,7 @@ from torchlint.fixes import Applicability, Fix, Import, Replace, fix
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses, Value
 from torchlint.semantic.facts import CallSite, Context, Loop
-from torchlint.semantic.functions import Functions
+from torchlint.semantic.functions import WRAPPERS, Functions
 from torchlint.semantic.scopes import Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 from torchlint.semantic.values import Values
@@ -37,11 +37,6 @@ DATALOADER_PARAMS = (
     "multiprocessing_context",
     "generator",
 )
-# Iterables that yield what the loader yields, one item per batch.
-WRAPPERS = frozenset(
-    {"enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm"}
-    | {"tqdm.std.tqdm", "rich.progress.track", "itertools.islice"}
-)
 MAX_DEPTH = 4
 # The option of the batch-size rules: batches below it are small.
 BATCH_SIZE_OPTIONS = {"min-batch-size": 32}
@@ -49,10 +44,10 @@ BATCH_SIZE_OPTIONS = {"min-batch-size": 32}
 
 @dataclass(eq=False)
 class DataLoaderSite:
-    """A DataLoader built in this file (or, `call` None, one another file of the project
-    builds and passes or returns here: `ref` names it)."""
+    """A DataLoader built in this file."""
 
-    call: CallSite | None
+    call: CallSite
+    index: int  # its rank among the DataLoaders of the file
     symbols: list[Symbol] = field(default_factory=list)  # names/attributes holding it
     loops: list[Loop] = field(default_factory=list)  # `for` loops iterating it
     # `DataLoader(ds, **kwargs)` where every key `kwargs` may get is visible in the file
@@ -63,17 +58,10 @@ class DataLoaderSite:
     # `trainer.fit` is given it), starting its workers at `starts` (see frameworks.py).
     trained_by_framework: bool = False
     starts: list[CallSite] = field(default_factory=list)
-    index: int | None = None  # its rank among the DataLoaders of the file
-    # What the project's other files do with it (a loader built here), or where it is
-    # built (`ref`) and whether it pins memory (a loader of another file).
-    outside: Uses | None = None
-    ref: str | None = None
-    pinned: bool = False
+    outside: Uses | None = None  # what the project's other files do with it
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
-        if self.call is None:
-            return False
         if argument(self.call.node, name, DATALOADER_PARAMS) is not MISSING:
             return True
         return self.spread is not None and name in self.spread and name not in self.maybe
@@ -85,8 +73,6 @@ class DataLoaderSite:
     def arg(self, name: str) -> cst.BaseExpression:
         """The argument for parameter `name`: keyword, positional, or a key of the `**`
         dict it is built with; else MISSING."""
-        if self.call is None:
-            return MISSING
         found = argument(self.call.node, name, DATALOADER_PARAMS)
         if found is MISSING and self.spread is not None:
             return self.spread.get(name, MISSING)
@@ -94,10 +80,8 @@ class DataLoaderSite:
 
     @property
     def opaque(self) -> bool:
-        """Built from `*args`, or `**kwargs` we cannot read (or in another file): any
-        argument may be set where we cannot see."""
-        if self.call is None:
-            return True
+        """Built from `*args`, or `**kwargs` we cannot read: any argument may be set where
+        we cannot see."""
         node = self.call.node
         if any(a.star == "*" for a in node.args):
             return True
@@ -106,8 +90,6 @@ class DataLoaderSite:
     def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call | None:
         """The call with parameter `name` set to `value` (keeping its position if any);
         None when the `**` dict sets it: a keyword too would raise TypeError."""
-        if self.call is None:
-            return None
         direct = argument(self.call.node, name, DATALOADER_PARAMS)
         if direct is MISSING and self.spread is not None and name in self.spread:
             return None
@@ -140,6 +122,20 @@ class DataLoaderSite:
         return self.feeds_training or self.trained_by_framework
 
 
+@dataclass(eq=False)
+class Elsewhere:
+    """A DataLoader another file of the project builds and passes or returns to this one:
+    where it is built (`ref`) and whether it pins memory."""
+
+    ref: str
+    pinned: bool
+    symbols: list[Symbol] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
+
+
+Loader = DataLoaderSite | Elsewhere
+
+
 class Loaders:
     def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
         self.facts = facts
@@ -147,10 +143,10 @@ class Loaders:
         self.values = values
         self.sites: list[DataLoaderSite] = []
         self._by_call: dict[int, DataLoaderSite] = {}
-        self._by_symbol: dict[int, list[DataLoaderSite]] = {}
-        self._elsewhere: dict[str, DataLoaderSite] = {}  # loaders of other files, by ref
+        self._by_symbol: dict[int, list[Loader]] = {}
+        self._elsewhere: dict[str, Elsewhere] = {}  # loaders of other files, by ref
         for call in facts.calls_by_qualname.get(DATALOADER, ()):
-            site = DataLoaderSite(call, index=len(self.sites))
+            site = DataLoaderSite(call, len(self.sites))
             site.outside = functions.env.uses(f"#{site.index}")
             self._by_call[id(call.node)] = site
             self.sites.append(site)
@@ -166,15 +162,15 @@ class Loaders:
         for loop in facts.loops:
             if isinstance(loop.node, cst.For):
                 for it in self.iterables(loop.node.iter, loop.ctx.scope):
-                    for site in self.of(it, loop.ctx.scope):
-                        self._iterated(site, loop)
+                    for held in self.of(it, loop.ctx.scope):
+                        self._iterated(held, loop)
         # `batch = next(it)` with `it = iter(loader)` in a loop: that loop takes a batch from
         # the loader each time round. (`next(iter(loader))` draws one batch from a fresh
         # iterator: a sample, not a stream of batches.)
         for call in facts.calls_by_qualname.get("next", ()):
             if call.ctx.loops and call.node.args and not call.node.args[0].star:
-                for site in self.iterator_of(call.node.args[0].value, call.scope):
-                    self._iterated(site, call.ctx.loops[-1])
+                for held in self.iterator_of(call.node.args[0].value, call.scope):
+                    self._iterated(held, call.ctx.loops[-1])
 
     def iterables(
         self, node: cst.BaseExpression, scope: Scope, _depth: int = 0
@@ -329,18 +325,18 @@ class Loaders:
         return True
 
     @staticmethod
-    def _iterated(site: DataLoaderSite, loop: Loop) -> None:
+    def _iterated(site: Loader, loop: Loop) -> None:
         if loop not in site.loops:
             site.loops.append(loop)
             loop.loaders.append(site)
 
-    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[Loader]:
         """The loaders a name bound to `iter(loader)` walks."""
         symbol = scope.lookup_expr(node)
         if symbol is None:
             return []
         values = [(b.value, b.ctx.scope) for b in symbol.bindings if b.value is not None]
-        found: list[DataLoaderSite] = []
+        found: list[Loader] = []
         for value, where in values:
             if (
                 isinstance(value, cst.Call)
@@ -350,7 +346,7 @@ class Loaders:
                 found.extend(self.of(value.args[0].value, where))
         return found
 
-    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> list[DataLoaderSite]:
+    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> list[Loader]:
         """The loaders an expression may hold."""
         if _depth > MAX_DEPTH:
             return []
@@ -365,7 +361,7 @@ class Loaders:
         symbol = scope.lookup_expr(node)
         return self._of_symbol(symbol, _depth) if symbol is not None else []
 
-    def _of_symbol(self, symbol: Symbol, depth: int) -> list[DataLoaderSite]:
+    def _of_symbol(self, symbol: Symbol, depth: int) -> list[Loader]:
         key = id(symbol)
         found = self._by_symbol.get(key)
         if found is None:
@@ -376,8 +372,8 @@ class Loaders:
                     site.symbols.append(symbol)
         return found
 
-    def _symbol(self, symbol: Symbol, depth: int) -> list[DataLoaderSite]:
-        found: list[DataLoaderSite] = []
+    def _symbol(self, symbol: Symbol, depth: int) -> list[Loader]:
+        found: list[Loader] = []
         for b in symbol.bindings:
             if b.kind is Kind.ASSIGN and b.value is not None:
                 found.extend(self.of(b.value, b.ctx.scope, depth + 1))
@@ -403,7 +399,7 @@ class Loaders:
 
     def _returned(
         self, call: cst.Call, scope: Scope, element: int | None, depth: int
-    ) -> list[DataLoaderSite]:
+    ) -> list[Loader]:
         """Loaders a function of this file (or of another file of the project) returns
         (the `element`-th of a tuple)."""
         export = self.functions.export(call.func, scope)
@@ -414,7 +410,7 @@ class Loaders:
             return []
         assert isinstance(target.node, cst.FunctionDef)
         inner = self.functions.scope_of(target.node)
-        found: list[DataLoaderSite] = []
+        found: list[Loader] = []
         for value in self.functions.returns(target.node):
             if element is not None:
                 if not isinstance(value, cst.Tuple) or element >= len(value.elements):
@@ -423,16 +419,15 @@ class Loaders:
             found.extend(self.of(value, inner, depth + 1))
         return found
 
-    def elsewhere(self, value: Value | None) -> list[DataLoaderSite]:
+    def elsewhere(self, value: Value | None) -> list[Loader]:
         """The loaders of other files a value another file passes or returns holds."""
         if value is None:
             return []
-        found = []
+        found: list[Loader] = []
         for ref in sorted(value.loaders):
             site = self._elsewhere.get(ref)
             if site is None:
-                site = DataLoaderSite(None, ref=ref, pinned=ref in value.pinned)
-                self._elsewhere[ref] = site
+                site = self._elsewhere[ref] = Elsewhere(ref, ref in value.pinned)
             found.append(site)
         return found
 

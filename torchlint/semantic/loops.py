@@ -11,7 +11,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import OPTIMIZER, SCALER, Class, Function, Global, Value
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.models import Models, ModelSite
+from torchlint.semantic.models import Model, Models
 from torchlint.semantic.scopes import Kind, Scope
 from torchlint.semantic.syntax import children, contains, has_modulo
 from torchlint.semantic.values import Values
@@ -101,9 +101,9 @@ class Training:
                 if outside is not None:
                     kinds.add(_kind_of(outside, self.functions))
             elif b.kind is Kind.IMPORT and b.qualname is not None:
-                found = self.functions.env.export(b.qualname)
+                export = self.functions.env.export(b.qualname)
                 kinds.add(
-                    _kind_of(found.value, self.functions) if isinstance(found, Global) else None
+                    _kind_of(export.value, self.functions) if isinstance(export, Global) else None
                 )
             else:
                 kinds.add(None)
@@ -237,9 +237,9 @@ class Training:
                         found.add(id(site))
         return found
 
-    def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[ModelSite]:
+    def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[Model]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""
-        out: list[ModelSite] = []
+        out: list[Model] = []
         stack = [node]
         while stack:
             n = stack.pop()

@@ -57,12 +57,12 @@ LOSS_BASES = ("torch.nn.modules.loss._Loss", "torch.nn.modules.loss._WeightedLos
 
 
 @dataclass(eq=False)
-class ModelSite:
-    """An nn.Module instance built in this file (or, `construction` None, one another file
-    of the project passes in), and where it goes."""
+class Model:
+    """An nn.Module instance the file holds, and where it goes: one built here
+    (`ModelSite`), or one built elsewhere: passed in by another file of the project,
+    loaded whole from a checkpoint, or presumed from its use (`external` says which)."""
 
-    construction: CallSite | None
-    binding: Binding  # the assignment that first holds it (the parameter, for one passed in)
+    binding: Binding  # the assignment that first holds it (for one passed in: the parameter)
     kind: ModelKind
     symbols: list[Symbol] = field(default_factory=list)  # every name/attribute holding it
     moves: list[CallSite] = field(default_factory=list)  # `.to(...)`, `.cuda()` on it
@@ -70,7 +70,6 @@ class ModelSite:
     # What the project says of it: a model passed in, or one built here from a class or
     # factory of another file (its layers, size...).
     external: Network | None = None
-    index: int | None = None  # its rank among the models built in the file
 
     @property
     def name(self) -> str:
@@ -84,10 +83,13 @@ class ModelSite:
     def is_network(self) -> bool:
         return self.kind is ModelKind.NETWORK
 
-    @property
-    def passed_in(self) -> bool:
-        """Built in another file and passed to a function of this one."""
-        return self.construction is None
+
+@dataclass(eq=False)
+class ModelSite(Model):
+    """An nn.Module instance built in this file."""
+
+    construction: CallSite = field(kw_only=True)
+    index: int = field(kw_only=True)  # its rank among the models built in the file
 
 
 class Models:
@@ -96,11 +98,11 @@ class Models:
         self.functions = functions
         self.values = values
         self.sites: list[ModelSite] = []
-        self.passed: list[ModelSite] = []  # models other files pass in (or presumed so)
-        self._by_symbol: dict[int, ModelSite | None] = {}
+        self.passed: list[Model] = []  # models built elsewhere (see `Model`)
+        self._by_symbol: dict[int, Model | None] = {}
         self._by_call: dict[int, ModelSite] = {}
         self._classes: dict[int, ModelKind | None] = {}
-        self._returns: dict[int, ModelSite | None] = {}  # id(def) -> the model it returns
+        self._returns: dict[int, Model | None] = {}  # id(def) -> the model it returns
         self._linked = False  # parameters are followed once every binding is linked
         self._link()
 
@@ -199,13 +201,13 @@ class Models:
         self._linked = True
         for call in self.facts.calls:
             if call.method in ("to", "cuda", "cpu") and call.receiver is not None:
-                site = self.of(call.receiver, call.scope)
-                if site is not None and call not in site.moves:
-                    site.moves.append(call)
+                model = self.of(call.receiver, call.scope)
+                if model is not None and call not in model.moves:
+                    model.moves.append(call)
             elif call.qualname in PARALLEL_WRAPPERS and call.node.args:
-                site = self.of(call.node.args[0].value, call.scope)
-                if site is not None:
-                    site.wrappers.append(call)
+                model = self.of(call.node.args[0].value, call.scope)
+                if model is not None:
+                    model.wrappers.append(call)
 
     def _handed(self, binding: Binding) -> cst.BaseExpression | None:
         """`model, opt = accelerator.prepare(model, opt)`: what the unpacked name gets."""
@@ -216,7 +218,7 @@ class Models:
 
     def _site_of(
         self, base: cst.BaseExpression, binding: Binding, calls: dict[int, CallSite]
-    ) -> ModelSite | None:
+    ) -> Model | None:
         scope = binding.ctx.scope
         if isinstance(base, cst.Call):
             found = self._by_call.get(id(base))
@@ -224,7 +226,7 @@ class Models:
                 return found
             kind = self.kind_of_construction(base, scope)
             if kind is not None:
-                site = ModelSite(calls[id(base)], binding, kind, index=len(self.sites))
+                site = ModelSite(binding, kind, construction=calls[id(base)], index=len(self.sites))
                 site.external = self.exported(base, scope)
                 self._by_call[id(base)] = site
                 self.sites.append(site)
@@ -237,9 +239,24 @@ class Models:
                         site.wrappers.append(call)
                 return site
             return self._returned(base, scope)
+        if (
+            isinstance(base, cst.Subscript)
+            and self._loaded(base.value, scope)
+            and self._used_as_network(binding.symbol)
+        ):
+            # `decoder = checkpoint["decoder"]` of a `torch.load(...)`: a module saved whole.
+            model = Model(binding, ModelKind.NETWORK, external=Network(ModelKind.NETWORK))
+            self.passed.append(model)
+            return model
         return self.of(base, scope)
 
-    def _returned(self, call: cst.Call, scope: Scope, depth: int = 0) -> ModelSite | None:
+    def _loaded(self, node: cst.BaseExpression, scope: Scope) -> bool:
+        return any(
+            isinstance(v, cst.Call) and where.resolve(v.func) == "torch.load"
+            for v, where in self.values.origins(node, scope)
+        )
+
+    def _returned(self, call: cst.Call, scope: Scope, depth: int = 0) -> Model | None:
         """`model = build_model()` where the function of this file returns one model."""
         target = self.functions.definition(call.func, scope)
         if target is None or target.kind is not Kind.DEF or depth > MAX_DEPTH:
@@ -262,12 +279,12 @@ class Models:
             del self._returns[key]
         return site
 
-    def _hold(self, site: ModelSite, symbol: Symbol) -> None:
+    def _hold(self, site: Model, symbol: Symbol) -> None:
         self._by_symbol[id(symbol)] = site
         if symbol not in site.symbols:
             site.symbols.append(symbol)
 
-    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> ModelSite | None:
+    def of(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Model | None:
         """The model an expression holds, where provable."""
         if isinstance(node, cst.Call):
             base, peeled = self._unwrap(node, scope)
@@ -294,7 +311,7 @@ class Models:
             return first
         return None
 
-    def _passed_in(self, param: Binding, symbol: Symbol) -> ModelSite | None:
+    def _passed_in(self, param: Binding, symbol: Symbol) -> Model | None:
         """The model another file passes for a parameter no call of this file passes; or,
         where no call is visible at all, one presumed from its use: switched between
         `.train()` and `.eval()` (or given its `.parameters()`) and called."""
@@ -304,7 +321,7 @@ class Models:
             network = Network(ModelKind.NETWORK, presumed=True)
         if network is None:
             return None
-        site = ModelSite(None, param, network.kind, external=network)
+        site = Model(param, network.kind, external=network)
         self.passed.append(site)
         self._hold(site, symbol)
         return site
@@ -328,7 +345,7 @@ class Models:
                 found.setdefault(id(symbol), set()).add(method)
         return found
 
-    def holds_only(self, site: ModelSite) -> bool:
+    def holds_only(self, site: Model) -> bool:
         """Every assignment to the names holding `site` keeps holding it: none rebinds
         them to a value of another origin (`model = load(...)`)."""
         for symbol in site.symbols:
@@ -338,11 +355,12 @@ class Models:
                 if b.kind is not Kind.ASSIGN or b.value is None:
                     return False
                 base, _ = self._unwrap(b.value, b.ctx.scope)
-                if base is not site.construction.node and self.of(base, b.ctx.scope) is not site:
+                built = site.construction.node if isinstance(site, ModelSite) else None
+                if base is not built and self.of(base, b.ctx.scope) is not site:
                     return False
         return True
 
-    def called(self, call: CallSite) -> ModelSite | None:
+    def called(self, call: CallSite) -> Model | None:
         """The model a call such as `model(x)` / `self.net(x)` runs."""
         func = call.node.func
         if not isinstance(func, (cst.Name, cst.Attribute)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -11,20 +10,20 @@ import libcst as cst
 
 from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
+from torchlint.semantic.datasets import Datasets
 from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.external import Callers, Environment, Uses
 from torchlint.semantic.facts import CallSite, Context, Loop, Store
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.loaders import DataLoaderSite, Loaders
+from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders
 from torchlint.semantic.loops import Training, is_periodic
-from torchlint.semantic.models import Models, ModelSite
+from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import Networks
-from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.scopes import Binding, Kind, Scope, assigned_values, bindings
 from torchlint.semantic.syntax import MISSING, bool_value, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
 
-TENSOR_DATASET = "torch.utils.data.TensorDataset"
 NO_GRAD = ("torch.no_grad", "torch.inference_mode")
 SET_GRAD = "torch.set_grad_enabled"
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
@@ -38,11 +37,6 @@ MATMUL_PRECISION_SETTINGS = (
     "torch.backends.cuda.matmul.fp32_precision",
     "torch.backends.fp32_precision",
 )
-# Hugging Face datasets: a function run on each sample as it is read.
-HF_TRANSFORMS = ("with_transform", "set_transform")
-# Libraries whose datasets decode and transform each sample.
-DECODING = ("torchvision.", "torchaudio.", "torchtext.")
-ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Frameworks that own the device, the samplers and the process group.
 MANAGED_PREFIXES = (
     "lightning",
@@ -85,6 +79,7 @@ class TorchModule:
         self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions, self.values)
         self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
+        self.datasets = Datasets(facts, self.functions, self.values, self.guarded, self.notebook)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -330,14 +325,14 @@ class TorchModule:
         """Every nn.Module instance built in the file: networks, losses, stateless layers."""
         return self._models.sites
 
-    def model_of(self, node: cst.CSTNode, scope: Scope) -> ModelSite | None:
+    def model_of(self, node: cst.CSTNode, scope: Scope) -> Model | None:
         return self._models.of(node, scope)
 
-    def holds_only(self, site: ModelSite) -> bool:
+    def holds_only(self, site: Model) -> bool:
         """No name holding the model is rebound to a value of another origin."""
         return self._models.holds_only(site)
 
-    def model_called(self, call: CallSite) -> ModelSite | None:
+    def model_called(self, call: CallSite) -> Model | None:
         """The module a call such as `model(x)` / `self.net(x)` runs."""
         return self._models.called(call)
 
@@ -351,17 +346,17 @@ class TorchModule:
                     found.setdefault(id(site), []).append(call)
         return found
 
-    def model_uses(self, site: ModelSite) -> Uses | None:
+    def model_uses(self, site: Model) -> Uses | None:
         """What the project's other files do with a model built here."""
-        return self.env.uses(f"@{site.index}") if site.index is not None else None
+        return self.env.uses(f"@{site.index}") if isinstance(site, ModelSite) else None
 
     @property
-    def passed_models(self) -> list[ModelSite]:
+    def passed_models(self) -> list[Model]:
         """The models the project's other files pass to functions of this file (or
         presumed so: see `Models`)."""
         return self._models.passed
 
-    def on_gpu(self, site: ModelSite) -> bool:
+    def on_gpu(self, site: Model) -> bool:
         """A move of the model goes to a GPU (CUDA or an accelerator, on some branch),
         here or where another file of the project builds or trains it."""
         if any((d := self.move(m)) is not None and d.is_gpu for m in site.moves):
@@ -380,8 +375,8 @@ class TorchModule:
         for loop in self.step_loops:
             for call in self.network_calls(loop):
                 site = self.model_called(call)
-                if site is None or site.passed_in or id(site) in found:
-                    continue  # a model passed in is reported where it is built
+                if not isinstance(site, ModelSite) or id(site) in found:
+                    continue  # a model built elsewhere is reported where it is built
                 if self.on_gpu(site):
                     found[id(site)] = site
         for site in self.models:
@@ -406,7 +401,7 @@ class TorchModule:
                 return call.ctx.loops[0]
         return None
 
-    def method_calls_on(self, site: ModelSite) -> list[CallSite]:
+    def method_calls_on(self, site: Model) -> list[CallSite]:
         """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
         return self._method_calls_on_models.get(id(site), [])
 
@@ -418,11 +413,11 @@ class TorchModule:
     def _optimized(self) -> set[int]:
         return self.training.optimized()
 
-    def optimized(self, site: ModelSite) -> bool:
+    def optimized(self, site: Model) -> bool:
         """The model's parameters are handed to an optimizer in this file."""
         return id(site) in self._optimized
 
-    def optimizer_models(self, call: CallSite) -> list[ModelSite]:
+    def optimizer_models(self, call: CallSite) -> list[Model]:
         """The models whose `.parameters()` a call (an optimizer's construction) is given."""
         return [
             site
@@ -436,7 +431,7 @@ class TorchModule:
             id(m) for loop in self.training_loops for c in loop.calls if (m := self.model_called(c))
         }
 
-    def trained(self, site: ModelSite) -> bool:
+    def trained(self, site: Model) -> bool:
         """The model is called in a training loop of this file, or of another file of the
         project it is passed to."""
         if id(site) in self._trained:
@@ -458,7 +453,7 @@ class TorchModule:
     def dataloaders(self) -> list[DataLoaderSite]:
         return self._loaders.sites
 
-    def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[DataLoaderSite]:
+    def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[Loader]:
         return self._loaders.of(node, scope)
 
     def iterables(self, node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
@@ -470,7 +465,7 @@ class TorchModule:
         """The argument whose items a generator call hands on unchanged."""
         return self._loaders.handed_on(node, scope)
 
-    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[DataLoaderSite]:
+    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[Loader]:
         """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
         return self._loaders.iterator_of(node, scope)
 
@@ -483,10 +478,10 @@ class TorchModule:
         """An `iter(loader)` run again and again (see loaders.py)."""
         return self._loaders.reiterated(loader)
 
-    def pins_memory(self, loader: DataLoaderSite) -> bool:
+    def pins_memory(self, loader: Loader) -> bool:
         """`pin_memory=True`, or pinned whenever an accelerator is there to copy to (as
         another file of the project says, for a loader built there)."""
-        if loader.call is None:
+        if isinstance(loader, Elsewhere):
             return loader.pinned
         value = loader.arg("pin_memory")
         if isinstance(value, cst.Name) and value.value == "True":
@@ -580,303 +575,17 @@ class TorchModule:
                 return True
         return False
 
-    # -- datasets and worker processes ----------------------------------------------------
-
-    def dataset_values(self, loader: DataLoaderSite) -> list[tuple[cst.BaseExpression, Scope]]:
-        """The dataset expression of a loader, and what the name it is holds (one level)."""
-        dataset = loader.arg("dataset")
-        return [] if dataset is MISSING else self.held(dataset, loader.call.scope)
-
-    def held(
-        self, node: cst.BaseExpression, scope: Scope
-    ) -> list[tuple[cst.BaseExpression, Scope]]:
-        """An expression, and what the name it is holds (one level)."""
-        found = [(node, scope)]
-        found += [
-            (b.value, b.ctx.scope)
-            for b in self.bindings(node, scope)
-            if b.kind is Kind.ASSIGN and b.value is not None
-        ]
-        return found
-
-    def _transform(self, arg: cst.Arg, scope: Scope) -> bool:
-        """A transform passed to a dataset: `transform=...`, or a torchvision transform."""
-        if arg.keyword is not None and "transform" in arg.keyword.value:
-            return True
-        value = arg.value
-        return isinstance(value, cst.Call) and (self.resolve(value.func, scope) or "").startswith(
-            "torchvision.transforms"
-        )
-
-    def plain_data(self, loader: DataLoaderSite) -> bool:
-        """Where the dataset comes from shows it does no work per sample, so worker
-        processes would only add overhead: tensors already in memory (`TensorDataset`, a
-        list), a Dataset class of this file whose `__getitem__` calls nothing, or a dataset
-        class from elsewhere built without any transform (`MyTrainDataset(2048)`). A
-        torchvision dataset, a transform passed, or an origin we cannot see: not plain."""
-        return self._dataset_is(loader, self._plain)
-
-    def _dataset_is(
-        self, loader: DataLoaderSite, test: Callable[[cst.BaseExpression, Scope], bool]
-    ) -> bool:
-        """Every value the loader's dataset may be passes `test` (and some is known)."""
-        dataset = loader.arg("dataset")
-        if dataset is MISSING:
-            return False
-        origins = self.values.origins(dataset, loader.call.scope)
-        return bool(origins) and all(test(value, scope) for value, scope in origins)
-
-    def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
-            return True
-        if not isinstance(value, cst.Call):
-            return False
-        qualname = self.resolve(value.func, scope)
-        if qualname == TENSOR_DATASET:
-            return True
-        if qualname is not None:
-            return not qualname.startswith(DECODING) and not any(
-                self._transform(a, scope) for a in value.args
-            )
-        cls = self.functions.class_scope(value.func, scope)
-        getitem = cls.member("__getitem__") if cls is not None else None
-        method = getitem.only(Kind.DEF) if getitem is not None else None
-        if method is None:
-            return False
-        assert isinstance(method.node, cst.FunctionDef)
-        return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
-
-    def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
-        """The dataset visibly does work per sample: a transform set on a Hugging Face
-        dataset (`with_transform`, `set_transform`), a torchvision/torchaudio/torchtext
-        dataset, a transform passed, or a Dataset class of this file whose `__getitem__`
-        calls something (tokenizing, opening an image). Unknown origins and datasets
-        processed ahead (`load_dataset(...).map(tokenize)`) do not."""
-        while isinstance(node, cst.Subscript):  # `tokenized["train"]`
-            node = node.value
-        if _depth > 4:
-            return False
-        if isinstance(node, cst.Name) and any(
-            isinstance(c.receiver, cst.Name) and c.receiver.value == node.value
-            for c in self.method_calls(*HF_TRANSFORMS)
-        ):
-            return True  # `ds.set_transform(augment)`
-        for value, where in self.values.origins(node, scope):
-            if isinstance(value, cst.Subscript):
-                if self.works_per_sample(value, where, _depth + 1):
-                    return True
-                continue
-            if not isinstance(value, cst.Call):
-                continue
-            func = value.func
-            qualname = self.resolve(func, where)
-            if isinstance(func, cst.Attribute) and qualname is None:
-                if func.attr.value in HF_TRANSFORMS:
-                    return True
-                if self.works_per_sample(func.value, where, _depth + 1):  # `ds.map(...)`
-                    return True
-            elif qualname is not None:
-                if qualname.startswith(DECODING) or any(
-                    self._transform(a, where) for a in value.args
-                ):
-                    return True
-            elif self.functions.class_scope(func, where) and not self._plain(value, where):
-                return True
-        return False
-
-    def iterable_dataset(self, loader: DataLoaderSite) -> bool:
-        """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
-        for value, scope in self.dataset_values(loader):
-            if not isinstance(value, cst.Call):
-                continue
-            if self.resolve(value.func, scope) == ITERABLE_DATASET:
-                return True
-            cls = self.functions.class_scope(value.func, scope)
-            if cls is not None and cls.parent is not None:
-                assert isinstance(cls.node, cst.ClassDef)
-                if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
-                    return True
-        return False
-
-    def map_style(self, loader: DataLoaderSite) -> bool:
-        """The loader has a length: default batching over a dataset known to define
-        `__len__` (tensors in memory, a torchvision image dataset, a Dataset class of
-        this file with `__len__` that is not an IterableDataset)."""
-        if loader.arg("batch_sampler") is not MISSING or self.iterable_dataset(loader):
-            return False
-        return self._dataset_is(loader, self._sized)
-
-    def _sized(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
-            return True
-        if not isinstance(value, cst.Call):
-            return False
-        qualname = self.resolve(value.func, scope)
-        if qualname is not None:
-            return qualname == TENSOR_DATASET or qualname.startswith("torchvision.datasets.")
-        cls = self.functions.class_scope(value.func, scope)
-        return cls is not None and cls.member("__len__") is not None
-
-    def workers_hazard(self, loader: DataLoaderSite) -> str | None:
-        """Why starting worker processes for this loader could break a script that runs
-        (under the `spawn` start method of macOS and Windows, and `forkserver`, Linux's
-        default from Python 3.14, each worker re-imports the script and unpickles the
-        dataset and functions it is given); None when nothing stands in the way. Workers
-        start in the loops over the loader, or where a framework that trains on it starts
-        training (`trainer.fit(...)`)."""
-        scope = loader.call.scope
-        functions = [
-            (n, v, scope)
-            for n in ("collate_fn", "worker_init_fn")
-            if (v := loader.arg(n)) is not MISSING
-        ]
-        starts: list[tuple[Context, cst.CSTNode]]
-        outside = loader.outside
-        if not loader.loops and outside is not None and outside.trains:
-            if not outside.guarded:  # the loops are in another file of the project
-                return (
-                    f"the loop over this loader ({outside.where}) may run outside "
-                    '`if __name__ == "__main__":`: under spawn/forkserver each worker re-runs '
-                    "the script that starts it; add the guard"
-                )
-            starts, where = [], ""
-        elif loader.loops or not loader.trained_by_framework:
-            starts = [(lp.ctx, lp.node) for lp in loader.loops]
-            where = "the loop over this loader"
-        else:
-            starts = [(c.ctx, c.node) for c in loader.starts]
-            where = "`trainer.fit(...)`"
-        elsewhere = not loader.loops and outside is not None and outside.trains
-        return self.start_hazard(
-            self.dataset_values(loader), functions, starts, where, guarded_elsewhere=elsewhere
-        )
-
-    def start_hazard(
-        self,
-        datasets: list[tuple[cst.BaseExpression, Scope]],
-        functions: list[tuple[str, cst.BaseExpression, Scope]],
-        starts: Sequence[tuple[Context, cst.CSTNode]],
-        where: str,
-        guarded_elsewhere: bool = False,
-    ) -> str | None:
-        """Why DataLoader workers started at `starts` (named `where` in the reason) could
-        break a script that runs, given the datasets and the functions (`collate_fn`...)
-        they receive; None when nothing stands in the way (see `workers_hazard`).
-        `guarded_elsewhere`: they start in another file of the project, under the main
-        guard."""
-        passed = [*datasets, *((v, s) for _, v, s in functions)]
-        if self.notebook:
-            # Spawned workers do not re-run a notebook, but they cannot import what it defines.
-            if any(self._defined_here(v, s) for v, s in passed):
-                return (
-                    "in a notebook, workers started with spawn cannot import the classes and "
-                    "functions the notebook defines: move the Dataset (and collate_fn) to a module"
-                )
-        elif not starts and not guarded_elsewhere:
-            return (
-                f"{where} is not in this file: under spawn/forkserver each worker re-imports "
-                'the script that runs it, which must do so under `if __name__ == "__main__":`'
-            )
-        elif not guarded_elsewhere and not all(self.guarded(ctx, node) for ctx, node in starts):
-            return (
-                f'{where} is not under `if __name__ == "__main__":`: under '
-                "spawn/forkserver each worker re-runs the script and fails; add the guard"
-            )
-        for name, value, scope in functions:
-            if not self._picklable(value, scope):
-                return (
-                    f"`{name}` is a lambda or a nested function, which spawned workers cannot "
-                    "receive: make it a module-level function"
-                )
-        if any(self._holds_lambda(v, s) for v, s in datasets):
-            return (
-                "the dataset holds a lambda (`transforms.Lambda(lambda ...)`?), which spawned "
-                "workers cannot receive: use a module-level function"
-            )
-        return None
-
-    def _picklable(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
-        if isinstance(node, cst.Lambda):
-            return False
-        if depth > 3:
-            return True
-        if isinstance(node, cst.Call):
-            if self.resolve(node.func, scope) == "functools.partial" and node.args:
-                return self._picklable(node.args[0].value, scope, depth + 1)
-            target = self.functions.definition(node.func, scope)
-            if target is not None and target.kind is Kind.DEF:
-                assert isinstance(target.node, cst.FunctionDef)
-                inner = self.functions.scope_of(target.node)
-                return all(
-                    self._picklable(r, inner, depth + 1)
-                    for r in self.functions.returns(target.node)
-                )
-            return True
-        for b in self.bindings(node, scope):
-            if b.kind is Kind.DEF and b.symbol.scope.function is not None:
-                return False  # a nested function (a closure)
-            if (
-                b.kind is Kind.ASSIGN
-                and b.value is not None
-                and not self._picklable(b.value, b.ctx.scope, depth + 1)
-            ):
-                return False
-        return True
-
-    def _defined_here(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
-        """The expression uses a class or function this file defines, or a lambda (what
-        the names in it hold included, two levels)."""
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, cst.Lambda):
-                return True
-            if isinstance(n, cst.Name):
-                for b in self.bindings(n, scope):
-                    if b.kind in (Kind.DEF, Kind.CLASS):
-                        return True
-                    if (
-                        b.kind is Kind.ASSIGN
-                        and b.value is not None
-                        and depth < 2
-                        and self._defined_here(b.value, b.ctx.scope, depth + 1)
-                    ):
-                        return True
-            elif isinstance(n, cst.Attribute):
-                stack.append(n.value)
-                continue
-            stack.extend(children(n))
-        return False
-
-    def _holds_lambda(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
-        """A lambda in the expression, or in what a name in it holds (two levels)."""
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, cst.Lambda):
-                return True
-            if isinstance(n, cst.Name) and depth < 2:
-                for value in self.assigned_values(n, scope):
-                    if self._holds_lambda(value, scope, depth + 1):
-                        return True
-            elif isinstance(n, cst.Attribute):
-                stack.append(n.value)
-                continue
-            stack.extend(children(n))
-        return False
-
     # -- values ----------------------------------------------------------------------
 
     def constant(self, node: cst.CSTNode, scope: Scope) -> Constant | None:
         return self.values.constant(node, scope)
 
-    def bindings(self, node: cst.CSTNode, scope: Scope) -> list:
+    def bindings(self, node: cst.CSTNode, scope: Scope) -> list[Binding]:
         """Every binding of the name or `self.attr` an expression refers to."""
-        symbol = scope.lookup_expr(node)
-        return list(symbol.bindings) if symbol is not None else []
+        return bindings(node, scope)
 
     def assigned_values(self, node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
-        return [b.value for b in self.bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
+        return assigned_values(node, scope)
 
     def next_statement(self, statement: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement after this one in the same block, if any."""
@@ -900,14 +609,6 @@ class TorchModule:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
-
-
-def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
 
 
 def _branch(statement: cst.CSTNode, node: cst.CSTNode) -> bool:

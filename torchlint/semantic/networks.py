@@ -11,7 +11,7 @@ import libcst as cst
 
 from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.models import ZOO_PREFIXES, ModelKind, Models, ModelSite
+from torchlint.semantic.models import ZOO_PREFIXES, Model, ModelKind, Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
 from torchlint.semantic.syntax import MISSING, argument, bool_value, children, keyword
 from torchlint.semantic.values import Values
@@ -124,7 +124,7 @@ class Networks:
         self._calls_in: dict[int, list[CallSite]] | None = None  # id(class/def) -> calls
         self._layers: dict[int, frozenset[str]] = {}
 
-    def layers(self, site: ModelSite) -> frozenset[str]:
+    def layers(self, site: Model) -> frozenset[str]:
         """The `torch.nn` layers the network is built from (`"Conv2d"`, `"Linear"`), as
         far as the file shows them: the layers its construction passes, those a class of
         this file (its bases, the classes and functions it calls, nested functions
@@ -132,12 +132,12 @@ class Networks:
         from elsewhere shows none."""
         return self._site_layers(site, 0)
 
-    def _site_layers(self, site: ModelSite, depth: int) -> frozenset[str]:
+    def _site_layers(self, site: Model, depth: int) -> frozenset[str]:
         """The site's own layers, and those of the models its construction is given
         (`Seq2Seq(encoder, decoder)`)."""
-        construction = site.construction
-        if construction is None:  # passed in by another file
+        if not isinstance(site, ModelSite):  # built elsewhere
             return site.external.layers if site.external is not None else frozenset()
+        construction = site.construction
         found = set(self._layers_in(construction.node, construction.scope, depth))
         if depth < MAX_DEPTH:
             for arg in construction.node.args:
@@ -146,11 +146,10 @@ class Networks:
                     found |= self._site_layers(given, depth + 1)
         return frozenset(found)
 
-    def convolutional(self, site: ModelSite) -> bool:
+    def convolutional(self, site: Model) -> bool:
         """The network convolves: a convolution layer in `layers`, or a torchvision
         architecture built of convolutions."""
-        construction = site.construction
-        qualname = (construction.qualname or "") if construction is not None else ""
+        qualname = (site.construction.qualname or "") if isinstance(site, ModelSite) else ""
         if qualname.startswith("torchvision.models."):
             name = qualname.rsplit(".", 1)[-1]
             return name.startswith(CONVOLUTIONAL_ZOO) or qualname.startswith(
@@ -208,19 +207,19 @@ class Networks:
         assert isinstance(cls.node, cst.ClassDef)
         return self._layers_of_definition(cls.node, 0)
 
-    def well_known(self, site: ModelSite) -> bool:
+    def well_known(self, site: Model) -> bool:
         """Built by a model zoo (torchvision, timm, torch.hub, `from_pretrained`)."""
-        if site.construction is None:
+        if not isinstance(site, ModelSite):
             return False
         qualname = site.construction.qualname or ""
         return qualname.startswith(ZOO_PREFIXES) or (
             qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")
         )
 
-    def parameters(self, site: ModelSite) -> int | None:
+    def parameters(self, site: Model) -> int | None:
         """How many parameters the network has, where every size it is built with can be
         read; None otherwise."""
-        if site.construction is None:
+        if not isinstance(site, ModelSite):
             return site.external.parameters if site.external is not None else None
         return self._count(site.construction.node, site.construction.scope, 0)
 
@@ -243,7 +242,7 @@ class Networks:
         site = self.models.of(node, scope)
         if site is None:
             return None
-        if site.construction is None:
+        if not isinstance(site, ModelSite):
             return site.external.parameters if site.external is not None else None
         return self._count(site.construction.node, site.construction.scope, depth + 1)
 
@@ -323,17 +322,17 @@ class Networks:
             return False
         return qualname.startswith("torch.") or qualname in ("int", "float", "len", "range")
 
-    def sequence_first(self, site: ModelSite) -> bool:
+    def sequence_first(self, site: Model) -> bool:
         """The network holds a recurrent or transformer layer that takes (sequence, batch,
         ...) inputs: one built without `batch_first=True`."""
-        if site.construction is None:
+        if not isinstance(site, ModelSite):
             return site.external is not None and site.external.sequence_first
         return self._sequence_first(site.construction.node, site.construction.scope, 0)
 
     def _sequence_first(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
         if depth > MAX_DEPTH or not isinstance(node, cst.Call):
             site = self.models.of(node, scope) if depth <= MAX_DEPTH else None
-            if site is None or site.construction is None:
+            if not isinstance(site, ModelSite):
                 return site is not None and self.sequence_first(site)
             return self._sequence_first(site.construction.node, site.construction.scope, depth + 1)
         qualname = scope.resolve(node.func)

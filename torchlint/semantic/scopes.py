@@ -258,6 +258,17 @@ class Scope:
         return canonical(f"{target}.{rest}" if rest else target)
 
 
+def bindings(node: cst.CSTNode, scope: Scope) -> list[Binding]:
+    """Every binding of the name or `self.attr` an expression refers to."""
+    symbol = scope.lookup_expr(node)
+    return list(symbol.bindings) if symbol is not None else []
+
+
+def assigned_values(node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
+    """The values of the plain assignments of the name an expression refers to."""
+    return [b.value for b in bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
+
+
 def bound_names(target: cst.CSTNode) -> list[cst.Name]:
     """The names an assignment target binds (`a`, `a, (b, *c)`), attributes excluded."""
     if isinstance(target, cst.Name):

@@ -43,7 +43,8 @@ FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True"
 class Constant:
     value: Value
     node: cst.BaseExpression  # the literal that writes the value
-    origin: str  # "literal" | "name" | "argparse" | "config" | "argument" | "default"
+    # "literal" | "name" | "argparse" | "config" | "argument" | "default" | "hparams"
+    origin: str
 
 
 def literal(node: cst.CSTNode | None) -> tuple[bool, Value]:
@@ -94,6 +95,10 @@ class Values:
                 return None
             found = self.constant(option.default, option.call.scope, _depth + 1)
             return Constant(found.value, found.node, "argparse") if found else None
+        hparam = self._hparam(node, scope)
+        if hparam is not None:  # Lightning: what `__init__` was given for it
+            found = self._parameter(hparam, _depth)
+            return Constant(found.value, found.node, "hparams") if found else None
         if isinstance(node, cst.Subscript):
             return self._item(node, scope, _depth)
         symbol = scope.lookup_expr(node)
@@ -131,6 +136,39 @@ class Values:
         if len({(type(r.value), r.value) for r in results}) != 1:
             return None
         return Constant(results[0].value, results[0].node, "argument")
+
+    def _hparam(self, node: cst.CSTNode, scope: Scope) -> Binding | None:
+        """`self.hparams.batch_size` (or `self.hparams["batch_size"]`) in a class whose
+        `__init__` calls `self.save_hyperparameters()`: that `__init__` parameter."""
+        name: str | None
+        if isinstance(node, cst.Attribute):
+            holder, name = node.value, node.attr.value
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            index = node.slice[0].slice
+            holder = node.value
+            name = str_value(index.value) if isinstance(index, cst.Index) else None
+        else:
+            return None
+        if not (isinstance(holder, cst.Attribute) and holder.attr.value == "hparams"):
+            return None
+        method = scope.function
+        cls = method.class_scope if method is not None else None
+        owner = holder.value
+        if cls is None or name is None or not isinstance(owner, cst.Name):
+            return None
+        if method is None or owner.value != method.self_name:
+            return None
+        init = cls.member("__init__")
+        binding = init.only(Kind.DEF) if init is not None else None
+        if binding is None:
+            return None
+        init_scope = self.functions.scope_of(binding.node)  # type: ignore[arg-type]
+        saves = any(
+            c.ctx.scope is init_scope
+            for c in self.facts.calls_by_method.get("save_hyperparameters", ())
+        )
+        param = init_scope.symbols.get(name)
+        return param.only(Kind.PARAM) if saves and param is not None else None
 
     def _item(self, node: cst.Subscript, scope: Scope, depth: int) -> Constant | None:
         """`config["batch_size"]` of a dict literal (or `dict(...)`) bound once."""

@@ -25,6 +25,7 @@ from torchlint.positions import NodePositions
 from torchlint.results import Violation
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.facts import CallSite
+from torchlint.semantic.loaders import Loader
 from torchlint.semantic.loops import OPTIMIZER as BUILT_OPTIMIZER
 from torchlint.semantic.models import ModelSite
 from torchlint.semantic.syntax import int_value
@@ -236,7 +237,7 @@ class Entities:
             self.calls.append((r.start.line, r.end.line, call))
             self.starts.setdefault((r.start.line, r.start.column + 1), []).append(call)
         # Where passes over each loader start: `for` headers and `iter(loader)`.
-        self.loader_heads: list[tuple[int, int, list[DataLoaderSite]]] = []
+        self.loader_heads: list[tuple[int, int, list[Loader]]] = []
         for loop, header in heads:
             first = self.positions[header].start.line
             self.loader_heads.append((first, self.positions[header.iter].end.line, loop.loaders))
@@ -312,7 +313,13 @@ class Entities:
     def _at(self, pattern: Pattern, line: int) -> list[Entity]:
         kind = pattern.entity
         if kind == LOADER:
-            sites = [s for a, b, ss in self.loader_heads if a <= line <= b for s in ss]
+            sites = [
+                s
+                for a, b, ss in self.loader_heads
+                if a <= line <= b
+                for s in ss
+                if isinstance(s, DataLoaderSite)
+            ]
             sync = [s for s in sites if _maybe_sync(s)]
             return [self.loader(s) for s in dict.fromkeys(sync or sites)]
         calls = self.at_line(line)
@@ -324,10 +331,12 @@ class Entities:
                 if built is not None:
                     return [self.optimizer(built)]
                 site = self.module.model_of(call.receiver, call.scope) if call.receiver else None
-                return [self.model(site) if site is not None else self.statement(call)]
+                if isinstance(site, ModelSite):
+                    return [self.model(site)]
+                return [self.statement(call)]
             return []
         if kind == MODEL:
-            models = [m for c in calls if (m := self.module.model_called(c)) is not None]
+            models = [m for c in calls if isinstance(m := self.module.model_called(c), ModelSite)]
             preferred = [
                 m
                 for m in models
@@ -563,9 +572,9 @@ def _loader_left_alone(site: DataLoaderSite, module: TorchModule) -> str | None:
         return "its options come from `*args` or a `**` dict the file does not show"
     if not site.feeds_training:
         return "no training loop of the file iterates it"
-    if module.plain_data(site):
+    if module.datasets.plain_data(site):
         return "its dataset does no work per sample (tensors in memory)"
-    if module.iterable_dataset(site):
+    if module.datasets.iterable_dataset(site):
         return "its dataset is an IterableDataset"
     return None
 

@@ -1,0 +1,354 @@
+"""Datasets and the worker processes that load them: what a DataLoader's dataset is made
+of (tensors in memory, a Dataset class whose `__getitem__` reads or decodes, one of
+torchvision's, an IterableDataset, or a class of another file of the project, as its
+summary says), and what could stop DataLoader workers from starting under `spawn` /
+`forkserver` (no main guard where they start, lambdas, nested functions, classes a
+notebook defines)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Class, Dataset
+from torchlint.semantic.facts import CallSite, Context
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.loaders import DataLoaderSite
+from torchlint.semantic.scopes import Kind, Scope, assigned_values, bindings
+from torchlint.semantic.syntax import MISSING, children
+from torchlint.semantic.values import Values
+
+TENSOR_DATASET = "torch.utils.data.TensorDataset"
+# Hugging Face datasets: a function run on each sample as it is read.
+HF_TRANSFORMS = ("with_transform", "set_transform")
+# Libraries whose datasets decode and transform each sample.
+DECODING = ("torchvision.", "torchaudio.", "torchtext.")
+ITERABLE_DATASET = "torch.utils.data.IterableDataset"
+Guard = Callable[[Context, cst.CSTNode | None], bool]
+
+
+class Datasets:
+    def __init__(
+        self, facts: Facts, functions: Functions, values: Values, guarded: Guard, notebook: bool
+    ) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.values = values
+        self.guarded = guarded  # code runs under the main guard only (TorchModule.guarded)
+        self.notebook = notebook
+
+    @cached_property
+    def _transforms_set(self) -> list[CallSite]:
+        """`ds.set_transform(...)`, `ds.with_transform(...)` calls."""
+        return [c for m in HF_TRANSFORMS for c in self.facts.calls_by_method.get(m, ())]
+
+    def _exported(self, value: cst.Call, scope: Scope) -> Dataset | None:
+        """The Dataset facts of a class of another file of the project it builds."""
+        found = self.functions.export(value.func, scope)
+        return found.dataset if isinstance(found, Class) else None
+
+    def dataset_values(self, loader: DataLoaderSite) -> list[tuple[cst.BaseExpression, Scope]]:
+        """The dataset expression of a loader, and what the name it is holds (one level)."""
+        dataset = loader.arg("dataset")
+        return [] if dataset is MISSING else self.held(dataset, loader.call.scope)
+
+    def held(
+        self, node: cst.BaseExpression, scope: Scope
+    ) -> list[tuple[cst.BaseExpression, Scope]]:
+        """An expression, and what the name it is holds (one level)."""
+        found = [(node, scope)]
+        found += [
+            (b.value, b.ctx.scope)
+            for b in bindings(node, scope)
+            if b.kind is Kind.ASSIGN and b.value is not None
+        ]
+        return found
+
+    def _transform(self, arg: cst.Arg, scope: Scope) -> bool:
+        """A transform passed to a dataset: `transform=...`, or a torchvision transform."""
+        if arg.keyword is not None and "transform" in arg.keyword.value:
+            return True
+        value = arg.value
+        return isinstance(value, cst.Call) and (scope.resolve(value.func) or "").startswith(
+            "torchvision.transforms"
+        )
+
+    def plain_data(self, loader: DataLoaderSite) -> bool:
+        """Where the dataset comes from shows it does no work per sample, so worker
+        processes would only add overhead: tensors already in memory (`TensorDataset`, a
+        list), a Dataset class of this file whose `__getitem__` calls nothing, or a dataset
+        class from elsewhere built without any transform (`MyTrainDataset(2048)`). A
+        torchvision dataset, a transform passed, or an origin we cannot see: not plain."""
+        return self._dataset_is(loader, self._plain)
+
+    def _dataset_is(
+        self, loader: DataLoaderSite, test: Callable[[cst.BaseExpression, Scope], bool]
+    ) -> bool:
+        """Every value the loader's dataset may be passes `test` (and some is known)."""
+        dataset = loader.arg("dataset")
+        if dataset is MISSING:
+            return False
+        origins = self.values.origins(dataset, loader.call.scope)
+        return bool(origins) and all(test(value, scope) for value, scope in origins)
+
+    def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = scope.resolve(value.func)
+        if qualname == TENSOR_DATASET:
+            return True
+        exported = self._exported(value, scope) if qualname is not None else None
+        if exported is not None:  # a Dataset class of another file of the project
+            return exported.plain and not any(self._transform(a, scope) for a in value.args)
+        if qualname is not None:
+            return not qualname.startswith(DECODING) and not any(
+                self._transform(a, scope) for a in value.args
+            )
+        cls = self.functions.class_scope(value.func, scope)
+        getitem = cls.member("__getitem__") if cls is not None else None
+        method = getitem.only(Kind.DEF) if getitem is not None else None
+        if method is None:
+            return False
+        assert isinstance(method.node, cst.FunctionDef)
+        return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
+
+    def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
+        """The dataset visibly does work per sample: a transform set on a Hugging Face
+        dataset (`with_transform`, `set_transform`), a torchvision/torchaudio/torchtext
+        dataset, a transform passed, or a Dataset class of this file whose `__getitem__`
+        calls something (tokenizing, opening an image). Unknown origins and datasets
+        processed ahead (`load_dataset(...).map(tokenize)`) do not."""
+        while isinstance(node, cst.Subscript):  # `tokenized["train"]`
+            node = node.value
+        if _depth > 4:
+            return False
+        if isinstance(node, cst.Name) and any(
+            isinstance(c.receiver, cst.Name) and c.receiver.value == node.value
+            for c in self._transforms_set
+        ):
+            return True  # `ds.set_transform(augment)`
+        for value, where in self.values.origins(node, scope):
+            if isinstance(value, cst.Subscript):
+                if self.works_per_sample(value, where, _depth + 1):
+                    return True
+                continue
+            if not isinstance(value, cst.Call):
+                continue
+            func = value.func
+            qualname = where.resolve(func)
+            if isinstance(func, cst.Attribute) and qualname is None:
+                if func.attr.value in HF_TRANSFORMS:
+                    return True
+                if self.works_per_sample(func.value, where, _depth + 1):  # `ds.map(...)`
+                    return True
+            elif qualname is not None:
+                exported = self._exported(value, where)
+                if exported is not None and exported.per_sample:
+                    return True
+                if qualname.startswith(DECODING) or any(
+                    self._transform(a, where) for a in value.args
+                ):
+                    return True
+            elif self.functions.class_scope(func, where) and not self._plain(value, where):
+                return True
+        return False
+
+    def iterable_dataset(self, loader: DataLoaderSite) -> bool:
+        """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
+        for value, scope in self.dataset_values(loader):
+            if not isinstance(value, cst.Call):
+                continue
+            if scope.resolve(value.func) == ITERABLE_DATASET:
+                return True
+            exported = self._exported(value, scope)
+            if exported is not None and exported.iterable:
+                return True
+            cls = self.functions.class_scope(value.func, scope)
+            if cls is not None and cls.parent is not None:
+                assert isinstance(cls.node, cst.ClassDef)
+                if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
+                    return True
+        return False
+
+    def map_style(self, loader: DataLoaderSite) -> bool:
+        """The loader has a length: default batching over a dataset known to define
+        `__len__` (tensors in memory, a torchvision image dataset, a Dataset class of
+        this file with `__len__` that is not an IterableDataset)."""
+        if loader.arg("batch_sampler") is not MISSING or self.iterable_dataset(loader):
+            return False
+        return self._dataset_is(loader, self._sized)
+
+    def _sized(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = scope.resolve(value.func)
+        exported = self._exported(value, scope) if qualname is not None else None
+        if exported is not None:  # a Dataset class of another file of the project
+            return exported.sized
+        if qualname is not None:
+            return qualname == TENSOR_DATASET or qualname.startswith("torchvision.datasets.")
+        cls = self.functions.class_scope(value.func, scope)
+        return cls is not None and cls.member("__len__") is not None
+
+    def workers_hazard(self, loader: DataLoaderSite) -> str | None:
+        """Why starting worker processes for this loader could break a script that runs
+        (under the `spawn` start method of macOS and Windows, and `forkserver`, Linux's
+        default from Python 3.14, each worker re-imports the script and unpickles the
+        dataset and functions it is given); None when nothing stands in the way. Workers
+        start in the loops over the loader, or where a framework that trains on it starts
+        training (`trainer.fit(...)`)."""
+        scope = loader.call.scope
+        functions = [
+            (n, v, scope)
+            for n in ("collate_fn", "worker_init_fn")
+            if (v := loader.arg(n)) is not MISSING
+        ]
+        starts: list[tuple[Context, cst.CSTNode]]
+        outside = loader.outside
+        if not loader.loops and outside is not None and outside.trains:
+            if not outside.guarded:  # the loops are in another file of the project
+                return (
+                    f"the loop over this loader ({outside.where}) may run outside "
+                    '`if __name__ == "__main__":`: under spawn/forkserver each worker re-runs '
+                    "the script that starts it; add the guard"
+                )
+            starts, where = [], ""
+        elif loader.loops or not loader.trained_by_framework:
+            starts = [(lp.ctx, lp.node) for lp in loader.loops]
+            where = "the loop over this loader"
+        else:
+            starts = [(c.ctx, c.node) for c in loader.starts]
+            where = "`trainer.fit(...)`"
+        elsewhere = not loader.loops and outside is not None and outside.trains
+        return self.start_hazard(
+            self.dataset_values(loader), functions, starts, where, guarded_elsewhere=elsewhere
+        )
+
+    def start_hazard(
+        self,
+        datasets: list[tuple[cst.BaseExpression, Scope]],
+        functions: list[tuple[str, cst.BaseExpression, Scope]],
+        starts: Sequence[tuple[Context, cst.CSTNode]],
+        where: str,
+        guarded_elsewhere: bool = False,
+    ) -> str | None:
+        """Why DataLoader workers started at `starts` (named `where` in the reason) could
+        break a script that runs, given the datasets and the functions (`collate_fn`...)
+        they receive; None when nothing stands in the way (see `workers_hazard`).
+        `guarded_elsewhere`: they start in another file of the project, under the main
+        guard."""
+        passed = [*datasets, *((v, s) for _, v, s in functions)]
+        if self.notebook:
+            # Spawned workers do not re-run a notebook, but they cannot import what it defines.
+            if any(self._defined_here(v, s) for v, s in passed):
+                return (
+                    "in a notebook, workers started with spawn cannot import the classes and "
+                    "functions the notebook defines: move the Dataset (and collate_fn) to a module"
+                )
+        elif not starts and not guarded_elsewhere:
+            return (
+                f"{where} is not in this file: under spawn/forkserver each worker re-imports "
+                'the script that runs it, which must do so under `if __name__ == "__main__":`'
+            )
+        elif not guarded_elsewhere and not all(self.guarded(ctx, node) for ctx, node in starts):
+            return (
+                f'{where} is not under `if __name__ == "__main__":`: under '
+                "spawn/forkserver each worker re-runs the script and fails; add the guard"
+            )
+        for name, value, scope in functions:
+            if not self._picklable(value, scope):
+                return (
+                    f"`{name}` is a lambda or a nested function, which spawned workers cannot "
+                    "receive: make it a module-level function"
+                )
+        if any(self._holds_lambda(v, s) for v, s in datasets):
+            return (
+                "the dataset holds a lambda (`transforms.Lambda(lambda ...)`?), which spawned "
+                "workers cannot receive: use a module-level function"
+            )
+        return None
+
+    def _picklable(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if isinstance(node, cst.Lambda):
+            return False
+        if depth > 3:
+            return True
+        if isinstance(node, cst.Call):
+            if scope.resolve(node.func) == "functools.partial" and node.args:
+                return self._picklable(node.args[0].value, scope, depth + 1)
+            target = self.functions.definition(node.func, scope)
+            if target is not None and target.kind is Kind.DEF:
+                assert isinstance(target.node, cst.FunctionDef)
+                inner = self.functions.scope_of(target.node)
+                return all(
+                    self._picklable(r, inner, depth + 1)
+                    for r in self.functions.returns(target.node)
+                )
+            return True
+        for b in bindings(node, scope):
+            if b.kind is Kind.DEF and b.symbol.scope.function is not None:
+                return False  # a nested function (a closure)
+            if (
+                b.kind is Kind.ASSIGN
+                and b.value is not None
+                and not self._picklable(b.value, b.ctx.scope, depth + 1)
+            ):
+                return False
+        return True
+
+    def _defined_here(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
+        """The expression uses a class or function this file defines, or a lambda (what
+        the names in it hold included, two levels)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Lambda):
+                return True
+            if isinstance(n, cst.Name):
+                for b in bindings(n, scope):
+                    if b.kind in (Kind.DEF, Kind.CLASS):
+                        return True
+                    if (
+                        b.kind is Kind.ASSIGN
+                        and b.value is not None
+                        and depth < 2
+                        and self._defined_here(b.value, b.ctx.scope, depth + 1)
+                    ):
+                        return True
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            stack.extend(children(n))
+        return False
+
+    def _holds_lambda(self, node: cst.CSTNode, scope: Scope, depth: int = 0) -> bool:
+        """A lambda in the expression, or in what a name in it holds (two levels)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Lambda):
+                return True
+            if isinstance(n, cst.Name) and depth < 2:
+                for value in assigned_values(n, scope):
+                    if self._holds_lambda(value, scope, depth + 1):
+                        return True
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            stack.extend(children(n))
+        return False
+
+
+def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
