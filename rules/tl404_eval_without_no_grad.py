@@ -70,7 +70,9 @@ class EvalWithoutNoGrad(Rule):
         backprop_ids = {id(c) for c in backprop}
         reported: list[Loop] = []
         for loop in module.loops:
-            if not loop.is_loader_loop or not isinstance(loop.node, cst.For) or not loop.calls:
+            if not isinstance(loop.node, cst.For) or not loop.calls:
+                continue
+            if not (loop.is_loader_loop or module.walks_unseen_parameter(loop)):
                 continue
             if any(outer in reported for outer in loop.ctx.loops):
                 continue

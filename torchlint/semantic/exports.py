@@ -29,11 +29,12 @@ from torchlint.semantic.external import (
 )
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import Binding, Kind, Scope
-from torchlint.semantic.syntax import str_value
+from torchlint.semantic.syntax import MISSING, str_value
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
 
@@ -86,15 +87,12 @@ class _Exporter:
         module = self.module
         site = module.model_of(node, scope)
         loaders = module.loaders_of(node, scope)
-        refs = {self.loader_ref(s) for s in loaders}
         kind = module.training.kind(node, scope)
         value = Value(
             device=module.device(node, scope),
             network=self.network(site) if site is not None else None,
-            loaders=frozenset(r for r in refs if r is not None),
-            pinned=frozenset(
-                r for s in loaders if (r := self.loader_ref(s)) and module.pins_memory(s)
-            ),
+            loaders=frozenset(self.loader_ref(s) for s in loaders),
+            pinned=frozenset(self.loader_ref(s) for s in loaders if module.pins_memory(s)),
             optimizer=kind if kind in (OPTIMIZER, SCALER) else None,
             instance=self.instance(node, scope),
             params=self.params(node, scope),
@@ -118,8 +116,8 @@ class _Exporter:
             sequence_first=site.is_network and module.networks.sequence_first(site),
         )
 
-    def loader_ref(self, site) -> str | None:
-        if site.call is None:
+    def loader_ref(self, site: Loader) -> str:
+        if isinstance(site, Elsewhere):
             return site.ref
         return self.env.site(f"#{site.index}")
 
@@ -362,11 +360,22 @@ class _Exporter:
         )
 
     def uses(self) -> list[tuple[str, Uses]]:
-        """What the loops of this file do with loaders other files build."""
+        """What the loops of this file, and the frameworks it starts (`trainer.fit`), do
+        with loaders other files build."""
+        module = self.module
         found = []
+        gpu = not module.frameworks.cpu_only
+        for fit in module.frameworks.fits:  # Lightning iterates them every epoch
+            loader = module.frameworks.fitted(fit)
+            held = module.loaders_of(loader, fit.scope) if loader is not MISSING else []
+            guarded = module.guarded(fit.ctx, fit.node)
+            for site in held:
+                if isinstance(site, Elsewhere):
+                    where = f"`trainer.fit` in {self.env.path}"
+                    found.append((site.ref, Uses(True, True, True, gpu, guarded, where)))
         for loop in self.module.loops:
             for site in loop.loaders:
-                if site.ref is not None:
+                if isinstance(site, Elsewhere):
                     effect = self.loop_effect(loop)
                     found.append(
                         (

@@ -68,9 +68,7 @@ class Frameworks:
                         site.trained_by_framework = True
                         site.starts = self.lightning_starts
         for fit in self.fits:
-            loader = argument(fit.node, "train_dataloaders", FIT_PARAMS)
-            if loader is MISSING:
-                loader = fit.kwarg("train_dataloader")  # Lightning 1.x
+            loader = self.fitted(fit)
             if loader is not MISSING:
                 for site in loaders.of(loader, fit.scope):
                     if isinstance(site, DataLoaderSite):
@@ -121,6 +119,12 @@ class Frameworks:
             for c in self.facts.calls_by_method.get("fit", ())
             if c.receiver is not None and self._built(c.receiver, c.scope, self.trainers)
         ]
+
+    @staticmethod
+    def fitted(fit: CallSite) -> cst.BaseExpression:
+        """The training loaders `trainer.fit(...)` is given, or MISSING."""
+        loader = argument(fit.node, "train_dataloaders", FIT_PARAMS)
+        return fit.kwarg("train_dataloader") if loader is MISSING else loader  # 1.x spelling
 
     @cached_property
     def lightning_starts(self) -> list[CallSite]:

@@ -465,6 +465,18 @@ class TorchModule:
         """The argument whose items a generator call hands on unchanged."""
         return self._loaders.handed_on(node, scope)
 
+    def walks_unseen_parameter(self, loop: Loop) -> bool:
+        """A `for` loop over a parameter of its function that no visible call passes (a
+        library function's batches: `def evaluate(model, loader, device)`)."""
+        if not isinstance(loop.node, cst.For):
+            return False
+        for it in self.iterables(loop.node.iter, loop.ctx.scope):
+            symbol = loop.ctx.scope.lookup_expr(it)
+            param = symbol.only(Kind.PARAM) if symbol is not None else None
+            if param is not None and self.functions.unseen(param):
+                return True
+        return False
+
     def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[Loader]:
         """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
         return self._loaders.iterator_of(node, scope)
@@ -541,8 +553,9 @@ class TorchModule:
 
     def per_step(self, ctx: Context, _depth: int = 0) -> bool:
         """Code here runs on every training step: in a step loop, in the `forward` of a
-        network of this file, or in a function called from such code (two levels) other
-        than every N steps."""
+        network of this file, in Lightning's `training_step`, in a function another file
+        of the project calls every step, or in a function called from such code (two
+        levels) other than every N steps."""
         if any(
             loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops) for loop in ctx.loops
         ):
@@ -551,6 +564,8 @@ class TorchModule:
         if function is None or _depth > 2:
             return False
         if function.name.value == "forward" and ctx.class_ is not None:
+            return True
+        if function in self.frameworks.training_steps:  # Lightning runs it every step
             return True
         outside = self.outside_callers(function)
         if outside is not None and outside.per_step:

@@ -1,0 +1,299 @@
+"""The whole-program layer: facts that cross functions, files and framework wrappers.
+
+fixtures/project/<shape>/ is a project (its pyproject.toml selects the rules the shape
+exercises); every line that must be reported ends in `# error: CODE[, CODE]`, and every
+other line must stay silent. Each shape is checked as a whole project and file by file
+from its root (what a pre-commit hook does with the files of a commit), through the
+run's real machinery (discovery, rounds, worker processes, the cache), and must find
+exactly the marked lines both ways; each shape needs the project (the same files checked
+each alone miss some of them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torchlint.config import load_config
+from torchlint.parallel import run_files
+from torchlint.project import Layout, Program
+from torchlint.results import Job
+from torchlint.semantic.external import (
+    OPTIMIZER,
+    Call,
+    Effect,
+    Environment,
+    Function,
+    Summary,
+    Uses,
+    Value,
+)
+from torchlint.semantic.lattice import CUDA
+
+from .conftest import FIXTURES
+
+SHAPES = sorted(p for p in (FIXTURES / "project").iterdir() if p.is_dir())
+# Shapes whose facts lie in one file (a module loaded from a checkpoint; a library
+# function nothing calls), checked in a project like the others.
+ONE_FILE = {"checkpoint", "unresolved"}
+MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+Finding = tuple[str, int, str]  # file key, line, code
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.py"))
+
+
+def _marks(root: Path) -> set[Finding]:
+    found = set()
+    for path in _files(root):
+        key = path.relative_to(root).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            m = MARK.search(line)
+            if m:
+                found |= {(key, number, c.strip()) for c in m.group("codes").split(",")}
+    return found
+
+
+def _check(root: Path, files: list[Path], cache: Path | None = None) -> set[Finding]:
+    config = load_config(root / "pyproject.toml")
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    results = run_files(files, job, config, cache_dir=cache, bases=dict.fromkeys(files, root))
+    errors = [(r.path, r.error) for r in results if r.error]
+    assert not errors, errors
+    return {
+        (Path(r.path).absolute().relative_to(root).as_posix(), v.line, v.code)
+        for r in results
+        for v in r.violations
+    }
+
+
+@pytest.fixture
+def copy(tmp_path: Path, request) -> Path:
+    root = tmp_path / request.param.name
+    shutil.copytree(request.param, root)
+    return root
+
+
+@pytest.mark.parametrize("copy", SHAPES, ids=lambda p: p.name, indirect=True)
+def test_whole_project_and_file_by_file(copy: Path, monkeypatch, tmp_path: Path):
+    monkeypatch.chdir(copy)
+    expected = _marks(copy)
+    assert _check(copy, _files(copy)) == expected
+    by_file: set[Finding] = set()
+    cache = tmp_path / "cache"  # a pre-commit run after the first: summaries stored
+    for path in _files(copy):
+        by_file |= _check(copy, [path], cache)
+    assert by_file == expected
+
+
+@pytest.mark.parametrize(
+    "shape", [s for s in SHAPES if s.name not in ONE_FILE], ids=lambda p: p.name
+)
+def test_every_shape_needs_the_project(shape: Path, tmp_path: Path, monkeypatch):
+    """Each file alone, in a folder of its own, misses some marked line: the fixture
+    exercises what crosses files."""
+    alone: set[Finding] = set()
+    for path in _files(shape):
+        key = path.relative_to(shape).as_posix()
+        folder = tmp_path / key.replace("/", "_")
+        folder.mkdir()
+        shutil.copyfile(shape / "pyproject.toml", folder / "pyproject.toml")
+        shutil.copyfile(path, folder / path.name)
+        monkeypatch.chdir(folder)
+        alone |= {(key, line, code) for _, line, code in _check(folder, [folder / path.name])}
+    assert alone < _marks(shape)
+
+
+def test_an_edit_elsewhere_checks_a_file_again(tmp_path: Path, monkeypatch):
+    """The cached result of a file holds while what the project tells it does: moving
+    the training to the CPU in train.py silences engine.py's per-step sync, with
+    engine.py itself unchanged and its result cached."""
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    cache = tmp_path / "cache"
+    engine = root / "mypkg" / "engine.py"
+    assert ("mypkg/engine.py", 12, "TL401") in _check(root, _files(root), cache)
+    train = root / "train.py"
+    text = train.read_text()
+    train.write_text(text.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"'))
+    after = _check(root, [engine], cache)
+    assert ("mypkg/engine.py", 12, "TL401") not in after
+    train.write_text(text)
+    assert ("mypkg/engine.py", 12, "TL401") in _check(root, [engine], cache)
+
+
+# -- the pieces --------------------------------------------------------------------------
+
+
+def _layout(tmp_path: Path, files: dict[str, str]) -> Layout:
+    for key, text in files.items():
+        path = tmp_path / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return Layout(tmp_path, [tmp_path / k for k in files])
+
+
+def test_imports_resolve_as_python_finds_them(tmp_path: Path):
+    layout = _layout(
+        tmp_path,
+        {
+            "src/pkg/__init__.py": "",
+            "src/pkg/models.py": "",
+            "src/pkg/sub/__init__.py": "",
+            "src/pkg/sub/engine.py": "",
+            "src/ns/heads.py": "",  # a namespace package
+            "scripts/train.py": "",
+            "scripts/helpers.py": "",
+            "utils.py": "",
+        },
+    )
+    resolve = layout.resolve
+    assert resolve("scripts/train.py", "helpers.f") == ("scripts/helpers.py", ("f",))
+    assert resolve("scripts/train.py", "pkg.models.Net") == ("src/pkg/models.py", ("Net",))
+    assert resolve("scripts/train.py", "pkg.Net") == ("src/pkg/__init__.py", ("Net",))
+    assert resolve("scripts/train.py", "ns.heads.Head") == ("src/ns/heads.py", ("Head",))
+    assert resolve("src/pkg/sub/engine.py", "..models.Net") == ("src/pkg/models.py", ("Net",))
+    assert resolve("src/pkg/sub/engine.py", ".x") == ("src/pkg/sub/__init__.py", ("x",))
+    assert resolve("src/pkg/sub/engine.py", "utils.accuracy") == ("utils.py", ("accuracy",))
+    assert resolve("scripts/train.py", "torch.nn.Linear") is None
+    assert layout.module_exists("scripts/train.py", "ns")
+    assert not layout.module_exists("scripts/train.py", "torch")
+
+
+def _fn(ref: str, *params: str, **facts) -> Function:
+    return Function(ref, params, **facts)
+
+
+def test_linking_follows_values_and_calls_through_chains():
+    """train.py passes a CUDA device and a loader to engine.train, which hands both on to
+    engine.step_all in a loop; step_all iterates the loader in a training step loop."""
+    loader = Value(loaders=frozenset({"data.py#0"}))
+    engine = Summary(
+        exports={
+            "train": _fn("engine.py::train", "loader", "device"),
+            "step_all": _fn(
+                "engine.py::step_all",
+                "batches",
+                "device",
+                effects=(
+                    (
+                        "batches",
+                        Effect(
+                            trains=True,
+                            steps=True,
+                            gpu=False,
+                            devices=frozenset({"engine.py::step_all:device"}),
+                        ),
+                    ),
+                ),
+            ),
+        },
+        calls=[
+            Call(
+                "engine.py::step_all",
+                "train",
+                (
+                    Value(params=frozenset({"engine.py::train:loader"})),
+                    Value(params=frozenset({"engine.py::train:device"})),
+                ),
+                repeated=True,
+                per_step=False,
+            )
+        ],
+    )
+    train = Summary(
+        calls=[Call("engine.train", None, (loader, Value(device=CUDA)), guarded=True)],
+    )
+    program = Program(
+        Layout(Path("/p"), [Path("/p/engine.py"), Path("/p/train.py")]),
+        {"engine.py": engine, "train.py": train},
+    )
+    passed = program.parameter("engine.py::step_all", "device")
+    assert passed is not None and passed.device == CUDA and not passed.params
+    assert program.parameter("engine.py::step_all", "batches").loaders == {"data.py#0"}
+    callers = program.callers("engine.py::step_all")
+    assert callers is not None and callers.repeated and callers.guarded
+    uses = program.uses("data.py#0")
+    assert uses == Uses(
+        trains=True, steps=True, repeated=True, gpu=True, guarded=True, where=uses.where
+    )
+    assert program.reaches("engine.py") and not program.reaches("train.py")
+
+
+def test_re_exports_and_star_imports():
+    cls_module = Summary(exports={"step": _fn("a/impl.py::step", "opt", steps=True)})
+    package = Summary(imports={"step": ".impl.step"}, public=("step",))
+    user = Summary(stars=("a",))
+    layout = Layout(Path("/p"), [Path("/p/a/__init__.py"), Path("/p/a/impl.py"), Path("/p/u.py")])
+    program = Program(layout, {"a/impl.py": cls_module, "a/__init__.py": package, "u.py": user})
+    assert program.export("u.py", "a.step") == cls_module.exports["step"]
+    assert program.star("u.py", "a") == ("step",)
+    assert program.export("u.py", "a/impl.py::step") == cls_module.exports["step"]
+
+
+def test_answers_are_recorded_and_replayed():
+    summary = Summary(exports={"make": _fn("m.py::make", returns=Value(optimizer=OPTIMIZER))})
+    layout = Layout(Path("/p"), [Path("/p/m.py"), Path("/p/u.py")])
+    program = Program(layout, {"m.py": summary, "u.py": Summary()})
+    env = program.environment("u.py")
+    assert isinstance(env.export("m.make"), Function)
+    assert env.export("torch.optim.SGD") is None  # not a module of the project: not asked
+    assert list(env.answers) == ["export m.make"]
+    assert program.environment("u.py").holds(env.answers)
+    changed = Program(layout, {"m.py": Summary(), "u.py": Summary()})
+    assert not changed.environment("u.py").holds(env.answers)
+    assert Environment().export("m.make") is None and Environment().answers == {}
+
+
+def test_summaries_round_trip_through_json(tmp_path: Path, monkeypatch):
+    """What the cache stores is what linking reads."""
+    root = tmp_path / "loss_scaler"
+    shutil.copytree(FIXTURES / "project" / "loss_scaler", root)
+    monkeypatch.chdir(root)
+    config = load_config(root / "pyproject.toml")
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    results = run_files(_files(root), job, config, bases=dict.fromkeys(_files(root), root))
+    assert all(r.summary is not None for r in results if r.path != "util/__init__.py")
+    for result in results:
+        if result.summary is None:
+            continue
+        data = json.loads(json.dumps(result.summary))
+        assert Summary.from_json(data).to_json() == data
+
+
+MODELS = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+"""
+TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+from models import Net
+
+model = Net().cuda()
+model.eval()
+for x in DataLoader(torch.randn(64, 4), batch_size=8):
+    print(model(x.cuda()))
+"""
+
+
+def test_a_project_file_is_read_once_another_needs_it(tmp_path: Path, monkeypatch):
+    """models.py holds no token of any rule, but train.py builds its network: it is read
+    for its summary, and the eval loop over it is reported."""
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "train.py").write_text(TRAIN)
+    monkeypatch.chdir(tmp_path)
+    assert _check(tmp_path, [tmp_path / "train.py"]) == {("train.py", 8, "TL404")}
