@@ -214,10 +214,10 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             target = module.functions.target(call)
             if target is not None and target.function is not step and not is_periodic(call):
                 found.setdefault(target.function, "called by `training_step`, every step")
-    for function in module.functions.named():
-        outside = module.outside_callers(function)  # another file of the project
-        if outside is not None and outside.per_step and outside.gpu:
-            found.setdefault(function, f"called every training step from {outside.where}")
+    named = {module.functions.local_name(f): f for f in module.functions.named()}
+    for name, gpu, where in module.env.stepped():  # called by another file of the project
+        if gpu and name in named:
+            found.setdefault(named[name], f"called every training step from {where}")
     for loop in module.step_loops:
         for call in loop.calls:
             target = module.functions.target(call)

@@ -72,14 +72,14 @@ class EvalWithoutNoGrad(Rule):
         for loop in module.loops:
             if not isinstance(loop.node, cst.For) or not loop.calls:
                 continue
-            if not (loop.is_loader_loop or module.walks_unseen_parameter(loop)):
-                continue
             if any(outer in reported for outer in loop.ctx.loops):
                 continue
             if any(id(c) in backprop_ids for c in loop.calls):
                 continue
             calls = [c for c in module.network_calls(loop) if _evaluated(module, loop, c)]
             if not calls or any(module.grad_disabled(c) for c in calls):
+                continue
+            if not (loop.is_loader_loop or module.walks_unseen_parameter(loop)):
                 continue
             if _feeds_backward(loop, backprop):
                 continue

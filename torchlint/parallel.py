@@ -385,15 +385,19 @@ class _Rounds:
                         )
                 if result is None or not self._holds(task, result):
                     todo.append(task)
+            demanded = [p.demanded() for p in self.projects]
             for (index, key), task in self.others.items():
                 project = self.projects[index]
-                wanted = (index, key) in self.tokens or key in project.demanded()
+                wanted = (index, key) in self.tokens or key in demanded[index]
                 known = key in project.summaries or key in project.unreadable
                 if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
                     todo.append(task)
             if not todo:
                 break
-            for task, result in zip(todo, _compute(todo, job, None), strict=True):
+            # Every file of a round is analysed with the program as the round began (the
+            # same answers in one process or many); what they tell is linked after.
+            computed = list(_compute(todo, job, None))
+            for task, result in zip(todo, computed, strict=True):
                 assert result is not None
                 self._learn(task, result)
                 if task.index >= 0:

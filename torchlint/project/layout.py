@@ -39,6 +39,7 @@ class Layout:
             if key is not None and key.endswith(".py"):
                 self.paths[key] = path
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
+        self._resolved: dict[tuple[str, str], tuple[str, tuple[str, ...]] | None] = {}
 
     def key(self, path: Path) -> str | None:
         """The key of a file under the root, else None."""
@@ -71,6 +72,12 @@ class Layout:
         """The file a name imported in `importer` refers to, and the attributes after the
         module (`("pkg/models.py", ("Net",))` for "pkg.models.Net"); None outside the
         project. A relative name keeps its leading dots (".models.Net")."""
+        key = (importer, qualname)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(importer, qualname)
+        return self._resolved[key]
+
+    def _resolve(self, importer: str, qualname: str) -> tuple[str, tuple[str, ...]] | None:
         dots = len(qualname) - len(qualname.lstrip("."))
         parts = [p for p in qualname[dots:].split(".") if p]
         if dots:

@@ -50,6 +50,8 @@ class Program:
     def __init__(self, layout: Layout, summaries: dict[str, Summary]) -> None:
         self.layout = layout
         self.summaries = summaries
+        self._parameters: dict[str, Value | None] = {}
+        self._callers_of: dict[str, Callers | None] = {}
 
     # -- names -----------------------------------------------------------------------
 
@@ -128,13 +130,17 @@ class Program:
         for ref, edges in self._edges.items():
             for edge in edges:
                 for name, value in _arguments(edge):
-                    found.setdefault(f"{ref}:{name}", []).append(value)
+                    if (told := value.telling()) is not None:
+                        found.setdefault(f"{ref}:{name}", []).append(told)
         return {ref: v for ref, values in found.items() if (v := join_values(values))}
 
     def parameter(self, function: str, name: str) -> Value | None:
         """What the project passes for parameter `name` of `function` (a reference):
         parameters handed on resolved to what their own calls pass."""
-        return self._resolved(f"{function}:{name}", frozenset())
+        ref = f"{function}:{name}"
+        if ref not in self._parameters:
+            self._parameters[ref] = self._resolved(ref, frozenset())
+        return self._parameters[ref]
 
     def _resolved(self, param: str, seen: frozenset[str]) -> Value | None:
         value = self._passed.get(param)
@@ -145,10 +151,10 @@ class Program:
 
     def callers(self, function: str) -> Callers | None:
         """How the project calls `function` (a reference), through chains of calls."""
-        edges = self._edges.get(function)
-        if not edges:
-            return None
-        return self._callers(function, frozenset())
+        if function not in self._callers_of:
+            edges = self._edges.get(function)
+            self._callers_of[function] = self._callers(function, frozenset()) if edges else None
+        return self._callers_of[function]
 
     def _callers(self, function: str, seen: frozenset[str]) -> Callers:
         per_step = gpu = repeated = no_grad = False
@@ -217,7 +223,20 @@ class Program:
                     yield from (f for _, f in export.methods)
 
     def uses(self, site: str) -> Uses | None:
-        return self._uses.get(site)
+        """What the project does with a site, where it trains on it or puts it on a GPU."""
+        found = self._uses.get(site)
+        return found if found is not None and (found.trains or found.gpu) else None
+
+    def stepped(self, key: str) -> tuple[tuple[str, bool, str], ...]:
+        """The functions of a file that the project calls on every training step."""
+        found = []
+        prefix = f"{key}::"
+        for ref in sorted(self._edges):
+            if ref.startswith(prefix):
+                callers = self.callers(ref)
+                if callers is not None and callers.per_step:
+                    found.append((ref[len(prefix) :], callers.gpu, callers.where))
+        return tuple(found)
 
     @cached_property
     def _reached(self) -> set[str]:
@@ -280,3 +299,7 @@ class ProgramEnvironment(Environment):
 
     def _uses(self, site: str) -> Uses | None:
         return self.program.uses(self.site(site))
+
+    def _stepped(self) -> tuple[tuple[str, bool, str], ...]:
+        assert self.path is not None
+        return self.program.stepped(self.path)

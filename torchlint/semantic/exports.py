@@ -37,6 +37,21 @@ from torchlint.semantic.scopes import Binding, Kind, Scope
 from torchlint.semantic.syntax import MISSING, str_value
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
+# Expressions that hold nothing another file needs to know (numbers, flags, text...).
+PLAIN = (
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.Comparison,
+    cst.BooleanOperation,
+    cst.UnaryOperation,
+    cst.Lambda,
+    cst.FormattedString,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+)
 
 
 def summarize(module: TorchModule) -> Summary:
@@ -82,7 +97,7 @@ class _Exporter:
 
     def describe(self, node: cst.CSTNode | None, scope: Scope) -> Value | None:
         """What an expression holds, as another file needs to know it."""
-        if not isinstance(node, cst.BaseExpression):
+        if not isinstance(node, cst.BaseExpression) or isinstance(node, PLAIN):
             return None
         module = self.module
         site = module.model_of(node, scope)
@@ -325,11 +340,14 @@ class _Exporter:
                 and not a.star
                 and (v := self.describe(a.value, call.scope))
             )
-            if external is None and not any(
-                v.params for v in (*args, *(v for _, v in kwargs)) if v is not None
-            ):
+            values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]
+            if external is None and not any(v.params for v in values):
                 continue  # a call within the file that hands no parameter on
-            found.append(self.call(call, callee, offset, args, kwargs))
+            edge = self.call(call, callee, offset, args, kwargs)
+            # A call inside a function that tells nothing (its callers' calls say how it
+            # runs): not worth linking.
+            if values or edge.caller is None or edge.per_step or edge.no_grad:
+                found.append(edge)
         return found
 
     def call(

@@ -18,7 +18,7 @@ parameter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
@@ -112,6 +112,13 @@ class Value:
 
     def without_params(self) -> Value:
         return replace(self, params=frozenset())
+
+    def telling(self) -> Value | None:
+        """What of it tells the receiver something (an UNKNOWN device tells nothing a
+        parameter does not already say), or None."""
+        device = self.device
+        found = replace(self, device=None) if device and device.kind is DeviceKind.UNKNOWN else self
+        return found if found else None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -467,6 +474,7 @@ class Environment:
     path: str | None = None  # the file's key in its project ("pkg/engine.py")
     answers: dict[str, Any] = field(default_factory=dict)
     summary: Summary | None = None  # what the file tells the project, once analysed
+    _objects: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def reached(self) -> bool:
@@ -489,67 +497,80 @@ class Environment:
         import writes it: "pkg.models.Net", ".models.Net", "utils.MetricLogger")."""
         if not self.knows(qualname):
             return None
-        key = f"export {qualname}"
-        if key not in self.answers:
-            found = self._export(qualname)
-            self.answers[key] = found.to_json() if found is not None else None
-        data = self.answers[key]
-        return export_from_json(data) if data is not None else None
+        found: Export | None = self._ask(f"export {qualname}", lambda: self._export(qualname))
+        return found
 
     def star(self, module: str) -> tuple[str, ...]:
         """The names `from module import *` binds, for a module of the project."""
         if not self.knows(module):
             return ()
-        key = f"star {module}"
-        if key not in self.answers:
-            self.answers[key] = list(self._star(module))
-        return tuple(self.answers[key])
+        names: tuple[str, ...] = self._ask(f"star {module}", lambda: tuple(self._star(module)))
+        return names
 
     def parameter(self, function: str, name: str) -> Value | None:
         """What the other files pass for parameter `name` of a function of this file
         (`function` its dotted name in the file: "train", "Trainer.fit")."""
-        data = self._ask(f"param {function}:{name}", lambda: self._parameter(function, name))
-        return Value.from_json(data) if data is not None else None
+        if self.path is None:
+            return None
+        found: Value | None = self._ask(
+            f"param {function}:{name}", lambda: self._parameter(function, name)
+        )
+        return found
 
     def callers(self, function: str) -> Callers | None:
-        data = self._ask(f"callers {function}", lambda: self._callers(function))
-        return Callers(**data) if data is not None else None
+        if self.path is None:
+            return None
+        found: Callers | None = self._ask(f"callers {function}", lambda: self._callers(function))
+        return found
 
     def uses(self, site: str) -> Uses | None:
         """What the other files do with a site of this file ("#0": its first DataLoader,
         "@1": its second model)."""
-        data = self._ask(f"uses {site}", lambda: self._uses(site))
-        return Uses(**data) if data is not None else None
+        if self.path is None:
+            return None
+        found: Uses | None = self._ask(f"uses {site}", lambda: self._uses(site))
+        return found
+
+    def stepped(self) -> tuple[tuple[str, bool, str], ...]:
+        """The functions of this file that other files of the project call on every
+        training step: (dotted name, on a GPU, one caller for messages)."""
+        if self.path is None:
+            return ()
+        found: tuple[tuple[str, bool, str], ...] = self._ask("stepped", self._stepped)
+        return found
 
     def replay(self, key: str) -> Any:
         """The answer to a recorded question (a key of `answers`), asked again here."""
         kind, _, what = key.partition(" ")
         if kind == "export":
-            found: Any = self.export(what)
+            self.export(what)
         elif kind == "star":
-            return list(self.star(what))
+            self.star(what)
         elif kind == "param":
             function, _, name = what.rpartition(":")
-            found = self.parameter(function, name)
+            self.parameter(function, name)
         elif kind == "callers":
-            found = self.callers(what)
+            self.callers(what)
         elif kind == "uses":
-            found = self.uses(what)
-        else:
-            return key  # not a question: never equal to an answer
-        return found.to_json() if found is not None else None
+            self.uses(what)
+        elif kind == "stepped":
+            self.stepped()
+        return self.answers.get(key, key)  # not a question: never equal to an answer
 
     def holds(self, answers: dict[str, Any]) -> bool:
         """Every recorded answer is still the answer here."""
         return all(self.replay(k) == v for k, v in answers.items())
 
-    def _ask(self, key: str, compute: Any) -> Any:
-        if self.path is None:
-            return None
-        if key not in self.answers:
+    def _ask(self, key: str, compute: Callable[[], Any]) -> Any:
+        """The answer to a question, computed once; recorded as plain data."""
+        if key not in self._objects:
             found = compute()
-            self.answers[key] = found.to_json() if found is not None else None
-        return self.answers[key]
+            self._objects[key] = found
+            if found is None or isinstance(found, tuple):
+                self.answers[key] = _listed(found)
+            else:
+                self.answers[key] = found.to_json()
+        return self._objects[key]
 
     # -- what a project answers (nothing, here) ----------------------------------------
 
@@ -571,3 +592,13 @@ class Environment:
 
     def _uses(self, site: str) -> Uses | None:
         return None
+
+    def _stepped(self) -> tuple[tuple[str, bool, str], ...]:
+        return ()
+
+
+def _listed(found: tuple[Any, ...] | None) -> list[Any] | None:
+    """A tuple answer as plain data (lists all the way down)."""
+    if found is None:
+        return None
+    return [_listed(x) if isinstance(x, tuple) else x for x in found]

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Environment, Function, Value
 from torchlint.semantic.facts import CallSite
-from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind
+from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind, Symbol
 from torchlint.semantic.syntax import MISSING, keyword
 
 MAX_DEPTH = 4
@@ -38,6 +38,7 @@ class Functions:
         self._targets: dict[int, Target | None] = {}
         self._names: dict[int, str] | None = None
         self._external: dict[int, tuple[Function, int] | None] = {}
+        self._instances: dict[int, Class | None] = {}
 
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
         return self.facts.scopes[id(node)]
@@ -186,13 +187,13 @@ class Functions:
         return self.env.parameter(name, param.symbol.name) if name is not None else None
 
     def unseen(self, param: Binding) -> bool:
-        """No call of the function is visible, here or in the project: what it receives
-        is anybody's guess (a library function, or a file checked alone)."""
+        """What a parameter receives is anybody's guess: no call of this file passes it,
+        and no call of the project tells anything of it (a library function, or a file
+        checked alone)."""
         function = param.symbol.scope.node
         if not isinstance(function, cst.FunctionDef) or self.callers(function):
             return False
-        name = self.local_name(function)
-        return name is None or self.env.callers(name) is None
+        return self.passed(param) is None
 
     def export(self, node: cst.CSTNode, scope: Scope) -> Class | Function | None:
         """The class or function of another file of the project an expression names."""
@@ -211,6 +212,13 @@ class Functions:
         symbol = scope.lookup_expr(node)
         if symbol is None or not symbol.bindings:
             return None
+        key = id(symbol)
+        if key not in self._instances:
+            self._instances[key] = None  # while computing (a name defined through itself)
+            self._instances[key] = self._symbol_instance(symbol, _depth)
+        return self._instances[key]
+
+    def _symbol_instance(self, symbol: Symbol, _depth: int) -> Class | None:
         classes: dict[str, Class] = {}
         for b in symbol.bindings:
             if b.kind is Kind.ASSIGN and b.value is not None:

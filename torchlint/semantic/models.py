@@ -317,7 +317,7 @@ class Models:
         `.train()` and `.eval()` (or given its `.parameters()`) and called."""
         outside = self.functions.passed(param)
         network = outside.network if outside is not None else None
-        if network is None and self.functions.unseen(param) and self._used_as_network(symbol):
+        if network is None and self._used_as_network(symbol) and self.functions.unseen(param):
             network = Network(ModelKind.NETWORK, presumed=True)
         if network is None:
             return None

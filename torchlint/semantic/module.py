@@ -80,6 +80,7 @@ class TorchModule:
         self._loaders = Loaders(facts, self.functions, self.values)
         self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
         self.datasets = Datasets(facts, self.functions, self.values, self.guarded, self.notebook)
+        self._per_step: dict[tuple[int, ...], bool] = {}
 
     # -- configuration -------------------------------------------------------------------
 
@@ -291,9 +292,7 @@ class TorchModule:
             return True
         if any((u := self.model_uses(site)) is not None and u.gpu for site in self.models):
             return True
-        return any(
-            (c := self.outside_callers(f)) is not None and c.gpu for f in self.functions.named()
-        )
+        return any(gpu for _, gpu, _ in self.env.stepped())
 
     @cached_property
     def presumed_accelerator(self) -> bool:
@@ -556,6 +555,13 @@ class TorchModule:
         network of this file, in Lightning's `training_step`, in a function another file
         of the project calls every step, or in a function called from such code (two
         levels) other than every N steps."""
+        key = (id(ctx.function), *map(id, ctx.loops), _depth)
+        found = self._per_step.get(key)
+        if found is None:
+            found = self._per_step[key] = self._runs_per_step(ctx, _depth)
+        return found
+
+    def _runs_per_step(self, ctx: Context, _depth: int) -> bool:
         if any(
             loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops) for loop in ctx.loops
         ):
@@ -567,8 +573,8 @@ class TorchModule:
             return True
         if function in self.frameworks.training_steps:  # Lightning runs it every step
             return True
-        outside = self.outside_callers(function)
-        if outside is not None and outside.per_step:
+        name = self.functions.local_name(function)
+        if name is not None and any(name == n for n, _, _ in self.env.stepped()):
             return True
         return any(
             self.per_step(c.ctx, _depth + 1)
