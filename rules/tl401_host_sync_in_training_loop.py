@@ -215,8 +215,8 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             if target is not None and target.function is not step and not is_periodic(call):
                 found.setdefault(target.function, "called by `training_step`, every step")
     named = {module.functions.local_name(f): f for f in module.functions.named()}
-    for name, gpu, where in module.env.stepped():  # called by another file of the project
-        if gpu and name in named:
+    for name, where in module.env.stepped():  # called by another file of the project
+        if name in named:
             found.setdefault(named[name], f"called every training step from {where}")
     for loop in module.step_loops:
         for call in loop.calls:

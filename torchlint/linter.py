@@ -282,6 +282,7 @@ def _diagnostics(
         model = build(module, path, settings, env)
         if env is not None and env.path is not None:
             env.summary = summarize(model)
+            env.checked = True
             rules = every
         for rule in rules:
             try:

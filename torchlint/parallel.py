@@ -25,9 +25,11 @@ from torchlint.cache import Cache, Summaries
 from torchlint.config import Config, instantiate
 from torchlint.linter import TOO_DEEP, applies, parser_thread
 from torchlint.project import Layout, Project, find_root
+from torchlint.project.layout import levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, process_file, summarize_file
-from torchlint.semantic.external import Environment
+from torchlint.semantic.exports import may_tell
+from torchlint.semantic.external import Environment, Summary
 from torchlint.source import SourceError, decode, read_bytes
 
 # Below this much source to lint, one process is faster than starting a pool.
@@ -323,8 +325,9 @@ class _Rounds:
         # Each project file, read for its summary only where no analysis gives it: files not
         # asked that hold a token of a selected rule, any file another file needs.
         self.others: dict[tuple[int, str], _Task] = {}
-        self.tokens: set[tuple[int, str]] = set()
+        self.telling: set[tuple[int, str]] = set()  # files not asked that may tell something
         self.raws: dict[tuple[int, str], bytes] = {}
+        self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
         rules = instantiate(job.codes)
         by_root: dict[Path, list[_Task]] = {}
         for task in tasks:
@@ -339,18 +342,21 @@ class _Rounds:
             mine = {t.path.absolute() for t in asked}
             for task in asked:
                 task.project, task.key = index, layout.key(task.path) or task.path.name
+            graph: dict[str, set[str]] = {}
             for key, path in layout.paths.items():
                 self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
-                if path.absolute() in mine:
-                    continue  # its analysis gives its summary
                 try:
                     raw = read_bytes(path)
                     text = decode(raw)[0]
                 except SourceError:
                     continue
+                graph[key] = layout.imports(key, text)
+                if path.absolute() in mine:
+                    continue  # its analysis gives its summary
                 self.raws[(index, key)] = raw
                 if applies(rules, text):
-                    self.tokens.add((index, key))
+                    self.telling.add((index, key))
+            self.levels.update({(index, k): n for k, n in levels(graph).items()})
             self._seed(project, index, root, asked)
 
     def _seed(self, project: Project, index: int, root: Path, asked: list[_Task]) -> None:
@@ -388,21 +394,28 @@ class _Rounds:
             demanded = [p.demanded() for p in self.projects]
             for (index, key), task in self.others.items():
                 project = self.projects[index]
-                wanted = (index, key) in self.tokens or key in demanded[index]
+                if key in demanded[index] and not self._may_tell(task):
+                    project.update(key, Summary().to_json(), {})  # nothing to read there
+                    continue
+                wanted = (index, key) in self.telling or key in demanded[index]
                 known = key in project.summaries or key in project.unreadable
                 if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
                     todo.append(task)
             if not todo:
                 break
-            # Every file of a round is analysed with the program as the round began (the
-            # same answers in one process or many); what they tell is linked after.
-            computed = list(_compute(todo, job, None))
-            for task, result in zip(todo, computed, strict=True):
-                assert result is not None
-                self._learn(task, result)
-                if task.index >= 0:
-                    results[task.index] = result
-                    fresh.add(task.index)
+            # Every file is analysed with the program as its batch began (the same answers
+            # in one process or many); what they tell is linked after. The first round
+            # goes up the import graph a level at a time, so that what a file imports is
+            # known when it is analysed.
+            batches = self._by_level(todo) if round_ == 0 else [todo]
+            for batch in batches:
+                computed = list(_compute(batch, job, None))
+                for task, result in zip(batch, computed, strict=True):
+                    assert result is not None
+                    self._learn(task, result)
+                    if task.index >= 0:
+                        results[task.index] = result
+                        fresh.add(task.index)
         out = [r for r in results if r is not None]
         if cache is not None:
             for task in self.tasks:
@@ -411,13 +424,29 @@ class _Rounds:
                     cache.put(task.path, result.path, task.codes, task.raw or b"", result)
         return out
 
+    def _may_tell(self, task: _Task) -> bool:
+        assert task.project is not None and task.key is not None
+        if (task.project, task.key) in self.telling:
+            return True
+        try:
+            return may_tell(decode(read_bytes(task.path))[0])
+        except SourceError:
+            return False
+
+    def _by_level(self, tasks: list[_Task]) -> list[list[_Task]]:
+        found: dict[int, list[_Task]] = {}
+        for task in tasks:
+            level = self.levels.get((task.project or 0, task.key or ""), 0)
+            found.setdefault(level, []).append(task)
+        return [found[n] for n in sorted(found)]
+
     def _holds(self, task: _Task, result: FileResult) -> bool:
         """A result still stands: its answers hold, and it analysed the file if another
         file now reaches into it."""
         if task.project is None or not task.key:
             return True
         project = self.projects[task.project]
-        if result.summary is None and result.error is None and project.program.reaches(task.key):
+        if not result.checked and result.error is None and project.program.reaches(task.key):
             return False
         return project.holds(task.key, result.answers or {})
 

@@ -66,6 +66,7 @@ class FileResult:
     # those answers do.
     summary: dict[str, Any] | None = None
     answers: dict[str, Any] | None = None
+    checked: bool = False  # the rules read it (a file of a project may be summarized only)
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,7 @@ def lint_text(
     if env is not None and env.path is not None:
         result.summary = env.summary.to_json() if env.summary is not None else None
         result.answers = env.answers
+        result.checked = env.checked
     return result
 
 

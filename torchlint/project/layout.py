@@ -13,10 +13,20 @@ relative import from the importer's package. Namespace packages (folders without
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import re
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git", "torchlint.toml", ".torchlint.toml")
+# Import statements, read without parsing (to order the files before any is parsed):
+# those at the top of the module only (not indented: an import inside a function is
+# most often there to break an import cycle).
+IMPORT = re.compile(
+    r"^(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#;]+)"
+    r"|import[ \t]+(?P<modules>[\w. \t,]+))",
+    re.M,
+)
 
 
 def find_root(file: Path, fallback: Path) -> Path:
@@ -40,6 +50,7 @@ class Layout:
                 self.paths[key] = path
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
         self._resolved: dict[tuple[str, str], tuple[str, tuple[str, ...]] | None] = {}
+        self._inits: dict[str, dict[str, str]] = {}
 
     def key(self, path: Path) -> str | None:
         """The key of a file under the root, else None."""
@@ -109,3 +120,110 @@ class Layout:
             self._module(root, [head]) is not None or root + head in self.folders
             for root in self._roots(importer)
         )
+
+    def imports(self, importer: str, text: str) -> set[str]:
+        """The files of the project `text` (the importer's) imports, read off its import
+        statements without parsing it: for a name a package's `__init__.py` re-exports,
+        the file that defines it. The `__init__.py` of a package the importer is part of
+        does not count otherwise: importing its own package, a module gets what is
+        already there."""
+        found: set[str] = set()
+        for name in _imported(text):
+            target = self.resolve(importer, name)
+            if target is None:
+                continue
+            key, attributes = target
+            if attributes and key.endswith("__init__.py"):
+                key = self.reexports(key).get(attributes[0], key)
+            if not self._enclosing(importer, key):
+                found.add(key)
+        found.discard(importer)
+        return found
+
+    def reexports(self, init: str) -> dict[str, str]:
+        """The names a package's `__init__.py` imports from files of the project, with
+        the file each comes from."""
+        if init not in self._inits:
+            self._inits[init] = {}  # while reading (a package importing itself)
+            found: dict[str, str] = {}
+            try:
+                text = self.paths[init].read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+            for name in _imported(text):
+                target = self.resolve(init, name)
+                if target is not None and not target[0].endswith("__init__.py"):
+                    found.setdefault(name.rpartition(".")[2], target[0])
+            self._inits[init] = found
+        return self._inits[init]
+
+    def _enclosing(self, importer: str, target: str) -> bool:
+        """`target` is the `__init__.py` of a package `importer` sits in."""
+        folder = target.removesuffix("__init__.py")
+        return target.endswith("__init__.py") and importer.startswith(folder)
+
+
+def _imported(text: str) -> list[str]:
+    """The qualified names the import statements of `text` import ("pkg.models.Net",
+    ".engine.train", "torch"), read without parsing."""
+    names: list[str] = []
+    for m in IMPORT.finditer(text):
+        if m.group("modules") is not None:
+            names += [n.split(" as ")[0].strip() for n in m.group("modules").split(",")]
+            continue
+        base = m.group("base")
+        joined = base if base.endswith(".") else f"{base}."
+        items = m.group("names").strip("() \t\n\\").replace("\\\n", " ").split(",")
+        names += [joined + n.split(" as ")[0].strip() for n in items if n.strip() != "*"]
+        names.append(base)
+    return [n for n in names if n.strip(".")]
+
+
+def levels(graph: Mapping[str, set[str]]) -> dict[str, int]:
+    """Each file's level in the import graph: 0 for files that import no file of the
+    project, else one more than the highest level of what they import; the files of an
+    import cycle share a level. Files of one level can be analysed side by side once
+    the levels below are done."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * len(graph) + 1000))
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in graph:
+                continue
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    try:
+        for node in sorted(graph):
+            if node not in index:
+                visit(node)
+    finally:
+        sys.setrecursionlimit(limit)
+    found: dict[str, int] = {}
+    for component in components:  # dependencies come out first
+        members = set(component)
+        deps = {d for n in component for d in graph[n] if d in graph and d not in members}
+        level = 1 + max((found[d] for d in deps), default=-1)
+        found.update(dict.fromkeys(component, level))
+    return found

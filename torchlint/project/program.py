@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from torchlint.project.layout import Layout
@@ -68,8 +68,12 @@ class Program:
 
     def _member(self, key: str, attributes: tuple[str, ...], depth: int) -> Export | None:
         summary = self.summaries.get(key)
-        if summary is None or not attributes or depth > MAX_DEPTH:
+        if not attributes or depth > MAX_DEPTH:
             return None
+        if summary is None:  # a package's `__init__.py` not read yet: what it re-exports
+            init = key.endswith("__init__.py")
+            source = self.layout.reexports(key).get(attributes[0]) if init else None
+            return self._member(source, attributes, depth + 1) if source else None
         head, rest = attributes[0], attributes[1:]
         found = summary.exports.get(head)
         if found is None:
@@ -118,6 +122,9 @@ class Program:
         for key in sorted(self.summaries):
             for call in self.summaries[key].calls:
                 callee = self.export(key, call.callee)
+                if isinstance(callee, Class):  # `Net(...)` runs `__init__`
+                    callee = callee.method("__init__")
+                    call = replace(call, offset=call.offset + 1)
                 if isinstance(callee, Function):
                     found.setdefault(callee.ref, []).append(_Edge(key, call, callee))
         return found
@@ -128,8 +135,11 @@ class Program:
         named in `params`)."""
         found: dict[str, list[Value]] = {}
         for ref, edges in self._edges.items():
+            here = ref.partition("::")[0]
             for edge in edges:
                 for name, value in _arguments(edge):
+                    if edge.file == here:  # the file sees its own calls: only what they
+                        value = Value(params=value.params)  # hand on from elsewhere
                     if (told := value.telling()) is not None:
                         found.setdefault(f"{ref}:{name}", []).append(told)
         return {ref: v for ref, values in found.items() if (v := join_values(values))}
@@ -158,7 +168,8 @@ class Program:
 
     def _callers(self, function: str, seen: frozenset[str]) -> Callers:
         per_step = gpu = repeated = no_grad = False
-        guarded, where = True, ""
+        guarded = True
+        places: list[tuple[bool, str]] = []  # (not per step, where): per-step calls first
         for edge in self._edges.get(function, ()):
             call = edge.call
             outer = None
@@ -171,9 +182,8 @@ class Program:
             repeated = repeated or call.repeated or bool(outer and outer.repeated)
             no_grad = no_grad or call.no_grad or bool(outer and outer.no_grad)
             guarded = guarded and (call.guarded or bool(outer and outer.guarded))
-            if not where or (call.per_step and not per_step):
-                where = call.where
-        return Callers(per_step, gpu, repeated, no_grad, guarded, where)
+            places.append((not (call.per_step or bool(outer and outer.per_step)), call.where))
+        return Callers(per_step, gpu, repeated, no_grad, guarded, min(places)[1] if places else "")
 
     # -- sites -----------------------------------------------------------------------
 
@@ -227,22 +237,31 @@ class Program:
         found = self._uses.get(site)
         return found if found is not None and (found.trains or found.gpu) else None
 
-    def stepped(self, key: str) -> tuple[tuple[str, bool, str], ...]:
-        """The functions of a file that the project calls on every training step."""
+    def stepped(self, key: str) -> tuple[tuple[str, str], ...]:
+        """The functions of a file that the project calls on every step of training on
+        a GPU."""
         found = []
         prefix = f"{key}::"
         for ref in sorted(self._edges):
             if ref.startswith(prefix):
                 callers = self.callers(ref)
-                if callers is not None and callers.per_step:
-                    found.append((ref[len(prefix) :], callers.gpu, callers.where))
+                if callers is not None and callers.per_step and callers.gpu:
+                    found.append((ref[len(prefix) :], callers.where))
         return tuple(found)
 
     @cached_property
     def _reached(self) -> set[str]:
-        """The files whose functions other files call or whose sites they use."""
-        found = {ref.partition("::")[0] for ref in self._edges}
-        return found | {re.split(r"[#@]\d+$", ref)[0] for ref in self._uses}
+        """The files the project tells something that could make a finding there even
+        if they hold no token of a rule: loaders their functions are given, calls on
+        every GPU step or with autograd off, what is done with the loaders and models
+        they build."""
+        found = {ref.partition("::")[0] for ref, v in self._passed.items() if v.loaders}
+        for ref in self._edges:
+            callers = self.callers(ref)
+            if callers is not None and ((callers.per_step and callers.gpu) or callers.no_grad):
+                found.add(ref.partition("::")[0])
+        sites = (ref for ref in self._uses if self.uses(ref) is not None)
+        return found | {re.split(r"[#@]\d+$", ref)[0] for ref in sites}
 
     def reaches(self, key: str) -> bool:
         return key in self._reached
@@ -300,6 +319,6 @@ class ProgramEnvironment(Environment):
     def _uses(self, site: str) -> Uses | None:
         return self.program.uses(self.site(site))
 
-    def _stepped(self) -> tuple[tuple[str, bool, str], ...]:
+    def _stepped(self) -> tuple[tuple[str, str], ...]:
         assert self.path is not None
         return self.program.stepped(self.path)

@@ -71,6 +71,8 @@ class Devices:
         self.functions = functions
         self.values = values
         self._symbols: dict[int, Device | None] = {}
+        self._named: dict[int, Device | None] = {}  # the same, numbers not counted
+        self._numbers = True  # an int names a CUDA device (`.to(0)`)
 
     def classify(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Device | None:
         """The device an expression names, None where it is not known to be a device."""
@@ -81,7 +83,7 @@ class Devices:
             return _from_text(text)
         index = int_value(node)
         if index is not None:
-            return Device(DeviceKind.CUDA, index) if index >= 0 else None
+            return Device(DeviceKind.CUDA, index) if index >= 0 and self._numbers else None
         if isinstance(node, cst.FormattedString):
             first = node.parts[0] if node.parts else None
             if isinstance(first, cst.FormattedStringText):
@@ -157,11 +159,21 @@ class Devices:
             return UNKNOWN  # `tensor.device`, `module.device`, `accelerator.device`
         return None
 
+    def named(self, node: cst.CSTNode, scope: Scope) -> Device | None:
+        """`classify`, where a number is not a device: what a value passed elsewhere
+        names (an int is a CUDA index only where a device is expected)."""
+        self._numbers = False
+        try:
+            return self.classify(node, scope)
+        finally:
+            self._numbers = True
+
     def _symbol(self, symbol: Symbol, depth: int) -> Device | None:
+        memo = self._symbols if self._numbers else self._named
         key = id(symbol)
-        if key in self._symbols:
-            return self._symbols[key]
-        self._symbols[key] = None  # while computing: a name defined through itself
+        if key in memo:
+            return memo[key]
+        memo[key] = None  # while computing: a name defined through itself
         found: list[Device | None] = []
         for b in symbol.bindings:
             if b.kind is Kind.PARAM:
@@ -185,7 +197,7 @@ class Devices:
         result = join_all(known)
         if result is not None and len(known) < len(found):
             result = result.join(UNKNOWN)  # other bindings we cannot read
-        self._symbols[key] = result
+        memo[key] = result
         return result
 
     def _imported(self, qualname: str) -> Device | None:

@@ -37,6 +37,7 @@ from torchlint.semantic.scopes import Binding, Kind, Scope
 from torchlint.semantic.syntax import MISSING, str_value
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
+SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})  # methods that read a tensor on the host
 # Expressions that hold nothing another file needs to know (numbers, flags, text...).
 PLAIN = (
     cst.Integer,
@@ -52,6 +53,20 @@ PLAIN = (
     cst.DictComp,
     cst.GeneratorExp,
 )
+
+
+# A file that holds none of these can tell the rest of its project nothing (no network,
+# optimizer, loader, dataset, device, step, backward pass, sync or generator to export).
+TELLING = (
+    "Module", "nn.", "Dataset", "DataLoader", "optim", "backward", "step(", ".item(",
+    ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda", "accelerat",
+    "prepare", "Trainer", "Lightning",
+)  # fmt: skip
+
+
+def may_tell(text: str) -> bool:
+    """The file may tell the rest of its project something (a cheap test of its text)."""
+    return any(token in text for token in TELLING)
 
 
 def summarize(module: TorchModule) -> Summary:
@@ -104,7 +119,7 @@ class _Exporter:
         loaders = module.loaders_of(node, scope)
         kind = module.training.kind(node, scope)
         value = Value(
-            device=module.device(node, scope),
+            device=module.devices.named(node, scope),
             network=self.network(site) if site is not None else None,
             loaders=frozenset(self.loader_ref(s) for s in loaders),
             pinned=frozenset(self.loader_ref(s) for s in loaders if module.pins_memory(s)),
@@ -177,6 +192,10 @@ class _Exporter:
             method=method and scope.self_name is not None,
             steps=training.does(node, "step"),
             backward=training.does(node, "backward"),
+            syncs=any(
+                c.method in SYNCS or c.qualname == "torch.cuda.synchronize"
+                for c in training.calls_in(node)
+            ),
             returns=join_values(returns),
             unpacked=self.unpacked(node, scope),
             yields=functions.yields(node),
@@ -299,7 +318,7 @@ class _Exporter:
             steps=loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops),
             repeated=self.repeated(loop),
             gpu=gpu,
-            guarded=self.module.guarded(loop.ctx, loop.node),
+            guarded=self.module.guarded(loop.ctx, loop.node, elsewhere=False),
             devices=frozenset(devices),
         )
 
@@ -319,14 +338,16 @@ class _Exporter:
         module, found = self.module, []
         for call in module.calls:
             external = self.functions.external(call)
+            target = self.functions.target(call) if external is None else None
+            name = self.functions.local_name(target.function) if target else None
             if external is not None:
                 callee, offset = external[0].ref, external[1]
-            else:
-                target = self.functions.target(call)
-                name = self.functions.local_name(target.function) if target else None
-                if target is None or name is None:
-                    continue
+            elif target is not None and name is not None:
                 callee, offset = self.env.ref(name), target.offset
+            elif call.qualname is not None and self.env.knows(call.qualname):
+                callee, offset = call.qualname, 0  # a plain function of the project
+            else:
+                continue
             positional = []
             for a in call.node.args:
                 if a.star or a.keyword is not None:
@@ -341,7 +362,7 @@ class _Exporter:
                 and (v := self.describe(a.value, call.scope))
             )
             values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]
-            if external is None and not any(v.params for v in values):
+            if target is not None and not any(v.params for v in values):
                 continue  # a call within the file that hands no parameter on
             edge = self.call(call, callee, offset, args, kwargs)
             # A call inside a function that tells nothing (its callers' calls say how it
@@ -373,7 +394,7 @@ class _Exporter:
             gpu=per_step and (module.uses_gpu or module.presumed_accelerator),
             repeated=bool(call.ctx.loops),
             no_grad=module.grad_disabled(call),
-            guarded=module.guarded(call.ctx, call.node),
+            guarded=module.guarded(call.ctx, call.node, elsewhere=False),
             where=f"`{name}` in {self.env.path}" if name else str(self.env.path),
         )
 
@@ -386,7 +407,7 @@ class _Exporter:
         for fit in module.frameworks.fits:  # Lightning iterates them every epoch
             loader = module.frameworks.fitted(fit)
             held = module.loaders_of(loader, fit.scope) if loader is not MISSING else []
-            guarded = module.guarded(fit.ctx, fit.node)
+            guarded = module.guarded(fit.ctx, fit.node, elsewhere=False)
             for site in held:
                 if isinstance(site, Elsewhere):
                     where = f"`trainer.fit` in {self.env.path}"

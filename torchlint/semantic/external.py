@@ -201,7 +201,7 @@ class Function:
     method: bool = False  # called on an instance: the instance is the first parameter
     steps: bool = False  # each call runs an optimizer step (outside a loop of its own)
     backward: bool = False  # each call runs a backward pass
-    syncs: bool = False  # each call waits for the GPU (`.item()`, `.cpu()`...)
+    syncs: bool = False  # reads tensors on the host (`.item()`, `.cpu()`...): who calls it?
     returns: Value | None = None
     unpacked: tuple[Value | None, ...] = ()  # each element, where it returns a tuple
     yields: int | None = None  # a generator handing on the items of its parameter #i
@@ -216,6 +216,19 @@ class Function:
         if index is None or index + offset >= len(self.params):
             return None
         return self.params[index + offset]
+
+    @property
+    def telling(self) -> bool:
+        """It tells a caller something (a file that calls it needs its summary)."""
+        returns = (self.returns, *self.unpacked)
+        return (
+            self.steps
+            or self.backward
+            or self.syncs
+            or self.yields is not None
+            or bool(self.effects)
+            or any(v is not None and v.telling() is not None for v in returns)
+        )
 
     def returned(self, element: int | None) -> Value | None:
         """What a call returns (the `element`-th of the tuple it returns)."""
@@ -285,6 +298,17 @@ class Class:
     def method(self, name: str) -> Function | None:
         return next((f for n, f in self.methods if n == name), None)
 
+    @property
+    def telling(self) -> bool:
+        """It tells a file that uses it something (an nn.Module, an optimizer, a Dataset,
+        or a method that does)."""
+        return (
+            self.module is not None
+            or self.optimizer
+            or self.dataset is not None
+            or any(f.telling for _, f in self.methods)
+        )
+
     def network(self) -> Network | None:
         """What an instance of the class is, when it is an nn.Module."""
         if self.module is None:
@@ -328,6 +352,7 @@ class Global:
     ref: str
     value: Value
     kind: ClassVar[str] = "value"
+    telling: ClassVar[bool] = True  # only values that tell something are exported
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "ref": self.ref, "value": self.value.to_json()}
@@ -474,6 +499,7 @@ class Environment:
     path: str | None = None  # the file's key in its project ("pkg/engine.py")
     answers: dict[str, Any] = field(default_factory=dict)
     summary: Summary | None = None  # what the file tells the project, once analysed
+    checked: bool = False  # the rules read the file (not only its summary)
     _objects: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -497,8 +523,17 @@ class Environment:
         import writes it: "pkg.models.Net", ".models.Net", "utils.MetricLogger")."""
         if not self.knows(qualname):
             return None
-        found: Export | None = self._ask(f"export {qualname}", lambda: self._export(qualname))
+        found: Export | None = self._ask(f"export {qualname}", lambda: self._telling(qualname))
         return found
+
+    def _telling(self, qualname: str) -> Export | None:
+        """What a name is, where it tells something (a plain function or class of the
+        project answers None, as a name from outside it does); a class without its
+        methods, which are asked about one by one (`Class.methods` empty)."""
+        found = self._export(qualname)
+        if found is None or not found.telling:
+            return None
+        return replace(found, methods=()) if isinstance(found, Class) else found
 
     def star(self, module: str) -> tuple[str, ...]:
         """The names `from module import *` binds, for a module of the project."""
@@ -531,12 +566,12 @@ class Environment:
         found: Uses | None = self._ask(f"uses {site}", lambda: self._uses(site))
         return found
 
-    def stepped(self) -> tuple[tuple[str, bool, str], ...]:
+    def stepped(self) -> tuple[tuple[str, str], ...]:
         """The functions of this file that other files of the project call on every
-        training step: (dotted name, on a GPU, one caller for messages)."""
+        step of training on a GPU: (dotted name, one caller for messages)."""
         if self.path is None:
             return ()
-        found: tuple[tuple[str, bool, str], ...] = self._ask("stepped", self._stepped)
+        found: tuple[tuple[str, str], ...] = self._ask("stepped", self._stepped)
         return found
 
     def replay(self, key: str) -> Any:
@@ -593,7 +628,7 @@ class Environment:
     def _uses(self, site: str) -> Uses | None:
         return None
 
-    def _stepped(self) -> tuple[tuple[str, bool, str], ...]:
+    def _stepped(self) -> tuple[tuple[str, str], ...]:
         return ()
 
 

@@ -260,7 +260,7 @@ class Functions:
         if isinstance(export, Function):
             found = (export, 0)
         elif isinstance(export, Class):
-            init = export.method("__init__")
+            init = self.member(export, "__init__")
             found = (init, 1) if init is not None else None
         elif self.target(call) is None:
             func = call.node.func
@@ -268,7 +268,7 @@ class Functions:
                 cls, method = self.instance_export(func.value, call.scope), func.attr.value
             else:
                 cls, method = self.instance_export(func, call.scope), "__call__"
-            function = cls.method(method) if cls is not None else None
+            function = self.member(cls, method) if cls is not None else None
             found = (function, 1) if function is not None else None
         self._external[key] = found
         return found
@@ -298,6 +298,12 @@ class Functions:
             param = held.only(Kind.PARAM) if held is not None else None
             found.add(param.index if param is not None else None)
         return found.pop() if len(found) == 1 else None
+
+    def member(self, cls: Class, name: str) -> Function | None:
+        """A method of a class of another file (asked on its own: a file depends on the
+        methods it calls, not on every method of the class)."""
+        found = self.env.export(f"{cls.ref}.{name}")
+        return found if isinstance(found, Function) else None
 
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The values the function returns (bare `return` and falling off excluded)."""

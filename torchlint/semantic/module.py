@@ -292,7 +292,7 @@ class TorchModule:
             return True
         if any((u := self.model_uses(site)) is not None and u.gpu for site in self.models):
             return True
-        return any(gpu for _, gpu, _ in self.env.stepped())
+        return bool(self.env.stepped())
 
     @cached_property
     def presumed_accelerator(self) -> bool:
@@ -531,11 +531,17 @@ class TorchModule:
     def notebook(self) -> bool:
         return self.path.endswith(".ipynb")
 
-    def guarded(self, ctx: Context, node: cst.CSTNode | None = None, _depth: int = 0) -> bool:
+    def guarded(
+        self,
+        ctx: Context,
+        node: cst.CSTNode | None = None,
+        _depth: int = 0,
+        elsewhere: bool = True,
+    ) -> bool:
         """`node` (by default the statement of `ctx`) runs only under `if __name__ ==
-        "__main__":`, directly or in a function every call of which (in this file) does:
-        what a spawned DataLoader worker, which re-imports the script, never runs (so
-        where workers may be started)."""
+        "__main__":`, directly or in a function every call of which (in this file and, with
+        `elsewhere`, in the project's other files) does: what a spawned DataLoader worker,
+        which re-imports the script, never runs (so where workers may be started)."""
         target = node if node is not None else ctx.statement
         if target is not None and any(_main_guard(i) and contains(i.body, target) for i in ctx.ifs):
             return True
@@ -543,11 +549,11 @@ class TorchModule:
         if function is None or _depth > 3 or self.notebook:
             return False
         callers = self.functions.callers(function)
-        outside = self.outside_callers(function)
+        outside = self.outside_callers(function) if elsewhere else None
         if outside is not None and not outside.guarded:
             return False
         return (bool(callers) or outside is not None) and all(
-            self.guarded(c.ctx, c.node, _depth + 1) for c, _ in callers
+            self.guarded(c.ctx, c.node, _depth + 1, elsewhere) for c, _ in callers
         )
 
     def per_step(self, ctx: Context, _depth: int = 0) -> bool:
@@ -574,7 +580,7 @@ class TorchModule:
         if function in self.frameworks.training_steps:  # Lightning runs it every step
             return True
         name = self.functions.local_name(function)
-        if name is not None and any(name == n for n, _, _ in self.env.stepped()):
+        if name is not None and any(name == n for n, _ in self.env.stepped()):
             return True
         return any(
             self.per_step(c.ctx, _depth + 1)
