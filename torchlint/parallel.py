@@ -23,12 +23,13 @@ from typing import Any
 
 from torchlint.cache import Cache, Summaries
 from torchlint.config import Config, instantiate
-from torchlint.linter import TOO_DEEP, applies, parser_thread
+from torchlint.linter import TOO_DEEP, Linter, LintError, applies, parser_thread
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, process_file, summarize_file
-from torchlint.semantic.exports import may_tell
+from torchlint.semantic import Settings
+from torchlint.semantic.exports import engages, may_tell
 from torchlint.semantic.external import Environment, Summary
 from torchlint.source import SourceError, decode, read_bytes
 
@@ -140,11 +141,42 @@ def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
 
 def _run(item: _Item, job: Job) -> FileResult:
     path, codes, project, key, summary_only = item
-    env = _projects[project].environment(key) if project is not None and key else None
-    if summary_only:
-        assert env is not None
-        return summarize_file(path, job, env)
-    return lint_one(path, job, codes, env)
+    if project is None or not key:
+        return lint_one(path, job, codes)
+    env = _projects[project].environment(key)
+    result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
+    program = _projects[project].program
+    if program.fetched:
+        result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
+        program.fetched.clear()
+    return result
+
+
+@dataclass(frozen=True)
+class _Fetch:
+    """Reads the summary of a file of a project on its own, where its text may tell
+    something (what a file that imports it asks about), unless the run analyses that file
+    anyway (`analysed`: it holds a token of a rule)."""
+
+    settings: Settings
+    paths: dict[str, Path]
+    analysed: set[str]
+
+    def __call__(self, key: str) -> Summary | None:
+        if key in self.analysed:
+            return None
+        try:
+            text = decode(read_bytes(self.paths[key]))[0]
+        except (KeyError, SourceError):
+            return None
+        if not may_tell(text):
+            return Summary()
+        env = Environment(path=key)
+        try:
+            Linter([], self.settings).summarize(text, key, env)
+        except LintError:
+            return None
+        return env.summary
 
 
 def _work(item: _Item) -> FileResult | None:
@@ -337,12 +369,14 @@ class _Rounds:
             files = [f for f in discover([str(root)], config).files if f.suffix == ".py"]
             layout = Layout(root, [*files, *(t.path for t in asked)])
             index = len(self.projects)
-            project = Project(layout)
+            analysed: set[str] = set()
+            project = Project(layout, fetch=_Fetch(job.settings, layout.paths, analysed))
             self.projects.append(project)
             mine = {t.path.absolute() for t in asked}
             for task in asked:
                 task.project, task.key = index, layout.key(task.path) or task.path.name
             graph: dict[str, set[str]] = {}
+            scripts: set[str] = set()  # entry points (a main guard, command-line options)
             for key, path in layout.paths.items():
                 self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
                 try:
@@ -351,11 +385,19 @@ class _Rounds:
                 except SourceError:
                     continue
                 graph[key] = layout.imports(key, text)
+                if applies(rules, text):
+                    analysed.add(key)
+                if engages(text):
+                    project.engaged.add(key)
+                elif "__main__" in text or "parse_args" in text:
+                    scripts.add(key)
                 if path.absolute() in mine:
                     continue  # its analysis gives its summary
                 self.raws[(index, key)] = raw
                 if applies(rules, text):
                     self.telling.add((index, key))
+            # A script that imports a file that trains wires it (`train.py` calling the engine).
+            project.engaged |= {k for k in scripts if graph.get(k, set()) & project.engaged}
             self.levels.update({(index, k): n for k, n in levels(graph).items()})
             self._seed(project, index, root, asked)
 
@@ -454,6 +496,12 @@ class _Rounds:
         if task.project is None or not task.key:
             return
         project = self.projects[task.project]
+        for key, summary in (result.fetched or {}).items():
+            if key not in project.summaries:
+                project.update(key, summary, {})
+                raw = self.raws.get((task.project, key))
+                if self.store is not None and raw is not None:
+                    self.store.put(project.layout.root, key, raw, summary, {})
         if result.summary is None and result.error is not None:
             project.unreadable.add(task.key)
         project.update(task.key, result.summary, result.answers or {})

@@ -67,6 +67,8 @@ class FileResult:
     summary: dict[str, Any] | None = None
     answers: dict[str, Any] | None = None
     checked: bool = False  # the rules read it (a file of a project may be summarized only)
+    # Other files of the project read for the summaries this file's analysis asked about.
+    fetched: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

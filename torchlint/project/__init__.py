@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchlint.project.layout import Layout, find_root
-from torchlint.project.program import Program, ProgramEnvironment
-from torchlint.semantic.external import Summary
+from torchlint.project.program import Fetch, Program
+from torchlint.semantic.external import Environment, Summary
 
 __all__ = ["Layout", "Program", "Project", "find_root"]
 
@@ -23,17 +23,26 @@ class Project:
     layout: Layout
     summaries: dict[str, Summary] = field(default_factory=dict)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> its answers
+    # Files that train, evaluate or load data (`exports.engages`), and the scripts that
+    # import them: they ask the project what they use; the others are analysed on their
+    # own until the project reaches them.
+    engaged: set[str] = field(default_factory=set)
     unreadable: set[str] = field(default_factory=set)  # files that could not be analysed
+    fetch: Fetch | None = None  # reads a file's summary when another file needs it
     _program: Program | None = None
 
     @property
     def program(self) -> Program:
         if self._program is None:
-            self._program = Program(self.layout, dict(self.summaries))
+            self._program = Program(self.layout, dict(self.summaries), self.fetch)
         return self._program
 
-    def environment(self, key: str) -> ProgramEnvironment:
-        return self.program.environment(key)
+    def environment(self, key: str) -> Environment:
+        """What a file of the project is told: all of it where it engages or the project
+        reaches it, else nothing but its own name (for the summary it gives)."""
+        if key in self.engaged or self.program.reaches(key):
+            return self.program.environment(key)
+        return Environment(path=key)
 
     def holds(self, key: str, answers: dict[str, Any]) -> bool:
         """Answers recorded for `key` are still what the program answers."""

@@ -16,7 +16,7 @@ with memoized, cycle-guarded recursion of bounded depth), and deterministically.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -44,12 +44,22 @@ class _Edge:
     callee: Function
 
 
+Fetch = Callable[[str], Summary | None]
+
+
 class Program:
     """A project's summaries (file key -> Summary) and what linking them tells."""
 
-    def __init__(self, layout: Layout, summaries: dict[str, Summary]) -> None:
+    def __init__(
+        self, layout: Layout, summaries: dict[str, Summary], fetch: Fetch | None = None
+    ) -> None:
         self.layout = layout
         self.summaries = summaries
+        # Reads a file not summarized yet when a name it defines is asked about (a model
+        # file no rule reads, say), so that the file asking gets its answer at once.
+        self.fetch = fetch
+        self.fetched: dict[str, Summary] = {}  # since last taken (`take_fetched`)
+        self._tried: set[str] = set()
         self._parameters: dict[str, Value | None] = {}
         self._callers_of: dict[str, Callers | None] = {}
 
@@ -70,6 +80,11 @@ class Program:
         summary = self.summaries.get(key)
         if not attributes or depth > MAX_DEPTH:
             return None
+        if summary is None and self.fetch is not None and key not in self._tried:
+            self._tried.add(key)
+            summary = self.fetch(key)
+            if summary is not None:
+                self.summaries[key] = self.fetched[key] = summary
         if summary is None:  # a package's `__init__.py` not read yet: what it re-exports
             init = key.endswith("__init__.py")
             source = self.layout.reexports(key).get(attributes[0]) if init else None
@@ -252,10 +267,14 @@ class Program:
     @cached_property
     def _reached(self) -> set[str]:
         """The files the project tells something that could make a finding there even
-        if they hold no token of a rule: loaders their functions are given, calls on
-        every GPU step or with autograd off, what is done with the loaders and models
-        they build."""
-        found = {ref.partition("::")[0] for ref, v in self._passed.items() if v.loaders}
+        if they hold no token of a rule (or train nothing themselves): loaders and
+        optimizers their functions are given, calls on every GPU step or with autograd
+        off, what is done with the loaders and models they build."""
+        found = {
+            ref.partition("::")[0]
+            for ref, v in self._passed.items()
+            if v.loaders or v.optimizer is not None
+        }
         for ref in self._edges:
             callers = self.callers(ref)
             if callers is not None and ((callers.per_step and callers.gpu) or callers.no_grad):
@@ -295,6 +314,10 @@ class ProgramEnvironment(Environment):
     def reached(self) -> bool:
         assert self.path is not None
         return self.program.reaches(self.path)
+
+    @property
+    def linked(self) -> bool:
+        return True
 
     def knows(self, qualname: str) -> bool:
         assert self.path is not None

@@ -69,6 +69,16 @@ def may_tell(text: str) -> bool:
     return any(token in text for token in TELLING)
 
 
+# A file that holds one of these trains, evaluates or loads data: what it does depends on
+# what the rest of its project gives it. Other files (model definitions, utilities) are
+# read on their own, unless the project later passes them something to act on.
+ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
+
+
+def engages(text: str) -> bool:
+    return any(token in text for token in ENGAGING)
+
+
 def summarize(module: TorchModule) -> Summary:
     return _Exporter(module).summary()
 
@@ -104,8 +114,9 @@ class _Exporter:
                 value = join_values(self.describe(b.value, b.ctx.scope) for b in bindings)
                 if value:
                     summary.exports[name] = Global(self.env.ref(name), value)
-        summary.calls = self.calls()
-        summary.uses = self.uses()
+        if self.env.linked:
+            summary.calls = self.calls()
+            summary.uses = self.uses()
         return summary
 
     # -- values ------------------------------------------------------------------------

@@ -508,6 +508,12 @@ class Environment:
         if it holds none of the tokens the rules look for."""
         return False
 
+    @property
+    def linked(self) -> bool:
+        """The project listens to what this file calls and does (its summary's calls and
+        uses are linked); a file analysed on its own tells only what it exports."""
+        return False
+
     def ref(self, local: str) -> str:
         """A reference to a function, class or value of this file, as other files name it
         (`local`: its dotted name in the file, "train", "Trainer.fit")."""
