@@ -30,7 +30,7 @@ for x in loader:
 
 
 def test_workers_added_at_module_level():
-    before, after = MODULE_LEVEL.format(""), MODULE_LEVEL.format(", num_workers=NUM_WORKERS")
+    before, after = MODULE_LEVEL.format(""), MODULE_LEVEL.format(", num_workers=2")
     assert kinds(before, after) == [("workers-unguarded", "t.py:3")]
     # An explicit num_workers=0 turned into workers is an addition too.
     assert kinds(MODULE_LEVEL.format(", num_workers=0"), after) == kinds(before, after)
@@ -101,11 +101,42 @@ def test_dataparallel_around_a_loss():
     assert kinds(before, after) == [("dataparallel-loss", "t.py:4")]
 
 
-@pytest.mark.parametrize(("uses", "expected"), [("p.grad += g", 1), ("p.grad = g", 0)])
-def test_set_to_none_removed_where_gradients_are_updated_in_place(uses, expected):
-    code = "for p, g in zip(params, grads):\n    {}\nopt.step()\nopt.zero_grad({})\n"
-    before, after = code.format(uses, "set_to_none=False"), code.format(uses, "")
-    assert [k for k, _ in kinds(before, after)] == ["explicit-arg"] * expected
+def test_explicit_set_to_none_removed_or_changed():
+    code = "for p, g in zip(params, grads):\n    p.grad = g\nopt.step()\nopt.zero_grad({})\n"
+    before = code.format("set_to_none=False")
+    assert kinds(before, code.format("")) == [("explicit-arg", "t.py:6")]
+    assert kinds(before, code.format("set_to_none=True")) == [("explicit-arg", "t.py:6")]
+    assert kinds(before, before) == []
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        # A use above the import that binds it (module order).
+        ("x = 1\n", "x = torch.cuda.is_available()\n", []),
+        ("import numpy\n", "t = numpy.ones(1)\nimport numpy\n", [("undefined-name", "t.py:2")]),
+        # A try: import binds its name after the try statement, not before it.
+        (
+            "try:\n    import apex\nexcept ImportError:\n    apex = None\n",
+            "apex.x()\ntry:\n    import apex\nexcept ImportError:\n    apex = None\n",
+            [("undefined-name", "t.py:2")],
+        ),
+        # Function bodies run later: any module-level binding counts.
+        ("def f():\n    pass\n", "def f():\n    return later\nlater = 1\n", []),
+        # A name read unbound before the fix too is not the fix's doing.
+        ("print(missing)\n", "print(missing)\n", []),
+    ],
+)
+def test_new_undefined_names(before, after, expected):
+    assert kinds(before, after) == expected
+
+
+def test_mixed_indentation_added():
+    before = "def f():\n\tx = DataLoader(ds)\n"
+    after = "def f():\n\tx = DataLoader(\n\t    ds,\n\t)\n"
+    assert kinds(before, after) == [("mixed-indentation", "t.py:4")]
+    tabs = "def f():\n\tx = DataLoader(\n\t\tds,\n\t)\n"
+    assert kinds(before, tabs) == []
 
 
 def test_notebook_program_keeps_cell_lines(tmp_path):
@@ -141,7 +172,7 @@ args = TrainingArguments("out"{})
 )
 def test_trainer_workers_need_a_guarded_train(entry, expected):
     before = TRAINER.format("", entry)
-    after = TRAINER.format(", dataloader_num_workers=NUM_WORKERS", entry)
+    after = TRAINER.format(", dataloader_num_workers=2", entry)
     assert kinds(before, after) == expected
     assert kinds(after, after) == []
 
