@@ -15,8 +15,16 @@ import pytest
 
 from torchlint import linter
 from torchlint.config import default_options
-from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
-from torchlint.linter import InvalidSyntax, Linter, LintError
+from torchlint.fixes import (
+    Applicability,
+    FixSafety,
+    Import,
+    InsertAfter,
+    Replace,
+    fix,
+    statements,
+)
+from torchlint.linter import InvalidSyntax, Linter
 from torchlint.noqa import add_noqa, parse_suppressions
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
@@ -105,6 +113,23 @@ def test_docstring_and_future_stay_first():
     assert text.startswith('"""Doc."""\nfrom __future__ import annotations\nimport torch\n')
 
 
+class ReturnsAtModuleLevel(Rule):
+    """TL998 returns-at-module-level: a fix CPython parses but cannot compile."""
+
+    code = "TL998"
+    name = "returns-at-module-level"
+    fix_safety = FixSafety.SAFE
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        for loader in module.dataloaders:
+            statement = loader.call.ctx.statement
+            yield self.diagnostic(
+                loader.call.node,
+                "bad",
+                fix("break", Applicability.SAFE, InsertAfter(statement, statements("return 1"))),
+            )
+
+
 class BreaksCode(Rule):
     """TL999 breaks-code: a rule whose fix produces invalid Python (for the test)."""
 
@@ -115,7 +140,7 @@ class BreaksCode(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         for loader in module.dataloaders:
             bad = loader.call.node.with_changes(
-                args=[*loader.call.node.args, cst.Arg(cst.Name("x"), keyword=cst.Name("ds"))]
+                args=[*loader.call.node.args, cst.Arg(cst.Integer("2"), keyword=cst.Name("ds"))]
             )
             yield self.diagnostic(
                 loader.call.node,
@@ -129,10 +154,16 @@ class BreaksCode(Rule):
             )
 
 
-def test_fix_producing_invalid_code_is_refused():
+@pytest.mark.parametrize("rule", [BreaksCode, ReturnsAtModuleLevel])
+def test_fix_producing_invalid_code_is_refused(rule):
+    """The fix alone is left out (CPython parses both: it compiles neither), and its
+    finding says why."""
     source = HEADER + "a = DataLoader(ds=1)\n"
-    with pytest.raises(LintError, match="invalid code"):
-        Linter([BreaksCode()]).fix(source)
+    outcome = Linter([rule()]).fix(source)
+    assert outcome.text == source and outcome.fixed == []
+    assert [(v.message, v.fix) for v in outcome.remaining] == [
+        ("bad (not fixed: the fixed code would not compile)", None)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchlint.undefined import mixed_indentation, undefined_counts, undefined_names
+from torchlint.undefined import mixed_indentation, undefined_names
 
 from .test_layers import graph  # noqa: F401 - the import graph fixture
 
@@ -51,14 +51,14 @@ def test_names_read_before_they_are_bound(source, expected):
 
 def test_text_this_python_cannot_parse_is_not_judged():
     assert undefined_names("def f(:\n") is None
-    assert undefined_counts("x = (\n") is None
+    assert undefined_names("x = (\n") is None
 
 
 def test_deep_expressions_do_not_overflow_the_stack():
     """As deep as CPython builds a tree: the walk itself never recurses per level."""
     source = "x = " + " + ".join(["y"] * 1000) + "\n"
-    assert undefined_counts(source) == {"y": 1000}
-    assert undefined_counts("x = " + " + ".join(["y"] * 20000) + "\n") is None
+    assert undefined_names(source) == [("y", 1)] * 1000
+    assert undefined_names("x = " + " + ".join(["y"] * 20000) + "\n") is None
 
 
 def test_mixed_indentation():

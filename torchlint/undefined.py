@@ -16,7 +16,6 @@ import ast
 import builtins
 import sys
 import warnings
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -269,6 +268,11 @@ def undefined_names(source: str) -> list[tuple[str, int]] | None:
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    return undefined_in(tree)
+
+
+def undefined_in(tree: ast.Module) -> list[tuple[str, int]]:
+    """`undefined_names` of a parsed module."""
     checker = _Checker()
     checker.globals = _declared_global(tree)
     module = _Scope("module", None)
@@ -277,11 +281,6 @@ def undefined_names(source: str) -> list[tuple[str, int]] | None:
         node, parent = checker.deferred.pop()
         checker.function(node, parent)
     return checker.undefined
-
-
-def undefined_counts(source: str) -> Counter[str] | None:
-    found = undefined_names(source)
-    return None if found is None else Counter(name for name, _ in found)
 
 
 def mixed_indentation(source: str) -> int:
