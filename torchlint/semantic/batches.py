@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
-from torchlint.semantic.devices import Device
+from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
 from torchlint.semantic.models import ModelKind, ModelSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import BUILTINS, bound_names
-from torchlint.semantic.syntax import children, dotted_name, names_read
+from torchlint.semantic.scopes import BUILTINS, Scope, bound_names
+from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name, names_read
 from torchlint.walk import walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -167,6 +167,70 @@ def device_move(module: TorchModule, model: ModelSite, loop: Loop) -> CallSite |
         if visible(module, module.devices.move_expression(move), loop):
             return move
     return None
+
+
+# Calls that return a `torch.device` (not a string): `.type` can be read on them.
+DEVICE_OBJECTS = frozenset(
+    {"torch.device", "torch.accelerator.current_accelerator", "torch.get_default_device"}
+)
+
+
+def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's copies of its batches (`x.to(device)`, `batch["x"].cuda()`) to a device
+    that is not the CPU, without `non_blocking`: blocking, where the loader pins memory."""
+    names = batch_names(module, loop)
+    out: list[CallSite] = []
+    for call in loop.calls if names else ():
+        receiver = call.receiver
+        if isinstance(receiver, cst.Subscript):
+            receiver = receiver.value
+        if call.method not in ("to", "cuda") or dotted_name(receiver) not in names:
+            continue
+        if call.has_star_args or call.kwarg("non_blocking") is not MISSING:
+            continue
+        if any(bool_value(a) is not None for a in call.positional):
+            continue  # `x.to(device, None, True)`: non_blocking given positionally
+        found = module.move(call)
+        if found is not None and not found.is_cpu:
+            out.append(call)
+    return out
+
+
+def non_blocking(module: TorchModule, call: CallSite) -> cst.BaseExpression | None:
+    """The `non_blocking=` value that keeps a host-to-device copy's results on every
+    device it may go to: `True` where that is CUDA (or the CPU, where it does nothing).
+    Where the device is chosen at run time (an accelerator, a `--device` option, whatever
+    its default) and a name holds it, a value true on CUDA only (`device.type == "cuda"`,
+    `str(args.device).startswith("cuda")`): a non-blocking copy to MPS may read its
+    source after it is freed. None where the destination is not a name."""
+    found = module.move(call)
+    if found is None or found.is_cpu:
+        return None
+    if found.kind is DeviceKind.CUDA and not found.unknown_path:
+        return cst.Name("True")
+    device = module.devices.move_expression(call)
+    if device is None or dotted_name(device) is None:
+        return None
+    if _device_object(module, device, call.scope):
+        text = f'{dotted_name(device)}.type == "cuda"'
+    else:
+        text = f'str({dotted_name(device)}).startswith("cuda")'
+    return cst.parse_expression(text)
+
+
+def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """Every value `expr` may hold is a `torch.device` (a call that returns one, on each
+    branch of a conditional)."""
+    stack = [(origin, where) for origin, where in module.values.origins(expr, scope)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, cst.IfExp):
+            stack += [(node.body, where), (node.orelse, where)]
+        elif not (
+            isinstance(node, cst.Call) and module.resolve(node.func, where) in DEVICE_OBJECTS
+        ):
+            return False
+    return True
 
 
 def move_statement(module: TorchModule, name: str, move: CallSite, non_blocking: bool) -> str:
