@@ -389,6 +389,14 @@ class TorchModule:
         """An `iter(loader)` run again and again (see loaders.py)."""
         return self._loaders.reiterated(loader)
 
+    def restarts_workers(self, loader: DataLoaderSite) -> bool:
+        """Workers of this loader would start again and again without
+        `persistent_workers` (it is iterated every epoch, or `iter()`ed over and over),
+        where the target torch has the option (1.7)."""
+        if self.target_torch is not None and self.target_torch < (1, 7):
+            return False
+        return self.epoch(loader) is not None or self.reiterated(loader) is not None
+
     def pins_memory(self, loader: DataLoaderSite) -> bool:
         """`pin_memory=True`, or pinned whenever an accelerator is there to copy to."""
         value = loader.arg("pin_memory")
