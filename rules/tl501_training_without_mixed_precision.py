@@ -39,8 +39,10 @@ the backpropagated loss in `with torch.autocast("cuda", dtype=torch.bfloat16):`
 computes a binary cross-entropy on probabilities (`nn.BCELoss`,
 `F.binary_cross_entropy`): autocast refuses those with a RuntimeError on CUDA, so the
 finding says to move to `nn.BCEWithLogitsLoss` on the logits first, a change to the
-model's output the fix cannot make. On a machine without CUDA, `torch.autocast("cuda")` warns
-and does nothing, so the script still runs on the CPU. Unsafe because the numerics
+model's output the fix cannot make. Nor with `target-torch` below 1.10, which has no
+`torch.autocast` (nor bfloat16 autocast on CUDA). On a machine without CUDA,
+`torch.autocast("cuda")` warns and does nothing, so the script still runs on the CPU.
+Unsafe because the numerics
 change (results differ in the last bits, some models need float32 for specific
 layers), outputs made in the region are bfloat16, and GPUs before Ampere emulate
 bfloat16 slowly: use `dtype=torch.float16` with a `torch.amp.GradScaler("cuda")`
@@ -82,6 +84,8 @@ class TrainingWithoutMixedPrecision(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or module.reduced_precision:
             return
+        target = module.target_torch
+        wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)
         for loop in module.step_loops:
             model_calls = [
                 c
@@ -105,7 +109,7 @@ class TrainingWithoutMixedPrecision(Rule):
             yield self.diagnostic(
                 loop.node,
                 message,
-                fix=None if refused is not None else _wrap(module, loop, model_calls),
+                fix=_wrap(module, loop, model_calls) if wraps and refused is None else None,
             )
 
 

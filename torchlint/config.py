@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchlint.metadata import oldest_torch
 from torchlint.registry import all_rules
 from torchlint.rule import Rule
 from torchlint.semantic import Settings
@@ -90,6 +91,7 @@ class Config:
     extend_fixable: list[str] = field(default_factory=list)
     unfixable: list[str] = field(default_factory=list)
     target_torch: tuple[int, int] | None = None
+    target_torch_source: str | None = None  # where it was set or read
     options: dict[str, Any] = field(default_factory=dict)
 
     # -- rules -------------------------------------------------------------------------
@@ -123,6 +125,16 @@ class Config:
 
     def settings(self) -> Settings:
         return Settings(options=self.options, target_torch=self.target_torch)
+
+    def read_project_torch(self, start: Path) -> None:
+        """Without a `target-torch` setting, the oldest torch the project around `start`
+        declares in its metadata (see metadata.py)."""
+        if self.target_torch is not None:
+            return
+        declared = oldest_torch(start)
+        if declared is not None:
+            self.target_torch = declared.version
+            self.target_torch_source = f"the project's metadata, {declared.source}"
 
     # -- files -------------------------------------------------------------------------
 
@@ -289,6 +301,7 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                     f'{where}: `target-torch` must be a string such as "2.4", got {value!r}{hint}'
                 )
             config.target_torch = parse_target(value, where)
+            config.target_torch_source = where
         elif key in options:
             default = options[key]
             if type(value) is not type(default):
