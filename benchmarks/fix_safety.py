@@ -89,7 +89,7 @@ KINDS = (
     "syntax",
 )
 SELECTIONS = {"default": [], "ALL": ["--select", "ALL"]}
-FIXED = re.compile(r"\((\d+) fixed, \d+ remaining\)")
+FIXED = re.compile(r"\((\d+) fixed, \d+ remaining")
 
 
 @dataclass(frozen=True)

@@ -95,11 +95,13 @@ def test_line_breaks_a_fix_adds_follow_the_files_indentation():
 
 def test_the_gate_compares_with_the_text_before_the_pass():
     gate = Gate("print(missing)\n")
-    assert not gate.problems("print(missing)\nprint(1)\n")
-    assert gate.problems("print(missing, other)\n").names == {"other"}
-    assert gate.problems("if x:\n\ty = (\n\t    1)\n").mixed
-    assert gate.problems("f(a=1, a=2)\n").unparsable
-    assert not Gate("def f(:\n").problems("def f(:\n    pass\n")  # not this Python's syntax
+    names = frozenset({"missing", "other"})  # what the fixes mention: only they are counted
+    assert not gate.problems("print(missing)\nprint(1)\n", names)
+    assert gate.problems("print(missing, other)\n", names).names == {"other"}
+    assert not gate.problems("print(missing, other)\n", frozenset({"missing"}))
+    assert gate.problems("if x:\n\ty = (\n\t    1)\n", names).mixed
+    assert gate.problems("f(a=1, a=2)\n", names).unparsable
+    assert not Gate("def f(:\n").problems("def f(:\n    pass\n", names)  # newer syntax
 
 
 class _Enables(Rule):

@@ -49,6 +49,15 @@ def test_names_read_before_they_are_bound(source, expected):
     assert undefined_names(source) == expected
 
 
+def test_only_the_statements_mentioning_the_names_asked_about_are_walked():
+    source = "x = torch.zeros(1)\nimport torch\ny = undefined_a\ndef f():\n    return undefined_b\n"
+    assert undefined_names(source, {"torch"}) == [("torch", 1)]
+    assert undefined_names(source, {"undefined_b", "nothing"}) == [("undefined_b", 5)]
+    # A star import binds every name, mentioned or not.
+    assert undefined_names("from os import *\nprint(path)\n", {"path"}) == []
+    assert undefined_names("x = 1\r\ny = z\rz = 1\n", {"z"}) == [("z", 2)]
+
+
 def test_text_this_python_cannot_parse_is_not_judged():
     assert undefined_names("def f(:\n") is None
     assert undefined_names("x = (\n") is None

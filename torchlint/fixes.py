@@ -15,6 +15,7 @@ import functools
 import inspect
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -549,14 +550,15 @@ class _ImportBlock:
         return None
 
 
-def _names_read(nodes: Iterable[cst.CSTNode]) -> set[str]:
-    """The names code reads or binds (not attribute names, nor keywords of arguments)."""
-    found: set[str] = set()
+def names_in(nodes: Iterable[cst.CSTNode]) -> Counter[str]:
+    """The names code reads or binds, with how often (not attribute names, nor keywords
+    of arguments)."""
+    found: Counter[str] = Counter()
     stack = list(nodes)
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Name):
-            found.add(node.value)
+            found[node.value] += 1
         elif isinstance(node, (cst.Attribute, cst.Arg)):
             stack.append(node.value)
         else:
@@ -674,7 +676,7 @@ def plan_module_level(
         bound.add(definition.name)
         added = list(statements(definition.code))
         binds = set().union(*map(module_bindings, added))
-        reads = _names_read(added) - binds
+        reads = set(names_in(added)) - binds
         index = max(
             [block.end, _after_bindings(body, reads - set(new_at))]
             + [new_at[name] for name in reads & set(new_at)]

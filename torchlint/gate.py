@@ -10,25 +10,34 @@ file imports the name plainly further down; an import statement it removes kept)
 otherwise left out, with the reason, which its finding then gives.
 
 Only fix and diff runs pay for this: CPython parses and compiles the new text of each
-pass (once, unless a fix is refused), and a walk of its tree finds the unbound names.
+pass (once, unless a fix is refused), and a walk of the statements that mention the
+names the fixes write or remove (only those can become unbound) counts their reads.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import libcst as cst
 
-from torchlint.fixes import Fix, Import, Remove, Replace, apply_fixes, module_bindings
-from torchlint.undefined import mixed_indentation, undefined_in
-from torchlint.walk import descendants
-
-IDENTIFIER = re.compile(r"[^\W\d]\w*")
+from torchlint.fixes import (
+    Fix,
+    Import,
+    InsertAfter,
+    InsertBefore,
+    Remove,
+    Replace,
+    apply_fixes,
+    module_bindings,
+    names_in,
+    statements,
+)
+from torchlint.undefined import PREDEFINED, mixed_indentation, undefined_in
 
 
 @dataclass(frozen=True)
@@ -53,23 +62,50 @@ class Problems:
 
 
 class Gate:
-    """A text's unbound names (None: this Python cannot compile it) and mixed-indentation
-    lines, to compare fixed texts with."""
+    """A text, to compare fixed texts with: its tree (None where this Python cannot
+    compile it), how often it reads names unbound, its mixed-indentation lines. Each is
+    computed on first use: most files get no fix."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.names = _unbound(text)
-        self.mixed = mixed_indentation(text)
+        self._counts: dict[frozenset[str], Counter[str]] = {}
         self._last: tuple[str, Gate] | None = None
 
-    def problems(self, text: str) -> Problems:
+    @cached_property
+    def tree(self) -> ast.Module | None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
+            try:
+                tree = ast.parse(self.text)
+                # What CPython's parser accepts but its compiler refuses (a repeated
+                # keyword argument) is refused too.
+                compile(tree, "<fixed>", "exec", dont_inherit=True)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+        return tree
+
+    @cached_property
+    def mixed(self) -> int:
+        return mixed_indentation(self.text)
+
+    def unbound(self, names: frozenset[str]) -> Counter[str]:
+        """How often each of `names` is read unbound (the tree must exist)."""
+        if names not in self._counts:
+            assert self.tree is not None
+            found = undefined_in(self.tree, self.text, names)
+            self._counts[names] = Counter(name for name, _ in found)
+        return self._counts[names]
+
+    def problems(self, text: str, names: frozenset[str]) -> Problems:
+        """What `text` has that this text had not, of the names `names` (those the fixes
+        that made it write or remove: only they can become unbound)."""
         after = Gate(text)
         self._last = (text, after)
-        if self.names is None:  # syntax newer than this Python: only libcst judges it
+        if self.tree is None:  # syntax newer than this Python: only libcst judges it
             return Problems(mixed=after.mixed > self.mixed)
-        if after.names is None:
+        if after.tree is None:
             return Problems(unparsable=True)
-        added = frozenset(after.names - self.names)
+        added = frozenset(after.unbound(names) - self.unbound(names))
         return Problems(added, after.mixed > self.mixed)
 
     def then(self, text: str) -> Gate:
@@ -77,19 +113,6 @@ class Gate:
         if self._last is not None and self._last[0] == text:
             return self._last[1]
         return Gate(text)
-
-
-def _unbound(text: str) -> Counter[str] | None:
-    """How often each name is read unbound in `text`; None if CPython cannot compile it
-    (a repeated keyword argument, say, which its parser accepts)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
-        try:
-            tree = ast.parse(text)
-            compile(tree, "<fixed>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-    return Counter(name for name, _ in undefined_in(tree))
 
 
 @dataclass
@@ -102,8 +125,9 @@ class Checked:
 def apply_checked(module: cst.Module, fixes: Sequence[Fix], gate: Gate) -> Checked:
     """Apply compatible `fixes` to `module` (whose code is `gate.text`), leaving out or
     repairing those whose result `gate` finds problems with."""
+    names = frozenset(set().union(*map(mentions, fixes)))
     text = apply_fixes(module, fixes)
-    found = gate.problems(text)
+    found = gate.problems(text, names)
     if not found:
         return Checked(text, [(f, f) for f in fixes], [])
     suspects = list(fixes)
@@ -112,45 +136,45 @@ def apply_checked(module: cst.Module, fixes: Sequence[Fix], gate: Gate) -> Check
     kept = [f for f in fixes if not any(f is s for s in suspects)]
     applied: list[tuple[Fix, Fix]] = [(f, f) for f in kept]
     text = apply_fixes(module, kept) if kept else gate.text
-    if kept and gate.problems(text):  # the suspects were not all: try every fix alone
+    if kept and gate.problems(text, names):  # the suspects were not all: try every fix alone
         suspects, applied, text = list(fixes), [], gate.text
     refused: list[tuple[Fix, str]] = []
     for proposed in suspects:
         done = [a for _, a in applied]
         trial = apply_fixes(module, [*done, proposed])
-        problems = gate.problems(trial)
+        problems = gate.problems(trial, names)
         fixed = proposed
         if problems and problems.names and not (problems.mixed or problems.unparsable):
             repaired = _repaired(module, proposed, problems.names)
             if repaired is not None:
                 trial = apply_fixes(module, [*done, repaired])
-                if not gate.problems(trial):
+                if not gate.problems(trial, names | mentions(repaired)):
                     problems, fixed = Problems(), repaired
         if problems:
             refused.append((proposed, problems.reason))
         else:
             applied.append((proposed, fixed))
             text = trial
-    gate.problems(text)  # the last text checked is the one kept
+    gate.problems(text, names)  # the last text checked is the one kept
     return Checked(text, applied, refused)
 
 
 def mentions(fix: Fix) -> set[str]:
-    """Every name the code a fix writes, replaces or removes holds."""
-    nodes: list[cst.CSTNode] = []
+    """The names a fix may leave unbound somewhere: those its new code reads more often
+    than the code it replaces, and those the statements it replaces or removes bind.
+    Builtins and constants never are."""
+    old: list[cst.CSTNode] = [e.node for e in fix.edits if isinstance(e, (Replace, Remove))]
+    new: list[cst.CSTNode] = []
     for edit in fix.edits:
-        if isinstance(edit, Remove):
-            nodes.append(edit.node)
-        elif isinstance(edit, Replace):
-            nodes += [edit.node, edit.new]
-        else:
-            nodes += edit.statements
-    found = {n.value for root in nodes for n in descendants(root) if isinstance(n, cst.Name)}
-    found.update(imp.bound_name for imp in fix.imports)
+        if isinstance(edit, Replace):
+            new.append(edit.new)
+        elif isinstance(edit, (InsertBefore, InsertAfter)):
+            new += edit.statements
     for definition in fix.definitions:
-        found.add(definition.name)
-        found.update(IDENTIFIER.findall(definition.code))
-    return found
+        new += statements(definition.code)
+    found = set(names_in(new) - names_in(old))
+    found.update(name for node in old for name in module_bindings(node))
+    return found - PREDEFINED
 
 
 def _repaired(module: cst.Module, fix: Fix, names: frozenset[str]) -> Fix | None:

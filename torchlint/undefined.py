@@ -13,10 +13,12 @@ every name after it. `del` and `except NameError:` are not followed.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
+import re
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 # Module attributes, and what IPython defines in a notebook's namespace.
@@ -51,10 +53,11 @@ class _Scope:
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, lines: _Lines | None) -> None:
         self.undefined: list[tuple[str, int]] = []
         self.deferred: list[tuple[ast.AST, _Scope]] = []
         self.globals: set[str] = set()
+        self.lines = lines
 
     # -- lookups ------------------------------------------------------------------
 
@@ -125,7 +128,15 @@ class _Checker:
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope) -> None:
         for statement in statements:
-            self.statement(statement, scope)
+            if self.relevant(statement):
+                self.statement(statement, scope)
+
+    def relevant(self, statement: ast.stmt) -> bool:
+        """Whether the statement may read or bind a name being counted (a star import
+        binds them all)."""
+        if self.lines is None or self.lines.mention(statement):
+            return True
+        return isinstance(statement, ast.ImportFrom) and statement.names[0].name == "*"
 
     def statement(self, node: ast.stmt, scope: _Scope) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -255,32 +266,71 @@ def _locals(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> It
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _declared_global(tree: ast.Module) -> set[str]:
-    return {name for n in ast.walk(tree) if isinstance(n, ast.Global) for name in n.names}
+class _Lines:
+    """The lines of a text that mention any of some names: a statement that spans none of
+    them cannot read or bind those names, and is not walked."""
+
+    def __init__(self, source: str, names: Collection[str]) -> None:
+        starts = [0, *(m.end() for m in _NEWLINE.finditer(source))]
+        words = "|".join(map(re.escape, sorted(names)))
+        found = re.finditer(rf"(?<!\w)(?:{words})(?!\w)", source) if names else ()
+        self.hits = sorted({bisect.bisect_right(starts, m.start()) for m in found})
+
+    def mention(self, node: ast.stmt) -> bool:
+        i = bisect.bisect_left(self.hits, node.lineno)
+        return i < len(self.hits) and self.hits[i] <= (node.end_lineno or node.lineno)
 
 
-def undefined_names(source: str) -> list[tuple[str, int]] | None:
+_NEWLINE = re.compile(r"\r\n?|\n")  # the line ends CPython's tokenizer counts
+
+
+def undefined_names(
+    source: str, only: Collection[str] | None = None
+) -> list[tuple[str, int]] | None:
     """(name, line) of each read of a name where nothing binds it, in the order the
-    program runs; None for text this Python cannot parse."""
+    program runs (of the names in `only`, if given: the walk stops once they are all
+    bound at module level, and skips statements that do not mention them); None for text
+    this Python cannot parse."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return undefined_in(tree)
+    return undefined_in(tree, source, only)
 
 
-def undefined_in(tree: ast.Module) -> list[tuple[str, int]]:
-    """`undefined_names` of a parsed module."""
-    checker = _Checker()
-    checker.globals = _declared_global(tree)
+def undefined_in(
+    tree: ast.Module, source: str = "", only: Collection[str] | None = None
+) -> list[tuple[str, int]]:
+    """`undefined_names` of a parsed module (and its `source`, if `only` is given). With
+    `only`, the statements that do not mention those names are skipped: the walk costs
+    what the names' statements hold, not the file."""
+    checker = _Checker(_Lines(source, only) if only is not None else None)
+    checker.globals = {
+        name
+        for statement in tree.body
+        if checker.relevant(statement)
+        for n in ast.walk(statement)
+        if isinstance(n, ast.Global)
+        for name in n.names
+    }
     module = _Scope("module", None)
-    checker.body(tree.body, module)
+    pending = None if only is None else set(only) - checker.globals
+    for statement in tree.body:
+        if pending is not None:
+            pending -= module.bound
+            if not pending or module.star:
+                break  # every name asked about is bound: no later statement reads it unbound
+        if checker.relevant(statement):
+            checker.statement(statement, module)
+    if pending is not None and (module.star or not pending - module.bound):
+        checker.deferred.clear()  # function bodies, run later, see those bindings too
     while checker.deferred:
         node, parent = checker.deferred.pop()
         checker.function(node, parent)
-    return checker.undefined
+    found = checker.undefined
+    return found if only is None else [(name, line) for name, line in found if name in only]
 
 
 def mixed_indentation(source: str) -> int:
