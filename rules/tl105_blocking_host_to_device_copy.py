@@ -32,11 +32,12 @@ source alive until it completes. That argument holds for CUDA only: a non-blocki
 copy to MPS can read its source after it is freed (open PyTorch issues), so where the
 device is chosen at run time (`torch.accelerator.current_accelerator()`, `"mps"` on
 some path, a `--device` option) the fix writes a value that is true on CUDA only,
-`non_blocking=device.type == "cuda"` for a `torch.device`, `non_blocking=str(
-args.device).startswith("cuda")` for what may be a string; where the device is not a
-name, no fix is offered. Never applied to `.cpu()` or `.to("cpu")` (a non-blocking
-device-to-host copy may be read before it has landed). Files where Lightning,
-Accelerate, DeepSpeed or the transformers Trainer move batches are left alone.
+`non_blocking=device.type == "cuda"` for a `torch.device`,
+`non_blocking=torch.device(args.device).type == "cuda"` for what may be a string or an
+index (a rank); where the device is not a name, no fix is offered. Never applied to
+`.cpu()` or `.to("cpu")` (a non-blocking device-to-host copy may be read before it has
+landed). Files where Lightning, Accelerate, DeepSpeed or the transformers Trainer move
+batches are left alone.
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; "A guide on good usage of non_blocking and pin_memory() in PyTorch".
@@ -70,18 +71,19 @@ class BlockingHostToDeviceCopy(Rule):
                 if id(call.node) in seen:
                     continue
                 seen.add(id(call.node))
-                value = non_blocking(module, call)
-                spelled = "True" if value is None else module.module.code_for_node(value)
+                found = non_blocking(module, call)
+                spelled = "True" if found is None else module.module.code_for_node(found[0])
                 yield self.diagnostic(
                     call.node,
                     "the batch comes from a pinned-memory DataLoader but is copied to the GPU "
                     f"synchronously; add `non_blocking={spelled}` so the copy overlaps other "
-                    "work" + (" where the device is CUDA" if value is None else ""),
+                    "work" + (" where the device is CUDA" if found is None else ""),
                     fix=None
-                    if value is None
+                    if found is None
                     else fix(
                         f"Add `non_blocking={spelled}`",
                         Applicability.SAFE,
-                        Replace(call.node, set_kwarg(call.node, "non_blocking", value)),
+                        Replace(call.node, set_kwarg(call.node, "non_blocking", found[0])),
+                        imports=[found[1]] if found[1] is not None else [],
                     ),
                 )

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.edits import set_kwarg
-from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.batches import blocking_copies, non_blocking
@@ -75,7 +75,7 @@ class DataLoaderNoPinMemory(Rule):
                 continue
             spelled, imp = module.spell("torch.cuda.is_available", loader.call.scope)
             call = loader.set_arg("pin_memory", cst.parse_expression(f"{spelled}()"))
-            copies = _copies(module, loader)
+            copies, needed = _copies(module, loader)
             title = f"Set `pin_memory={spelled}()`" + (
                 f" and make the {len(copies)} copies of its batches non-blocking"
                 if len(copies) > 1
@@ -95,26 +95,27 @@ class DataLoaderNoPinMemory(Rule):
                     Applicability.SAFE,
                     Replace(loader.call.node, call),
                     *copies,
-                    imports=[imp] if imp is not None else [],
+                    imports=[imp, *needed] if imp is not None else needed,
                 ),
             )
 
 
-def _copies(module: TorchModule, loader: DataLoaderSite) -> list[Replace]:
+def _copies(module: TorchModule, loader: DataLoaderSite) -> tuple[list[Replace], list[Import]]:
     """The copies of the loader's batches that pinning makes worth doing without blocking
-    (TL105's), each with the `non_blocking=` it may take on every device: one change with
-    the pinning, not a finding it would bring about."""
-    if module.managed:
-        return []
+    (TL105's), each with the `non_blocking=` it may take on every device (and the imports
+    those need): one change with the pinning, not a finding it would bring about."""
     edits: list[Replace] = []
-    for loop in loader.loops:
+    imports: list[Import] = []
+    for loop in [] if module.managed else loader.loops:
         if not all(other is loader or module.pins_memory(other) for other in loop.loaders):
             continue
         for copy in blocking_copies(module, loop):
-            value = non_blocking(module, copy)
-            if value is not None and not any(e.node is copy.node for e in edits):
-                edits.append(Replace(copy.node, set_kwarg(copy.node, "non_blocking", value)))
-    return edits
+            found = non_blocking(module, copy)
+            if found is None or any(e.node is copy.node for e in edits):
+                continue
+            edits.append(Replace(copy.node, set_kwarg(copy.node, "non_blocking", found[0])))
+            imports += [found[1]] if found[1] is not None else []
+    return edits, imports
 
 
 def _reloaded_persistent(module: TorchModule, loader: DataLoaderSite) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint.fixes import Import
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Loop
@@ -196,26 +197,29 @@ def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
     return out
 
 
-def non_blocking(module: TorchModule, call: CallSite) -> cst.BaseExpression | None:
+def non_blocking(
+    module: TorchModule, call: CallSite
+) -> tuple[cst.BaseExpression, Import | None] | None:
     """The `non_blocking=` value that keeps a host-to-device copy's results on every
-    device it may go to: `True` where that is CUDA (or the CPU, where it does nothing).
-    Where the device is chosen at run time (an accelerator, a `--device` option, whatever
-    its default) and a name holds it, a value true on CUDA only (`device.type == "cuda"`,
-    `str(args.device).startswith("cuda")`): a non-blocking copy to MPS may read its
-    source after it is freed. None where the destination is not a name."""
+    device it may go to (and the import it needs): `True` where that is CUDA (or the CPU,
+    where it does nothing). Where the device is chosen at run time (an accelerator, a
+    `--device` option whatever its default, a rank) and a name holds it, a value true on
+    CUDA only, `device.type == "cuda"` (`torch.device(rank).type == "cuda"` for what may
+    be a string or an index): a non-blocking copy to MPS may read its source after it is
+    freed. None where the destination is not a name."""
     found = module.move(call)
     if found is None or found.is_cpu:
         return None
     if found.kind is DeviceKind.CUDA and not found.unknown_path:
-        return cst.Name("True")
+        return cst.Name("True"), None
     device = module.devices.move_expression(call)
-    if device is None or dotted_name(device) is None:
+    name = dotted_name(device) if device is not None else None
+    if device is None or name is None:
         return None
     if _device_object(module, device, call.scope):
-        text = f'{dotted_name(device)}.type == "cuda"'
-    else:
-        text = f'str({dotted_name(device)}).startswith("cuda")'
-    return cst.parse_expression(text)
+        return cst.parse_expression(f'{name}.type == "cuda"'), None
+    spelled, imp = module.spell("torch.device", call.scope)
+    return cst.parse_expression(f'{spelled}({name}).type == "cuda"'), imp
 
 
 def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
