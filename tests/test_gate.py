@@ -15,6 +15,8 @@ from torchlint.linter import Linter
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
 
+from .conftest import run_cli
+
 
 class _Calls(Rule):
     """Replaces each call of `old_api(...)` with `torch.new_api(...)` (reported as TL502
@@ -137,6 +139,36 @@ def test_fixes_of_findings_other_fixes_brought_about_are_counted():
     outcome = Linter([_Enables()]).fix("def kept():\n    pass\ndrop()\nkeep()\n")
     assert outcome.fixed == ["TL402", "TL403"]
     assert outcome.later == ["TL403"]
+
+
+DETERMINISTIC = """\
+import torch
+import torch.nn as nn
+
+torch.backends.cudnn.deterministic = True
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.LazyLinear(10)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(100):
+    loss = model(torch.randn(8, 3, 32, 32, device="cuda")).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_fix_says_which_fixes_check_did_not_show(tmp_path):
+    """TL601 is silent while the file asks for deterministic kernels; once TL602 removes
+    that, it is found: the real command says so, and lists it."""
+    (tmp_path / "train.py").write_text(DETERMINISTIC)
+    args = ("--no-cache", "--select", "TL601,TL602", "--unsafe-fixes", "train.py")
+    checked = run_cli("check", "--output-format", "concise", *args, cwd=tmp_path)
+    assert [line.split()[1] for line in checked.stdout.splitlines()[:-2]] == ["TL602"]
+    fixed = run_cli("fix", "--show-fixes", *args, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "    1 x TL601 (cudnn-benchmark-off), 1 found only after other fixes\n" in fixed.stdout
+    assert fixed.stdout.endswith(
+        "Found 2 problems (2 fixed, 0 remaining; 1 found only after other fixes).\n"
+    )
 
 
 def test_apply_checked_tries_the_suspects_alone():
