@@ -17,6 +17,7 @@ from torchlint import linter
 from torchlint.config import default_options
 from torchlint.fixes import (
     Applicability,
+    Edit,
     FixSafety,
     Import,
     InsertAfter,
@@ -113,53 +114,36 @@ def test_docstring_and_future_stay_first():
     assert text.startswith('"""Doc."""\nfrom __future__ import annotations\nimport torch\n')
 
 
-class ReturnsAtModuleLevel(Rule):
-    """TL998 returns-at-module-level: a fix CPython parses but cannot compile."""
-
-    code = "TL998"
-    name = "returns-at-module-level"
-    fix_safety = FixSafety.SAFE
-
-    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        for loader in module.dataloaders:
-            statement = loader.call.ctx.statement
-            yield self.diagnostic(
-                loader.call.node,
-                "bad",
-                fix("break", Applicability.SAFE, InsertAfter(statement, statements("return 1"))),
-            )
-
-
 class BreaksCode(Rule):
-    """TL999 breaks-code: a rule whose fix produces invalid Python (for the test)."""
+    """TL999 breaks-code: a fix that CPython parses but cannot compile (for the test): a
+    repeated keyword argument, or a `return` at module level."""
 
     code = "TL999"
     name = "breaks-code"
     fix_safety = FixSafety.SAFE
 
+    def __init__(self, how: str) -> None:
+        self.how = how
+
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         for loader in module.dataloaders:
-            bad = loader.call.node.with_changes(
-                args=[*loader.call.node.args, cst.Arg(cst.Integer("2"), keyword=cst.Name("ds"))]
-            )
+            node = loader.call.node
+            if self.how == "keyword":
+                repeated = cst.Arg(cst.Integer("2"), keyword=cst.Name("ds"))
+                edit: Edit = Replace(node, node.with_changes(args=[*node.args, repeated]))
+            else:
+                edit = InsertAfter(loader.call.ctx.statement, statements("return 1"))
             yield self.diagnostic(
-                loader.call.node,
-                "bad",
-                fix(
-                    "break",
-                    Applicability.SAFE,
-                    Replace(loader.call.node, bad),
-                    imports=[Import("os")],
-                ),
+                node, "bad", fix("break", Applicability.SAFE, edit, imports=[Import("os")])
             )
 
 
-@pytest.mark.parametrize("rule", [BreaksCode, ReturnsAtModuleLevel])
-def test_fix_producing_invalid_code_is_refused(rule):
+@pytest.mark.parametrize("how", ["keyword", "return"])
+def test_fix_producing_invalid_code_is_refused(how):
     """The fix alone is left out (CPython parses both: it compiles neither), and its
     finding says why."""
     source = HEADER + "a = DataLoader(ds=1)\n"
-    outcome = Linter([rule()]).fix(source)
+    outcome = Linter([BreaksCode(how)]).fix(source)
     assert outcome.text == source and outcome.fixed == []
     assert [(v.message, v.fix) for v in outcome.remaining] == [
         ("bad (not fixed: the fixed code would not compile)", None)

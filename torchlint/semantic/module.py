@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,6 +22,7 @@ from torchlint.semantic.networks import Networks
 from torchlint.semantic.scopes import Binding, Kind, Scope
 from torchlint.semantic.syntax import MISSING, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
+from torchlint.walk import descendants
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
@@ -531,7 +532,7 @@ class TorchModule:
         if method is None:
             return False
         assert isinstance(method.node, cst.FunctionDef)
-        return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
+        return not any(isinstance(n, cst.Call) for n in descendants(method.node.body))
 
     def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
         """The dataset visibly does work per sample: a transform set on a Hugging Face
@@ -777,14 +778,6 @@ class TorchModule:
 
 # GPU calls that place no work on a device.
 NOT_PLACEMENT = frozenset({"torch.cuda.empty_cache"})
-
-
-def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
 
 
 def _branch(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
