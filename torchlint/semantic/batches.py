@@ -237,13 +237,19 @@ def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) 
     return True
 
 
-def move_statement(module: TorchModule, name: str, move: CallSite, non_blocking: bool) -> str:
+def move_statement(
+    module: TorchModule, name: str, move: CallSite, pinned: bool
+) -> tuple[str, Import | None]:
+    """`name = name.to(<the device of `move`>)` (`.cuda()` for a `.cuda()` move), and
+    the import it needs: non-blocking from pinned memory where that is safe on every
+    device the copy may go to (`non_blocking`)."""
     device = module.devices.move_expression(move)
     args = [module.module.code_for_node(device)] if device is not None else []
-    if non_blocking:
-        args.append("non_blocking=True")
+    found = non_blocking(module, move) if pinned else None
+    if found is not None:
+        args.append(f"non_blocking={module.module.code_for_node(found[0])}")
     method = "cuda" if move.method == "cuda" else "to"
-    return f"{name} = {name}.{method}({', '.join(args)})\n"
+    return f"{name} = {name}.{method}({', '.join(args)})\n", found[1] if found else None
 
 
 def is_loss(module: TorchModule, call: CallSite) -> bool:
