@@ -91,7 +91,9 @@ class Config:
     extend_fixable: list[str] = field(default_factory=list)
     unfixable: list[str] = field(default_factory=list)
     target_torch: tuple[int, int] | None = None
-    target_torch_source: str | None = None  # where it was set or read
+    # Where target-torch comes from when not from the config file: the command line, or
+    # the project's metadata.
+    target_torch_source: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     # -- rules -------------------------------------------------------------------------
@@ -301,7 +303,6 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                     f'{where}: `target-torch` must be a string such as "2.4", got {value!r}{hint}'
                 )
             config.target_torch = parse_target(value, where)
-            config.target_torch_source = where
         elif key in options:
             default = options[key]
             if type(value) is not type(default):

@@ -511,9 +511,14 @@ class _ImportBlock:
             return Insertion(self.end, (stmt.with_changes(leading_lines=[cst.EmptyLine()]),))
         if self.start == len(self.body):
             return Insertion(self.start, (stmt,))
-        # The first import: one blank line after it, two before a function or class.
+        # The first import: one blank line after it, two before a function or class. Blank
+        # lines after a docstring stay above it; at the top of the file (where an import
+        # the same pass removes stood) they go below it.
         after = 2 if isinstance(self.body[self.start], (cst.FunctionDef, cst.ClassDef)) else 1
-        return Insertion(self.start, (stmt,), _head(self.body[self.start]), after)
+        head = _head(self.body[self.start])
+        if self.start:
+            return Insertion(self.start, (stmt,), head, after)
+        return Insertion(self.start, (stmt,), 0, max(0, after - head))
 
     def merge(self, imp: Import, indent: str) -> tuple[int, cst.SimpleStatementLine] | None:
         """The `from` import of `imp.module` in the block that `imp.name` can join, and
