@@ -31,6 +31,9 @@ ran into one that fails (exit 1 if any):
                          then raise ValueError when the loader is built).
   explicit-arg           an explicit argument the user chose, removed or changed:
                          `zero_grad(set_to_none=False)`.
+  autocast-refused       an autocast region added in a file that computes a binary
+                         cross-entropy on probabilities (calls a `BCELoss` or
+                         `binary_cross_entropy`): autocast raises on it on CUDA.
   bias-read              `bias=False` added to a layer while the file, or a Python file
                          beside it (a model defined in one file, initialised in another),
                          uses some module's `.bias` without testing it for None first
@@ -83,6 +86,7 @@ KINDS = (
     "persistent-without-workers",
     "dataparallel-loss",
     "explicit-arg",
+    "autocast-refused",
     "bias-read",
     "undefined-name",
     "mixed-indentation",
@@ -452,6 +456,7 @@ def check(
                 )
             )
     found += explicit_args(old, new, where)
+    found += autocast_refused(old, new, where)
     found += new_names_and_indentation(
         before, after, lambda line: f"{path}:{labels[origin[line - 1]]}"
     )
@@ -508,6 +513,40 @@ def explicit_args(
                 )
             )
     return out
+
+
+def autocast_refused(
+    old: ast.Module, new: ast.Module, where: Callable[[ast.expr], str]
+) -> list[Violation]:
+    """An autocast region added in a file that computes a loss autocast refuses: calls
+    `binary_cross_entropy`, or calls a name bound to a `BCELoss(...)`."""
+    bce = {
+        ast.unparse(target)
+        for node in ast.walk(old)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and name_of(node.value.func) == "BCELoss"
+        for target in node.targets
+    }
+    refused = next(
+        (
+            ast.unparse(c.func)
+            for c in ast.walk(old)
+            if isinstance(c, ast.Call)
+            and (name_of(c.func) == "binary_cross_entropy" or ast.unparse(c.func) in bce)
+        ),
+        None,
+    )
+    if refused is None:
+        return []
+    return [
+        Violation(
+            "autocast-refused",
+            where(call),
+            f"autocast added in a file that calls `{refused}`, a loss autocast refuses",
+        )
+        for call in calls(new, "autocast")[len(calls(old, "autocast")) :]
+    ]
 
 
 def changed_lines(before: str, after: str) -> set[int]:

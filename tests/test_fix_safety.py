@@ -111,6 +111,20 @@ def test_explicit_set_to_none_removed_or_changed():
     assert kinds(before, before) == []
 
 
+def test_autocast_added_where_the_loss_is_a_bce_on_probabilities():
+    loop = "criterion = torch.nn.BCELoss()\nfor x, y in loader:\n{}    loss = criterion(x, y)\n"
+    unused = "unused = torch.nn.BCELoss()\n"
+    wrapped = loop.format('    with torch.autocast("cuda"):\n    ').replace(
+        "\n    loss", "\n        loss"
+    )
+    assert kinds(loop.format(""), wrapped) == [("autocast-refused", "t.py:5")]
+    mse = loop.replace("BCELoss", "MSELoss")
+    assert kinds(mse.format(""), wrapped.replace("BCELoss", "MSELoss")) == []
+    # A BCELoss the file builds but never calls (PyTorch-GAN's softmax_gan) is no matter.
+    mse_wrapped = wrapped.replace("BCELoss", "MSELoss")
+    assert kinds(unused + mse.format(""), unused + mse_wrapped) == []
+
+
 @pytest.mark.parametrize(
     ("before", "after", "expected"),
     [
