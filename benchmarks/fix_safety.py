@@ -3,7 +3,7 @@
     python benchmarks/fix_safety.py [DIRS...] [--keep]
 
 Copies repositories of real code (default: every folder of ../shared/corpus) to a
-temporary directory, runs the installed `torchlint fix --unsafe-fixes` there, compares
+temporary directory, runs `torchlint fix --unsafe-fixes` there, compares
 each changed file with its original and prints every edit that can turn a script that
 ran into one that fails (exit 1 if any):
 
@@ -29,13 +29,25 @@ ran into one that fails (exit 1 if any):
                          `persistent_workers=True` added where `num_workers` is not a
                          positive literal or the NUM_WORKERS constant (`--n_cpu 0` would
                          then raise ValueError when the loader is built).
-  explicit-arg           an explicit argument the code relies on, removed or changed:
-                         `set_to_none=False` in a file that updates `.grad` in place.
+  explicit-arg           an explicit argument the user chose, removed or changed:
+                         `zero_grad(set_to_none=False)`.
+  autocast-refused       an autocast region added in a file that computes a binary
+                         cross-entropy on probabilities (calls a `BCELoss` or
+                         `binary_cross_entropy`): autocast raises on it on CUDA.
   bias-read              `bias=False` added to a layer while the file, or a Python file
                          beside it (a model defined in one file, initialised in another),
                          uses some module's `.bias` without testing it for None first
                          (`m.bias.data.zero_()`, `init.constant_(m.bias, 0)` fail on None).
+  undefined-name         a name the fixed program reads where nothing binds it, in the
+                         order it runs (module order, notebook cells in order, `try:`
+                         imports), that the original did not read unbound.
+  mixed-indentation      a fixed line indented with tabs and spaces that the original
+                         did not have (a fix that wrote `\t    ds,` in a tab-indented file).
   syntax                 a fixed file that no longer parses.
+
+It runs twice: with the default rules and with `--select ALL`, both `--unsafe-fixes`,
+and prints for each the cascade ratio: the fixes `fix` applied over the fixable
+findings `check` reported (a fix that enables another finding raises it above 1).
 
 Locations are those of the original files, as ecosystem.py writes them
 (`path:line`, `path:cell N:L` in notebooks).
@@ -46,6 +58,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import json
 import os
 import re
 import shutil
@@ -61,10 +74,10 @@ from pathlib import Path
 from ecosystem import default_dirs
 
 from torchlint.notebook import Notebook
+from torchlint.undefined import mixed_indentation, undefined_names
 
 WORKER_FNS = ("collate_fn", "worker_init_fn")
 LOSS_NAME = re.compile(r"(?i)loss|criterion")
-GRAD_IN_PLACE = re.compile(r"\.grad\s*[-+*/]=|\.grad\.(?:add_|sub_|mul_|div_|copy_|data)\b")
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 KINDS = (
     "workers-unguarded",
@@ -73,9 +86,14 @@ KINDS = (
     "persistent-without-workers",
     "dataparallel-loss",
     "explicit-arg",
+    "autocast-refused",
     "bias-read",
+    "undefined-name",
+    "mixed-indentation",
     "syntax",
 )
+SELECTIONS = {"default": [], "ALL": ["--select", "ALL"]}
+FIXED = re.compile(r"\((\d+) fixed, \d+ remaining")
 
 
 @dataclass(frozen=True)
@@ -437,7 +455,11 @@ def check(
                     f"loss: {why}; the wrapper scatters targets and returns one loss per GPU",
                 )
             )
-    found += explicit_args(old, new, before, where)
+    found += explicit_args(old, new, where)
+    found += autocast_refused(old, new, where)
+    found += new_names_and_indentation(
+        before, after, lambda line: f"{path}:{labels[origin[line - 1]]}"
+    )
     readers = [f"line {n} of this file" for n in bias_reads(old)] + list(bias_readers)
     found += bias_removed(old, new, readers, where)
     return found
@@ -475,19 +497,9 @@ def trainer_workers(
 
 
 def explicit_args(
-    old: ast.Module, new: ast.Module, before: str, where: Callable[[ast.expr], str]
+    old: ast.Module, new: ast.Module, where: Callable[[ast.expr], str]
 ) -> list[Violation]:
-    """`set_to_none=False` removed or changed where the file updates gradients in place."""
-    evidence = next(
-        (
-            f"line {n}: {line.strip()}"
-            for n, line in enumerate(before.splitlines(), 1)
-            if GRAD_IN_PLACE.search(line)
-        ),
-        None,
-    )
-    if evidence is None:
-        return []
+    """An explicit `set_to_none=` removed or changed: the user chose it."""
     out = []
     for was, now in zip(calls(old, "zero_grad"), calls(new, "zero_grad"), strict=False):
         explicit = keyword(was, "set_to_none") or (was.args[0] if was.args else None)
@@ -497,12 +509,84 @@ def explicit_args(
                 Violation(
                     "explicit-arg",
                     where(now),
-                    f"`set_to_none="
-                    f"{ast.unparse(explicit)}` removed or changed, but the file updates "
-                    f"gradients in place ({evidence})",
+                    f"`set_to_none={ast.unparse(explicit)}` removed or changed",
                 )
             )
     return out
+
+
+def autocast_refused(
+    old: ast.Module, new: ast.Module, where: Callable[[ast.expr], str]
+) -> list[Violation]:
+    """An autocast region added in a file that computes a loss autocast refuses: calls
+    `binary_cross_entropy`, or calls a name bound to a `BCELoss(...)`."""
+    bce = {
+        ast.unparse(target)
+        for node in ast.walk(old)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and name_of(node.value.func) == "BCELoss"
+        for target in node.targets
+    }
+    refused = next(
+        (
+            ast.unparse(c.func)
+            for c in ast.walk(old)
+            if isinstance(c, ast.Call)
+            and (name_of(c.func) == "binary_cross_entropy" or ast.unparse(c.func) in bce)
+        ),
+        None,
+    )
+    if refused is None:
+        return []
+    return [
+        Violation(
+            "autocast-refused",
+            where(call),
+            f"autocast added in a file that calls `{refused}`, a loss autocast refuses",
+        )
+        for call in calls(new, "autocast")[len(calls(old, "autocast")) :]
+    ]
+
+
+def changed_lines(before: str, after: str) -> set[int]:
+    """1-based lines of `after` that a diff shows as inserted or replaced."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return {
+        j + 1
+        for tag, _, _, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+        for j in range(j1, j2)
+    }
+
+
+def new_names_and_indentation(
+    before: str, after: str, where: Callable[[int], str]
+) -> list[Violation]:
+    """Names read unbound in `after` more often than in `before` (at the changed lines
+    that read them), and mixed-indentation lines that `before` did not have."""
+    found: list[Violation] = []
+    old, new = undefined_names(before), undefined_names(after)
+    changed = changed_lines(before, after)
+    if old is not None and new is not None:
+        extra = Counter(name for name, _ in new) - Counter(name for name, _ in old)
+        for name, count in sorted(extra.items()):
+            lines = [line for n, line in new if n == name]
+            line = next((x for x in lines if x in changed), lines[0])
+            found.append(
+                Violation(
+                    "undefined-name",
+                    where(line),
+                    f"`{name}` is read where nothing binds it yet ({count} new)",
+                )
+            )
+    if mixed_indentation(after) > mixed_indentation(before):
+        for number, line in enumerate(after.splitlines(), 1):
+            if number in changed and mixed_indentation(line):
+                found.append(
+                    Violation("mixed-indentation", where(number), f"tabs and spaces: {line!r}")
+                )
+    return found
 
 
 def bias_reads_of(path: Path) -> list[int]:
@@ -523,6 +607,47 @@ def copy(dirs: list[Path], into: Path) -> list[Path]:
     return copies
 
 
+def fix_copy(
+    dirs: list[Path], work: Path, select: list[str]
+) -> tuple[list[Violation], int, int, int]:
+    """Fix a copy of `dirs` in `work`: the unsafe edits, the files changed, the fixable
+    findings `check` reports and the fixes `fix` applies."""
+    copies = copy(dirs, work)
+    torchlint = [sys.executable, "-m", "torchlint"]
+    options = ["--no-cache", "--unsafe-fixes", *select, *map(str, copies)]
+    report = ["--output-format", "json", "--exit-zero", "--quiet"]
+    checked = subprocess.run(
+        [*torchlint, "check", *report, *options], cwd=work, capture_output=True, text=True
+    )
+    fixable = sum(1 for item in json.loads(checked.stdout or "[]") if item["fix"])
+    done = subprocess.run([*torchlint, "fix", *options], cwd=work, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        sys.stderr.write(done.stderr)
+    m = FIXED.search(done.stdout)
+    applied = int(m.group(1)) if m else 0
+    violations: list[Violation] = []
+    changed = 0
+    for original, fixed in zip(dirs, copies, strict=True):
+        for file in sorted(fixed.rglob("*")):
+            if file.suffix not in (".py", ".ipynb"):
+                continue
+            source = original / file.relative_to(fixed)
+            if file.read_bytes() == source.read_bytes():
+                continue
+            changed += 1
+            before, labels = program(source)
+            after, _ = program(file)
+            path = file.relative_to(work).as_posix()
+            neighbours = [
+                f"{other.name}:{n}"
+                for other in sorted(source.parent.glob("*.py"))
+                if other != source
+                for n in bias_reads_of(other)
+            ]
+            violations += check(before, after, labels, path, file.suffix == ".ipynb", neighbours)
+    return violations, changed, fixable, applied
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="*", type=Path, help="repository folders (default: corpus)")
@@ -535,55 +660,32 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    work = Path(tempfile.mkdtemp(prefix="torchlint-fix-safety-"))
-    try:
-        started = time.perf_counter()
-        copies = copy(dirs, work)
-        command = [sys.executable, "-m", "torchlint", "fix", "--unsafe-fixes", "--no-cache"]
-        done = subprocess.run(
-            [*command, "--quiet", *map(str, copies)], cwd=work, capture_output=True, text=True
+    failed = False
+    for selection, select in SELECTIONS.items():
+        work = Path(tempfile.mkdtemp(prefix="torchlint-fix-safety-"))
+        try:
+            started = time.perf_counter()
+            violations, changed, fixable, applied = fix_copy(dirs, work, select)
+            seconds = time.perf_counter() - started
+        finally:
+            if args.keep:
+                print(f"fixed copy kept in {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+        print(f"== rules: {selection}, --unsafe-fixes")
+        for v in violations:
+            print(f"{v.kind:20} {v.where}: {v.message}")
+        counts = Counter(v.kind for v in violations)
+        names = ", ".join(d.name for d in dirs)
+        print(f"fix changed {changed} files of {names} in {seconds:.1f} s")
+        ratio = applied / fixable if fixable else 0.0
+        print(f"cascade: {applied} fixes applied / {fixable} fixable reported = {ratio:.3f}")
+        print(
+            ", ".join(f"{kind} {counts[kind]}" for kind in KINDS)
+            + f": {len(violations)} unsafe edits\n"
         )
-        if done.returncode not in (0, 1):
-            sys.stderr.write(done.stderr)
-        violations: list[Violation] = []
-        changed = 0
-        for original, fixed in zip(dirs, copies, strict=True):
-            for file in sorted(fixed.rglob("*")):
-                if file.suffix not in (".py", ".ipynb"):
-                    continue
-                source = original / file.relative_to(fixed)
-                if file.read_bytes() == source.read_bytes():
-                    continue
-                changed += 1
-                before, labels = program(source)
-                after, _ = program(file)
-                path = file.relative_to(work).as_posix()
-                neighbours = [
-                    f"{other.name}:{n}"
-                    for other in sorted(source.parent.glob("*.py"))
-                    if other != source
-                    for n in bias_reads_of(other)
-                ]
-                violations += check(
-                    before, after, labels, path, file.suffix == ".ipynb", neighbours
-                )
-        seconds = time.perf_counter() - started
-    finally:
-        if args.keep:
-            print(f"fixed copy kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    for v in violations:
-        print(f"{v.kind:20} {v.where}: {v.message}")
-    counts = Counter(v.kind for v in violations)
-    print(
-        f"\nfix --unsafe-fixes changed {changed} files of {', '.join(c.name for c in copies)} "
-        f"in {seconds:.1f} s"
-    )
-    print(
-        ", ".join(f"{kind} {counts[kind]}" for kind in KINDS) + f": {len(violations)} unsafe edits"
-    )
-    return 1 if violations else 0
+        failed = failed or bool(violations)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ Good:
 
 Fix (safe): insert `name = name.to(<the model's device>)` (or `name.cuda()` when the
 model was moved with `.cuda()`) at the top of the loop body for each such name, with
-`non_blocking=True` when the loader pins memory. Safe: it is a no-op where the
-tensor already is on that device, and the original crashes otherwise.
+`non_blocking=True` when the loader pins memory and the device is CUDA (a value true
+on CUDA only where the device is chosen at run time: see TL105). Safe: it is a no-op
+where the tensor already is on that device, and the original crashes otherwise.
 
 Sources: PyTorch "Training a Classifier" tutorial, "Training on GPU"; CUDA semantics
 notes, "Use pinned memory buffers".
@@ -88,7 +89,7 @@ class InputNotOnDevice(Rule):
                     continue
                 node, (site, move) = needs[name]
                 assert move is not None
-                code = move_statement(module, name, move, pinned)
+                code, imp = move_statement(module, name, move, pinned)
                 where = "after the unpacking" if tensor.after else "at the top of the loop"
                 edit = (InsertAfter if tensor.after else InsertBefore)(
                     tensor.anchor, statements(code)
@@ -97,5 +98,10 @@ class InputNotOnDevice(Rule):
                     node,
                     f"`{name}` comes from the DataLoader on the CPU but `{site.name}` was moved "
                     f"to a device: move the batch first (`{code.strip()}` {where})",
-                    fix=fix(f"Move `{name}` to the model's device", Applicability.SAFE, edit),
+                    fix=fix(
+                        f"Move `{name}` to the model's device",
+                        Applicability.SAFE,
+                        edit,
+                        imports=[imp] if imp is not None else [],
+                    ),
                 )

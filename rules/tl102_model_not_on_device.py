@@ -36,9 +36,13 @@ Good:
         ...
 
 Fix (unsafe): in a file with no device handling, define `device =
-torch.device("cuda" if torch.cuda.is_available() else "cpu")` once after the imports
-and insert `model = model.to(device)` right after the model is built (so before the
-optimizer is created); TL101 then moves the batches of its loader loops. Unsafe
+torch.device("cuda" if torch.cuda.is_available() else "cpu")` once after the imports,
+insert `model = model.to(device)` right after the model is built (so before the
+optimizer is created), and, in the same edit, move what the model is called with at
+the top of its loader loops (`x = x.to(device, non_blocking=True)`, as TL101 would:
+a model moved alone fails its first step on a GPU; non-blocking is safe on CUDA and
+does nothing on the CPU). `torch.cuda.empty_cache()` alone is not device handling.
+Unsafe
 because results on the GPU differ numerically from the CPU (other kernels, TF32,
 non-deterministic reductions) and GPU memory may not suffice. Where the batches are
 already moved, the finding says which device to move the model to; no fix is
@@ -54,7 +58,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.fixes import Applicability, Definition, FixSafety, InsertAfter, fix, statements
+from torchlint.fixes import (
+    Applicability,
+    Definition,
+    Edit,
+    FixSafety,
+    InsertAfter,
+    InsertBefore,
+    fix,
+    statements,
+)
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, ModelSite, TorchModule
 from torchlint.semantic.batches import Origin, batch_names, unmoved_batch_tensors
@@ -69,29 +82,40 @@ def device_definition(module: TorchModule) -> tuple[Definition, list]:
     return Definition("device", code), [i for i in (imp1, imp2) if i is not None]
 
 
-def inputs_follow(module: TorchModule, site: ModelSite) -> bool:
-    """Once `site` is on the GPU, TL101 can move everything it is called with: every call
-    of the model is in a loader loop, with batch tensors (bare names) as its arguments,
-    and the model is built exactly once, under no condition those loops do not share."""
+def batch_moves(module: TorchModule, site: ModelSite) -> list[Edit] | None:
+    """Once `site` is on `device`, the moves of everything it is called with, at the top
+    of its loader loops (TL101's edits, made with the model's: on a GPU a model moved
+    alone fails the first step). None unless every call of the model is in a loader loop
+    with batch tensors (bare names) as its arguments, and the model is built exactly
+    once, under no condition those loops do not share."""
     if len(site.symbol.bindings) != 1:
-        return False
+        return None
     calls = [c for c in module.calls if module.model_called(c) is site]
     if not calls:
-        return False
+        return None
+    edits: list[Edit] = []
+    moved: set[tuple[int, str]] = set()
     for call in calls:
         loop = next((lp for lp in reversed(call.ctx.loops) if lp.loaders), None)
         if loop is None or not all(i in loop.ctx.ifs for i in site.binding.ctx.ifs):
-            return False
+            return None
         args = call.node.args
         if not args or any(a.star for a in args):
-            return False
+            return None
         on_device: dict[int, Origin] = {
             id(c.node): (site, None) for c in loop.calls if module.model_called(c) is site
         }
-        _, needs = unmoved_batch_tensors(module, loop, on_device)
+        batch, needs = unmoved_batch_tensors(module, loop, on_device)
         if not all(isinstance(a.value, cst.Name) and a.value.value in needs for a in args):
-            return False
-    return True
+            return None
+        for name, tensor in batch.items():
+            if name not in needs or (id(loop.node), name) in moved:
+                continue
+            moved.add((id(loop.node), name))
+            # The device is CUDA or the CPU: a non-blocking copy is safe on both.
+            code = statements(f"{name} = {name}.to(device, non_blocking=True)\n")
+            edits.append((InsertAfter if tensor.after else InsertBefore)(tensor.anchor, code))
+    return edits
 
 
 def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
@@ -141,7 +165,8 @@ class ModelNotOnDevice(Rule):
                 continue
             if handles is None:
                 handles = module.handles_devices()
-            if handles or not inputs_follow(module, site):
+            moves = None if handles else batch_moves(module, site)
+            if moves is None:
                 continue
             statement = site.binding.ctx.statement
             if not isinstance(statement, cst.SimpleStatementLine) or not any(
@@ -155,9 +180,10 @@ class ModelNotOnDevice(Rule):
                 "selects a device: it trains on the CPU; define `device` and move the model "
                 f"(`{site.name} = {site.name}.to(device)`) and its batches",
                 fix=fix(
-                    f"Move `{site.name}` to `device` (cuda when available)",
+                    f"Move `{site.name}` and its batches to `device` (cuda when available)",
                     Applicability.UNSAFE,
                     InsertAfter(statement, statements(f"{site.name} = {site.name}.to(device)\n")),
+                    *moves,
                     imports=imports,
                     definitions=[definition],
                 ),

@@ -19,12 +19,25 @@ Good:
     for x, y in loader:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
-Fix (safe): add `non_blocking=True`. Safe for host-to-device copies: later work on
-the same stream is ordered after the copy, and the caching host allocator keeps the
-pinned source alive until it completes. Never applied to `.cpu()` or `.to("cpu")`
-(a non-blocking device-to-host copy may be read before it has landed). Files where
-Lightning, Accelerate, DeepSpeed or the transformers Trainer move batches are left
-alone.
+Good, where the device may be an accelerator other than CUDA:
+    device = torch.accelerator.current_accelerator()
+    for x, y in loader:
+        x = x.to(device, non_blocking=device.type == "cuda")
+
+Fix (safe): add `non_blocking=True` where the destination is CUDA (`.cuda()`,
+`"cuda"`, or a device that is CUDA where there is one and the CPU otherwise, where the
+option does nothing). Safe for CUDA host-to-device copies: later work on the same
+stream is ordered after the copy, and the caching host allocator keeps the pinned
+source alive until it completes. That argument holds for CUDA only: a non-blocking
+copy to MPS can read its source after it is freed (open PyTorch issues), so where the
+device is chosen at run time (`torch.accelerator.current_accelerator()`, `"mps"` on
+some path, a `--device` option) the fix writes a value that is true on CUDA only,
+`non_blocking=device.type == "cuda"` for a `torch.device`,
+`non_blocking=torch.device(args.device).type == "cuda"` for what may be a string or an
+index (a rank); where the device is not a name, no fix is offered. Never applied to
+`.cpu()` or `.to("cpu")` (a non-blocking device-to-host copy may be read before it has
+landed). Files where Lightning, Accelerate, DeepSpeed or the transformers Trainer move
+batches are left alone.
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; "A guide on good usage of non_blocking and pin_memory() in PyTorch".
@@ -34,14 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.batches import batch_names
-from torchlint.semantic.syntax import bool_value, dotted_name
+from torchlint.semantic import TorchModule
+from torchlint.semantic.batches import blocking_copies, non_blocking
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -57,32 +67,23 @@ class BlockingHostToDeviceCopy(Rule):
         for loop in module.loops:
             if not loop.loaders or not all(module.pins_memory(loader) for loader in loop.loaders):
                 continue
-            names = batch_names(module, loop)
-            if not names:
-                continue
-            for call in loop.calls:
-                if call.method not in ("to", "cuda") or id(call.node) in seen:
-                    continue
-                receiver = call.receiver
-                if isinstance(receiver, cst.Subscript):
-                    receiver = receiver.value
-                if receiver is None or dotted_name(receiver) not in names:
-                    continue
-                if call.has_star_args or call.kwarg("non_blocking") is not MISSING:
-                    continue
-                if any(bool_value(a) is not None for a in call.positional):
-                    continue  # `x.to(device, None, True)`: non_blocking given positionally
-                found = module.move(call)
-                if found is None or found.is_cpu:
+            for call in blocking_copies(module, loop):
+                if id(call.node) in seen:
                     continue
                 seen.add(id(call.node))
+                found = non_blocking(module, call)
+                spelled = "True" if found is None else module.module.code_for_node(found[0])
                 yield self.diagnostic(
                     call.node,
                     "the batch comes from a pinned-memory DataLoader but is copied to the GPU "
-                    "synchronously; add `non_blocking=True` so the copy overlaps other work",
-                    fix=fix(
-                        "Add `non_blocking=True`",
+                    f"synchronously; add `non_blocking={spelled}` so the copy overlaps other "
+                    "work" + (" where the device is CUDA" if found is None else ""),
+                    fix=None
+                    if found is None
+                    else fix(
+                        f"Add `non_blocking={spelled}`",
                         Applicability.SAFE,
-                        Replace(call.node, set_kwarg(call.node, "non_blocking", cst.Name("True"))),
+                        Replace(call.node, set_kwarg(call.node, "non_blocking", found[0])),
+                        imports=[found[1]] if found[1] is not None else [],
                     ),
                 )

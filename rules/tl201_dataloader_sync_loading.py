@@ -29,8 +29,11 @@ Good:
 Fix (unsafe): set `num_workers=NUM_WORKERS`, defined once after the imports as the
 CPU cores this process may use (`os.sched_getaffinity`, else `os.cpu_count()`),
 shared among the processes torchrun starts on the machine (`LOCAL_WORLD_SIZE`),
-minus one for the main process, and at least 1. Unsafe because each worker holds a
-copy of the dataset (memory), and random augmentations draw from per-worker seeds.
+minus one for the main process, and at least 1; and `persistent_workers=True` with it
+where the loader is iterated every epoch (TL203: the new workers would otherwise
+restart each epoch). Unsafe because each worker holds a copy of the dataset (memory),
+random augmentations draw from per-worker seeds, and persistent workers keep their
+state across epochs.
 Offered only where workers can start: under the `spawn` start method (macOS, Windows)
 and `forkserver` (Linux's default from Python 3.14) each worker re-imports the script
 and unpickles the dataset, so the loops over the loader (where workers start; for
@@ -87,7 +90,13 @@ class DataLoaderSyncLoading(Rule):
                 "`num_workers` to the CPU cores per process minus one"
             )
             hazard = module.datasets.workers_hazard(loader)
-            fixed = None if hazard else loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`")
+            fixed = (
+                None
+                if hazard
+                else loader.workers_fix(
+                    f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
+                )
+            )
             if fixed is None and not hazard:
                 hazard = "the `**` dict sets it: change it there"
             yield self.diagnostic(

@@ -26,8 +26,11 @@ Good:
     loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=torch.cuda.is_available())
 
 Fix (safe): set `pin_memory=torch.cuda.is_available()`: pinned where there is a GPU
-to copy to, and no warning (nor wasted page-locked memory) on CPU-only machines.
-Safe: pinning changes where a batch lives in host memory, never its values. Options
+to copy to, and no warning (nor wasted page-locked memory) on CPU-only machines; and,
+in the same edit, make the loops' copies of its batches to the GPU non-blocking as
+TL105 would once the loader pins (`non_blocking=True` where the device is CUDA, a value
+true on CUDA only where the device is chosen at run time). Safe: pinning changes where
+a batch lives in host memory, never its values (see TL105 for the copies). Options
 passed as `**options` are read like keywords when the file shows how the dict is built;
 when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword as
 well would raise TypeError), and a dict the file does not show is not reported.
@@ -43,9 +46,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.edits import set_kwarg
+from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.semantic.batches import blocking_copies, non_blocking
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -76,6 +81,14 @@ class DataLoaderNoPinMemory(Rule):
                 if not any(lp.is_training for lp in loader.loops) and outside and outside.gpu
                 else "in a file that trains on the GPU"
             )
+            copies, needed = _copies(module, loader)
+            title = f"Set `pin_memory={spelled}()`" + (
+                f" and make the {len(copies)} copies of its batches non-blocking"
+                if len(copies) > 1
+                else " and make the copy of its batches non-blocking"
+                if copies
+                else ""
+            )
             yield self.diagnostic(
                 loader.call.node,
                 f"{what} {where}: host-to-device copies go through "
@@ -84,12 +97,31 @@ class DataLoaderNoPinMemory(Rule):
                 fix=None
                 if call is None
                 else fix(
-                    f"Set `pin_memory={spelled}()`",
+                    title,
                     Applicability.SAFE,
                     Replace(loader.call.node, call),
-                    imports=[imp] if imp is not None else [],
+                    *copies,
+                    imports=[imp, *needed] if imp is not None else needed,
                 ),
             )
+
+
+def _copies(module: TorchModule, loader: DataLoaderSite) -> tuple[list[Replace], list[Import]]:
+    """The copies of the loader's batches that pinning makes worth doing without blocking
+    (TL105's), each with the `non_blocking=` it may take on every device (and the imports
+    those need): one change with the pinning, not a finding it would bring about."""
+    edits: list[Replace] = []
+    imports: list[Import] = []
+    for loop in [] if module.managed else loader.loops:
+        if not all(other is loader or module.pins_memory(other) for other in loop.loaders):
+            continue
+        for copy in blocking_copies(module, loop):
+            found = non_blocking(module, copy)
+            if found is None or any(e.node is copy.node for e in edits):
+                continue
+            edits.append(Replace(copy.node, set_kwarg(copy.node, "non_blocking", found[0])))
+            imports += [found[1]] if found[1] is not None else []
+    return edits, imports
 
 
 def _reloaded_persistent(module: TorchModule, loader: DataLoaderSite) -> bool:

@@ -16,7 +16,8 @@ Good:
     loader = DataLoader(train_set, batch_size=64, persistent_workers=True, num_workers=NUM_WORKERS)
 
 Fix (unsafe): the TL201 fix, `num_workers=NUM_WORKERS` with `NUM_WORKERS` defined once
-after the imports (CPU cores per local process minus one, at least 1). Unsafe for
+after the imports (CPU cores per local process minus one, at least 1), with
+`persistent_workers=True` where the loader is iterated every epoch. Unsafe for
 TL201's reasons: each worker holds a copy of the dataset, an `IterableDataset`
 without per-worker sharding yields duplicates, and random augmentations draw from
 per-worker seeds. Unlike TL201's, it is offered wherever the loader is: the script
@@ -73,5 +74,7 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
                 loader.call.node,
                 f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
                 "when this DataLoader is built; add `num_workers`",
-                fix=loader.workers_fix(f"Set `num_workers={WORKERS_NAME}`"),
+                fix=loader.workers_fix(
+                    f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
+                ),
             )

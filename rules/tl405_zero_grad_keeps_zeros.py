@@ -21,11 +21,13 @@ Bad:
 Good:
     optimizer.zero_grad()  # set_to_none=True is the default since PyTorch 2.0
 
-Fix (unsafe): drop the argument (target-torch 2.0 or later, or not set), or write
-`set_to_none=True` (target-torch below 2.0). Unsafe because after the call `.grad`
-is `None` instead of a zero tensor: code that reads or updates `p.grad` between
-`zero_grad()` and `backward()` (`p.grad.add_(...)`, gradient clipping of frozen
-parameters, optimizers that expect a tensor) must handle `None`.
+Fix (unsafe): only for a bare `zero_grad()` with `target-torch` below 2.0: write
+`set_to_none=True`. An explicit `set_to_none=False` is the author's choice (FSDP and
+context-parallel examples keep the zero tensors on purpose): it is reported, with the
+advice to drop it, and never changed. Unsafe because after the call `.grad` is `None`
+instead of a zero tensor: code that reads or updates `p.grad` between `zero_grad()`
+and `backward()` (`p.grad.add_(...)`, gradient clipping of frozen parameters,
+optimizers that expect a tensor) must handle `None`.
 
 Sources: PyTorch Performance Tuning Guide, "Use parameter.grad = None instead of
 model.zero_grad() or optimizer.zero_grad()"; `torch.optim.Optimizer.zero_grad`
@@ -39,7 +41,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import remove_kwarg, set_kwarg
+from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Kind, TorchModule
@@ -92,22 +94,11 @@ class ZeroGradKeepsZeros(Rule):
                 updates_grads = _updates_grads_in_place(module)
             if updates_grads:
                 continue  # `p.grad += g` needs the zeros: `None += g` is a TypeError
-            if old_torch:
-                new = node.with_changes(
-                    args=[
-                        a.with_changes(value=cst.Name("True")) if a.value is value else a
-                        for a in node.args
-                    ]
-                )
-                title = "Use `set_to_none=True`"
-            else:
-                new = _drop_arg(node, value)
-                title = "Drop `set_to_none=False` (the default is `True`)"
+            advice = "use `set_to_none=True`" if old_torch else "drop the argument"
             yield self.diagnostic(
                 node,
-                f"`zero_grad(set_to_none=False)`: {WHY}; "
-                + ("use `set_to_none=True`" if old_torch else "drop the argument"),
-                fix=fix(title, Applicability.UNSAFE, Replace(node, new)),
+                f"`zero_grad(set_to_none=False)`: {WHY}; {advice} unless something needs the "
+                "zero tensors (not fixed: the argument is an explicit choice)",
             )
 
 
@@ -125,20 +116,3 @@ def _updates_grads_in_place(module: TorchModule) -> bool:
         if receiver.endswith(".grad") or ".grad." in receiver:
             return True
     return False
-
-
-def _drop_arg(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
-    for arg in call.args:
-        if arg.value is value and arg.keyword is not None:
-            return _tidy(remove_kwarg(call, arg.keyword.value))
-    return _tidy(call.with_changes(args=[a for a in call.args if a.value is not value]))
-
-
-def _tidy(call: cst.Call) -> cst.Call:
-    """`f(\n)` -> `f()` once the last argument is gone (unless a comment lives there)."""
-    ws = call.whitespace_before_args
-    if call.args or not isinstance(ws, cst.ParenthesizedWhitespace):
-        return call
-    if ws.first_line.comment is not None or any(e.comment for e in ws.empty_lines):
-        return call
-    return call.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))

@@ -35,8 +35,14 @@ Good:
 Fix (unsafe): wrap the statements from the first model call to the assignment of
 the backpropagated loss in `with torch.autocast("cuda", dtype=torch.bfloat16):`
 (offered when those statements are directly in the loop's body, just before the
-`backward()` statement). On a machine without CUDA, `torch.autocast("cuda")` warns
-and does nothing, so the script still runs on the CPU. Unsafe because the numerics
+`backward()` statement). Never where the loop (or a function of the file it calls)
+computes a binary cross-entropy on probabilities (`nn.BCELoss`,
+`F.binary_cross_entropy`): autocast refuses those with a RuntimeError on CUDA, so the
+finding says to move to `nn.BCEWithLogitsLoss` on the logits first, a change to the
+model's output the fix cannot make. Nor with `target-torch` below 1.10, which has no
+`torch.autocast` (nor bfloat16 autocast on CUDA). On a machine without CUDA,
+`torch.autocast("cuda")` warns and does nothing, so the script still runs on the CPU.
+Unsafe because the numerics
 change (results differ in the last bits, some models need float32 for specific
 layers), outputs made in the region are bfloat16, and GPUs before Ampere emulate
 bfloat16 slowly: use `dtype=torch.float16` with a `torch.amp.GradScaler("cuda")`
@@ -56,8 +62,16 @@ import libcst as cst
 from torchlint.edits import expression
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic import CallSite, Loop, ModelSite, TorchModule
 from torchlint.semantic.syntax import contains, dotted_name
+
+# Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
+REFUSED = frozenset(
+    {
+        "torch.nn.BCELoss",
+        "torch.nn.functional.binary_cross_entropy",
+    }
+)
 
 
 class TrainingWithoutMixedPrecision(Rule):
@@ -70,6 +84,8 @@ class TrainingWithoutMixedPrecision(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or module.reduced_precision:
             return
+        target = module.target_torch
+        wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)
         for loop in module.step_loops:
             model_calls = [
                 c
@@ -78,13 +94,39 @@ class TrainingWithoutMixedPrecision(Rule):
             ]
             if not model_calls:
                 continue
-            yield self.diagnostic(
-                loop.node,
+            message = (
                 "this CUDA training loop runs in float32; under "
                 '`torch.autocast("cuda", dtype=torch.bfloat16)` matmuls and convolutions use '
-                "tensor cores (often 2-3x faster) and activations take half the memory",
-                fix=_wrap(module, loop, model_calls),
+                "tensor cores (often 2-3x faster) and activations take half the memory"
             )
+            refused = _refused_by_autocast(module, loop)
+            if refused is not None:
+                message += (
+                    f"; first replace `{refused}` (autocast refuses it with a RuntimeError) "
+                    "by `nn.BCEWithLogitsLoss` / `F.binary_cross_entropy_with_logits` on the "
+                    "logits (drop the final sigmoid)"
+                )
+            yield self.diagnostic(
+                loop.node,
+                message,
+                fix=_wrap(module, loop, model_calls) if wraps and refused is None else None,
+            )
+
+
+def _refused_by_autocast(module: TorchModule, loop: Loop) -> str | None:
+    """A call of the loop (or of a function of this file it calls) that autocast refuses
+    on CUDA, how the file spells it: a binary cross-entropy on probabilities."""
+    calls = list(loop.calls)
+    for call in loop.calls:
+        target = module.functions.target(call)
+        if target is not None:
+            calls += module.training.calls_in(target.function)
+    for call in calls:
+        site = module.model_called(call)
+        made = site.construction if isinstance(site, ModelSite) else call
+        if made.qualname in REFUSED:
+            return module.module.code_for_node(made.node.func)
+    return None
 
 
 def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:

@@ -37,6 +37,7 @@ use torch.amp.autocast("cuda", args...) instead."); PyTorch 2.4 release notes.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import libcst as cst
@@ -80,29 +81,50 @@ class DeprecatedCudaAmpApi(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         target = module.target_torch
+        found: list[tuple[CallSite, str, str, tuple[str, ...]]] = []
         for qualname, (new_name, device, by_keyword, since) in DEPRECATED.items():
             if target is not None and target < since:
                 continue
-            old = qualname.replace(".autocast_mode", "").replace(".grad_scaler", "")
-            for call in module.calls_to(qualname):
-                spelled, imp = module.spell(new_name, call.scope)
-                new = _rewrite(call, cst.parse_expression(spelled), device, by_keyword)
-                yield self.diagnostic(
-                    call.node,
-                    f"`{old}(...)` is deprecated (a FutureWarning on every call since "
-                    f'PyTorch 2.4); use `{new_name}("{device}", ...)`',
-                    fix=fix(
-                        f'Use `{new_name}("{device}", ...)`',
-                        Applicability.SAFE,
-                        Replace(call.node, new),
-                        imports=[imp] if imp else [],
-                    ),
-                )
-        yield from self._unused_imports(module)
+            found += [(call, new_name, device, by_keyword) for call in module.calls_to(qualname)]
+        imports, unused = self._imports(module, [call for call, *_ in found])
+        for call, new_name, device, by_keyword in found:
+            old = (
+                (module.resolve(call.node.func, call.scope) or "")
+                .replace(".autocast_mode", "")
+                .replace(".grad_scaler", "")
+            )
+            spelled, imp = module.spell(new_name, call.scope)
+            new = _rewrite(call, cst.parse_expression(spelled), device, by_keyword)
+            root = _root(call.node.func)
+            removed = [Remove(stmt) for stmt, names in imports if root in names]
+            yield self.diagnostic(
+                call.node,
+                f"`{old}(...)` is deprecated (a FutureWarning on every call since "
+                f'PyTorch 2.4); use `{new_name}("{device}", ...)`',
+                fix=fix(
+                    f'Use `{new_name}("{device}", ...)`'
+                    + (" (and drop the import it leaves unused)" if removed else ""),
+                    Applicability.SAFE,
+                    Replace(call.node, new),
+                    *removed,
+                    imports=[imp] if imp else [],
+                ),
+            )
+        for stmt in unused:
+            yield self.diagnostic(
+                stmt,
+                "unused import of the deprecated `torch.cuda.amp` / `torch.cpu.amp` API",
+                fix=fix("Remove the unused import", Applicability.SAFE, Remove(stmt)),
+            )
 
-    def _unused_imports(self, module: TorchModule) -> Iterator[Diagnostic]:
-        """`from torch.cuda.amp import autocast` once no call uses it any more."""
-        found: list[tuple[cst.SimpleStatementLine, cst.ImportFrom, list[str]]] = []
+    @staticmethod
+    def _imports(
+        module: TorchModule, calls: list[CallSite]
+    ) -> tuple[list[tuple[cst.SimpleStatementLine, set[str]]], list[cst.SimpleStatementLine]]:
+        """The `from torch.cuda.amp import ...` lines (the deprecated API only) that only the
+        deprecated calls read, with the names they bind: each call's fix removes them
+        with it (its own, or every other's too); and those nothing reads at all."""
+        found: list[tuple[cst.SimpleStatementLine, set[str]]] = []
         for stmt in module.module.body:
             if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
                 continue
@@ -117,26 +139,27 @@ class DeprecatedCudaAmpApi(Rule):
             base = dotted_name(imp.module)
             if not all(f"{base}.{dotted_name(a.name)}" in DEPRECATED_IMPORTS for a in imp.names):
                 continue
-            local = [
+            local = {
                 a.asname.name.value
                 if a.asname is not None and isinstance(a.asname.name, cst.Name)
                 else dotted_name(a.name) or ""
                 for a in imp.names
-            ]
-            found.append((stmt, imp, local))
+            }
+            found.append((stmt, local))
         if not found:
-            return
-        counter = _NameCounter({n for _, _, names in found for n in names})
+            return [], []
+        counter = _NameCounter({n for _, names in found for n in names})
         walk(module.module, counter)
-        for stmt, _imp, names in found:
-            if any(counter.counts.get(n) for n in names):
-                continue
-            yield self.diagnostic(
-                stmt,
-                "unused import of the deprecated `torch.cuda.amp` / `torch.cpu.amp` API "
-                "(its uses now call `torch.autocast` / `torch.amp.GradScaler`)",
-                fix=fix("Remove the unused import", Applicability.SAFE, Remove(stmt)),
-            )
+        fixed = Counter(_root(call.node.func) for call in calls)
+        shared = [(s, names) for s, names in found if any(counter.counts.get(n) for n in names)]
+        return (
+            [
+                (s, names)
+                for s, names in shared
+                if all(counter.counts.get(n, 0) == fixed[n] for n in names)
+            ],
+            [s for s, names in found if not any(counter.counts.get(n) for n in names)],
+        )
 
 
 class _NameCounter(cst.CSTVisitor):
@@ -160,6 +183,13 @@ class _NameCounter(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in self.names:
             self.counts[node.value] = self.counts.get(node.value, 0) + 1
+
+
+def _root(func: cst.BaseExpression) -> str:
+    """The name a call's function is read through (`amp` in `amp.autocast`)."""
+    while isinstance(func, cst.Attribute):
+        func = func.value
+    return func.value if isinstance(func, cst.Name) else ""
 
 
 def _rewrite(

@@ -15,8 +15,17 @@ import pytest
 
 from torchlint import linter
 from torchlint.config import default_options
-from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
-from torchlint.linter import InvalidSyntax, Linter, LintError
+from torchlint.fixes import (
+    Applicability,
+    Edit,
+    FixSafety,
+    Import,
+    InsertAfter,
+    Replace,
+    fix,
+    statements,
+)
+from torchlint.linter import InvalidSyntax, Linter
 from torchlint.noqa import add_noqa, parse_suppressions
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
@@ -106,33 +115,39 @@ def test_docstring_and_future_stay_first():
 
 
 class BreaksCode(Rule):
-    """TL999 breaks-code: a rule whose fix produces invalid Python (for the test)."""
+    """TL999 breaks-code: a fix that CPython parses but cannot compile (for the test): a
+    repeated keyword argument, or a `return` at module level."""
 
     code = "TL999"
     name = "breaks-code"
     fix_safety = FixSafety.SAFE
 
+    def __init__(self, how: str) -> None:
+        self.how = how
+
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         for loader in module.dataloaders:
-            bad = loader.call.node.with_changes(
-                args=[*loader.call.node.args, cst.Arg(cst.Name("x"), keyword=cst.Name("ds"))]
-            )
+            node = loader.call.node
+            if self.how == "keyword":
+                repeated = cst.Arg(cst.Integer("2"), keyword=cst.Name("ds"))
+                edit: Edit = Replace(node, node.with_changes(args=[*node.args, repeated]))
+            else:
+                edit = InsertAfter(loader.call.ctx.statement, statements("return 1"))
             yield self.diagnostic(
-                loader.call.node,
-                "bad",
-                fix(
-                    "break",
-                    Applicability.SAFE,
-                    Replace(loader.call.node, bad),
-                    imports=[Import("os")],
-                ),
+                node, "bad", fix("break", Applicability.SAFE, edit, imports=[Import("os")])
             )
 
 
-def test_fix_producing_invalid_code_is_refused():
+@pytest.mark.parametrize("how", ["keyword", "return"])
+def test_fix_producing_invalid_code_is_refused(how):
+    """The fix alone is left out (CPython parses both: it compiles neither), and its
+    finding says why."""
     source = HEADER + "a = DataLoader(ds=1)\n"
-    with pytest.raises(LintError, match="invalid code"):
-        Linter([BreaksCode()]).fix(source)
+    outcome = Linter([BreaksCode(how)]).fix(source)
+    assert outcome.text == source and outcome.fixed == []
+    assert [(v.message, v.fix) for v in outcome.remaining] == [
+        ("bad (not fixed: the fixed code would not compile)", None)
+    ]
 
 
 @pytest.mark.parametrize(

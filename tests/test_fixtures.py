@@ -6,6 +6,9 @@ fixtures/<CODE>/good.py       near misses: nothing may be flagged
 fixtures/<CODE>/bad_<case>.py, good_<case>.py: more of the same, each a whole file (a
 Lightning import, a CPU-only script... changes what the rest of a file means)
 
+A first line `# target-torch: X.Y` runs the file with that setting (a project that
+declares an older torch).
+
 UPDATE_FIXTURES=1 rewrites the bad*.fixed.py files from the current fixer.
 """
 
@@ -28,6 +31,7 @@ from torchlint.semantic import Settings
 from .conftest import FIXTURES
 
 ERROR_MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
 BAD = sorted(p for p in FIXTURES.glob("TL*/bad*.py") if not p.name.endswith(".fixed.py"))
 GOOD = sorted(FIXTURES.glob("TL*/good*.py"))
@@ -37,8 +41,10 @@ def case(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def linter_for(code: str) -> Linter:
-    return Linter(instantiate([code]), Settings(options=default_options()))
+def linter_for(code: str, path: Path | None = None) -> Linter:
+    m = TARGET.match(path.read_text(encoding="utf-8")) if path is not None else None
+    target = (int(m.group(1)), int(m.group(2))) if m else None
+    return Linter(instantiate([code]), Settings(options=default_options(), target_torch=target))
 
 
 def expected_marks(path: Path, code: str) -> list[tuple[int, str]]:
@@ -66,14 +72,15 @@ def test_every_rule_has_near_misses(directory: Path):
 def test_bad_is_flagged_exactly(bad: Path):
     code = bad.parent.name
     found = [
-        (v.line, v.code) for v in linter_for(code).lint(bad.read_text(encoding="utf-8"), str(bad))
+        (v.line, v.code)
+        for v in linter_for(code, bad).lint(bad.read_text(encoding="utf-8"), str(bad))
     ]
     assert sorted(found) == sorted(expected_marks(bad, code))
 
 
 @pytest.mark.parametrize("good", GOOD, ids=case)
 def test_good_is_silent(good: Path):
-    found = linter_for(good.parent.name).lint(good.read_text(encoding="utf-8"), str(good))
+    found = linter_for(good.parent.name, good).lint(good.read_text(encoding="utf-8"), str(good))
     assert found == [], [(v.line, v.message) for v in found]
 
 
@@ -81,7 +88,7 @@ def test_good_is_silent(good: Path):
 def test_fix_matches_expected_and_is_idempotent(bad: Path):
     code = bad.parent.name
     expected_path = bad.with_name(bad.stem + ".fixed.py")
-    linter = linter_for(code)
+    linter = linter_for(code, bad)
     fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
     if fixed == bad.read_text(encoding="utf-8"):
         assert not expected_path.exists(), "nothing is fixed: no .fixed.py expected"

@@ -2,14 +2,16 @@
 
 Scripts mix DataLoader calls (random arguments, order, aliases, comments and line breaks
 inside the call, `**kwargs`), model moves, tensor factories, training loops with AMP,
-syncs and accumulation. Whatever the mix: the fixed code parses and compiles, a second
-fix changes nothing, no call gets an argument twice, and no import or definition is
-added twice.
+syncs and accumulation, indented with spaces or tabs. Whatever the mix: the fixed code
+parses and compiles, a second fix changes nothing, no call gets an argument twice, no
+import or definition is added twice, no name is read before anything binds it that was
+not already, and no line mixes tabs and spaces.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections import Counter
 
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 
 from torchlint.config import expand, instantiate, load_config
 from torchlint.linter import Linter, LintError
+from torchlint.undefined import mixed_indentation, undefined_names
 
 LINTER = Linter(instantiate(expand(["ALL"])), load_config(None).settings())
 
@@ -158,8 +161,10 @@ def _top_level_bindings(tree: ast.Module) -> Counter[str]:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(script())
-def test_fixes_parse_are_idempotent_and_never_duplicate(source):
+@given(script(), st.booleans())
+def test_fixes_parse_are_idempotent_and_never_duplicate(source, tabs):
+    if tabs:
+        source = re.sub(r"(?m)^(?:    )+", lambda m: "\t" * (len(m.group()) // 4), source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         original = ast.parse(source)
@@ -179,3 +184,7 @@ def test_fixes_parse_are_idempotent_and_never_duplicate(source):
     assert not grown, f"added twice: {grown}\n---\n{once}"
     twice = LINTER.fix(once, "gen.py", unsafe=True).text
     assert twice == once, f"second fix changed:\n{once}\n---\n{twice}"
+    unbound = Counter(n for n, _ in undefined_names(once) or ())
+    unbound -= Counter(n for n, _ in undefined_names(source) or ())
+    assert not unbound, f"read before bound: {unbound}\n---\n{once}"
+    assert mixed_indentation(once) <= mixed_indentation(source), once

@@ -24,8 +24,8 @@ from torchlint.runner import process_file
 from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
-# TL405's fix in the layout tests: it applies wherever the call is.
-EXPLICIT = "opt.zero_grad(set_to_none=False)"
+# TL502's fix in the layout tests: it applies wherever the call is.
+EXPLICIT = "scaler = torch.cuda.amp.GradScaler()"
 NOTEBOOK = json.dumps(
     {
         "cells": [
@@ -37,7 +37,7 @@ NOTEBOOK = json.dumps(
         "nbformat_minor": 5,
     }
 )
-FIXED_CALL = "opt.zero_grad()"
+FIXED_CALL = 'scaler = torch.amp.GradScaler("cuda")'
 LOADER_FIXED = "pin_memory=True, num_workers=NUM_WORKERS)"  # TL201's fix of LOADER
 
 
@@ -61,7 +61,7 @@ def test_line_endings_kept(tmp_path, newline):
     (tmp_path / "t.py").write_bytes(source.encode())
     result = run_cli("check", "--output-format", "concise", "t.py", cwd=tmp_path)
     _ok(result, 1)
-    assert "t.py:5:3: TL405" in result.stdout  # columns count characters
+    assert "t.py:5:12: TL502" in result.stdout  # columns count characters
     data = _fix_twice(tmp_path, "t.py")
     assert FIXED_CALL.encode() in data
     others = {"\n": b"\r", "\r\n": b"", "\r": b"\n"}[newline]
@@ -250,7 +250,7 @@ def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
     args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
     fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
     _ok(fixing, 2)
-    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 10, 1)]
+    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 10, 10)]
     assert fixing.stdout == run_cli("check", *args, cwd=tmp_path).stdout
     text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
     assert text.stdout.endswith("Found 2 problems.\n[*] 2 fixable with `--fix`.\n")
@@ -276,7 +276,7 @@ def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
         "torchlint: error: nb.ipynb: cannot write: Permission denied",
         "torchlint: error: t.py: cannot write: Permission denied",
     ]
-    assert _findings(result) == [("nb.ipynb", 1, 1), ("t.py", 3, 10)]
+    assert _findings(result) == [("nb.ipynb", 1, 10), ("t.py", 3, 10)]
     assert [v["cell"] for v in json.loads(result.stdout)] == [2, None]
     assert (project / "t.py").read_text() == LOADER
     assert (project / "nb.ipynb").read_text() == NOTEBOOK

@@ -22,7 +22,7 @@ from .conftest import LOADER, run_cli
 from .test_notebook import lines, notebook
 from .test_reporters import check_golden
 
-# TL405 (unsafe fix) and TL502 (safe fix) in one file
+# TL405 (no fix: an explicit choice) and TL502 (safe fix) in one file
 MIXED = "import torch\n\nopt.zero_grad(set_to_none=False)\nscaler = torch.cuda.amp.GradScaler()\n"
 
 
@@ -164,13 +164,14 @@ def test_unfixable_and_fixable(project):
     no_amp = run_cli("check", "--unfixable", "TL502", "--output-format", "json", "mixed.py",
                      cwd=project)  # fmt: skip
     assert all(item["fix"] is None for item in json.loads(no_amp.stdout) if item["code"] == "TL502")
-    run_cli("fix", "--unsafe-fixes", "--unfixable", "TL502", "mixed.py", cwd=project)
-    text = (project / "mixed.py").read_text()
-    assert "torch.cuda.amp.GradScaler()" in text and "set_to_none" not in text
+    run_cli("fix", "--unsafe-fixes", "--unfixable", "TL502", ".", cwd=project)
+    assert "torch.cuda.amp.GradScaler()" in (project / "mixed.py").read_text()
+    assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()  # TL201's
     (project / "mixed.py").write_text(MIXED)
-    only = run_cli("fix", "--unsafe-fixes", "--fixable", "TL502", "mixed.py", cwd=project)
-    text = (project / "mixed.py").read_text()
-    assert "torch.amp.GradScaler" in text and "set_to_none=False" in text
+    (project / "train.py").write_text(LOADER)
+    only = run_cli("fix", "--unsafe-fixes", "--fixable", "TL502", ".", cwd=project)
+    assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    assert (project / "train.py").read_text() == LOADER
     assert only.returncode == 1 and "[*]" not in only.stdout
 
 

@@ -125,6 +125,13 @@ def test_each_document_gets_its_nearest_config_and_the_editor_settings_on_top(tm
         setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)
 
 
+def test_the_projects_torch_version_reaches_the_editor_too(tmp_path):
+    """As on the command line: the oldest torch the project's metadata declares."""
+    (tmp_path / "requirements.txt").write_text("torch>=1.8\n")
+    chosen = setup(Configs(), EditorSettings(), tmp_path / "train.py", tmp_path)
+    assert chosen is not None and chosen.settings.target_torch == (1, 8)
+
+
 def test_a_document_without_a_config_is_linted_with_the_defaults(tmp_path):
     chosen = setup(Configs(), EditorSettings(), None, tmp_path)
     assert chosen is not None and "TL201" in chosen.codes and "TL501" not in chosen.codes

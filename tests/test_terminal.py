@@ -17,13 +17,13 @@ from torchlint.config import load_config
 from torchlint.parallel import run_files
 from torchlint.progress import Progress
 from torchlint.reporters import Context
-from torchlint.reporters.summary import summary
+from torchlint.reporters.summary import fixes_applied, summary
 from torchlint.results import FileResult, FixRecord, Job, Violation
 from torchlint.semantic import Settings
 
 from .conftest import run_cli
 
-# TL405 (unsafe fix) and TL502 (safe fix) on one file
+# TL405 (no fix: an explicit choice) and TL502 (safe fix) on one file
 MIXED = """\
 import torch
 from torch.utils.data import DataLoader
@@ -73,7 +73,7 @@ def test_statistics_count_per_code_instead_of_the_findings(project):
         "2\tTL405\t[ ] zero-grad-keeps-zeros\n"
         "2\tTL502\t[*] deprecated-cuda-amp-api\n"
         "Found 4 problems.\n"
-        "[*] 2 fixable with `--fix` (2 unsafe fixes available with `--fix --unsafe-fixes`).\n"
+        "[*] 2 fixable with `--fix`.\n"
     )
     unfixable = run_cli("check", "--statistics", "--select", "TL405", cwd=project)
     assert unfixable.stdout.startswith("2\tTL405\tzero-grad-keeps-zeros\n")  # no [ ] column
@@ -152,14 +152,11 @@ def test_show_fixes_shows_each_fix_as_a_diff(project):
 
 def test_fix_lists_fixes_and_says_what_is_left(project):
     result = run_cli("fix", "--show-fixes", *SELECT, "train.py", cwd=project)
-    assert result.returncode == 1  # TL405 remains: its fix is unsafe
+    assert result.returncode == 1  # TL405 remains: it reports an explicit choice, unfixed
     assert "\nFixed 1 problem:\n- train.py:\n    1 x TL502 (deprecated-cuda-amp-api)\n\n" in (
         result.stdout
     )
-    assert result.stdout.endswith(
-        "Found 2 problems (1 fixed, 1 remaining).\n"
-        "1 unsafe fix available with `--fix --unsafe-fixes`.\n"
-    )
+    assert result.stdout.endswith("Found 2 problems (1 fixed, 1 remaining).\n")
     assert 'torch.amp.GradScaler("cuda")' in (project / "train.py").read_text()
 
 
@@ -206,6 +203,24 @@ HINT = "{} unsafe fix{} available with `--fix --unsafe-fixes`"
 )
 def test_summary_in_ruffs_words(results, fix_mode, expected):
     assert summary(results, Context(fix_mode=fix_mode)).splitlines() == expected
+
+
+def test_fixes_of_findings_other_fixes_brought_about_are_said_and_listed():
+    """What `check` showed is what `fix` did, but for these: said, and listed per rule."""
+    first = FileResult("a.py", fixed=["TL202", "TL105", "TL105"], later=["TL105"])
+    results = [first, FileResult("b.py", fixed=["TL201"])]
+    assert summary(results, Context(fix_mode=True)) == (
+        "Found 4 problems (4 fixed, 0 remaining; 1 found only after other fixes).\n"
+    )
+    assert summary(results, Context(), diff=True) == (
+        "Would fix 4 problems (1 found only after other fixes).\n"
+    )
+    assert fixes_applied(results, Context()) == (
+        "\nFixed 4 problems:\n- a.py:\n"
+        "    2 x TL105 (blocking-host-to-device-copy), 1 found only after other fixes\n"
+        "    1 x TL202 (dataloader-no-pin-memory)\n"
+        "- b.py:\n    1 x TL201 (dataloader-sync-loading)\n\n"
+    )
 
 
 def test_summary_without_hints_after_no_unsafe_fixes():

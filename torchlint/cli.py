@@ -179,16 +179,21 @@ ConfigOpt = Annotated[
 ]
 
 
+def _start(paths: list[str], stdin_filename: str | None = None) -> Path:
+    """The directory a run starts from: the deepest one holding every path it checks."""
+    starts = [Path(p) for p in ([stdin_filename] if stdin_filename else paths) if p != "-"]
+    start = Path(os.path.commonpath([str(p.absolute()) for p in starts])) if starts else Path.cwd()
+    while not os.path.isdir(start):  # a file, or a path that does not exist
+        start = start.parent
+    return start
+
+
 def _load(config_file: Path | None, paths: list[str], stdin_filename: str | None = None):
     from torchlint.config import find_config, load_config
 
     if config_file is not None:
         return load_config(config_file)
-    starts = [Path(p) for p in ([stdin_filename] if stdin_filename else paths) if p != "-"]
-    start = Path(os.path.commonpath([str(p.absolute()) for p in starts])) if starts else Path.cwd()
-    while not os.path.isdir(start):  # a file, or a path that does not exist
-        start = start.parent
-    return load_config(find_config(start))
+    return load_config(find_config(_start(paths, stdin_filename)))
 
 
 def _repo_prefix(cwd: Path) -> str:
@@ -274,9 +279,8 @@ def _configure(options: CheckOptions):
     """The configuration with the command line's settings on top (ConfigError if bad)."""
     from torchlint.config import parse_target
 
-    config = _load(
-        options.config, options.paths or ["."], options.stdin_filename if options.stdin else None
-    )
+    stdin_filename = options.stdin_filename if options.stdin else None
+    config = _load(options.config, options.paths or ["."], stdin_filename)
     if options.select is not None:
         config.select = _split(options.select)
     config.extend_select += _split(options.extend_select) or []
@@ -290,6 +294,8 @@ def _configure(options: CheckOptions):
     config.extend_exclude += _split(options.extend_exclude) or []
     if options.target_torch is not None:
         config.target_torch = parse_target(options.target_torch, "--target-torch")
+        config.target_torch_source = "--target-torch"
+    config.read_project_torch(_start(options.paths or ["."], stdin_filename))
     if options.unsafe_fixes is not None:
         config.unsafe_fixes = options.unsafe_fixes
     return config
@@ -370,8 +376,7 @@ def _run(
     if options.verbose:
         _note(f"config: {config.source or 'defaults (no config file found)'}")
         _note(f"rules: {', '.join(codes) or 'none'}")
-        target = ".".join(map(str, config.target_torch)) if config.target_torch else "not set"
-        _note(f"target-torch: {target}")
+        _note(f"target-torch: {_target(config)}")
         _note(f"unsafe-fixes: {'on' if config.unsafe_fixes else 'off'}")
         if unfixable & set(codes):
             _note(f"unfixable: {', '.join(sorted(unfixable & set(codes)))}")
@@ -532,12 +537,11 @@ def _settings_text(config, path: Path, codes) -> str:
             return f"{{ {pairs} }}" if pairs else "{}"
         return json.dumps(value)
 
-    target = ".".join(map(str, config.target_torch)) if config.target_torch else None
     rows: dict[str, Any] = {
         "rules": config.rules_for(path, codes),
         "unsafe-fixes": config.unsafe_fixes,
         "unfixable": sorted(config.unfixable_codes() & set(codes)),
-        "target-torch": target if target is not None else "not set",
+        "target-torch": ".".join(map(str, config.target_torch or ())) or "not set",
         "per-file-ignores": config.per_file_ignores,
         "exclude": config.exclude,
         "extend-exclude": config.extend_exclude,
@@ -545,13 +549,25 @@ def _settings_text(config, path: Path, codes) -> str:
         "respect-gitignore": config.respect_gitignore,
         **dict(sorted(config.options.items())),
     }
+    source = {"target-torch": config.target_torch_source} if config.target_torch else {}
     lines = [
         f"Resolved settings for: {display(path)}",
         f"Settings path: {config.source or 'none (defaults)'}",
         "",
-        *(f"{key} = {toml(value)}" for key, value in rows.items()),
+        *(
+            f"{key} = {toml(value)}" + (f"  # from {source[key]}" if source.get(key) else "")
+            for key, value in rows.items()
+        ),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _target(config) -> str:
+    """`target-torch` and where it comes from (a setting, or the project's metadata)."""
+    if config.target_torch is None:
+        return "not set"
+    target = ".".join(map(str, config.target_torch))
+    return f"{target} (from {config.target_torch_source})" if config.target_torch_source else target
 
 
 def _verbose_line(result) -> None:
@@ -631,7 +647,8 @@ def _check_options(fix_default: bool):
             typer.Option(
                 "--target-torch",
                 metavar="VERSION",
-                help="The oldest PyTorch the code must support, e.g. 2.4",
+                help="The oldest PyTorch the code must support, e.g. 2.4 (default: the "
+                "oldest the project's metadata declares)",
             ),
         ] = None,
         statistics: Annotated[

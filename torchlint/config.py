@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchlint.metadata import oldest_torch
 from torchlint.registry import all_rules
 from torchlint.rule import Rule
 from torchlint.semantic import Settings
@@ -90,6 +91,9 @@ class Config:
     extend_fixable: list[str] = field(default_factory=list)
     unfixable: list[str] = field(default_factory=list)
     target_torch: tuple[int, int] | None = None
+    # Where target-torch comes from when not from the config file: the command line, or
+    # the project's metadata.
+    target_torch_source: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     # -- rules -------------------------------------------------------------------------
@@ -123,6 +127,16 @@ class Config:
 
     def settings(self) -> Settings:
         return Settings(options=self.options, target_torch=self.target_torch)
+
+    def read_project_torch(self, start: Path) -> None:
+        """Without a `target-torch` setting, the oldest torch the project around `start`
+        declares in its metadata (see metadata.py)."""
+        if self.target_torch is not None:
+            return
+        declared = oldest_torch(start)
+        if declared is not None:
+            self.target_torch = declared.version
+            self.target_torch_source = f"the project's metadata, {declared.source}"
 
     # -- files -------------------------------------------------------------------------
 

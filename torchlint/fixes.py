@@ -8,12 +8,14 @@ can go into one pass (their source spans must not overlap) and performs the pass
 from __future__ import annotations
 
 import bisect
+import builtins
 import difflib
 import enum
 import functools
 import inspect
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,7 +26,7 @@ from libcst._nodes.internal import CodegenState
 from torchlint.positions import NodePositions
 from torchlint.results import TextEdit
 from torchlint.source import split_lines
-from torchlint.walk import child_fields, children
+from torchlint.walk import child_fields, children, descendants
 
 
 class Applicability(str, enum.Enum):
@@ -75,10 +77,13 @@ Edit = Replace | Remove | InsertBefore | InsertAfter
 
 @dataclass(frozen=True)
 class Import:
-    """`import module` (name None) or `from module import name`."""
+    """`import module` (name None) or `from module import name`. An `early` import is
+    added even where the file binds the name already, only later than the code that
+    needs it (a notebook cell further down, say)."""
 
     module: str
     name: str | None = None
+    early: bool = False
 
     @property
     def bound_name(self) -> str:
@@ -195,15 +200,19 @@ def edit_spans(edit: Edit, span_of) -> list[tuple[tuple[int, int], tuple[int, in
 
 
 def select_compatible(fixes: Sequence[Fix], span_of) -> list[Fix]:
-    """Greedily keep fixes (in order) whose edits do not overlap those already kept."""
+    """Greedily keep fixes (in order) whose edits do not overlap those already kept. A
+    statement that several fixes remove (an import each leaves unused) is shared."""
     planned = _Planned()
     chosen: list[Fix] = []
+    removed: set[int] = set()
     for candidate in fixes:
-        spans = [s for edit in candidate.edits for s in edit_spans(edit, span_of)]
+        own = [e for e in candidate.edits if not (isinstance(e, Remove) and id(e.node) in removed)]
+        spans = [s for edit in own for s in edit_spans(edit, span_of)]
         if planned.conflicts(spans):
             continue
         planned.add(spans)
         chosen.append(candidate)
+        removed.update(id(e.node) for e in own if isinstance(e, Remove))
     return chosen
 
 
@@ -502,11 +511,16 @@ class _ImportBlock:
             return Insertion(self.end, (stmt.with_changes(leading_lines=[cst.EmptyLine()]),))
         if self.start == len(self.body):
             return Insertion(self.start, (stmt,))
-        # The first import: one blank line after it, two before a function or class.
+        # The first import: one blank line after it, two before a function or class. Blank
+        # lines after a docstring stay above it; at the top of the file (where an import
+        # the same pass removes stood) they go below it.
         after = 2 if isinstance(self.body[self.start], (cst.FunctionDef, cst.ClassDef)) else 1
-        return Insertion(self.start, (stmt,), _head(self.body[self.start]), after)
+        head = _head(self.body[self.start])
+        if self.start:
+            return Insertion(self.start, (stmt,), head, after)
+        return Insertion(self.start, (stmt,), 0, max(0, after - head))
 
-    def merge(self, imp: Import) -> tuple[int, cst.SimpleStatementLine] | None:
+    def merge(self, imp: Import, indent: str) -> tuple[int, cst.SimpleStatementLine] | None:
         """The `from` import of `imp.module` in the block that `imp.name` can join, and
         the statement with it (isort combines `from` imports of a module; not those
         with `as` names, comments or several statements on the line)."""
@@ -533,7 +547,7 @@ class _ImportBlock:
             trailing_comma = node.lpar is not None and isinstance(node.names[-1].comma, cst.Comma)
             if len(line) > LINE_LENGTH or trailing_comma:
                 line = "".join(
-                    [f"from {imp.module} import (\n", *(f"    {n},\n" for n in names), ")"]
+                    [f"from {imp.module} import (\n", *(f"{indent}{n},\n" for n in names), ")"]
                 )
             new = cst.parse_statement(line + "\n")
             assert isinstance(new, cst.SimpleStatementLine)
@@ -541,21 +555,106 @@ class _ImportBlock:
         return None
 
 
+def names_in(nodes: Iterable[cst.CSTNode]) -> Counter[str]:
+    """The names code reads or binds, with how often (not attribute names, nor keywords
+    of arguments)."""
+    found: Counter[str] = Counter()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found[node.value] += 1
+        elif isinstance(node, (cst.Attribute, cst.Arg)):
+            stack.append(node.value)
+        else:
+            stack.extend(children(node))
+    return found
+
+
+def _bound(target: cst.BaseExpression) -> set[str]:
+    """The names an assignment target binds (`a.b = ...` binds none)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _bound(e.value)}
+    return set()
+
+
+def module_bindings(stmt: cst.CSTNode) -> set[str]:
+    """The names a top-level statement binds at module level: in its blocks too (a
+    `try:` import), not in the functions and classes it defines."""
+    out: set[str] = set()
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            out.add(node.name.value)
+        elif isinstance(node, cst.Import | cst.ImportFrom):
+            if not isinstance(node.names, cst.ImportStar):
+                out.update(
+                    alias.asname.name.value
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                    else _dotted(alias.name).split(".")[0]
+                    for alias in node.names
+                )
+        elif isinstance(node, cst.Assign):
+            out.update(n for t in node.targets for n in _bound(t.target))
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            out |= _bound(node.target)
+        elif isinstance(node, _BLOCKS):
+            if isinstance(node, cst.For):
+                out |= _bound(node.target)
+            elif isinstance(node, cst.With):
+                out.update(n for i in node.items if i.asname for n in _bound(i.asname.name))
+            stack.extend(children(node))
+    return out
+
+
+_BLOCKS = (
+    cst.SimpleStatementLine,
+    cst.BaseCompoundStatement,
+    cst.BaseSuite,
+    cst.ExceptHandler,
+    cst.Else,
+    cst.Finally,
+)
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _after_bindings(body: Sequence[Statement], names: set[str]) -> int:
+    """The index after the first top-level statements binding each of `names` (0 when
+    the module binds none of them)."""
+    names = set(names) - _BUILTINS
+    index = 0
+    for i, stmt in enumerate(body):
+        if not names:
+            break
+        found = module_bindings(stmt) & names
+        if found:
+            names -= found
+            index = i + 1
+    return index
+
+
 def plan_module_level(
-    body: Sequence[Statement], imports: Sequence[Import], definitions: Sequence[Definition]
+    body: Sequence[Statement],
+    imports: Sequence[Import],
+    definitions: Sequence[Definition],
+    indent: str = "    ",
 ) -> ModuleLevel | None:
     """Where the missing imports go (each where isort puts it), then the missing
-    definitions (after the import block)."""
+    definitions: after the import block, and after the first statement that binds a
+    name they read (an import inside `try:`, a later notebook cell)."""
     imported, bound = _top_level_bindings(body)
     block = _ImportBlock(body)
     at: dict[int, Insertion] = {}
     merged: dict[int, cst.SimpleStatementLine] = {}
     for imp in dict.fromkeys(imports):
         key = (imp.module, imp.name)
-        if key in imported or (imp.name is None and imp.module in bound):
+        if not imp.early and (key in imported or (imp.name is None and imp.module in bound)):
             continue
         imported.add(key)
-        joined = block.merge(imp) if imp.name is not None else None
+        joined = block.merge(imp, indent) if imp.name is not None else None
         if joined is not None:
             merged[joined[0]] = joined[1]
             block.body = [*block.body[: joined[0]], joined[1], *block.body[joined[0] + 1 :]]
@@ -574,19 +673,26 @@ def plan_module_level(
             both[0] = both[0].with_changes(leading_lines=lead)
             insertion = replace(previous, statements=tuple(both))
         at[insertion.index] = insertion
-    new_defs: list[Statement] = []
+    placed: dict[int, list[Statement]] = {}
+    new_at: dict[str, int] = {}  # the names the definitions bind: where they go
     for definition in dict.fromkeys(definitions):
         if definition.name in bound:
             continue
         bound.add(definition.name)
         added = list(statements(definition.code))
-        if new_defs or block.end or at:  # a blank line above each definition
+        binds = set().union(*map(module_bindings, added))
+        reads = set(names_in(added)) - binds
+        index = max(
+            [block.end, _after_bindings(body, reads - set(new_at))]
+            + [new_at[name] for name in reads & set(new_at)]
+        )
+        new_at.update(dict.fromkeys(binds, index))
+        if placed.get(index) or index or at:  # a blank line above each definition
             added[0] = added[0].with_changes(
                 leading_lines=[cst.EmptyLine(), *added[0].leading_lines]
             )
-        new_defs.extend(added)
-    if new_defs:
-        i = block.end
+        placed.setdefault(index, []).extend(added)
+    for i, new_defs in placed.items():
         previous = at.get(i, Insertion(i, ()))
         below = body[i].leading_lines[previous.keep :] if i < len(body) else [cst.EmptyLine()]
         # A blank line between the definitions and what follows keeps code readable.
@@ -604,7 +710,7 @@ def add_module_level(
     module: cst.Module, imports: Sequence[Import], definitions: Sequence[Definition]
 ) -> cst.Module:
     """Add the missing imports where isort puts them, then the missing definitions."""
-    plan = plan_module_level(module.body, imports, definitions)
+    plan = plan_module_level(module.body, imports, definitions, module.default_indent)
     if plan is None:
         return module
     body = [plan.merged.get(i, stmt) for i, stmt in enumerate(module.body)]
@@ -629,9 +735,50 @@ def add_module_level(
     return module.with_changes(body=out)
 
 
+class _Restyle(cst.CSTTransformer):
+    """Line breaks a fix adds inside brackets, indented with the module's unit instead of
+    four spaces (tabs stay tabs); those it keeps from the original are left alone."""
+
+    def __init__(self, unit: str, kept: set[int]) -> None:
+        super().__init__()
+        self.unit = unit
+        self.kept = kept
+
+    def leave_ParenthesizedWhitespace(
+        self, original_node: cst.ParenthesizedWhitespace, updated_node: cst.ParenthesizedWhitespace
+    ) -> cst.ParenthesizedWhitespace:
+        text = updated_node.last_line.value
+        units = (len(text) - len(text.lstrip(" "))) // 4
+        if id(original_node) in self.kept or not units:
+            return updated_node
+        new = self.unit * units + text[4 * units :]
+        return updated_node.with_changes(last_line=cst.SimpleWhitespace(new))
+
+
+def in_style(module: cst.Module, fix: Fix) -> Fix:
+    """`fix` with what it adds indented as the module is (see `_Restyle`)."""
+    unit = module.default_indent
+    if unit == "    ":
+        return fix
+    edits: list[Edit] = []
+    for edit in fix.edits:
+        if isinstance(edit, Replace):
+            new = edit.new.visit(_Restyle(unit, {id(n) for n in descendants(edit.node)}))
+            assert isinstance(new, cst.CSTNode)
+            edits.append(replace(edit, new=new))
+        elif isinstance(edit, (InsertBefore, InsertAfter)):
+            restyle = _Restyle(unit, set())
+            added = [s.visit(restyle) for s in edit.statements]
+            assert all(isinstance(s, cst.BaseStatement) for s in added)
+            edits.append(replace(edit, statements=tuple(added)))  # type: ignore[arg-type]
+        else:
+            edits.append(edit)
+    return replace(fix, edits=tuple(edits))
+
+
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
     """Apply non-overlapping fixes in one pass and return the new source code."""
-    new = _Apply(fixes)(module)
+    new = _Apply([in_style(module, f) for f in fixes])(module)
     new = add_module_level(
         new,
         [imp for f in fixes for imp in f.imports],
@@ -679,6 +826,7 @@ def text_edits(
     its place in that node's context; a fix that adds imports or definitions while it
     also reshapes the top level (where they go depends on it), or whose edits overlap,
     is applied to the module instead (the same text, at the cost of generating it)."""
+    fix = in_style(module, fix)
     splices = _splices(module, positions, fix)
     if splices is None:
         return tuple(line_edits(source, apply_fixes(module, [fix])))
@@ -735,7 +883,7 @@ def _module_level(module: cst.Module, positions: NodePositions, fix: Fix) -> lis
             rebuilt = applier.rebuild(body[i])
             assert isinstance(rebuilt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
             body[i] = rebuilt
-    plan = plan_module_level(body, fix.imports, fix.definitions)
+    plan = plan_module_level(body, fix.imports, fix.definitions, module.default_indent)
     if plan is None:
         return []
     out: list[Splice] = []

@@ -15,6 +15,7 @@ import queue
 import re
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible, text_edits
+from torchlint.fixes import Applicability, select_compatible, text_edits
+from torchlint.gate import Gate, apply_checked, later
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import Layout, NodePositions
 from torchlint.results import FixRecord, Violation
@@ -70,6 +72,22 @@ class FixOutcome:
     text: str
     fixed: list[str] = field(default_factory=list)  # codes of the applied fixes
     remaining: list[Violation] = field(default_factory=list)
+    # Codes of applied fixes of findings that were not there to report before other
+    # fixes (as many per code as were applied beyond the findings first reported).
+    later: list[str] = field(default_factory=list)
+
+
+# A finding whose fix the gate refused, across passes: its code, its node's code, the
+# fix's title.
+FindingKey = tuple[str, str, str]
+
+
+@dataclass
+class _Pass:
+    text: str
+    fixed: list[str]  # codes of the fixes applied
+    fixable: Counter[str]  # the fixable findings of the text before the pass, by code
+    remaining: list[Violation] | None  # nothing applied: the findings that remain
 
 
 # libcst's native parser recurses once per nesting level: a few thousand levels overflow
@@ -237,25 +255,6 @@ def _check_size(source: str, path: str) -> None:
         )
 
 
-_COMPILE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
-
-
-def _check_compiles(new_text: str, old_text: str, path: str) -> None:
-    """Raise if Python cannot compile the fixed text (repeated keywords, say) but could
-    compile the original (syntax newer than this Python: the libcst parse is then the
-    only judge). Compiler warnings are not ours to print."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            compile(new_text, path, "exec", dont_inherit=True)
-        except _COMPILE_ERRORS:
-            try:
-                compile(old_text, path, "exec", dont_inherit=True)
-            except _COMPILE_ERRORS:
-                return
-            raise
-
-
 def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
     """The rules that may have something to say about this text (a cheap test)."""
     return [
@@ -399,7 +398,10 @@ class Linter:
         diagnostics: Sequence[Diagnostic],
         with_edits: EditsWanted,
         buffer: Buffer | None = None,
+        refused: dict[FindingKey, str] | None = None,
     ) -> list[Violation]:
+        """Violations of `diagnostics`; those whose fix the gate `refused` say why, and
+        carry no fix."""
         if not diagnostics:
             return []
         suppressions = parse_suppressions(source)
@@ -416,7 +418,11 @@ class Linter:
                 continue
             seen.add(key)
             record = None
-            if d.fix is not None:
+            message = d.message
+            why = refused.get(_key(module, d)) if refused and d.fix is not None else None
+            if why is not None:
+                message += f" (not fixed: {why})"
+            elif d.fix is not None:
                 wanted = with_edits if isinstance(with_edits, bool) else key in with_edits
                 edits = text_edits(module, source, positions, d.fix) if wanted else ()
                 record = FixRecord(d.fix.title, d.fix.applicability.value, edits)
@@ -424,7 +430,7 @@ class Linter:
                 Violation(
                     d.code,
                     self.names.get(d.code, ""),
-                    d.message,
+                    message,
                     r.start.line,
                     r.start.column + 1,
                     r.end.line,
@@ -443,7 +449,8 @@ class Linter:
         unsafe: bool = False,
         env: Environment | None = None,
     ) -> FixOutcome:
-        """Apply every applicable fix, re-linting after each pass until nothing changes."""
+        """Apply every applicable fix, re-linting after each pass until nothing changes.
+        Each pass is checked before it is kept (`torchlint.gate`). `env`: as for `lint`."""
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
         if not rules and not (env is not None and env.reached):
@@ -452,60 +459,84 @@ class Linter:
         _check_size(source, path)
         text = source
         module = parse(text, path)
+        gate = Gate(text)
+        refused: dict[FindingKey, str] = {}
+        first: Counter[str] | None = None
         for _ in range(MAX_FIX_PASSES):
-            new_text, fixed, remaining = self._fix_pass(module, text, path, rules, unsafe, env)
-            if remaining is not None:
-                outcome.remaining = remaining
+            step = self._fix_pass(module, path, rules, unsafe, gate, refused, env)
+            first = step.fixable if first is None else first
+            if step.remaining is not None:
+                outcome.remaining = step.remaining
                 break
             del module  # one tree at a time: this one goes before the next is parsed
             try:
-                _check_compiles(new_text, text, path)
-                module = parse(new_text, path)
-            except (*_COMPILE_ERRORS, LintError) as exc:
+                module = parse(step.text, path)
+            except LintError as exc:  # libcst cannot read back code it generated
                 raise LintError(
                     f"a fix produced invalid code ({exc}); file left unchanged"
                 ) from None
-            outcome.fixed.extend(fixed)
-            text = new_text
+            outcome.fixed.extend(step.fixed)
+            gate = gate.then(step.text)
+            text = step.text
             # A fix may bring in what another rule looks for (TL303 adds a
             # DistributedSampler that TL304 checks): re-select on the new text.
             rules = applies(self.rules, text)
         else:
-            outcome.remaining = self._violations(
-                module, text, self._diagnostics(module, path, rules, env), False
-            )
+            diagnostics = self._diagnostics(module, path, rules, env)
+            outcome.remaining = self._violations(module, text, diagnostics, False, None, refused)
         outcome.text = text
+        outcome.later = later(first or Counter(), outcome.fixed)
         return outcome
 
     def _fix_pass(
         self,
         module: cst.Module,
-        text: str,
         path: str,
         rules: Sequence[Rule],
         unsafe: bool,
+        gate: Gate,
+        refused: dict[FindingKey, str],
         env: Environment | None,
-    ) -> tuple[str, list[str], list[Violation] | None]:
-        """One pass: the new text and the codes of the fixes applied in it, or (nothing
-        to apply) the findings that remain."""
+    ) -> _Pass:
+        """One pass over `gate.text`: the fixes that pass the gate applied, or (nothing
+        to apply) the findings that remain. Refusals are added to `refused`."""
+        text = gate.text
         suppressions = parse_suppressions(text)
         diagnostics = self._diagnostics(module, path, rules, env)
         positions = None
-        candidates: list[Fix] = []
-        code_of: dict[int, str] = {}  # by identity: two rules may propose equal fixes
+        candidates: list[Diagnostic] = []
         for d in diagnostics:
             if d.fix is None or (d.fix.applicability is Applicability.UNSAFE and not unsafe):
                 continue
             positions = positions or _positions(module, diagnostics)
             if suppressions.suppressed(d.code, positions[d.node].start.line):
                 continue
-            candidates.append(d.fix)
-            code_of.setdefault(id(d.fix), d.code)
-        chosen = select_compatible(candidates, lambda n, p=positions: _span(p, n))
-        new_text = apply_fixes(module, chosen) if chosen else text
-        if new_text == text:
-            return text, [], self._violations(module, text, diagnostics, False)
-        return new_text, [code_of[id(f)] for f in chosen], None
+            candidates.append(d)
+        fixable = Counter(d.code for d in candidates)
+        if refused:
+            candidates = [d for d in candidates if _key(module, d) not in refused]
+        while candidates:
+            by_fix = {id(d.fix): d for d in candidates}  # by identity: fixes may be equal
+            chosen = select_compatible(
+                [d.fix for d in candidates if d.fix is not None],
+                lambda n, p=positions: _span(p, n),
+            )
+            checked = apply_checked(module, chosen, gate)
+            for fix, why in checked.refused:
+                refused[_key(module, by_fix[id(fix)])] = why
+            if checked.applied and checked.text != text:
+                codes = [by_fix[id(proposed)].code for proposed, _ in checked.applied]
+                return _Pass(checked.text, codes, fixable, None)
+            if not checked.refused:
+                break
+            gone = {id(fix) for fix, _ in checked.refused}
+            candidates = [d for d in candidates if id(d.fix) not in gone]
+        remaining = self._violations(module, text, diagnostics, False, None, refused)
+        return _Pass(text, [], fixable, remaining)
+
+
+def _key(module: cst.Module, d: Diagnostic) -> FindingKey:
+    return d.code, module.code_for_node(d.node), d.fix.title if d.fix is not None else ""
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

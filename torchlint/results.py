@@ -55,6 +55,8 @@ class FileResult:
     error: str | None = None
     warning: str | None = None  # analysed only in part (too large: syntax only)
     fixed: list[str] = field(default_factory=list)  # codes of applied fixes
+    # Codes among `fixed` of findings that only other fixes brought about.
+    later: list[str] = field(default_factory=list)
     diff: str | None = None  # with --diff: what --fix would change
     text: str | None = None  # the (fixed) text the violations point into
     fixed_text: str | None = None  # stdin in fix mode: the fixed source to print

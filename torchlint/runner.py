@@ -173,13 +173,15 @@ def lint_text(
     try:
         if job.fix or job.diff:
             outcome = linter.fix(text, name, unsafe=job.unsafe, env=env)
-            result.fixed = outcome.fixed
+            result.fixed, result.later = outcome.fixed, outcome.later
             result.text = outcome.text
-            result.violations = (
-                linter.lint(outcome.text, name, with_edits=True, env=env)
-                if job.with_edits
-                else outcome.remaining
-            )
+            result.violations = outcome.remaining
+            if job.with_edits:  # the fixes' edits, but not for those the fixer refused
+                refused = {(v.code, v.line, v.column): v for v in outcome.remaining if not v.fix}
+                result.violations = [
+                    refused.get((v.code, v.line, v.column), v)
+                    for v in linter.lint(outcome.text, name, with_edits=True, env=env)
+                ]
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
         else:

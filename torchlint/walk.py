@@ -158,6 +158,15 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield from (c for c in child if is_node(c))
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every node below it."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
 def _own_hooks(kind: type) -> set[str]:
     """`visit_*`/`leave_*` methods defined by the visitor, not libcst's no-op stubs."""
     names: set[str] = set()

@@ -20,23 +20,26 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
     s = Style(context.color)
     remaining = [v for r in results for v in r.violations]
     fixed = sum(len(r.fixed) for r in results)
+    later = sum(len(r.later) for r in results)
+    # Fixes of findings a check did not show: other fixes brought them about.
+    after = [f"{later} found only after other fixes"] if later else []
     applicable = sum(1 for v in remaining if fixable(v, context))
     hidden = sum(1 for v in remaining if v.fix is not None and not fixable(v, context))
     if diff:
         fixes = "fix" if hidden == 1 else "fixes"
-        if hidden and fixed:
-            return (
-                f"Would fix {plural(fixed, 'problem')} ({hidden} additional {fixes} available "
-                "with `--unsafe-fixes`).\n"
-            )
-        if hidden:
+        if hidden and not fixed:
             return (
                 f"No problems would be fixed ({hidden} {fixes} available with `--unsafe-fixes`).\n"
             )
-        return f"Would fix {plural(fixed, 'problem')}.\n" if fixed else ""
+        if not fixed:
+            return ""
+        more = [f"{hidden} additional {fixes} available with `--unsafe-fixes`"] if hidden else []
+        notes = "; ".join(more + after)
+        return f"Would fix {plural(fixed, 'problem')}{f' ({notes})' if notes else ''}.\n"
     if fixed:
         total = plural(fixed + len(remaining), "problem")
-        lines = [f"Found {total} ({fixed} fixed, {len(remaining)} remaining)."]
+        notes = "; ".join([f"{fixed} fixed, {len(remaining)} remaining", *after])
+        lines = [f"Found {total} ({notes})."]
     elif remaining:
         lines = [f"Found {plural(len(remaining), 'problem')}."]
     else:
@@ -53,7 +56,8 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
 
 
 def fixes_applied(results: list[FileResult], context: Context) -> str:
-    """`--fix --show-fixes`: per file (by path), each rule fixed and how often."""
+    """`--fix --show-fixes`: per file (by path), each rule fixed and how often, and how
+    many of those findings only other fixes brought about."""
     from torchlint.registry import all_rules
 
     fixed = sorted((r for r in results if r.fixed), key=lambda r: r.path)
@@ -67,7 +71,9 @@ def fixes_applied(results: list[FileResult], context: Context) -> str:
     lines = ["", s.green(s.bold(f"Fixed {plural(total, 'problem')}:"))]
     for result, count in zip(fixed, counts, strict=True):
         lines.append(f"{s.cyan('-')} {s.bold(result.path)}{s.cyan(':')}")
+        later = Counter(result.later)
         for code, n in sorted(count.items(), key=lambda item: (-item[1], item[0])):
             name = rules[code].name if code in rules else "?"
-            lines.append(f"    {n:>{width}} x {s.red(code)} ({name})")
+            after = f", {later[code]} found only after other fixes" if later[code] else ""
+            lines.append(f"    {n:>{width}} x {s.red(code)} ({name}){after}")
     return "\n".join(lines) + "\n\n"

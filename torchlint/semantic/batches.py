@@ -8,14 +8,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint.fixes import Import
 from torchlint.semantic.builder import COMPREHENSIONS
-from torchlint.semantic.devices import Device
+from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
 from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import BUILTINS, bound_names
-from torchlint.semantic.syntax import children, dotted_name, names_read
+from torchlint.semantic.scopes import BUILTINS, Scope, bound_names
+from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name, names_read
 from torchlint.walk import walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -173,13 +174,86 @@ def device_move(module: TorchModule, model: Model, loop: Loop) -> CallSite | Non
     return None
 
 
-def move_statement(module: TorchModule, name: str, move: CallSite, non_blocking: bool) -> str:
+# Calls that return a `torch.device` (not a string): `.type` can be read on them.
+DEVICE_OBJECTS = frozenset(
+    {"torch.device", "torch.accelerator.current_accelerator", "torch.get_default_device"}
+)
+
+
+def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's copies of its batches (`x.to(device)`, `batch["x"].cuda()`) to a device
+    that is not the CPU, without `non_blocking`: blocking, where the loader pins memory."""
+    names = batch_names(module, loop)
+    out: list[CallSite] = []
+    for call in loop.calls if names else ():
+        receiver = call.receiver
+        if isinstance(receiver, cst.Subscript):
+            receiver = receiver.value
+        if call.method not in ("to", "cuda") or dotted_name(receiver) not in names:
+            continue
+        if call.has_star_args or call.kwarg("non_blocking") is not MISSING:
+            continue
+        if any(bool_value(a) is not None for a in call.positional):
+            continue  # `x.to(device, None, True)`: non_blocking given positionally
+        found = module.move(call)
+        if found is not None and not found.is_cpu:
+            out.append(call)
+    return out
+
+
+def non_blocking(
+    module: TorchModule, call: CallSite
+) -> tuple[cst.BaseExpression, Import | None] | None:
+    """The `non_blocking=` value that keeps a host-to-device copy's results on every
+    device it may go to (and the import it needs): `True` where that is CUDA (or the CPU,
+    where it does nothing). Where the device is chosen at run time (an accelerator, a
+    `--device` option whatever its default, a rank) and a name holds it, a value true on
+    CUDA only, `device.type == "cuda"` (`torch.device(rank).type == "cuda"` for what may
+    be a string or an index): a non-blocking copy to MPS may read its source after it is
+    freed. None where the destination is not a name."""
+    found = module.move(call)
+    if found is None or found.is_cpu:
+        return None
+    if found.kind is DeviceKind.CUDA and not found.unknown_path:
+        return cst.Name("True"), None
+    device = module.devices.move_expression(call)
+    name = dotted_name(device) if device is not None else None
+    if device is None or name is None:
+        return None
+    if _device_object(module, device, call.scope):
+        return cst.parse_expression(f'{name}.type == "cuda"'), None
+    spelled, imp = module.spell("torch.device", call.scope)
+    return cst.parse_expression(f'{spelled}({name}).type == "cuda"'), imp
+
+
+def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """Every value `expr` may hold is a `torch.device` (a call that returns one, on each
+    branch of a conditional)."""
+    stack = [(origin, where) for origin, where in module.values.origins(expr, scope)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, cst.IfExp):
+            stack += [(node.body, where), (node.orelse, where)]
+        elif not (
+            isinstance(node, cst.Call) and module.resolve(node.func, where) in DEVICE_OBJECTS
+        ):
+            return False
+    return True
+
+
+def move_statement(
+    module: TorchModule, name: str, move: CallSite, pinned: bool
+) -> tuple[str, Import | None]:
+    """`name = name.to(<the device of `move`>)` (`.cuda()` for a `.cuda()` move), and
+    the import it needs: non-blocking from pinned memory where that is safe on every
+    device the copy may go to (`non_blocking`)."""
     device = module.devices.move_expression(move)
     args = [module.module.code_for_node(device)] if device is not None else []
-    if non_blocking:
-        args.append("non_blocking=True")
+    found = non_blocking(module, move) if pinned else None
+    if found is not None:
+        args.append(f"non_blocking={module.module.code_for_node(found[0])}")
     method = "cuda" if move.method == "cuda" else "to"
-    return f"{name} = {name}.{method}({', '.join(args)})\n"
+    return f"{name} = {name}.{method}({', '.join(args)})\n", found[1] if found else None
 
 
 def is_loss(module: TorchModule, call: CallSite) -> bool:

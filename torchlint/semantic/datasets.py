@@ -7,7 +7,7 @@ notebook defines)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 
 import libcst as cst
@@ -20,6 +20,7 @@ from torchlint.semantic.loaders import DataLoaderSite
 from torchlint.semantic.scopes import Kind, Scope, assigned_values, bindings
 from torchlint.semantic.syntax import MISSING, children
 from torchlint.semantic.values import Values
+from torchlint.walk import descendants
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 # Hugging Face datasets: a function run on each sample as it is read.
@@ -115,7 +116,7 @@ class Datasets:
         if method is None:
             return False
         assert isinstance(method.node, cst.FunctionDef)
-        return not any(isinstance(n, cst.Call) for n in _descendants(method.node.body))
+        return not any(isinstance(n, cst.Call) for n in descendants(method.node.body))
 
     def works_per_sample(self, node: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
         """The dataset visibly does work per sample: a transform set on a Hugging Face
@@ -344,11 +345,3 @@ class Datasets:
                 continue
             stack.extend(children(n))
         return False
-
-
-def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.semantic.datasets import ITERABLE_DATASET, _descendants
+from torchlint.semantic.datasets import ITERABLE_DATASET
 from torchlint.semantic.external import (
     OPTIMIZER,
     SCALER,
@@ -35,6 +35,7 @@ from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import Binding, Kind, Scope
 from torchlint.semantic.syntax import MISSING, str_value
+from torchlint.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
 SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})  # methods that read a tensor on the host
@@ -266,7 +267,7 @@ class _Exporter:
         if method is None and not bases & set(DATASET_BASES):
             return None
         calls = method is not None and any(
-            isinstance(n, cst.Call) for n in _descendants(method.node)
+            isinstance(n, cst.Call) for n in descendants(method.node)
         )
         return Dataset(
             per_sample=calls,

@@ -32,11 +32,13 @@ def _join_device(a: Device | None, b: Device | None) -> Device | None:
 
 
 def _device_json(device: Device | None) -> list[Any] | None:
-    return None if device is None else [device.kind.value, device.index, device.cpu_path]
+    if device is None:
+        return None
+    return [device.kind.value, device.index, device.cpu_path, device.unknown_path]
 
 
 def _device(data: list[Any] | None) -> Device | None:
-    return None if data is None else Device(DeviceKind(data[0]), data[1], data[2])
+    return None if data is None else Device(DeviceKind(data[0]), *data[1:])
 
 
 @dataclass(frozen=True)

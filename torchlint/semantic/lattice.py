@@ -20,6 +20,7 @@ class Device:
     kind: DeviceKind
     index: int | None = None
     cpu_path: bool = False  # a GPU on some path, the CPU (or unknown) on another
+    unknown_path: bool = False  # on some path a device we cannot name (an option's value)
 
     @property
     def is_gpu(self) -> bool:
@@ -34,13 +35,15 @@ class Device:
         if self == other:
             return self
         cpu_path = self.cpu_path or other.cpu_path
+        unknown = self.unknown_path or other.unknown_path
+        unknown = unknown or DeviceKind.UNKNOWN in (self.kind, other.kind)
         if self.kind is other.kind:
-            return Device(self.kind, cpu_path=cpu_path)
+            return Device(self.kind, cpu_path=cpu_path, unknown_path=unknown)
         if self.is_gpu and other.is_gpu:
-            return Device(DeviceKind.ACCELERATOR, cpu_path=cpu_path)
+            return Device(DeviceKind.ACCELERATOR, cpu_path=cpu_path, unknown_path=unknown)
         if self.is_gpu or other.is_gpu:  # GPU when present
             gpu = self if self.is_gpu else other
-            return Device(gpu.kind, gpu.index, cpu_path=True)
+            return Device(gpu.kind, gpu.index, cpu_path=True, unknown_path=unknown)
         return Device(DeviceKind.UNKNOWN, cpu_path=cpu_path)  # CPU and UNKNOWN
 
 

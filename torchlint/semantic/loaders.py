@@ -95,11 +95,16 @@ class DataLoaderSite:
             return None
         return set_kwarg(self.call.node, name, value, positional=DATALOADER_PARAMS)
 
-    def workers_fix(self, title: str) -> Fix | None:
-        """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports."""
+    def workers_fix(self, title: str, persistent: bool = False) -> Fix | None:
+        """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports; and
+        `persistent_workers=True` with it where the loader would restart them (`persistent`,
+        as the caller knows), the edit TL203 would otherwise ask for next."""
         call = self.set_arg("num_workers", cst.Name(WORKERS_NAME))
         if call is None:
             return None
+        if persistent and self.arg("persistent_workers") is MISSING:
+            call = set_kwarg(call, "persistent_workers", cst.Name("True"))
+            title += " and `persistent_workers=True`"
         return fix(
             title,
             Applicability.UNSAFE,

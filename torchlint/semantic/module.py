@@ -257,13 +257,20 @@ class TorchModule:
         GPU (CUDA or an accelerator, on some branch), `.cuda()`, `torch.cuda.*` or
         `torch.accelerator.*` calls, a "cuda" string, or a managed framework (unless
         every Lightning Trainer and TrainingArguments of the file asks for the CPU)."""
+        return self._gpu_evidence(frozenset())
+
+    def _gpu_evidence(self, ignored: frozenset[str]) -> bool:
+        """`uses_gpu`, not counting calls of the `ignored` qualified names."""
         if self.managed and not self.frameworks.cpu_only:
             return True
         if self.facts.cuda_strings or self.method_calls("cuda"):
             return True
         if self._gpu_elsewhere:
             return True
-        if any(q.startswith(("torch.cuda.", "torch.accelerator.")) for q in self.qualnames_called):
+        if any(
+            q.startswith(("torch.cuda.", "torch.accelerator.")) and q not in ignored
+            for q in self.qualnames_called
+        ):
             return True
         for call in self.calls:
             if call.method == "to" or call.qualname == "torch.device":
@@ -489,6 +496,17 @@ class TorchModule:
         """An `iter(loader)` run again and again (see loaders.py)."""
         return self._loaders.reiterated(loader)
 
+    def restarts_workers(self, loader: DataLoaderSite) -> bool:
+        """Workers of this loader would start again and again without
+        `persistent_workers` (it is iterated every epoch here or in another file of the
+        project, or `iter()`ed over and over), where the target torch has the option
+        (1.7)."""
+        if self.target_torch is not None and self.target_torch < (1, 7):
+            return False
+        if loader.outside is not None and loader.outside.repeated:
+            return True
+        return self.epoch(loader) is not None or self.reiterated(loader) is not None
+
     def pins_memory(self, loader: Loader) -> bool:
         """`pin_memory=True`, or pinned whenever an accelerator is there to copy to (as
         another file of the project says, for a loader built there)."""
@@ -625,8 +643,9 @@ class TorchModule:
     def handles_devices(self) -> bool:
         """Anything in the file places work on a device: `.to(<device>)`, `.cuda()`,
         `torch.device(...)`, a `device=` argument, `torch.cuda`/`torch.accelerator` calls,
-        `torch.set_default_device`, a device string, or a managed framework."""
-        if self.uses_gpu:
+        `torch.set_default_device`, a device string, or a managed framework. Not
+        `torch.cuda.empty_cache()`, which places nothing (and TL402 removes it)."""
+        if self._gpu_evidence(NOT_PLACEMENT):
             return True
         for call in self.calls:
             if call.kwarg("device") is not MISSING:
@@ -636,6 +655,10 @@ class TorchModule:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
+
+
+# GPU calls that place no work on a device.
+NOT_PLACEMENT = frozenset({"torch.cuda.empty_cache"})
 
 
 def _branch(statement: cst.CSTNode, node: cst.CSTNode) -> bool:

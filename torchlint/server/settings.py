@@ -105,6 +105,7 @@ class Configs:
                 found = (
                     load_config(path) if path else dataclasses.replace(load_config(None), root=root)
                 )
+                found.read_project_torch(directory)
             except ConfigError as exc:
                 found = exc
             self._cache[directory] = cached = (stamps, found)
