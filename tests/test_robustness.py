@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import load_config
-from torchlint.linter import MAX_TOKENS, Linter, LintError, parse
+from torchlint import linter
+from torchlint.config import instantiate, load_config
+from torchlint.linter import MAX_SYNTAX_TOKENS, MAX_TOKENS, Linter, LintError, parse
 from torchlint.results import Job
 from torchlint.runner import process_file
 
@@ -228,13 +229,54 @@ def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
         _ok(result, 1)
         assert result.stdout.splitlines()[0].startswith("ok.py:3:10: TL201")
         assert result.stderr.startswith(warning), result.stderr
-        assert f"tokens, over {MAX_TOKENS:,}); checked for syntax only" in result.stderr
+        assert f"(over {MAX_TOKENS:,} tokens); checked for syntax only" in result.stderr
     (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
     result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
     _ok(result, 2)
     assert result.stderr.splitlines() == [
         "torchlint: error: big.py: syntax error at 11:5: '(' was never closed"
     ]
+
+
+def _parsers_refused(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a parser was run")
+
+    monkeypatch.setattr(linter.parser_thread, "parse", refuse)
+    monkeypatch.setattr(linter, "_cpython_refusal", refuse)
+
+
+def test_a_generated_50_mb_file_is_not_parsed_at_all(tmp_path, monkeypatch):
+    """Above MAX_SYNTAX_TOKENS even CPython's parser would need gigabytes (8 GB and 40 s
+    for this file): neither parser runs, the warning says so, and it is not an error.
+    (The time and memory of this run: benchmarks/big_file.py.)"""
+    path = tmp_path / "table.py"
+    path.write_text(
+        "TABLE = [\n" + "    (123456, 0.123456, 'name_123456', [1, 2, 3]),\n" * 1_000_000 + "]\n"
+    )
+    assert path.stat().st_size > 50_000_000
+    _parsers_refused(monkeypatch)
+    codes = tuple(load_config(None).selected_codes())
+    job = Job(codes=codes, settings=load_config(None).settings())
+    result = process_file(path, job, codes)
+    assert result.error is None and result.violations == []
+    assert result.warning is not None
+    assert result.warning.startswith(f"too large to check (over {MAX_SYNTAX_TOKENS:,} tokens")
+
+
+def test_a_file_above_the_analysis_guard_is_checked_by_cpython_alone(monkeypatch):
+    """libcst's tree of such a file (with or without rule tokens) would take hundreds of
+    megabytes: CPython's parser is the only judge, even where it refuses the text."""
+    table = "TABLE = [" + "1, " * MAX_TOKENS + "]\n"
+    lint = Linter(instantiate(["TL201"])).lint
+    monkeypatch.setattr(linter.parser_thread, "parse", lambda *a: pytest.fail("libcst parsed"))
+    assert lint(table) == []  # no rule's token: a syntax check, passed
+    with pytest.raises(linter.TooLarge, match="checked for syntax only"):
+        lint(LOADER + table)
+    for head in ("", LOADER):
+        with pytest.raises(linter.InvalidSyntax) as caught:
+            lint(head + table + "x = (\n")
+        assert caught.value.line == head.count("\n") + 2
 
 
 def _findings(result) -> list[tuple[str, int, int]]:
