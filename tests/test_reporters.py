@@ -2,7 +2,8 @@
 
 The golden input is a small project made in a temporary directory: a file with
 non-ASCII text on the flagged lines, inside a directory whose name holds `,`, `:`,
-`%` and a space, plus a path that does not exist (a file error). Goldens live in
+`%` and a space, a file with a syntax error, plus a path that does not exist (a file
+error): both errors are records of every format. Goldens live in
 tests/golden/; UPDATE_GOLDEN=1 rewrites them (read the diff before committing).
 """
 
@@ -18,9 +19,9 @@ import pytest
 
 from torchlint import __version__
 from torchlint.registry import all_rules
-from torchlint.reporters import FORMATS, Context, render
+from torchlint.reporters import FORMATS, HUMAN, Context, render
 from torchlint.reporters.github import escape_data, escape_property, summary
-from torchlint.results import FileResult, FixRecord, TextEdit, Violation
+from torchlint.results import ERROR_NAMES, FileResult, FixRecord, TextEdit, Violation
 
 from .conftest import ROOT, run_cli
 
@@ -28,6 +29,7 @@ GOLDEN = Path(__file__).parent / "golden"
 SARIF_SCHEMA = Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json"
 JSON_SCHEMA = ROOT / "docs" / "schemas" / "json-output.schema.json"
 ODD_DIR = "odd dir, 50%: x"
+BROKEN = f"{ODD_DIR}/bröken.py"  # a syntax error: a record in every format, as a finding
 SOURCE = """\
 import torch
 from torch.utils.data import DataLoader
@@ -94,6 +96,7 @@ def project(tmp_path_factory) -> Path:
     (root / ODD_DIR).mkdir()
     (root / ODD_DIR / "träin.py").write_text(SOURCE, encoding="utf-8")
     (root / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
+    (root / BROKEN).write_text("import torch\n\nx = (1,\n", encoding="utf-8")
     return root
 
 
@@ -101,7 +104,11 @@ def run_format(project: Path, fmt: str, *extra: str, env: dict | None = None):
     args = ["check", "--select", "TL201", "--output-format", fmt, *extra, ODD_DIR, "missing.py"]
     result = run_cli(*args, cwd=project, env=env)
     assert result.returncode == 2, result.stderr  # a file error outranks findings
-    assert "missing.py: no such file or directory" in result.stderr
+    # Errors are records of the report; a program's report has them on stderr too.
+    stderr = "" if fmt in HUMAN else "torchlint: error: missing.py: no such file or directory\n"
+    stderr += "" if fmt in HUMAN else f"torchlint: error: {BROKEN}: syntax error at 3:5: "
+    assert result.stderr.startswith(stderr), result.stderr
+    assert "TL000" in result.stdout and "TL900" in result.stdout
     return result
 
 
@@ -154,8 +161,11 @@ def test_sarif_is_valid_and_describes_every_rule(project):
     run = log["runs"][0]
     driver = run["tool"]["driver"]
     assert driver["version"] == __version__
-    assert [r["id"] for r in driver["rules"]] == list(all_rules())
-    for rule in driver["rules"]:
+    assert [r["id"] for r in driver["rules"]] == [*all_rules(), *ERROR_NAMES]
+    errors = [r for r in run["results"] if r["ruleId"] in ERROR_NAMES]
+    assert [(r["ruleId"], r["level"]) for r in errors] == [("TL900", "error"), ("TL000", "error")]
+    assert errors[1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+    for rule in driver["rules"][: len(all_rules())]:
         assert rule["shortDescription"]["text"] and rule["help"]["markdown"]
         assert {"performance", "gpu"} <= set(rule["properties"]["tags"])
     for result in run["results"]:
@@ -221,7 +231,7 @@ def test_paths_are_relative_to_the_repository_root(project):
 
 def test_junit_is_well_formed(project):
     root = ET.fromstring(run_format(project, "junit").stdout)
-    assert root.get("tests") == "4" and root.get("failures") == "3" and root.get("errors") == "1"
+    assert root.get("tests") == "5" and root.get("failures") == "3" and root.get("errors") == "2"
 
 
 # -- escaping, with results made by hand: newlines and control characters in paths

@@ -136,8 +136,8 @@ def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
     (tmp_path / "ok.py").write_text(LOADER)
     result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
     _ok(result, 2)
-    assert "torchlint: error: deep.py: expression nested too deeply to analyse" in result.stderr
-    assert len(result.stderr.splitlines()) == 1
+    assert "deep.py:1:1: TL901 expression nested too deeply to analyse" in result.stdout
+    assert result.stderr == ""  # the report on the terminal says it
     assert "ok.py:3:10: TL201" in result.stdout  # the other files are still linted
 
 
@@ -169,7 +169,7 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     (tmp_path / "ok.py").write_text(LOADER)
     result = run_cli("fix", "--unsafe-fixes", ".", cwd=tmp_path)
     _ok(result, 2)
-    assert "t.py: permission denied (file is read-only); not written" in result.stderr
+    assert "t.py:1:1: TL900 permission denied (file is read-only); not written" in result.stdout
     assert target.read_text() == LOADER
     assert LOADER_FIXED in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
@@ -233,9 +233,7 @@ def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
     (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
     result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
     _ok(result, 2)
-    assert result.stderr.splitlines() == [
-        "torchlint: error: big.py: syntax error at 11:5: '(' was never closed"
-    ]
+    assert result.stdout.startswith("big.py:11:5: TL000 SyntaxError: '(' was never closed\n")
 
 
 def _parsers_refused(monkeypatch) -> None:
@@ -292,10 +290,12 @@ def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
     args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
     fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
     _ok(fixing, 2)
-    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 10, 1)]
-    assert fixing.stdout == run_cli("check", *args, cwd=tmp_path).stdout
+    assert _findings(fixing) == [("t.py", 1, 1), ("t.py", 3, 10), ("t.py", 10, 1)]
+    assert json.loads(fixing.stdout)[0]["code"] == "TL900"  # the write error, then the findings
+    checking = run_cli("check", *args, cwd=tmp_path)
+    assert json.loads(fixing.stdout)[1:] == json.loads(checking.stdout)
     text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
-    assert text.stdout.endswith("Found 2 problems.\n[*] 2 fixable with `--fix`.\n")
+    assert text.stdout.endswith("Found 3 problems.\n[*] 2 fixable with `--fix`.\n")
 
 
 @unprivileged
@@ -318,8 +318,11 @@ def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
         "torchlint: error: nb.ipynb: cannot write: Permission denied",
         "torchlint: error: t.py: cannot write: Permission denied",
     ]
-    assert _findings(result) == [("nb.ipynb", 1, 1), ("t.py", 3, 10)]
-    assert [v["cell"] for v in json.loads(result.stdout)] == [2, None]
+    found = [v for v in json.loads(result.stdout) if v["code"] != "TL900"]
+    assert [(v["filename"], v["location"]["row"], v["cell"]) for v in found] == [
+        ("nb.ipynb", 1, 2),
+        ("t.py", 3, None),
+    ]
     assert (project / "t.py").read_text() == LOADER
     assert (project / "nb.ipynb").read_text() == NOTEBOOK
 

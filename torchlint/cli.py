@@ -412,15 +412,18 @@ def _run(
         _note(f"done in {time.monotonic() - started:.2f} s")
     results.sort(key=lambda r: r.path)  # as ruff: by path, whatever order they came in
 
-    errors = [r for r in results if r.error is not None]
-    for r in errors:
-        _error(f"{r.path}: {r.error}")
+    errors = [r for r in results if r.errors]
+    to_file = out is not sys.stdout
+    # Errors are records of every report (TL000 invalid-syntax...); a report read on the
+    # terminal shows them already, one read by a program gets them on stderr too.
+    if not human or to_file:
+        for r in errors:
+            _error(f"{r.path}: {r.error}")
     warnings += [f"{r.path}: {r.warning}" for r in results if r.warning is not None]
     if not options.quiet:
         for w in warnings:
             _warn(w)
 
-    to_file = out is not sys.stdout
     context = reporters.Context(
         color=_color(out),
         fix_mode=fix,
@@ -463,7 +466,7 @@ def _run(
 
 
 def _interrupted(exc) -> None:
-    written = sorted(r.path for r in exc.results if r.fixed and r.error is None)
+    written = sorted(r.path for r in exc.results if r.fixed and not r.errors)
     maybe = "" if exc.exact else " (a file in progress when it stopped may have been too)"
     if not written:
         _note(f"interrupted: no file was rewritten{maybe}")
@@ -485,7 +488,7 @@ def _add_noqa(options: CheckOptions, config, job, paths: list[str], force_exclud
     for path in sorted(found.files, key=str):
         result, n = add_noqa_file(path, job, config.rules_for(path, job.codes))
         added += n
-        if result.error is not None:
+        if result.errors:
             errors.append(result)
     for r in sorted(errors, key=lambda r: r.path):
         _error(f"{r.path}: {r.error}")
@@ -555,7 +558,7 @@ def _settings_text(config, path: Path, codes) -> str:
 def _verbose_line(result) -> None:
     from torchlint.reporters.summary import plural
 
-    found = f"{plural(len(result.violations), 'finding')}" if result.error is None else "error"
+    found = "error" if result.errors else plural(len(result.violations), "finding")
     fixed = f", {len(result.fixed)} fixed" if result.fixed else ""
     _note(f"checked {result.path}: {found}{fixed}")
 

@@ -25,7 +25,7 @@ from libcst.metadata import CodeRange
 from torchlint.fixes import Applicability, Fix, apply_fixes, select_compatible, text_edits
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import Layout, NodePositions
-from torchlint.results import FixRecord, Violation
+from torchlint.results import ANALYSIS_ERROR, INVALID_SYNTAX, FileError, FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 
@@ -44,6 +44,10 @@ RuleErrorHandler = Callable[[str, Exception], None]
 class LintError(Exception):
     """The file cannot be analysed (syntax error, too deeply nested...)."""
 
+    def file_error(self, cell: int | None = None) -> FileError:
+        """This error as the record reports show (in a notebook's `cell`)."""
+        return FileError(ANALYSIS_ERROR, str(self), cell=cell)
+
 
 class InvalidSyntax(LintError):
     """A syntax error, at one 1-based line and column."""
@@ -51,6 +55,9 @@ class InvalidSyntax(LintError):
     def __init__(self, line: int, column: int, message: str) -> None:
         super().__init__(f"syntax error at {line}:{column}: {message}")
         self.line, self.column, self.message = line, column, message
+
+    def file_error(self, cell: int | None = None) -> FileError:
+        return FileError(INVALID_SYNTAX, self.message, self.line, self.column, cell)
 
     @classmethod
     def from_compile(cls, exc: SyntaxError | ValueError, source: str) -> InvalidSyntax:

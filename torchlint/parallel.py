@@ -24,7 +24,7 @@ from typing import Any
 from torchlint.cache import Cache
 from torchlint.config import Config
 from torchlint.linter import TOO_DEEP, parser_thread
-from torchlint.results import FileResult, Job
+from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import display, process_file
 from torchlint.source import SourceError, read_bytes
 
@@ -66,16 +66,14 @@ def lint_one(path: Path, job: Job, codes: Sequence[str]) -> FileResult:
     (one bad file must not cost the results of a thousand others)."""
     try:
         result = process_file(path, job, codes)
-        if not result.violations:
-            result.text = None  # only reporters read it, for findings: not worth shipping
+        if not result.records():
+            result.text = None  # only reporters read it, for code frames: not worth shipping
         return result
     except RecursionError:
-        return FileResult(display(path), error=TOO_DEEP)
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
     except Exception as exc:  # reported on the file, with what to do about it
-        return FileResult(
-            display(path),
-            error=f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file",
-        )
+        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
 
 
 class Interrupted(Exception):

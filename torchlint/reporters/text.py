@@ -100,7 +100,7 @@ def render(results: list[FileResult], context: Context) -> str:
     s = Style(context.color)
     out: list[str] = []
     for result in results:
-        for v in result.violations:
+        for v in result.records():
             lines = _lines(result, v.cell)
             mark = " [*]" if fixable(v, context) else ""
             out.append(f"{location(result, v, s)} {s.red(v.code)}{mark} {v.message}")
