@@ -49,6 +49,22 @@ def run_cli(
     )
 
 
+def run_main(*args: str, cwd: Path, input: str | None = None, env: dict | None = None):
+    """The `torchlint` command in this process (typer's test runner), where a subprocess
+    would prove nothing more; the result has `exit_code`, `stdout` and `stderr`."""
+    from typer.testing import CliRunner
+
+    from torchlint.cli import app
+
+    runner = CliRunner(env={"NO_COLOR": "1", **(env or {})})
+    previous = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, list(args), input=input, catch_exceptions=False)
+    finally:
+        os.chdir(previous)
+
+
 # Root reads and writes through any permission: such tests drop privileges for the run.
 unprivileged = pytest.mark.skipif(
     os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root or setpriv"

@@ -10,7 +10,7 @@ import pytest
 
 from torchlint import __version__
 
-from .conftest import FIXTURES, LOADER, run_cli, run_cli_unprivileged, unprivileged
+from .conftest import FIXTURES, LOADER, run_cli, run_cli_unprivileged, run_main, unprivileged
 
 
 @pytest.fixture
@@ -268,3 +268,15 @@ def test_excludes_apply_below_the_named_directory_only(tmp_path):
     assert [line.split(":")[0] for line in result.stdout.splitlines() if "TL201" in line] == [
         "venv/lib/site-packages/pkg/train.py"
     ]
+
+
+@pytest.mark.parametrize(
+    ("typo", "offered"),
+    [("--bogus", None), ("--selct", "--select"), ("--verbos", "--verbose"), ("--fxi", "--fix")],
+)
+def test_a_mistyped_option_is_offered_only_close_names(tmp_path, typo, offered):
+    result = run_main("check", typo, cwd=tmp_path)
+    assert result.exit_code == 2
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith(f"Error: No such option: {typo}")
+    assert error.endswith(f"(Possible options: {offered})") if offered else error.endswith(typo)

@@ -22,13 +22,27 @@ from torchlint.progress import wanted as progress_wanted
 from torchlint.verify.options import VerifyOptions
 
 
+# click's exceptions, wherever this typer takes click from (a copy of its own lately).
+_CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
+
+
 class _Command(typer.core.TyperCommand):
     """Help laid out as ruff's: options under headings, each on its own line with its
     value named (`<RULE_CODE>`) and its description below; no defaults and no `--no-x`
-    twins (each description names its opposite); a required argument reads `<CODE>`."""
+    twins (each description names its opposite); a required argument reads `<CODE>`.
+    A mistyped option is offered only the options whose names are close to it."""
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [_required(piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _CLICK_ERRORS.NoSuchOption as exc:
+            close = _close_options(exc.option_name, self.get_params(ctx))
+            raise _CLICK_ERRORS.NoSuchOption(
+                exc.option_name, possibilities=close, ctx=ctx
+            ) from None
 
     def format_options(self, ctx, formatter) -> None:
         arguments: list[tuple[str, str]] = []
@@ -75,6 +89,21 @@ class _ScriptCommand(_Command):
         return [*super().collect_usage_pieces(ctx), "[-- ARGS]..."]
 
 
+def _close_options(name: str, params) -> list[str]:
+    """The visible long options spelled like `name`, compared without their dashes
+    (click compares them with, which makes `--bogus` look like `--verbose`)."""
+    import difflib
+
+    names = {
+        option[2:]
+        for param in params
+        if not getattr(param, "hidden", False)
+        for option in (*param.opts, *param.secondary_opts)
+        if option.startswith("--")
+    }
+    return ["--" + n for n in difflib.get_close_matches(name.lstrip("-"), sorted(names), n=3)]
+
+
 def _required(piece: str) -> str:
     """Typer writes a required argument `{CODE}`; ruff (clap) writes `<CODE>`."""
     return f"<{piece[1:-1]}>" if piece.startswith("{") and piece.endswith("}") else piece
@@ -94,6 +123,20 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 RULES, FILES, MISC, LOG = "Rule selection", "File selection", "Miscellaneous", "Log levels"
 PANELS = (RULES, FILES, MISC, LOG)
+
+
+_IMPORTED = time.monotonic()
+
+
+def run_time() -> float:
+    """Seconds since this process started, as `time` counts them (Linux: from /proc, so
+    the interpreter's start and the imports count; elsewhere from this module's import)."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            ticks = int(stat.read().rsplit(b")", 1)[1].split()[19])  # field 22: starttime
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _IMPORTED
 
 
 def _version(value: bool) -> None:
@@ -277,10 +320,9 @@ def _configure(options: CheckOptions):
     config = _load(
         options.config, options.paths or ["."], options.stdin_filename if options.stdin else None
     )
-    if options.select is not None:
-        config.select = _split(options.select)
-    config.extend_select += _split(options.extend_select) or []
-    config.ignore += _split(options.ignore) or []
+    config = config.selecting(
+        _split(options.select), _split(options.extend_select) or (), _split(options.ignore) or ()
+    )
     if options.fixable is not None:
         config.fixable = _split(options.fixable)
     config.extend_fixable += _split(options.extend_fixable) or []
@@ -409,7 +451,7 @@ def _run(
             if progress is not None:
                 progress.close()
     if options.verbose:
-        _note(f"done in {time.monotonic() - started:.2f} s")
+        _note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
     results.sort(key=lambda r: r.path)  # as ruff: by path, whatever order they came in
 
     errors = [r for r in results if r.errors]
@@ -521,17 +563,8 @@ def _show(options: CheckOptions, config, codes, paths: list[str], force_exclude:
 
 def _settings_text(config, path: Path, codes) -> str:
     """The resolved settings for `path`, as TOML keys."""
-    import json
-
+    from torchlint.options import toml_value
     from torchlint.runner import display
-
-    def toml(value: Any) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, dict):
-            pairs = ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items())
-            return f"{{ {pairs} }}" if pairs else "{}"
-        return json.dumps(value)
 
     target = ".".join(map(str, config.target_torch)) if config.target_torch else None
     rows: dict[str, Any] = {
@@ -550,7 +583,7 @@ def _settings_text(config, path: Path, codes) -> str:
         f"Resolved settings for: {display(path)}",
         f"Settings path: {config.source or 'none (defaults)'}",
         "",
-        *(f"{key} = {toml(value)}" for key, value in rows.items()),
+        *(f"{key} = {toml_value(value)}" for key, value in rows.items()),
     ]
     return "\n".join(lines) + "\n"
 

@@ -94,16 +94,13 @@ def _load_config(script: Path, config_file: Path | None) -> Any:
 def _linter(options: VerifyOptions) -> tuple[Any, Any]:
     """The linter of the script's configuration with verify's --select/--ignore, and the
     configuration."""
-    from torchlint.config import ConfigError, expand, instantiate
+    from torchlint.config import ConfigError, instantiate
     from torchlint.linter import Linter
 
     script = options.script
     config = _load_config(script, options.config_file)
     try:
-        if options.select:
-            config.select = list(expand(options.select))
-        if options.ignore:
-            config.ignore.extend(expand(options.ignore))
+        config = config.selecting(options.select, (), options.ignore or ())
         codes = config.rules_for(script, config.selected_codes())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
