@@ -324,3 +324,24 @@ def test_multiline_finding_is_drawn_to_its_last_line():
         "14 |       y = 2",
         "   |",
     ]
+
+
+def test_code_frames_expand_tabs_so_carets_point_at_the_code():
+    """A tab-indented file: the frame shows spaces (to 4-column stops) and the carets
+    and the multi-line bar start under the flagged characters."""
+    text = "if x:\n\tloader = DataLoader(ds)\n\tval = DataLoader(\n\t\tds)\n"
+    one = Violation("TL201", "n", "m", 2, 11, 2, 25)  # `DataLoader(ds)`, after a tab
+    out = render("text", [FileResult("t.py", [one], text=text)], Context())
+    assert "\t" not in out
+    code = next(line for line in out.splitlines() if line.startswith("2 |"))
+    caret = next(line for line in out.splitlines() if "^" in line)
+    assert caret.index("^") == code.index("DataLoader")
+    assert caret.count("^") == len("DataLoader(ds)")
+    several = Violation("TL201", "n", "m", 3, 8, 4, 6)  # `DataLoader(\n\t\tds)`
+    frame = render("text", [FileResult("t.py", [several], text=text)], Context()).splitlines()
+    start = next(line for line in frame if line.startswith("3 |"))
+    lead = next(line for line in frame if line.rstrip().endswith("_^"))
+    assert lead.index("^") == start.index("DataLoader")
+    end = next(line for line in frame if line.startswith("4 |"))
+    close = next(line for line in frame if line.endswith("^ TL201"))
+    assert close.index("^") == end.index(")")
