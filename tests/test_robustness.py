@@ -20,7 +20,7 @@ from torchlint import linter
 from torchlint.config import instantiate, load_config
 from torchlint.linter import MAX_SYNTAX_TOKENS, MAX_TOKENS, Linter, LintError, parse
 from torchlint.results import Job
-from torchlint.runner import process_file
+from torchlint.runner import discover, display, process_file
 
 from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
@@ -400,3 +400,18 @@ def test_parser_falls_back_to_the_callers_stack(monkeypatch):
     parser = _ParserThread()
     assert parser.parse("x = 1\n").code == "x = 1\n"
     assert parser.thread is None
+
+
+def test_a_link_to_a_directory_named_like_a_python_file_is_a_warning(tmp_path):
+    """Links to directories are not followed (as git and ruff do not); one named `x.py`
+    looks like a file to check, so it is named in a warning, not skipped in silence."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(LOADER)
+    (tmp_path / "x.py").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    (tmp_path / "lib").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    found = discover([str(tmp_path)], load_config(None))
+    assert found.files == [tmp_path / "pkg" / "a.py"]
+    link = display(tmp_path / "x.py")
+    assert found.warnings == [f"{link}: a link to a directory, not followed; name it to check it"]
+    named = discover([str(tmp_path / "x.py")], load_config(None))
+    assert named.files == [tmp_path / "x.py" / "a.py"] and named.warnings == []

@@ -128,7 +128,7 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
             continue
         if path.is_dir():
             before = len(found.files)
-            for file in _walk(path, config, gitignore):
+            for file in _walk(path, config, gitignore, found.warnings):
                 add(file)
             if len(found.files) == before:
                 found.warnings.append(f"{raw}: no Python files found")
@@ -137,7 +137,11 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
     return found
 
 
-def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[Path]:
+def _walk(
+    root: Path, config: Config, gitignore: _GitIgnore | None, warnings: list[str]
+) -> Iterator[Path]:
+    """The Python files below `root`. Links to directories are not followed (as git and
+    ruff do not): one named like a Python file gets a warning, not silence."""
     for directory, dirnames, filenames in os.walk(root):
         base = Path(directory)
         keep = []
@@ -147,6 +151,10 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
                 gitignore and gitignore.ignored(sub.absolute(), True)
             ):
                 continue
+            if name.endswith(PYTHON_SUFFIXES) and os.path.islink(sub):
+                warnings.append(
+                    f"{display(sub)}: a link to a directory, not followed; name it to check it"
+                )
             keep.append(name)
         dirnames[:] = keep
         for name in sorted(filenames):
