@@ -21,7 +21,6 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 from torchlint.verify.options import VerifyOptions
 
-
 # click's exceptions, wherever this typer takes click from (a copy of its own lately).
 _CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
 
