@@ -50,10 +50,10 @@ def code_fingerprint() -> str:
     """A hash of the engine's and the rules' source files: editing a rule in
     development invalidates what it computed."""
     import torchlint
-    import torchlint.rules
+    from torchlint.registry import rules_package
 
     digest = hashlib.sha256(__version__.encode())
-    dirs = [Path(torchlint.__file__).parent, *map(Path, torchlint.rules.__path__)]
+    dirs = [Path(torchlint.__file__).parent, *map(Path, rules_package().__path__)]
     for directory in dirs:
         for path in sorted(directory.glob("*.py")):
             try:

@@ -1040,3 +1040,10 @@ def main() -> None:
         app(prog_name="torchlint")  # also as `python -m torchlint`
     except KeyboardInterrupt:
         sys.exit(130)
+    except RuntimeError as exc:
+        from torchlint.registry import RulesMissing  # not at start-up: it imports libcst
+
+        if not isinstance(exc, RulesMissing):
+            raise
+        _error(str(exc))
+        sys.exit(EXIT_ERROR)
