@@ -7,10 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+# Torch in the scripts the tests run uses one thread: with a test per core (xdist), more
+# only oversubscribe the cores (a CPU step then takes 40 times as long).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -86,6 +91,18 @@ def run_cli_unprivileged(*args: str, cwd: Path):
     )
 
 
+def needs_the_profiler_matcher() -> None:
+    """Skip, with the reason, where torch's profiler lacks the private pattern matcher
+    `--profile` reads and torch is newer than the releases it is checked on (2.14 dropped
+    it); on a checked release its absence is a failure, not a skip."""
+    torch = pytest.importorskip("torch")
+    from torchlint.verify import matcher
+
+    problem = matcher.problem()
+    if problem is not None and not matcher.checked_on(torch.__version__):
+        pytest.skip(f"--profile is checked on torch {matcher.checked_range()}: {problem}")
+
+
 def benchmark(name: str) -> ModuleType:
     """Import benchmarks/NAME.py (a folder of scripts, not a package)."""
     folder = str(ROOT / "benchmarks")
@@ -97,3 +114,13 @@ def benchmark(name: str) -> ModuleType:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True)
+def _own_temp_dir(tmp_path_factory, monkeypatch):
+    """What a test leaves in the temporary directory (verify's torchlint-verify-* logs,
+    the pymp-* and torchelastic_* folders of the processes it starts) goes to a folder
+    of its own under pytest's, which pytest removes (tmp_path_retention_policy)."""
+    folder = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))

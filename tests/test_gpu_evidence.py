@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, needs_the_profiler_matcher
 
 pytest.importorskip("torch")
 
@@ -78,7 +78,9 @@ def run_script(*args: str, python: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_end_to_end_on_the_cpu_with_wheels(tmp_path):
+    needs_the_profiler_matcher()  # the script's profile_cuda step runs --profile
     python = bare_python(tmp_path)
     probe = subprocess.run([str(python), "-c", "import torch, typer, libcst"], capture_output=True)
     assert probe.returncode != 0  # like the GPU machine: torch, typer, no libcst
