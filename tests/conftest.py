@@ -40,8 +40,36 @@ def run_cli(
     input: str | None = None,
     env: dict | None = None,
     timeout: float = 300,
-):
-    """Run the real `torchlint` command in a subprocess."""
+) -> subprocess.CompletedProcess[str]:
+    """The `torchlint` command, in this process (typer's test runner): what a test of
+    options, reports and exit codes needs, without an interpreter's start-up each time.
+    It forks no worker processes from the test's (TORCHLINT_WORKERS=1); `run_cli_process`
+    runs the real command, for what only a process shows (`timeout` is its)."""
+    from typer.testing import CliRunner
+
+    from torchlint.cli import app
+
+    settings = {"NO_COLOR": "1", "COLUMNS": "80", "TORCHLINT_WORKERS": "1"}  # as in CI
+    runner = CliRunner(env={**settings, **(env or {})})
+    previous = os.getcwd()
+    os.chdir(cwd or previous)
+    try:
+        result = runner.invoke(app, list(args), input=input, catch_exceptions=False)
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(
+        ["torchlint", *args], result.exit_code, result.stdout, result.stderr
+    )
+
+
+def run_cli_process(
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `torchlint` command (`python -m torchlint`) in a subprocess."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "torchlint", *args],
@@ -54,22 +82,6 @@ def run_cli(
     )
 
 
-def run_main(*args: str, cwd: Path, input: str | None = None, env: dict | None = None):
-    """The `torchlint` command in this process (typer's test runner), where a subprocess
-    would prove nothing more; the result has `exit_code`, `stdout` and `stderr`."""
-    from typer.testing import CliRunner
-
-    from torchlint.cli import app
-
-    runner = CliRunner(env={"NO_COLOR": "1", **(env or {})})
-    previous = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(app, list(args), input=input, catch_exceptions=False)
-    finally:
-        os.chdir(previous)
-
-
 # Root reads and writes through any permission: such tests drop privileges for the run.
 unprivileged = pytest.mark.skipif(
     os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs non-root or setpriv"
@@ -77,9 +89,9 @@ unprivileged = pytest.mark.skipif(
 
 
 def run_cli_unprivileged(*args: str, cwd: Path):
-    """`run_cli`, as user nobody when run by root (mark the test `unprivileged`)."""
+    """`run_cli_process`, as user nobody when run by root (mark the test `unprivileged`)."""
     if os.geteuid() != 0:
-        return run_cli(*args, cwd=cwd)
+        return run_cli_process(*args, cwd=cwd)
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     return subprocess.run(
         [*drop, sys.executable, "-m", "torchlint", *args],
@@ -109,11 +121,6 @@ def benchmark(name: str) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     return importlib.import_module(name)
-
-
-@pytest.fixture
-def cli():
-    return run_cli
 
 
 @pytest.fixture(autouse=True)

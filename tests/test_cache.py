@@ -107,6 +107,7 @@ def test_clean_removes_only_a_torchlint_cache(project):
     assert (precious / "data").read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_concurrent_runs_share_the_cache_safely(project):
     for i in range(30):
         (project / f"m{i}.py").write_text(LOADER * (i % 3 + 1))
@@ -188,6 +189,7 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
 
 
+@pytest.mark.slow
 def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
     files = _many(tmp_path, 24)
     config = load_config(None)

@@ -10,7 +10,7 @@ import pytest
 
 from torchlint import __version__
 
-from .conftest import FIXTURES, LOADER, run_cli, run_cli_unprivileged, run_main, unprivileged
+from .conftest import FIXTURES, LOADER, run_cli, run_cli_unprivileged, unprivileged
 
 
 @pytest.fixture
@@ -194,6 +194,7 @@ def test_a_syntax_error_is_exit_2_with_cpythons_position(tmp_path, source, where
     assert (tmp_path / "f.py").read_text() == source
 
 
+@pytest.mark.slow
 @unprivileged
 def test_unreadable_file(tmp_path):
     target = tmp_path / "secret.py"
@@ -275,8 +276,8 @@ def test_excludes_apply_below_the_named_directory_only(tmp_path):
     [("--bogus", None), ("--selct", "--select"), ("--verbos", "--verbose"), ("--fxi", "--fix")],
 )
 def test_a_mistyped_option_is_offered_only_close_names(tmp_path, typo, offered):
-    result = run_main("check", typo, cwd=tmp_path)
-    assert result.exit_code == 2
+    result = run_cli("check", typo, cwd=tmp_path)
+    assert result.returncode == 2
     error = result.stderr.splitlines()[-1]
     assert error.startswith(f"Error: No such option: {typo}")
     assert error.endswith(f"(Possible options: {offered})") if offered else error.endswith(typo)

@@ -10,7 +10,7 @@ from torchlint.config import Config, load_config
 from torchlint.options import Option, toml_value
 from torchlint.registry import all_rules
 
-from .conftest import LOADER, run_cli, run_main
+from .conftest import LOADER, run_cli
 
 
 def write_project(root: Path, config: str, name: str = "pyproject.toml") -> None:
@@ -102,8 +102,8 @@ def test_explicit_config_file(tmp_path):
 )
 def test_config_errors(tmp_path, config, message):
     write_project(tmp_path, config)
-    result = run_main("check", ".", cwd=tmp_path)
-    assert result.exit_code == 2
+    result = run_cli("check", ".", cwd=tmp_path)
+    assert result.returncode == 2
     assert message in result.stderr
     assert "pyproject.toml" in result.stderr
 
@@ -164,11 +164,11 @@ def test_command_line_select_replaces_select_and_extend_select(tmp_path):
 def test_show_settings_shows_the_effective_rules(tmp_path):
     (tmp_path / "pyproject.toml").write_text(SELECTING)
     (tmp_path / "train.py").write_text(LOADER)
-    result = run_main("check", "--show-settings", "--select", "TL20", ".", cwd=tmp_path)
-    assert result.exit_code == 0
+    result = run_cli("check", "--show-settings", "--select", "TL20", ".", cwd=tmp_path)
+    assert result.returncode == 0
     rules = [line for line in result.stdout.splitlines() if line.startswith("rules = ")]
     codes = [c for c in all_rules() if c.startswith("TL20")]
     assert rules == ["rules = [" + ", ".join(f'"{c}"' for c in codes) + "]"]
     assert "force-exclude = false" in result.stdout  # TOML's spelling
-    found = run_main("check", "--output-format", "concise", "--select", "TL20", ".", cwd=tmp_path)
+    found = run_cli("check", "--output-format", "concise", "--select", "TL20", ".", cwd=tmp_path)
     assert {line.split()[1] for line in found.stdout.splitlines() if ": TL" in line} <= set(codes)

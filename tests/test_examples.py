@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, run_cli, run_cli_process
+
+pytestmark = pytest.mark.slow  # the bundled examples run with torch, and verify
 
 SCRIPTS = ("train_classifier.py", "finetune_and_evaluate.py")
 ARGS = {"train_classifier.py": ["--steps", "3"]}  # 3 steps an epoch of its 50,000 samples
@@ -59,7 +61,6 @@ def test_fixed_scripts_run_on_cpu(fixed_examples, name):
     assert "epoch 1" in result.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="verify runs torch")
 def test_the_readme_verify_command_runs_in_a_clean_clone(tmp_path):
     """Issue #26: as the README wrote it, `verify` failed on the bundled example (too few
@@ -76,7 +77,7 @@ def test_the_readme_verify_command_runs_in_a_clean_clone(tmp_path):
         subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
     out_json = tmp_path / "verify.json"
     args = [*command[:short], "--repeats", "1", "--warmup-runs", "0", "--json", str(out_json)]
-    result = run_cli("verify", *args, *command[short:], cwd=repo, timeout=600)
+    result = run_cli_process("verify", *args, *command[short:], cwd=repo, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     runs = json.loads(out_json.read_text())["runs"]
     assert [(r["variant"], r["status"]) for r in runs] == [("original", "ok"), ("fixed", "ok")]

@@ -21,6 +21,8 @@ import pytest
 
 from .conftest import FIXTURES, ROOT, run_cli
 
+pytestmark = pytest.mark.slow  # fixed scripts run under spawn and forkserver
+
 E2E = FIXTURES / "e2e"
 # Not fixtures/e2e/cifar_nodevice: the tutorial script already starts workers at module
 # level, so it fails under spawn before any fix.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -21,7 +22,11 @@ import pytest
 
 from .conftest import ROOT, needs_the_profiler_matcher
 
-pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.slow,  # benchmarks/gpu_evidence.sh end to end, in venvs
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="it runs torch"),
+]
+
 
 SCRIPT = ROOT / "benchmarks" / "gpu_evidence.sh"
 LACKING = ("libcst", "PyYAML", "pathspec")  # what the GPU machine lacks
@@ -78,7 +83,6 @@ def run_script(*args: str, python: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_end_to_end_on_the_cpu_with_wheels(tmp_path):
     needs_the_profiler_matcher()  # the script's profile_cuda step runs --profile
     python = bare_python(tmp_path)

@@ -34,6 +34,7 @@ def test_the_base_install_pulls_neither_pygls_nor_torch():
     assert server == {"pygls", "lsprotocol"}
 
 
+@pytest.mark.slow
 def test_wheel_contains_rules_as_torchlint_rules(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],

@@ -170,7 +170,7 @@ def test_sarif_is_valid_and_describes_every_rule(project):
         assert {"performance", "gpu"} <= set(rule["properties"]["tags"])
     for result in run["results"]:
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
-    first = run["results"][0]
+    first = next(r for r in run["results"] if r["ruleId"] == "TL201")
     uri = first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "odd%20dir%2C%2050%25%3A%20x/tr%C3%A4in.py"
     assert first["fixes"][0]["artifactChanges"][0]["replacements"]
@@ -196,12 +196,13 @@ def test_json_formats_follow_the_documented_schema(project):
     jsonschema.Draft202012Validator(schema).validate(items)
     lines = run_format(project, "json-lines").stdout.splitlines()
     assert [json.loads(line) for line in lines] == items
-    assert items[0]["location"] == {"row": 5, "column": 11}  # code points
+    findings = [item for item in items if item["code"] == "TL201"]
+    assert findings[0]["location"] == {"row": 5, "column": 11}  # code points
 
 
 def test_rdjson_counts_utf8_bytes(project):
     report = json.loads(run_format(project, "rdjson").stdout)
-    first = report["diagnostics"][0]
+    first = next(d for d in report["diagnostics"] if d["code"]["value"] == "TL201")
     assert first["location"]["range"]["start"] == {"line": 5, "column": 12}  # é is 2 bytes
     lines = run_format(project, "rdjsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == report["diagnostics"]
@@ -209,15 +210,16 @@ def test_rdjson_counts_utf8_bytes(project):
 
 def test_gitlab_fingerprints_ignore_line_numbers(project, tmp_path):
     before = json.loads(run_format(project, "gitlab").stdout)
+    (tmp_path / "shifted" / ODD_DIR).mkdir(parents=True)
+    (tmp_path / "shifted" / BROKEN).write_text("import torch\n\nx = (1,\n", encoding="utf-8")
     shifted = tmp_path / "shifted"
-    (shifted / ODD_DIR).mkdir(parents=True)
     (shifted / ".git").mkdir()
     (shifted / ODD_DIR / "träin.py").write_text("\n\n" + SOURCE, encoding="utf-8")
     (shifted / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     after = json.loads(run_format(shifted, "gitlab").stdout)
     assert [i["fingerprint"] for i in before] == [i["fingerprint"] for i in after]
     lines = [i["location"].get("positions", {}).get("begin", {}).get("line") for i in after]
-    assert lines == [7, 8, None]  # the notebook's finding is on the whole file
+    assert lines == [1, 3, 7, 8, None]  # the notebook's finding is on the whole file
     assert len({i["fingerprint"] for i in before}) == len(before)
 
 
@@ -226,7 +228,7 @@ def test_paths_are_relative_to_the_repository_root(project):
     result = run_cli("check", "--output-format", "github", "träin.py", cwd=sub)
     assert "::warning file=odd dir%2C 50%25%3A x/träin.py,line=5," in result.stdout
     gitlab = json.loads(run_cli("check", "--output-format", "gitlab", ".", cwd=sub).stdout)
-    assert gitlab[0]["location"]["path"] == f"{ODD_DIR}/träin.py"
+    assert [i["location"]["path"] for i in gitlab][:2] == [BROKEN, f"{ODD_DIR}/träin.py"]
 
 
 def test_junit_is_well_formed(project):

@@ -107,6 +107,7 @@ def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
     assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx = 1\n"
 
 
+@pytest.mark.slow
 def test_very_long_line_and_many_lines(tmp_path):
     long_line = "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n"
     (tmp_path / "long.py").write_text(LOADER + long_line)
@@ -130,6 +131,7 @@ NESTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(NESTED))
 def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
     (tmp_path / "deep.py").write_text(LOADER + NESTED[kind] + "\n")
@@ -141,6 +143,7 @@ def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
     assert "ok.py:3:10: TL201" in result.stdout  # the other files are still linted
 
 
+@pytest.mark.slow
 def test_nesting_python_accepts_is_linted_or_refused_cleanly():
     # Deep but legal: either analysed, or a LintError; never a crash or RecursionError.
     linter = Linter(_rules())
@@ -154,6 +157,7 @@ def test_nesting_python_accepts_is_linted_or_refused_cleanly():
             assert [v.code for v in found] == ["TL201"]
 
 
+@pytest.mark.slow
 def test_parse_has_a_large_stack():
     # 2,500 levels: over what libcst's parser survives on a 1 MB stack, under what
     # CPython refuses; parsed (on the parser thread) or refused, never a crash.
@@ -298,6 +302,7 @@ def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
     assert text.stdout.endswith("Found 3 problems.\n[*] 2 fixable with `--fix`.\n")
 
 
+@pytest.mark.slow
 @unprivileged
 def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
     project = tmp_path / "ro"

@@ -40,7 +40,10 @@ from .lsp_client import (
     vscode,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+]  # the language server over stdio, with a real client
 
 UNSAFE = '[tool.torchlint]\nselect = ["ALL"]\nunsafe-fixes = true\n'
 EXAMPLE = (ROOT / "examples" / "train_classifier.py").read_text()

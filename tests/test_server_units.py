@@ -179,6 +179,7 @@ def test_a_notebook_edited_cell_by_cell_is_linted_as_a_whole_one(tmp_path):
     assert reused >= 2 * 12  # the functions' cell, kept while the loader's changed...
 
 
+@pytest.mark.slow
 def test_the_server_command():
     result = run_cli("server", "--help")
     assert result.returncode == 0 and "language server" in result.stdout

@@ -417,6 +417,7 @@ c = torch.mm(torch.randn(6, 8), torch.randn(8, 8))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cuda", [False, True])
 def test_cuda_only_patterns_on_real_events(tmp_path, monkeypatch, cuda):
     """On the CPU, torch's own classes match what only means something on a GPU (a CPU
@@ -462,6 +463,7 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
 """
 
 
+@pytest.mark.slow
 def test_an_op_dispatched_again_inside_itself_counts_once(tmp_path):
     """Under autocast `aten::conv2d` runs inside `aten::conv2d`: PyTorch's class matches
     both, torchlint counts the call once (and its time once)."""
@@ -586,6 +588,7 @@ def test_torch_without_the_matcher_is_bad_input(monkeypatch):
 CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rules}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "args", "confirmed"),
     [
@@ -627,6 +630,7 @@ def test_bundled_examples(tmp_path, script, args, confirmed):
     assert "<table" in page.read_text() and "torchlint verify --profile" in page.read_text()
 
 
+@pytest.mark.slow
 def test_a_pattern_torchlint_misses_is_seen_at_run_time_only(tmp_path):
     """The bundled example made for it: TL603 finds the conv bias before BatchNorm in
     `forward`, not the same in a `nn.ModuleList` (whose order it does not read); TL605
@@ -660,6 +664,7 @@ def test_a_pattern_torchlint_misses_is_seen_at_run_time_only(tmp_path):
     assert "Seen at run time only" in result.stdout and "Conv2d with a bias" in result.stdout
 
 
+@pytest.mark.slow
 def test_edge_cases(tmp_path):
     needs_the_profiler_matcher()
     out_json = tmp_path / "p.json"
@@ -691,6 +696,7 @@ def test_edge_cases(tmp_path):
     assert "summary: 2 of 3 checkable finding(s) confirmed, 1 not seen" in out
 
 
+@pytest.mark.slow
 def test_a_script_that_fails_after_some_steps(tmp_path):
     needs_the_profiler_matcher()
     script = tmp_path / "fails.py"
@@ -715,6 +721,7 @@ def test_a_script_that_fails_after_some_steps(tmp_path):
     assert "the profile covers what ran until then" in out and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_script_that_never_imports_torch(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('hello')\n")
@@ -724,6 +731,7 @@ def test_a_script_that_never_imports_torch(tmp_path):
     assert "could not be profiled" in out and "without importing torch" in out
 
 
+@pytest.mark.slow
 def test_a_script_that_runs_its_own_profiler(tmp_path):
     """Its profiler ends the session: said so, not reported as code that did not run."""
     script = tmp_path / "profiles.py"

@@ -7,6 +7,7 @@ cores.
 from __future__ import annotations
 
 import html
+import importlib.util
 import io
 import json
 import re
@@ -24,7 +25,14 @@ from torchlint.verify.stats import run_metrics
 
 from .conftest import ROOT, run_cli
 
-pytest.importorskip("torch", reason="the verifier runs training scripts with torch")
+pytestmark = [
+    pytest.mark.slow,  # real verify runs: scripts with torch in subprocesses
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None,
+        reason="the verifier runs training scripts with torch",
+    ),
+]
+
 
 EXAMPLE = ROOT / "examples" / "verify" / "slow_loader.py"
 

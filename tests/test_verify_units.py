@@ -550,6 +550,7 @@ def test_the_no_gpu_hint_with_nvidia_tools_present(tmp_path):
     assert "run `nvidia-smi`" in command.gpu_hint({"PATH": str(tmp_path)}, "linux")
 
 
+@pytest.mark.slow
 def test_png_plot_when_matplotlib_is_there(tmp_path):
     pytest.importorskip("matplotlib")
     from torchlint.verify.plot import write as write_plot
@@ -559,6 +560,7 @@ def test_png_plot_when_matplotlib_is_there(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_module_entry_point_is_the_same_command(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "torchlint.verify", "missing.py", "--steps", "3", "--", "-x"],
@@ -575,6 +577,7 @@ def test_module_entry_point_is_the_same_command(tmp_path):
 # -- the launcher's counting ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_only_batches_that_feed_optimizer_steps_are_counted(tmp_path):
     torch = pytest.importorskip("torch")
     counter = Counter({"channel": str(tmp_path / "c"), "warmup": 1, "steps": 1000})
