@@ -7,6 +7,9 @@ Builds a corpus from the .py files of PyTorch packages' wheels (downloaded once,
 venvs there, then runs every tool on the same files, interleaved round by round, and
 prints a Markdown table (median of the rounds) and the issue #7 targets, met or not.
 
+Every run is checked before it counts (exit code, no crash, for torchlint every file
+checked and its findings counted from its output; cold, warm and one-process runs must
+agree): a run that did not do its work stops the benchmark with no figures printed.
 CPU is user + system time of the tool's process and all its children (worker processes
 included); memory is the peak of the summed proportional set size (PSS) of the process
 tree, sampled every 20 ms (Linux; elsewhere the largest single process's RSS).
@@ -20,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -29,6 +33,7 @@ import threading
 import time
 import venv
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,46 +133,117 @@ class Sample:
     wall: float
     peak_mb: float
     returncode: int
+    stdout: str = field(default="", repr=False)
+    stderr: str = field(default="", repr=False)
+    findings: int | None = None  # counted from the output, where the tool's check does
 
 
 def measure(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Sample:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    peak = [0]
-    done = threading.Event()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=out, stderr=err)
+        peak = [0]
+        done = threading.Event()
 
-    def sample() -> None:
-        while not done.wait(0.02):
-            peak[0] = max(peak[0], sum(_pss_kb(p) for p in _tree(proc.pid)))
+        def sample() -> None:
+            while not done.wait(0.02):
+                peak[0] = max(peak[0], sum(_pss_kb(p) for p in _tree(proc.pid)))
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    if sys.platform == "linux":
-        sampler.start()
-    stderr = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    done.set()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1):
-        tail = stderr.decode(errors="replace")[-2000:]
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+        sampler = threading.Thread(target=sample, daemon=True)
+        if sys.platform == "linux":
+            sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        done.set()
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
     peak_mb = peak[0] / 1024 if peak[0] else usage.ru_maxrss / 1024
-    return Sample(usage.ru_utime + usage.ru_stime, wall, peak_mb, proc.returncode)
+    returncode = os.waitstatus_to_exitcode(status)
+    return Sample(usage.ru_utime + usage.ru_stime, wall, peak_mb, returncode, stdout, stderr)
+
+
+# -- did the run do its work? ---------------------------------------------------------
+# Each returns why a run's figures mean nothing (it crashed, checked too few files,
+# found nothing where there is something), or None. A crash measured as a figure is
+# worse than no figure: bench refuses to print one.
+
+Check = Callable[[Sample], str | None]
+
+
+def exits(*codes: int, finding: str | None = None) -> Check:
+    """The exit code is one of `codes`, nothing crashed, and (`finding`: a regular
+    expression one line of the output matches per finding) something was found."""
+
+    def check(sample: Sample) -> str | None:
+        if sample.returncode not in codes:
+            return f"exit code {sample.returncode}, expected {' or '.join(map(str, codes))}"
+        if "Traceback (most recent call last)" in sample.stderr or "panicked" in sample.stderr:
+            return "it crashed"
+        if finding is not None:
+            sample.findings = len(re.findall(finding, sample.stdout, re.M))
+            if not sample.findings:
+                return "it found nothing (the corpus has findings for every tool)"
+        return None
+
+    return check
+
+
+def checked(files: int) -> Check:
+    """A `torchlint check -v --output-format json-lines --exit-zero` run: exit 0, every
+    one of `files` checked (from its -v lines), no file in error, and its findings."""
+
+    def check(sample: Sample) -> str | None:
+        problem = exits(0)(sample)
+        if problem is not None:
+            return problem
+        announced = re.search(r"^torchlint: (\d+) files? to check$", sample.stderr, re.M)
+        done = len(re.findall(r"^torchlint: checked ", sample.stderr, re.M))
+        if announced is None or int(announced[1]) != files or done != files:
+            return f"it checked {done} of the {files} files"
+        records = [json.loads(line) for line in sample.stdout.splitlines()]
+        broken = [r["filename"] for r in records if r["code"] in ("TL000", "TL900", "TL901")]
+        if broken:
+            return f"{len(broken)} file(s) could not be checked, {broken[0]} first"
+        sample.findings = len(records)
+        return None if records else "it found nothing (the corpus has findings)"
+
+    return check
+
+
+def versioned(sample: Sample) -> str | None:
+    problem = exits(0)(sample)
+    if problem is None and not sample.stdout.startswith("torchlint "):
+        return f"it printed {sample.stdout[:80]!r}, not torchlint's version"
+    return problem
 
 
 @dataclass
 class Tool:
     name: str
     cmd: list[str]
+    check: Check
     env: dict[str, str] = field(default_factory=dict)
     rounds: int = 1_000
     samples: list[Sample] = field(default_factory=list)
 
     def median(self, attr: str) -> float:
         return statistics.median(getattr(s, attr) for s in self.samples)
+
+    def run(self, cwd: Path) -> None:
+        """One more sample; SystemExit (no figures) when the run did not do its work."""
+        sample = measure(self.cmd, cwd, self.env)
+        problem = self.check(sample)
+        if problem is not None:
+            tail = (sample.stderr or sample.stdout)[-2000:]
+            raise SystemExit(
+                f"{self.name}: {problem}; no figures printed.\n"
+                f"command: {' '.join(self.cmd)}\n{tail}"
+            )
+        sample.stdout = sample.stderr = ""  # checked: not kept for --json
+        self.samples.append(sample)
 
 
 def count(root: Path) -> tuple[int, int]:
@@ -199,30 +275,55 @@ def main() -> None:
     ten = [str(p) for p in every[:: max(1, len(every) // 10)][:10]]  # a spread of sizes
 
     ruff_cmd = [str(ruff / "ruff"), "check", "--isolated", "--no-cache", "--exit-zero", "-q"]
+    # -v counts the files checked, json-lines the findings: what `checked` reads.
+    check = [*tl, "check", "--config", config, "--exit-zero", "-v", "--output-format", "json-lines"]
     tools = [
-        Tool("LibCST parse only (1 process)", [sys.executable, "-c", PARSE_ONLY, str(tree)]),
+        Tool(
+            "LibCST parse only (1 process)", [sys.executable, "-c", PARSE_ONLY, str(tree)], exits(0)
+        ),
         Tool(
             "torchlint cold",
-            [*tl, "check", "--config", config, "--exit-zero", "-q", str(tree)],
+            [*check, str(tree)],
+            checked(files),
             {"TORCHLINT_CACHE_DIR": str(cache_dir)},
         ),
         Tool(
             "torchlint warm (nothing changed)",
-            [*tl, "check", "--config", config, "--exit-zero", "-q", str(tree)],
+            [*check, str(tree)],
+            checked(files),
             {"TORCHLINT_CACHE_DIR": str(cache_dir)},
         ),
         Tool(
             "torchlint cold, 1 process",
-            [*tl, "check", "--config", config, "--no-cache", "--exit-zero", "-q", str(tree)],
+            [*check, "--no-cache", str(tree)],
+            checked(files),
             {"TORCHLINT_WORKERS": "1"},
         ),
-        Tool(f"TorchFix {TORCHFIX.split('==')[1]}", [str(torchfix / "torchfix"), str(tree)]),
+        Tool(
+            f"TorchFix {TORCHFIX.split('==')[1]}",
+            [str(torchfix / "torchfix"), str(tree)],
+            exits(0, 1, finding=r":\d+:\d+: TOR\d+"),
+        ),
         Tool(
             f"ruff {RUFF.split('==')[1]}",
             [*ruff_cmd, "--no-respect-gitignore", str(tree)],
+            exits(0, finding=r":\d+:\d+: [A-Z]+\d+"),
         ),
-        Tool("torchlint, 10 files, no cache (pre-commit)", [*tl, "check", "--no-cache", *ten]),
-        Tool("torchlint --version", [*tl, "--version"]),
+        Tool(
+            "torchlint, 10 files, no cache (pre-commit)",
+            [
+                *tl,
+                "check",
+                "--no-cache",
+                "--exit-zero",
+                "-v",
+                "--output-format",
+                "json-lines",
+                *ten,
+            ],
+            checked(len(ten)),
+        ),
+        Tool("torchlint --version", [*tl, "--version"], versioned),
     ]
     tools[4].rounds = args.torchfix_rounds
     for r in range(args.rounds):
@@ -235,8 +336,13 @@ def main() -> None:
             if len(tool.samples) >= tool.rounds:
                 continue
             print(f"round {r + 1}: {tool.name} ...", file=sys.stderr, flush=True)
-            tool.samples.append(measure(tool.cmd, ROOT, tool.env))
+            tool.run(ROOT)
     shutil.rmtree(cache_dir, ignore_errors=True)
+    counts = {s.findings for t in tools[1:4] for s in t.samples}
+    if len(counts) != 1:  # cold, warm and one process must agree
+        raise SystemExit(
+            f"torchlint's runs disagree on the findings ({sorted(counts)}); no figures"
+        )
     report(tools, files, lines, args)
 
 

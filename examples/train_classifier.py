@@ -1,7 +1,7 @@
 """Train a small image classifier (CIFAR-10 shaped synthetic data so it runs anywhere).
 
 A typical first training script: it works, but leaves a GPU mostly idle.
-Run: python train_classifier.py [--epochs N] [--steps N]
+Run: python train_classifier.py [--epochs N] [--steps N]  (--steps: per epoch, 0 = all)
 """
 
 import argparse
@@ -13,20 +13,20 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SyntheticCIFAR(Dataset):
-    """Random 3x32x32 images with labels; __getitem__ does some per-sample work."""
+    """CIFAR-10's 50,000 random 3x32x32 images with labels, each made when it is read
+    (as a decoder would); __getitem__ does some per-sample work."""
 
-    def __init__(self, size: int = 512) -> None:
-        generator = torch.Generator().manual_seed(0)
-        self.images = torch.randn(size, 3, 32, 32, generator=generator)
-        self.labels = torch.randint(0, 10, (size,), generator=generator)
+    def __init__(self, size: int = 50_000) -> None:
+        self.size = size
 
     def __len__(self) -> int:
-        return len(self.labels)
+        return self.size
 
     def __getitem__(self, index: int):
-        image = self.images[index]
+        generator = torch.Generator().manual_seed(index)
+        image = torch.randn(3, 32, 32, generator=generator)
         image = (image - image.mean()) / (image.std() + 1e-6)  # per-sample normalisation
-        return image, self.labels[index]
+        return image, int(torch.randint(0, 10, (), generator=generator))
 
 
 class Net(nn.Module):
@@ -45,7 +45,7 @@ class Net(nn.Module):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=4, help="steps per epoch (0 = all)")
+    parser.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = all)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -54,7 +54,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     for epoch in range(args.epochs):
-        running_loss = 0.0
+        running_loss, steps = 0.0, 0
         for step, (images, labels) in enumerate(train_loader):
             if args.steps and step >= args.steps:
                 break
@@ -63,8 +63,9 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             running_loss += loss
+            steps += 1
             torch.cuda.empty_cache()
-        print(f"epoch {epoch}: loss {running_loss / max(1, args.steps):.4f}")
+        print(f"epoch {epoch}: loss {running_loss / max(1, steps):.4f}")
 
     torch.save(model.state_dict(), "classifier.pt")
 

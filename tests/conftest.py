@@ -7,10 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+# Torch in the scripts the tests run uses one thread: with a test per core (xdist), more
+# only oversubscribe the cores (a CPU step then takes 40 times as long).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -35,8 +40,36 @@ def run_cli(
     input: str | None = None,
     env: dict | None = None,
     timeout: float = 300,
-):
-    """Run the real `torchlint` command in a subprocess."""
+) -> subprocess.CompletedProcess[str]:
+    """The `torchlint` command, in this process (typer's test runner): what a test of
+    options, reports and exit codes needs, without an interpreter's start-up each time.
+    It forks no worker processes from the test's (TORCHLINT_WORKERS=1); `run_cli_process`
+    runs the real command, for what only a process shows (`timeout` is its)."""
+    from typer.testing import CliRunner
+
+    from torchlint.cli import app
+
+    settings = {"NO_COLOR": "1", "COLUMNS": "80", "TORCHLINT_WORKERS": "1"}  # as in CI
+    runner = CliRunner(env={**settings, **(env or {})})
+    previous = os.getcwd()
+    os.chdir(cwd or previous)
+    try:
+        result = runner.invoke(app, list(args), input=input, catch_exceptions=False)
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(
+        ["torchlint", *args], result.exit_code, result.stdout, result.stderr
+    )
+
+
+def run_cli_process(
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `torchlint` command (`python -m torchlint`) in a subprocess."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "torchlint", *args],
@@ -56,9 +89,9 @@ unprivileged = pytest.mark.skipif(
 
 
 def run_cli_unprivileged(*args: str, cwd: Path):
-    """`run_cli`, as user nobody when run by root (mark the test `unprivileged`)."""
+    """`run_cli_process`, as user nobody when run by root (mark the test `unprivileged`)."""
     if os.geteuid() != 0:
-        return run_cli(*args, cwd=cwd)
+        return run_cli_process(*args, cwd=cwd)
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     return subprocess.run(
         [*drop, sys.executable, "-m", "torchlint", *args],
@@ -70,6 +103,18 @@ def run_cli_unprivileged(*args: str, cwd: Path):
     )
 
 
+def needs_the_profiler_matcher() -> None:
+    """Skip, with the reason, where torch's profiler lacks the private pattern matcher
+    `--profile` reads and torch is newer than the releases it is checked on (2.14 dropped
+    it); on a checked release its absence is a failure, not a skip."""
+    torch = pytest.importorskip("torch")
+    from torchlint.verify import matcher
+
+    problem = matcher.problem()
+    if problem is not None and not matcher.checked_on(torch.__version__):
+        pytest.skip(f"--profile is checked on torch {matcher.checked_range()}: {problem}")
+
+
 def benchmark(name: str) -> ModuleType:
     """Import benchmarks/NAME.py (a folder of scripts, not a package)."""
     folder = str(ROOT / "benchmarks")
@@ -78,6 +123,11 @@ def benchmark(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-@pytest.fixture
-def cli():
-    return run_cli
+@pytest.fixture(autouse=True)
+def _own_temp_dir(tmp_path_factory, monkeypatch):
+    """What a test leaves in the temporary directory (verify's torchlint-verify-* logs,
+    the pymp-* and torchelastic_* folders of the processes it starts) goes to a folder
+    of its own under pytest's, which pytest removes (tmp_path_retention_policy)."""
+    folder = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))

@@ -22,6 +22,8 @@ import yaml
 
 from .conftest import LOADER, ROOT
 
+pytestmark = pytest.mark.slow  # the GitHub Action's steps, run for real
+
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 COMPARISON = re.compile(r"^([\w.-]+) (==|!=) '([^']*)'$")
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))

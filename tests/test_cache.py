@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import torchlint.parallel as parallel
-from torchlint.cache import DIRNAME, TAG, Cache, code_fingerprint
+from torchlint.cache import DIRNAME, FORMAT, TAG, Cache, code_fingerprint
 from torchlint.config import load_config
 from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
 
@@ -26,8 +26,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def _entries(root: Path) -> list[Path]:
-    """The stored results (the project's summaries are beside them, in project-v1/)."""
-    return sorted(p for p in (root / DIRNAME / "v1").rglob("*") if p.is_file())
+    """The stored results (the project's summaries are beside them, in project-v*/)."""
+    return sorted(p for p in (root / DIRNAME / f"v{FORMAT}").rglob("*") if p.is_file())
 
 
 def _same(a, b) -> None:
@@ -106,6 +106,7 @@ def test_clean_removes_only_a_torchlint_cache(project):
     assert (precious / "data").read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_concurrent_runs_share_the_cache_safely(project):
     for i in range(30):
         (project / f"m{i}.py").write_text(LOADER * (i % 3 + 1))
@@ -187,6 +188,7 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
 
 
+@pytest.mark.slow
 def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
     files = _many(tmp_path, 24)
     config = load_config(None)

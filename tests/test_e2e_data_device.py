@@ -29,6 +29,8 @@ from torchlint.registry import all_rules
 
 from .conftest import FIXTURES, ROOT
 
+pytestmark = pytest.mark.slow  # fixed scripts run with torch
+
 # Only these rules: the TL3xx-TL5xx families evolve separately and must not move this test.
 CODES = ["TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106"]
 CODES += ["TL201", "TL202", "TL203", "TL204"]

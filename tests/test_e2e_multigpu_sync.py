@@ -22,6 +22,8 @@ from torchlint.semantic import Settings
 
 from .conftest import FIXTURES
 
+pytestmark = pytest.mark.slow  # fixed scripts run with torch
+
 E2E = FIXTURES / "e2e" / "naive_gpu"
 # Kept explicit (not "every TL3-TL5 rule") so that rules added elsewhere do not move
 # this fixture under our feet.

@@ -90,6 +90,7 @@ def test_unjudged_shows_context_and_rows_to_fill(tmp_path):
     assert not any("repo/train.py:2" in line for line in out)
 
 
+@pytest.mark.slow
 def test_corpus_still_gives_the_baseline():
     """One repository of the corpus (the quickest) re-run: its findings are the baseline's."""
     repo = eco.CORPUS / "pytorch-tutorial"

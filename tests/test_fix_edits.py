@@ -60,6 +60,7 @@ def assert_every_fix_matches(source: str) -> int:
     return len(diagnostics)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/*.py")), ids=lambda p: str(p.parent.name))
 def test_fixture_fixes(path: Path):
     source = path.read_text(encoding="utf-8")
@@ -67,6 +68,7 @@ def test_fixture_fixes(path: Path):
     assert_every_fix_matches(source.rstrip("\n"))  # libcst drops and adds the last newline
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

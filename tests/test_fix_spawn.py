@@ -21,11 +21,16 @@ import pytest
 
 from .conftest import FIXTURES, ROOT, run_cli
 
+pytestmark = pytest.mark.slow  # fixed scripts run under spawn and forkserver
+
 E2E = FIXTURES / "e2e"
 # Not fixtures/e2e/cifar_nodevice: the tutorial script already starts workers at module
 # level, so it fails under spawn before any fix.
 SCRIPTS = {
-    "train_classifier": (ROOT / "examples" / "train_classifier.py", ["--epochs", "1"]),
+    "train_classifier": (
+        ROOT / "examples" / "train_classifier.py",
+        ["--epochs", "1", "--steps", "3"],
+    ),
     "finetune_and_evaluate": (ROOT / "examples" / "finetune_and_evaluate.py", []),
     "slow_loader": (
         ROOT / "examples" / "verify" / "slow_loader.py",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -19,9 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, needs_the_profiler_matcher
 
-pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.slow,  # benchmarks/gpu_evidence.sh end to end, in venvs
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="it runs torch"),
+]
+
 
 SCRIPT = ROOT / "benchmarks" / "gpu_evidence.sh"
 LACKING = ("libcst", "PyYAML", "pathspec")  # what the GPU machine lacks
@@ -79,6 +84,7 @@ def run_script(*args: str, python: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_end_to_end_on_the_cpu_with_wheels(tmp_path):
+    needs_the_profiler_matcher()  # the script's profile_cuda step runs --profile
     python = bare_python(tmp_path)
     probe = subprocess.run([str(python), "-c", "import torch, typer, libcst"], capture_output=True)
     assert probe.returncode != 0  # like the GPU machine: torch, typer, no libcst

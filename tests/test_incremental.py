@@ -91,6 +91,7 @@ def _error(exc: LintError) -> tuple:
     return (type(exc), getattr(exc, "line", None), getattr(exc, "column", None), str(exc))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_random_edits_give_the_tree_of_a_whole_parse(seed):
     rng = random.Random(seed)

@@ -588,11 +588,15 @@ def test_a_syntax_error_in_a_cell_is_one_clear_line_and_the_file_is_untouched(tm
     before = path.read_bytes()
     result = run_cli("fix", "--unsafe-fixes", *SELECT, "broken.ipynb", cwd=tmp_path)
     assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if "error" in line]
-    assert errors == [
+    assert result.stderr == ""  # the report says it, in the cell's positions
+    assert result.stdout.startswith("broken.ipynb:cell 5:1:16: TL000 SyntaxError: expected ':'\n")
+    assert path.read_bytes() == before
+    json_report = run_cli("check", *SELECT, "--output-format", "json", "broken.ipynb", cwd=tmp_path)
+    assert json_report.stderr.splitlines() == [
         "torchlint: error: broken.ipynb: syntax error in cell 5 at 1:16: expected ':'"
     ]
-    assert path.read_bytes() == before
+    [record] = [v for v in json.loads(json_report.stdout) if v["code"] == "TL000"]
+    assert (record["cell"], record["location"]) == (5, {"row": 1, "column": 16})
 
 
 def test_a_broken_cell_with_the_cli_reports_the_others_findings(tmp_path):
@@ -603,9 +607,10 @@ def test_a_broken_cell_with_the_cli_reports_the_others_findings(tmp_path):
     for command in ("check", "fix"):
         result = run_cli(command, "--unsafe-fixes", *SELECT, "-q", "broken.ipynb", cwd=tmp_path)
         assert result.returncode == 2
-        assert result.stderr.splitlines() == [
-            "torchlint: error: broken.ipynb: syntax error in cell 1 at 1:5: '(' was never closed"
-        ]
+        assert result.stderr == ""
+        assert result.stdout.startswith(
+            "broken.ipynb:cell 1:1:5: TL000 SyntaxError: '(' was never closed\n"
+        )
         assert "broken.ipynb:cell 5:3:10: TL201" in result.stdout
         assert path.read_bytes() == before
 
@@ -615,9 +620,9 @@ def test_invalid_json_is_a_clear_error(tmp_path):
     path.write_text('{"cells": [}\n', encoding="utf-8")
     result = run_cli("check", *SELECT, "bad.ipynb", cwd=tmp_path)
     assert result.returncode == 2
-    assert (
-        "torchlint: error: bad.ipynb: invalid notebook: not valid JSON "
-        "(Expecting value at line 1, column 12)" in result.stderr
+    assert result.stdout.startswith(
+        "bad.ipynb:1:1: TL900 invalid notebook: not valid JSON "
+        "(Expecting value at line 1, column 12)\n"
     )
     assert path.read_text(encoding="utf-8") == '{"cells": [}\n'
 

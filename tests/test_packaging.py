@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
 from importlib.metadata import requires
 
-from .conftest import ROOT
+import pytest
+
+from .conftest import FIXTURES, ROOT
 
 
 def test_torch_only_in_the_verify_extra():
@@ -30,6 +34,7 @@ def test_the_base_install_pulls_neither_pygls_nor_torch():
     assert server == {"pygls", "lsprotocol"}
 
 
+@pytest.mark.slow
 def test_wheel_contains_rules_as_torchlint_rules(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
@@ -56,3 +61,45 @@ def test_every_subpackage_is_listed_for_the_wheel():
         for p in (ROOT / "torchlint").rglob("__init__.py")
     }
     assert found == listed
+
+
+# `python -m torchlint` as it runs with a regular (not editable) install of torchlint:
+# the editable install's import hook, which maps torchlint.rules to rules/, is removed.
+AS_INSTALLED = """
+import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.argv[0] = "torchlint"
+runpy.run_module("torchlint", run_name="__main__", alter_sys=True)
+"""
+
+
+def as_installed(*args: str, cwd):
+    return subprocess.run(
+        [sys.executable, "-c", AS_INSTALLED, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_python_m_torchlint_in_a_checkout_finds_the_checkouts_rules():
+    """At the repository root, `torchlint` is the checkout's folder, which has no
+    `rules` package of its own: the rules are found beside it (issue #26's benchmark)."""
+    bad = str((FIXTURES / "TL201" / "bad.py").relative_to(ROOT))
+    result = as_installed("check", "--no-cache", "--output-format", "json", bad, cwd=ROOT)
+    assert result.returncode == 1, result.stderr
+    assert "TL201" in {item["code"] for item in json.loads(result.stdout)}
+
+
+@pytest.mark.slow
+def test_a_torchlint_without_its_rules_says_why(tmp_path):
+    shutil.copytree(
+        ROOT / "torchlint", tmp_path / "torchlint", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (tmp_path / "a.py").write_text("import torch\n")
+    result = as_installed("check", "a.py", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("torchlint: error: torchlint's rules are missing: ")
+    assert "reinstall torchlint" in result.stderr

@@ -40,6 +40,7 @@ def _nodes(module: cst.Module) -> list[cst.CSTNode]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SAMPLES + _files())
 def test_every_node_as_libcst_positions_it(source):
     module = cst.parse_module(source)

@@ -21,6 +21,8 @@ import pytest
 
 from .conftest import LOADER, ROOT
 
+pytestmark = pytest.mark.slow  # a real git repository and the real pre-commit
+
 BAD = LOADER  # TL201 reports line 3
 CLEAN = "import torch\nx = torch.zeros(3)\n"
 PYPROJECT = '[tool.torchlint]\nselect = ["TL201"]\nextend-exclude = ["generated/"]\n'

@@ -16,6 +16,7 @@ import warnings
 from collections import Counter
 
 import libcst as cst
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,6 +157,7 @@ def _top_level_bindings(tree: ast.Module) -> Counter[str]:
     return bound
 
 
+@pytest.mark.slow
 @settings(
     max_examples=300,
     deadline=None,

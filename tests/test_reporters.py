@@ -2,7 +2,8 @@
 
 The golden input is a small project made in a temporary directory: a file with
 non-ASCII text on the flagged lines, inside a directory whose name holds `,`, `:`,
-`%` and a space, plus a path that does not exist (a file error). Goldens live in
+`%` and a space, a file with a syntax error, plus a path that does not exist (a file
+error): both errors are records of every format. Goldens live in
 tests/golden/; UPDATE_GOLDEN=1 rewrites them (read the diff before committing).
 """
 
@@ -18,9 +19,9 @@ import pytest
 
 from torchlint import __version__
 from torchlint.registry import all_rules
-from torchlint.reporters import FORMATS, Context, render
+from torchlint.reporters import FORMATS, HUMAN, Context, render
 from torchlint.reporters.github import escape_data, escape_property, summary
-from torchlint.results import FileResult, FixRecord, TextEdit, Violation
+from torchlint.results import ERROR_NAMES, FileResult, FixRecord, TextEdit, Violation
 
 from .conftest import ROOT, run_cli
 
@@ -28,6 +29,7 @@ GOLDEN = Path(__file__).parent / "golden"
 SARIF_SCHEMA = Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json"
 JSON_SCHEMA = ROOT / "docs" / "schemas" / "json-output.schema.json"
 ODD_DIR = "odd dir, 50%: x"
+BROKEN = f"{ODD_DIR}/bröken.py"  # a syntax error: a record in every format, as a finding
 SOURCE = """\
 import torch
 from torch.utils.data import DataLoader
@@ -94,6 +96,7 @@ def project(tmp_path_factory) -> Path:
     (root / ODD_DIR).mkdir()
     (root / ODD_DIR / "träin.py").write_text(SOURCE, encoding="utf-8")
     (root / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
+    (root / BROKEN).write_text("import torch\n\nx = (1,\n", encoding="utf-8")
     return root
 
 
@@ -101,7 +104,11 @@ def run_format(project: Path, fmt: str, *extra: str, env: dict | None = None):
     args = ["check", "--select", "TL201", "--output-format", fmt, *extra, ODD_DIR, "missing.py"]
     result = run_cli(*args, cwd=project, env=env)
     assert result.returncode == 2, result.stderr  # a file error outranks findings
-    assert "missing.py: no such file or directory" in result.stderr
+    # Errors are records of the report; a program's report has them on stderr too.
+    stderr = "" if fmt in HUMAN else "torchlint: error: missing.py: no such file or directory\n"
+    stderr += "" if fmt in HUMAN else f"torchlint: error: {BROKEN}: syntax error at 3:5: "
+    assert result.stderr.startswith(stderr), result.stderr
+    assert "TL000" in result.stdout and "TL900" in result.stdout
     return result
 
 
@@ -154,13 +161,16 @@ def test_sarif_is_valid_and_describes_every_rule(project):
     run = log["runs"][0]
     driver = run["tool"]["driver"]
     assert driver["version"] == __version__
-    assert [r["id"] for r in driver["rules"]] == list(all_rules())
-    for rule in driver["rules"]:
+    assert [r["id"] for r in driver["rules"]] == [*all_rules(), *ERROR_NAMES]
+    errors = [r for r in run["results"] if r["ruleId"] in ERROR_NAMES]
+    assert [(r["ruleId"], r["level"]) for r in errors] == [("TL900", "error"), ("TL000", "error")]
+    assert errors[1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+    for rule in driver["rules"][: len(all_rules())]:
         assert rule["shortDescription"]["text"] and rule["help"]["markdown"]
         assert {"performance", "gpu"} <= set(rule["properties"]["tags"])
     for result in run["results"]:
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
-    first = run["results"][0]
+    first = next(r for r in run["results"] if r["ruleId"] == "TL201")
     uri = first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "odd%20dir%2C%2050%25%3A%20x/tr%C3%A4in.py"
     assert first["fixes"][0]["artifactChanges"][0]["replacements"]
@@ -186,12 +196,13 @@ def test_json_formats_follow_the_documented_schema(project):
     jsonschema.Draft202012Validator(schema).validate(items)
     lines = run_format(project, "json-lines").stdout.splitlines()
     assert [json.loads(line) for line in lines] == items
-    assert items[0]["location"] == {"row": 5, "column": 11}  # code points
+    findings = [item for item in items if item["code"] == "TL201"]
+    assert findings[0]["location"] == {"row": 5, "column": 11}  # code points
 
 
 def test_rdjson_counts_utf8_bytes(project):
     report = json.loads(run_format(project, "rdjson").stdout)
-    first = report["diagnostics"][0]
+    first = next(d for d in report["diagnostics"] if d["code"]["value"] == "TL201")
     assert first["location"]["range"]["start"] == {"line": 5, "column": 12}  # é is 2 bytes
     lines = run_format(project, "rdjsonl").stdout.splitlines()
     assert [json.loads(line) for line in lines] == report["diagnostics"]
@@ -199,15 +210,16 @@ def test_rdjson_counts_utf8_bytes(project):
 
 def test_gitlab_fingerprints_ignore_line_numbers(project, tmp_path):
     before = json.loads(run_format(project, "gitlab").stdout)
+    (tmp_path / "shifted" / ODD_DIR).mkdir(parents=True)
+    (tmp_path / "shifted" / BROKEN).write_text("import torch\n\nx = (1,\n", encoding="utf-8")
     shifted = tmp_path / "shifted"
-    (shifted / ODD_DIR).mkdir(parents=True)
     (shifted / ".git").mkdir()
     (shifted / ODD_DIR / "träin.py").write_text("\n\n" + SOURCE, encoding="utf-8")
     (shifted / ODD_DIR / "wörk.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     after = json.loads(run_format(shifted, "gitlab").stdout)
     assert [i["fingerprint"] for i in before] == [i["fingerprint"] for i in after]
     lines = [i["location"].get("positions", {}).get("begin", {}).get("line") for i in after]
-    assert lines == [7, 8, None]  # the notebook's finding is on the whole file
+    assert lines == [1, 3, 7, 8, None]  # the notebook's finding is on the whole file
     assert len({i["fingerprint"] for i in before}) == len(before)
 
 
@@ -216,12 +228,12 @@ def test_paths_are_relative_to_the_repository_root(project):
     result = run_cli("check", "--output-format", "github", "träin.py", cwd=sub)
     assert "::warning file=odd dir%2C 50%25%3A x/träin.py,line=5," in result.stdout
     gitlab = json.loads(run_cli("check", "--output-format", "gitlab", ".", cwd=sub).stdout)
-    assert gitlab[0]["location"]["path"] == f"{ODD_DIR}/träin.py"
+    assert [i["location"]["path"] for i in gitlab][:2] == [BROKEN, f"{ODD_DIR}/träin.py"]
 
 
 def test_junit_is_well_formed(project):
     root = ET.fromstring(run_format(project, "junit").stdout)
-    assert root.get("tests") == "4" and root.get("failures") == "3" and root.get("errors") == "1"
+    assert root.get("tests") == "5" and root.get("failures") == "3" and root.get("errors") == "2"
 
 
 # -- escaping, with results made by hand: newlines and control characters in paths
@@ -314,3 +326,24 @@ def test_multiline_finding_is_drawn_to_its_last_line():
         "14 |       y = 2",
         "   |",
     ]
+
+
+def test_code_frames_expand_tabs_so_carets_point_at_the_code():
+    """A tab-indented file: the frame shows spaces (to 4-column stops) and the carets
+    and the multi-line bar start under the flagged characters."""
+    text = "if x:\n\tloader = DataLoader(ds)\n\tval = DataLoader(\n\t\tds)\n"
+    one = Violation("TL201", "n", "m", 2, 11, 2, 25)  # `DataLoader(ds)`, after a tab
+    out = render("text", [FileResult("t.py", [one], text=text)], Context())
+    assert "\t" not in out
+    code = next(line for line in out.splitlines() if line.startswith("2 |"))
+    caret = next(line for line in out.splitlines() if "^" in line)
+    assert caret.index("^") == code.index("DataLoader")
+    assert caret.count("^") == len("DataLoader(ds)")
+    several = Violation("TL201", "n", "m", 3, 8, 4, 6)  # `DataLoader(\n\t\tds)`
+    frame = render("text", [FileResult("t.py", [several], text=text)], Context()).splitlines()
+    start = next(line for line in frame if line.startswith("3 |"))
+    lead = next(line for line in frame if line.rstrip().endswith("_^"))
+    assert lead.index("^") == start.index("DataLoader")
+    end = next(line for line in frame if line.startswith("4 |"))
+    close = next(line for line in frame if line.endswith("^ TL201"))
+    assert close.index("^") == end.index(")")

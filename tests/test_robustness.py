@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import load_config
-from torchlint.linter import MAX_TOKENS, Linter, LintError, parse
+from torchlint import linter
+from torchlint.config import instantiate, load_config
+from torchlint.linter import MAX_SYNTAX_TOKENS, MAX_TOKENS, Linter, LintError, parse
 from torchlint.results import Job
-from torchlint.runner import process_file
+from torchlint.runner import discover, display, process_file
 
 from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
@@ -106,6 +107,7 @@ def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
     assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx = 1\n"
 
 
+@pytest.mark.slow
 def test_very_long_line_and_many_lines(tmp_path):
     long_line = "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n"
     (tmp_path / "long.py").write_text(LOADER + long_line)
@@ -129,17 +131,19 @@ NESTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(NESTED))
 def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
     (tmp_path / "deep.py").write_text(LOADER + NESTED[kind] + "\n")
     (tmp_path / "ok.py").write_text(LOADER)
     result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
     _ok(result, 2)
-    assert "torchlint: error: deep.py: expression nested too deeply to analyse" in result.stderr
-    assert len(result.stderr.splitlines()) == 1
+    assert "deep.py:1:1: TL901 expression nested too deeply to analyse" in result.stdout
+    assert result.stderr == ""  # the report on the terminal says it
     assert "ok.py:3:10: TL201" in result.stdout  # the other files are still linted
 
 
+@pytest.mark.slow
 def test_nesting_python_accepts_is_linted_or_refused_cleanly():
     # Deep but legal: either analysed, or a LintError; never a crash or RecursionError.
     linter = Linter(_rules())
@@ -153,6 +157,7 @@ def test_nesting_python_accepts_is_linted_or_refused_cleanly():
             assert [v.code for v in found] == ["TL201"]
 
 
+@pytest.mark.slow
 def test_parse_has_a_large_stack():
     # 2,500 levels: over what libcst's parser survives on a 1 MB stack, under what
     # CPython refuses; parsed (on the parser thread) or refused, never a crash.
@@ -168,7 +173,7 @@ def test_read_only_file_is_reported_not_written(tmp_path):
     (tmp_path / "ok.py").write_text(LOADER)
     result = run_cli("fix", "--unsafe-fixes", ".", cwd=tmp_path)
     _ok(result, 2)
-    assert "t.py: permission denied (file is read-only); not written" in result.stderr
+    assert "t.py:1:1: TL900 permission denied (file is read-only); not written" in result.stdout
     assert target.read_text() == LOADER
     assert LOADER_FIXED in (tmp_path / "ok.py").read_text()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != ".torchlint_cache")
@@ -228,13 +233,52 @@ def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
         _ok(result, 1)
         assert result.stdout.splitlines()[0].startswith("ok.py:3:10: TL201")
         assert result.stderr.startswith(warning), result.stderr
-        assert f"tokens, over {MAX_TOKENS:,}); checked for syntax only" in result.stderr
+        assert f"(over {MAX_TOKENS:,} tokens); checked for syntax only" in result.stderr
     (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
     result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
     _ok(result, 2)
-    assert result.stderr.splitlines() == [
-        "torchlint: error: big.py: syntax error at 11:5: '(' was never closed"
-    ]
+    assert result.stdout.startswith("big.py:11:5: TL000 SyntaxError: '(' was never closed\n")
+
+
+def _parsers_refused(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a parser was run")
+
+    monkeypatch.setattr(linter.parser_thread, "parse", refuse)
+    monkeypatch.setattr(linter, "_cpython_refusal", refuse)
+
+
+def test_a_generated_50_mb_file_is_not_parsed_at_all(tmp_path, monkeypatch):
+    """Above MAX_SYNTAX_TOKENS even CPython's parser would need gigabytes (8 GB and 40 s
+    for this file): neither parser runs, the warning says so, and it is not an error.
+    (The time and memory of this run: benchmarks/big_file.py.)"""
+    path = tmp_path / "table.py"
+    path.write_text(
+        "TABLE = [\n" + "    (123456, 0.123456, 'name_123456', [1, 2, 3]),\n" * 1_000_000 + "]\n"
+    )
+    assert path.stat().st_size > 50_000_000
+    _parsers_refused(monkeypatch)
+    codes = tuple(load_config(None).selected_codes())
+    job = Job(codes=codes, settings=load_config(None).settings())
+    result = process_file(path, job, codes)
+    assert result.error is None and result.violations == []
+    assert result.warning is not None
+    assert result.warning.startswith(f"too large to check (over {MAX_SYNTAX_TOKENS:,} tokens")
+
+
+def test_a_file_above_the_analysis_guard_is_checked_by_cpython_alone(monkeypatch):
+    """libcst's tree of such a file (with or without rule tokens) would take hundreds of
+    megabytes: CPython's parser is the only judge, even where it refuses the text."""
+    table = "TABLE = [" + "1, " * MAX_TOKENS + "]\n"
+    lint = Linter(instantiate(["TL201"])).lint
+    monkeypatch.setattr(linter.parser_thread, "parse", lambda *a: pytest.fail("libcst parsed"))
+    assert lint(table) == []  # no rule's token: a syntax check, passed
+    with pytest.raises(linter.TooLarge, match="checked for syntax only"):
+        lint(LOADER + table)
+    for head in ("", LOADER):
+        with pytest.raises(linter.InvalidSyntax) as caught:
+            lint(head + table + "x = (\n")
+        assert caught.value.line == head.count("\n") + 2
 
 
 def _findings(result) -> list[tuple[str, int, int]]:
@@ -250,12 +294,15 @@ def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
     args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
     fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
     _ok(fixing, 2)
-    assert _findings(fixing) == [("t.py", 3, 10), ("t.py", 10, 10)]
-    assert fixing.stdout == run_cli("check", *args, cwd=tmp_path).stdout
+    assert _findings(fixing) == [("t.py", 1, 1), ("t.py", 3, 10), ("t.py", 10, 10)]
+    assert json.loads(fixing.stdout)[0]["code"] == "TL900"  # the write error, then the findings
+    checking = run_cli("check", *args, cwd=tmp_path)
+    assert json.loads(fixing.stdout)[1:] == json.loads(checking.stdout)
     text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
-    assert text.stdout.endswith("Found 2 problems.\n[*] 2 fixable with `--fix`.\n")
+    assert text.stdout.endswith("Found 3 problems.\n[*] 2 fixable with `--fix`.\n")
 
 
+@pytest.mark.slow
 @unprivileged
 def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
     project = tmp_path / "ro"
@@ -276,8 +323,11 @@ def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
         "torchlint: error: nb.ipynb: cannot write: Permission denied",
         "torchlint: error: t.py: cannot write: Permission denied",
     ]
-    assert _findings(result) == [("nb.ipynb", 1, 10), ("t.py", 3, 10)]
-    assert [v["cell"] for v in json.loads(result.stdout)] == [2, None]
+    found = [v for v in json.loads(result.stdout) if v["code"] != "TL900"]
+    assert [(v["filename"], v["location"]["row"], v["cell"]) for v in found] == [
+        ("nb.ipynb", 1, 2),
+        ("t.py", 3, None),
+    ]
     assert (project / "t.py").read_text() == LOADER
     assert (project / "nb.ipynb").read_text() == NOTEBOOK
 
@@ -355,3 +405,18 @@ def test_parser_falls_back_to_the_callers_stack(monkeypatch):
     parser = _ParserThread()
     assert parser.parse("x = 1\n").code == "x = 1\n"
     assert parser.thread is None
+
+
+def test_a_link_to_a_directory_named_like_a_python_file_is_a_warning(tmp_path):
+    """Links to directories are not followed (as git and ruff do not); one named `x.py`
+    looks like a file to check, so it is named in a warning, not skipped in silence."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(LOADER)
+    (tmp_path / "x.py").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    (tmp_path / "lib").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    found = discover([str(tmp_path)], load_config(None))
+    assert found.files == [tmp_path / "pkg" / "a.py"]
+    link = display(tmp_path / "x.py")
+    assert found.warnings == [f"{link}: a link to a directory, not followed; name it to check it"]
+    named = discover([str(tmp_path / "x.py")], load_config(None))
+    assert named.files == [tmp_path / "x.py" / "a.py"] and named.warnings == []

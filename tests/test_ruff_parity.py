@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import LOADER, run_cli
+from .conftest import LOADER, run_cli, run_cli_process
 from .test_notebook import lines, notebook
 from .test_reporters import check_golden
 
@@ -47,11 +47,13 @@ def test_dash_h_is_help(args):
     assert result.stdout.startswith("Usage: torchlint")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "fix"])
 def test_help_reads_like_ruffs(command):
     """Headings as ruff's, each value named (`<RULE_CODE>`), no Python types, defaults or
     `--x / --no-x` pairs."""
-    result = run_cli(command, "--help", env={"COLUMNS": "80"})
+    # the real process: click's test runner forces another width than a terminal's
+    result = run_cli_process(command, "--help", env={"COLUMNS": "80"})
     assert result.returncode == 0
     check_golden(f"help.{command}.txt", result.stdout)
     for heading in ("Options:", "Rule selection:", "File selection:", "Miscellaneous:"):
@@ -292,6 +294,7 @@ def test_dash_n_neither_reads_nor_writes_the_cache(project):
 # -- Ctrl-C while fixing ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
     """The first Ctrl-C lets the files in progress finish and stops; the files rewritten

@@ -43,6 +43,7 @@ def linter() -> Linter:
     return Linter(instantiate(list(all_rules())), Settings(options=default_options()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unsafe_fix", [False, True], ids=["check", "fix --unsafe-fixes"])
 def test_work_grows_linearly(linter: Linter, unsafe_fix: bool):
     scaling = benchmark("scaling")

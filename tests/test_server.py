@@ -40,7 +40,10 @@ from .lsp_client import (
     vscode,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+]  # the language server over stdio, with a real client
 
 UNSAFE = '[tool.torchlint]\nselect = ["ALL"]\nunsafe-fixes = true\n'
 EXAMPLE = (ROOT / "examples" / "train_classifier.py").read_text()
@@ -220,12 +223,14 @@ async def test_a_syntax_error_is_one_diagnostic_at_its_position(client, tmp_path
     before = mark(client)
     open_document(client, doc, text)
     (d,) = await published(client, doc, before, version=1)
-    cli = run_cli("check", "--stdin-filename", "broken.py", "-", input=text, cwd=tmp_path)
+    args = ("check", "--output-format", "json", "--stdin-filename", "broken.py", "-")
+    cli = run_cli(*args, input=text, cwd=tmp_path)
     assert cli.returncode == 2
-    line, column = (int(n) for n in cli.stderr.split("syntax error at ")[1].split(":")[:2])
+    [record] = json.loads(cli.stdout)  # the command line's TL000 record says the same
+    line, column = record["location"]["row"], record["location"]["column"]
     assert (d.range.start.line, d.range.start.character) == (line - 1, column - 1)
     assert d.severity == types.DiagnosticSeverity.Error
-    assert d.message.startswith("SyntaxError: ")
+    assert d.message == record["message"] and d.message.startswith("SyntaxError: ")
     close_document(client, doc)
 
 

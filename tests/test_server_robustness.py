@@ -30,7 +30,10 @@ from .lsp_client import (
     uri,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+]  # the language server over stdio, with a real client
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "broken_rule")}
 EMPTIES_CACHE = LOADER + "        torch.cuda.empty_cache()\n"  # TL402's pattern, in the loop

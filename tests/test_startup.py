@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import ROOT
 
 PROBE = """
@@ -32,6 +34,7 @@ def test_version_imports_nothing_heavy():
     assert _imported("--version") == ""
 
 
+@pytest.mark.slow
 def test_check_never_imports_torch_or_rich(tmp_path):
     (tmp_path / "t.py").write_text(
         "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"

@@ -9,6 +9,8 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.slow  # ruff and mypy over the tree
+
 
 @pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]])
 def test_ruff(command):

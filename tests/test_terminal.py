@@ -7,8 +7,10 @@ import io
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from torchlint.reporters.summary import fixes_applied, summary
 from torchlint.results import FileResult, FixRecord, Job, Violation
 from torchlint.semantic import Settings
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_process
 
 # TL405 (no fix: an explicit choice) and TL502 (safe fix) on one file
 MIXED = """\
@@ -62,6 +64,22 @@ def test_verbose_names_config_rules_and_each_file(project):
     assert lines[-1].startswith("torchlint: done in ")
     both = run_cli("check", "-q", "-v", ".", cwd=project)
     assert both.returncode == 2 and "cannot be used together" in both.stderr
+
+
+@pytest.mark.slow
+def test_verbose_time_is_the_whole_run(project):
+    """What `time` would say: the interpreter's start and the imports count (a run that
+    takes 0.6 s must not say "done in 0.00 s")."""
+    started = time.monotonic()
+    result = run_cli_process("check", "-v", ".", cwd=project)  # the process's start counts
+    wall = time.monotonic() - started
+    done = re.fullmatch(
+        r"torchlint: done in ([\d.]+) s \(([\d.]+) s checking\)", result.stderr.splitlines()[-1]
+    )
+    assert done is not None, result.stderr
+    total, checking = float(done[1]), float(done[2])
+    assert checking <= total <= wall + 0.05
+    assert total >= wall / 2  # the startup counts (most of such a run: imports)
 
 
 def test_statistics_count_per_code_instead_of_the_findings(project):
@@ -325,6 +343,7 @@ def _run_on_pty(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return proc.wait(timeout=60), stdout, b"".join(chunks).decode()
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_only(project):
     for i in range(5):
         (project / f"m{i}.py").write_text(MIXED)

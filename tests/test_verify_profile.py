@@ -26,7 +26,7 @@ from torchlint.semantic import build
 from torchlint.verify import command, crosscheck, matcher
 from torchlint.verify.options import VerifyOptions
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, needs_the_profiler_matcher, run_cli
 
 EXAMPLES = ROOT / "examples"
 SCRIPT = "/work/train.py"  # the path the hand-written profiles name
@@ -417,12 +417,15 @@ c = torch.mm(torch.randn(6, 8), torch.randn(8, 8))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cuda", [False, True])
 def test_cuda_only_patterns_on_real_events(tmp_path, monkeypatch, cuda):
     """On the CPU, torch's own classes match what only means something on a GPU (a CPU
     copy after a fill, every float32 and bfloat16 matmul): dropped, unless (patched here)
     the tensors were on CUDA, and then reported where the script did it."""
-    torch = pytest.importorskip("torch")
+    needs_the_profiler_matcher()
+    import torch
+
     script = tmp_path / "lookalikes.py"
     script.write_text(CPU_LOOKALIKES)
     if cuda:
@@ -460,10 +463,13 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
 """
 
 
+@pytest.mark.slow
 def test_an_op_dispatched_again_inside_itself_counts_once(tmp_path):
     """Under autocast `aten::conv2d` runs inside `aten::conv2d`: PyTorch's class matches
     both, torchlint counts the call once (and its time once)."""
-    torch = pytest.importorskip("torch")
+    needs_the_profiler_matcher()
+    import torch
+
     script = tmp_path / "autocast.py"
     script.write_text(AUTOCAST)
     paths = matcher.prefixes()
@@ -489,8 +495,23 @@ def test_fp32_matmul_asks_the_gpu_that_ran():
 
 
 def test_the_installed_torch_has_the_matcher():
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     assert matcher.problem() is None
+
+
+def test_a_torch_newer_than_checked_without_the_matcher_skips_the_real_runs(monkeypatch):
+    """torch 2.14 dropped the private module: the tests that profile for real skip, with
+    the reason; on a release --profile is checked on they run (and fail without it)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(matcher, "problem", lambda: "torch 2.14.0 has no run-time matcher")
+    monkeypatch.setattr(torch, "__version__", "2.14.0")
+    reason = "--profile is checked on torch 2.0 to 2.13: torch 2.14.0 has no run-time matcher"
+    with pytest.raises(pytest.skip.Exception, match=re.escape(reason)):
+        needs_the_profiler_matcher()
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    needs_the_profiler_matcher()  # no skip
+    assert matcher.checked_on("2.0.1") and not matcher.checked_on("1.13.1")
+    assert not matcher.checked_on("2.14.0")
 
 
 def test_a_torch_without_the_matcher_is_named(monkeypatch):
@@ -567,6 +588,7 @@ def test_torch_without_the_matcher_is_bad_input(monkeypatch):
 CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rules}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "args", "confirmed"),
     [
@@ -579,7 +601,7 @@ CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rule
     ],
 )
 def test_bundled_examples(tmp_path, script, args, confirmed):
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     out_json, page = tmp_path / "p.json", tmp_path / "p.html"
     copy = tmp_path / Path(script).name  # what the script writes stays out of the checkout
     # every rule, the advice ones (off by default) too
@@ -608,12 +630,13 @@ def test_bundled_examples(tmp_path, script, args, confirmed):
     assert "<table" in page.read_text() and "torchlint verify --profile" in page.read_text()
 
 
+@pytest.mark.slow
 def test_a_pattern_torchlint_misses_is_seen_at_run_time_only(tmp_path):
     """The bundled example made for it: TL603 finds the conv bias before BatchNorm in
     `forward`, not the same in a `nn.ModuleList` (whose order it does not read); TL605
     (advice, off by default) is not selected. Its findings with a pattern are confirmed
     like the other examples'."""
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     out_json = tmp_path / "p.json"
     result = run_cli(
         "verify", str(EXAMPLES / "verify" / "profile_patterns.py"), "--profile", "--steps", "4",
@@ -641,8 +664,9 @@ def test_a_pattern_torchlint_misses_is_seen_at_run_time_only(tmp_path):
     assert "Seen at run time only" in result.stdout and "Conv2d with a bias" in result.stdout
 
 
+@pytest.mark.slow
 def test_edge_cases(tmp_path):
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     out_json = tmp_path / "p.json"
     code, out, err = verify(
         ROOT / "tests" / "profile" / "edge_cases.py", steps=10, json_out=out_json
@@ -672,8 +696,9 @@ def test_edge_cases(tmp_path):
     assert "summary: 2 of 3 checkable finding(s) confirmed, 1 not seen" in out
 
 
+@pytest.mark.slow
 def test_a_script_that_fails_after_some_steps(tmp_path):
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     script = tmp_path / "fails.py"
     script.write_text(
         textwrap.dedent(
@@ -696,15 +721,17 @@ def test_a_script_that_fails_after_some_steps(tmp_path):
     assert "the profile covers what ran until then" in out and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_script_that_never_imports_torch(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('hello')\n")
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     code, out, _ = verify(script)
     assert code == 1
     assert "could not be profiled" in out and "without importing torch" in out
 
 
+@pytest.mark.slow
 def test_a_script_that_runs_its_own_profiler(tmp_path):
     """Its profiler ends the session: said so, not reported as code that did not run."""
     script = tmp_path / "profiles.py"
@@ -721,7 +748,7 @@ def test_a_script_that_runs_its_own_profiler(tmp_path):
             """
         )
     )
-    pytest.importorskip("torch")
+    needs_the_profiler_matcher()
     code, out, err = verify(script)
     assert code == 1 and "not seen" not in out, out + err
     assert "the script stopped torch.profiler before the end" in err + out

@@ -7,8 +7,10 @@ cores.
 from __future__ import annotations
 
 import html
+import importlib.util
 import io
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -23,7 +25,14 @@ from torchlint.verify.stats import run_metrics
 
 from .conftest import ROOT, run_cli
 
-pytest.importorskip("torch", reason="the verifier runs training scripts with torch")
+pytestmark = [
+    pytest.mark.slow,  # real verify runs: scripts with torch in subprocesses
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None,
+        reason="the verifier runs training scripts with torch",
+    ),
+]
+
 
 EXAMPLE = ROOT / "examples" / "verify" / "slow_loader.py"
 
@@ -416,3 +425,49 @@ def test_cli_forwards_script_arguments(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert seen.read_text() == f"--steps 7 {seen}"  # the script's own --steps
     assert "verdict:" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_what_a_run_writes_stays_in_its_copy_of_the_folder(tmp_path):
+    """Issue #26: the fixed variant overwrote the user's checkpoint. Each run works in a
+    copy of the script's folder: the data beside the script reads as before, what a run
+    writes (relative to its working directory or to `__file__`) is kept in its copy, and
+    the user's folder is left byte for byte as it was."""
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "labels.txt").write_text("ok\n")
+    (project / "helper_mod.py").write_text("VALUE = 3\n")
+    (project / "model.pt").write_bytes(b"the user's checkpoint")
+    script = write(
+        project,
+        "train.py",
+        TRAIN
+        + """
+    import helper_mod
+    assert helper_mod.VALUE == 3 and open("data/labels.txt").read() == "ok\\n"
+    open("model.pt", "wb").write(b"written by the run")
+    open(os.path.join(os.path.dirname(__file__), "beside.txt"), "w").write("run\\n")
+    os.makedirs("checkpoints", exist_ok=True)
+    open("checkpoints/last.txt", "w").write("last\\n")
+    """
+        + LOOP,
+    )
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    code, out, err = verify(script, unsafe_fixes=True, warmup=2, steps=5, repeats=1)
+    assert code == 0, out + err
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+    logs = Path(re.findall(r"^logs of every run: (.+)$", out, re.M)[0])
+    kept_note = "each run worked in a copy of the script's folder; 2 of 2 wrote files, kept there"
+    assert f"run outputs: {logs / 'runs'} ({kept_note})" in out
+    for run in ("01-original", "02-fixed"):
+        kept = logs / "runs" / run
+        wrote = [p.relative_to(kept) for p in kept.rglob("*") if p.is_file()]
+        assert sorted(str(p) for p in wrote if "__pycache__" not in p.parts) == [
+            "beside.txt",
+            "checkpoints/last.txt",
+            "model.pt",
+        ]  # fmt: skip (and the bytecode of helper_mod, where Python writes it)
+        assert (kept / "model.pt").read_bytes() == b"written by the run"
+    assert "each run works in a copy of" in err
+    if no_gpu():  # what a CPU cannot show is named
+        lacking = "GPU util (NVML), SM activity (GPM), tensor activity (GPM), peak GPU memory"
+        assert f"CPU-side figures only, not measured: {lacking}, power, energy/sample;" in out

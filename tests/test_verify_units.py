@@ -550,6 +550,7 @@ def test_the_no_gpu_hint_with_nvidia_tools_present(tmp_path):
     assert "run `nvidia-smi`" in command.gpu_hint({"PATH": str(tmp_path)}, "linux")
 
 
+@pytest.mark.slow
 def test_png_plot_when_matplotlib_is_there(tmp_path):
     pytest.importorskip("matplotlib")
     from torchlint.verify.plot import write as write_plot
@@ -559,6 +560,7 @@ def test_png_plot_when_matplotlib_is_there(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_module_entry_point_is_the_same_command(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "torchlint.verify", "missing.py", "--steps", "3", "--", "-x"],
@@ -575,6 +577,7 @@ def test_module_entry_point_is_the_same_command(tmp_path):
 # -- the launcher's counting ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_only_batches_that_feed_optimizer_steps_are_counted(tmp_path):
     torch = pytest.importorskip("torch")
     counter = Counter({"channel": str(tmp_path / "c"), "warmup": 1, "steps": 1000})
@@ -594,3 +597,34 @@ def test_only_batches_that_feed_optimizer_steps_are_counted(tmp_path):
     assert counter.opt_steps == 6
     assert (counter.batches, counter.samples) == (6 * 2 + 3 * 2, (6 * 2 + 3 * 2) * 16)
     assert counter.loader_batches == 6 * 2 + 3 * 2 + 3 * 5
+
+
+@pytest.mark.slow
+def test_a_torch_without_numpy_says_nothing_of_it():
+    """torch warns "Failed to initialize NumPy" when it is imported without NumPy, and
+    `verify --profile` imports it first to check its matcher: that warning was the first
+    line it printed. The verifier needs no NumPy: it says nothing of it."""
+    pytest.importorskip("torch")
+    code = (
+        "import sys; sys.modules['numpy'] = None  # as if NumPy were not installed\n"
+        "from torchlint.verify import matcher\n"
+        "print(matcher.problem())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.stdout == "None\n" and "NumPy" not in result.stderr, result.stderr
+
+
+def test_too_few_steps_names_verifys_options_not_the_scripts():
+    """The bundled example has a --steps of its own: the hint says whose option to lower
+    and where it goes on the command line (before the `--`)."""
+    from torchlint.verify.harness import _classify
+
+    result = RunResult("original", 1, "failed", returncode=0)
+    result.events = [{"event": "end", "steps": 4, "loader_batches": 4}]
+    _classify(result, VerifyOptions(Path("train.py")), timed_out=False, closed=False)
+    assert result.status == "no-window"
+    assert "(30 = torchlint verify's --warmup 10 + --steps 20): lower those" in result.message
+    assert "`torchlint verify --warmup N --steps N SCRIPT`, before the `--`" in result.message
+    assert "its own arguments, after the `--`" in result.message

@@ -90,6 +90,7 @@ def _files() -> list[str]:
     return [p.read_text(encoding="utf-8") for p in sorted(libcst_dir.rglob("*.py"))[:40]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SAMPLES + _files())
 def test_same_calls_in_same_order(source):
     module = cst.parse_module(source)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint import __version__
-from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
+from torchlint.results import FileError, FileResult, FixRecord, Job, TextEdit, Violation
 from torchlint.source import SourceError, decode
 
 DIRNAME = ".torchlint_cache"
@@ -38,7 +38,7 @@ _TAG_TEXT = (
     "# This file is a cache directory tag created by torchlint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 1
+FORMAT = 2  # 2: errors as records (FileError)
 
 
 def location(root: Path) -> Path:
@@ -50,10 +50,10 @@ def code_fingerprint() -> str:
     """A hash of the engine's and the rules' source files: editing a rule in
     development invalidates what it computed."""
     import torchlint
-    import torchlint.rules
+    from torchlint.registry import rules_package
 
     digest = hashlib.sha256(__version__.encode())
-    dirs = [Path(torchlint.__file__).parent, *map(Path, torchlint.rules.__path__)]
+    dirs = [Path(torchlint.__file__).parent, *map(Path, rules_package().__path__)]
     for directory in dirs:
         for path in sorted(directory.glob("*.py")):
             try:
@@ -218,4 +218,5 @@ def decode_result(data: dict[str, Any], name: str) -> FileResult:
     known = {f.name for f in fields(FileResult)}
     values = {k: v for k, v in data.items() if k in known}
     values["violations"] = [violation(v) for v in data["violations"]]
+    values["errors"] = [FileError(**e) for e in data["errors"]]
     return FileResult(name, **values)

@@ -21,14 +21,27 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 from torchlint.verify.options import VerifyOptions
 
+# click's exceptions, wherever this typer takes click from (a copy of its own lately).
+_CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
+
 
 class _Command(typer.core.TyperCommand):
     """Help laid out as ruff's: options under headings, each on its own line with its
     value named (`<RULE_CODE>`) and its description below; no defaults and no `--no-x`
-    twins (each description names its opposite); a required argument reads `<CODE>`."""
+    twins (each description names its opposite); a required argument reads `<CODE>`.
+    A mistyped option is offered only the options whose names are close to it."""
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         return [_required(piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _CLICK_ERRORS.NoSuchOption as exc:
+            close = _close_options(exc.option_name, self.get_params(ctx))
+            raise _CLICK_ERRORS.NoSuchOption(
+                exc.option_name, possibilities=close, ctx=ctx
+            ) from None
 
     def format_options(self, ctx, formatter) -> None:
         arguments: list[tuple[str, str]] = []
@@ -75,6 +88,21 @@ class _ScriptCommand(_Command):
         return [*super().collect_usage_pieces(ctx), "[-- ARGS]..."]
 
 
+def _close_options(name: str, params) -> list[str]:
+    """The visible long options spelled like `name`, compared without their dashes
+    (click compares them with, which makes `--bogus` look like `--verbose`)."""
+    import difflib
+
+    names = {
+        option[2:]
+        for param in params
+        if not getattr(param, "hidden", False)
+        for option in (*param.opts, *param.secondary_opts)
+        if option.startswith("--")
+    }
+    return ["--" + n for n in difflib.get_close_matches(name.lstrip("-"), sorted(names), n=3)]
+
+
 def _required(piece: str) -> str:
     """Typer writes a required argument `{CODE}`; ruff (clap) writes `<CODE>`."""
     return f"<{piece[1:-1]}>" if piece.startswith("{") and piece.endswith("}") else piece
@@ -94,6 +122,20 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 RULES, FILES, MISC, LOG = "Rule selection", "File selection", "Miscellaneous", "Log levels"
 PANELS = (RULES, FILES, MISC, LOG)
+
+
+_IMPORTED = time.monotonic()
+
+
+def run_time() -> float:
+    """Seconds since this process started, as `time` counts them (Linux: from /proc, so
+    the interpreter's start and the imports count; elsewhere from this module's import)."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            ticks = int(stat.read().rsplit(b")", 1)[1].split()[19])  # field 22: starttime
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _IMPORTED
 
 
 def _version(value: bool) -> None:
@@ -281,10 +323,9 @@ def _configure(options: CheckOptions):
 
     stdin_filename = options.stdin_filename if options.stdin else None
     config = _load(options.config, options.paths or ["."], stdin_filename)
-    if options.select is not None:
-        config.select = _split(options.select)
-    config.extend_select += _split(options.extend_select) or []
-    config.ignore += _split(options.ignore) or []
+    config = config.selecting(
+        _split(options.select), _split(options.extend_select) or (), _split(options.ignore) or ()
+    )
     if options.fixable is not None:
         config.fixable = _split(options.fixable)
     config.extend_fixable += _split(options.extend_fixable) or []
@@ -416,18 +457,21 @@ def _run(
             if progress is not None:
                 progress.close()
     if options.verbose:
-        _note(f"done in {time.monotonic() - started:.2f} s")
+        _note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
     results.sort(key=lambda r: r.path)  # as ruff: by path, whatever order they came in
 
-    errors = [r for r in results if r.error is not None]
-    for r in errors:
-        _error(f"{r.path}: {r.error}")
+    errors = [r for r in results if r.errors]
+    to_file = out is not sys.stdout
+    # Errors are records of every report (TL000 invalid-syntax...); a report read on the
+    # terminal shows them already, one read by a program gets them on stderr too.
+    if not human or to_file:
+        for r in errors:
+            _error(f"{r.path}: {r.error}")
     warnings += [f"{r.path}: {r.warning}" for r in results if r.warning is not None]
     if not options.quiet:
         for w in warnings:
             _warn(w)
 
-    to_file = out is not sys.stdout
     context = reporters.Context(
         color=_color(out),
         fix_mode=fix,
@@ -470,7 +514,7 @@ def _run(
 
 
 def _interrupted(exc) -> None:
-    written = sorted(r.path for r in exc.results if r.fixed and r.error is None)
+    written = sorted(r.path for r in exc.results if r.fixed and not r.errors)
     maybe = "" if exc.exact else " (a file in progress when it stopped may have been too)"
     if not written:
         _note(f"interrupted: no file was rewritten{maybe}")
@@ -492,7 +536,7 @@ def _add_noqa(options: CheckOptions, config, job, paths: list[str], force_exclud
     for path in sorted(found.files, key=str):
         result, n = add_noqa_file(path, job, config.rules_for(path, job.codes))
         added += n
-        if result.error is not None:
+        if result.errors:
             errors.append(result)
     for r in sorted(errors, key=lambda r: r.path):
         _error(f"{r.path}: {r.error}")
@@ -525,17 +569,8 @@ def _show(options: CheckOptions, config, codes, paths: list[str], force_exclude:
 
 def _settings_text(config, path: Path, codes) -> str:
     """The resolved settings for `path`, as TOML keys."""
-    import json
-
+    from torchlint.options import toml_value
     from torchlint.runner import display
-
-    def toml(value: Any) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, dict):
-            pairs = ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items())
-            return f"{{ {pairs} }}" if pairs else "{}"
-        return json.dumps(value)
 
     rows: dict[str, Any] = {
         "rules": config.rules_for(path, codes),
@@ -555,7 +590,8 @@ def _settings_text(config, path: Path, codes) -> str:
         f"Settings path: {config.source or 'none (defaults)'}",
         "",
         *(
-            f"{key} = {toml(value)}" + (f"  # from {source[key]}" if source.get(key) else "")
+            f"{key} = {toml_value(value)}"
+            + (f"  # from {source[key]}" if source.get(key) else "")
             for key, value in rows.items()
         ),
     ]
@@ -573,7 +609,7 @@ def _target(config) -> str:
 def _verbose_line(result) -> None:
     from torchlint.reporters.summary import plural
 
-    found = f"{plural(len(result.violations), 'finding')}" if result.error is None else "error"
+    found = "error" if result.errors else plural(len(result.violations), "finding")
     fixed = f", {len(result.fixed)} fixed" if result.fixed else ""
     _note(f"checked {result.path}: {found}{fixed}")
 
@@ -1024,3 +1060,10 @@ def main() -> None:
         app(prog_name="torchlint")  # also as `python -m torchlint`
     except KeyboardInterrupt:
         sys.exit(130)
+    except RuntimeError as exc:
+        from torchlint.registry import RulesMissing  # not at start-up: it imports libcst
+
+        if not isinstance(exc, RulesMissing):
+            raise
+        _error(str(exc))
+        sys.exit(EXIT_ERROR)

@@ -7,6 +7,7 @@ the wrong type are errors (exit 2), never silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import os
@@ -18,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from torchlint.metadata import oldest_torch
+from torchlint.options import Option, toml_value
 from torchlint.registry import all_rules
 from torchlint.rule import Rule
 from torchlint.semantic import Settings
@@ -108,6 +110,22 @@ class Config:
         chosen -= set(expand(self.ignore))
         return sorted(chosen)
 
+    def selecting(
+        self,
+        select: Sequence[str] | None,
+        extend_select: Sequence[str] = (),
+        ignore: Sequence[str] = (),
+    ) -> Config:
+        """This configuration under the rule selection of a command line (or an editor),
+        layered as ruff layers them: a `select` there starts afresh, replacing both the
+        file's `select` and its `extend-select`; `extend-select` and `ignore` add to it."""
+        return dataclasses.replace(
+            self,
+            select=self.select if select is None else list(select),
+            extend_select=[*(self.extend_select if select is None else ()), *extend_select],
+            ignore=[*self.ignore, *ignore],
+        )
+
     def unfixable_codes(self) -> frozenset[str]:
         """Codes whose fixes are never applied nor offered (`fixable`/`unfixable`, as ruff)."""
         fixable = set(expand(self.fixable if self.fixable is not None else ["ALL"]))
@@ -155,11 +173,16 @@ class Config:
         return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
 
 
-def default_options() -> dict[str, Any]:
-    options: dict[str, Any] = {}
+def declared_options() -> dict[str, Option]:
+    """Every rule's options, by name (rules that share one share its declaration)."""
+    options: dict[str, Option] = {}
     for rule in all_rules().values():
         options.update(rule.options)
     return options
+
+
+def default_options() -> dict[str, Any]:
+    return {name: option.default for name, option in declared_options().items()}
 
 
 def expand(selectors: Iterable[str]) -> list[str]:
@@ -203,7 +226,7 @@ def matches(path: Path, pattern: str, root: Path, rel: PurePosixPath | None = No
 def parse_target(value: str, where: str) -> tuple[int, int]:
     m = _TARGET.match(str(value).strip())
     if not m:
-        raise ConfigError(f"{where}: target-torch must look like '2.4', got {value!r}")
+        raise ConfigError(f'{where}: target-torch must look like "2.4", got {toml_value(value)}')
     return int(m.group(1)), int(m.group(2))
 
 
@@ -261,7 +284,7 @@ def load_config(path: Path | None) -> Config:
 def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [tool.torchlint] must be a table")
-    options = default_options()
+    options = declared_options()
     for key, value in table.items():
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -300,15 +323,14 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
             if not isinstance(value, str):
                 hint = " (a TOML number drops digits: 2.10 reads as 2.1)" * (type(value) is float)
                 raise ConfigError(
-                    f'{where}: `target-torch` must be a string such as "2.4", got {value!r}{hint}'
+                    f'{where}: `target-torch` must be a string such as "2.4", '
+                    f"got {toml_value(value)}{hint}"
                 )
             config.target_torch = parse_target(value, where)
         elif key in options:
-            default = options[key]
-            if type(value) is not type(default):
-                raise ConfigError(
-                    f"{where}: `{key}` must be {type(default).__name__}, got {value!r}"
-                )
+            problem = options[key].problem(value)
+            if problem is not None:
+                raise ConfigError(f"{where}: `{key}` {problem}")
             config.options[key] = value
         else:
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, "per-file-ignores", "target-torch", *options])

@@ -48,7 +48,7 @@ def rule_markdown(rule: type[Rule]) -> str:
         f"- Default: {'on' if rule.default_enabled else 'off'}",
     ]
     if rule.options:
-        opts = ", ".join(f"`{k}` (default `{v}`)" for k, v in rule.options.items())
+        opts = ", ".join(f"`{k}` ({o.summary()})" for k, o in rule.options.items())
         out.append(f"- Options: {opts}")
     return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"
 

@@ -27,7 +27,7 @@ from torchlint.fixes import Applicability, select_compatible, text_edits
 from torchlint.gate import Gate, apply_checked, later
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import Layout, NodePositions
-from torchlint.results import FixRecord, Violation
+from torchlint.results import ANALYSIS_ERROR, INVALID_SYNTAX, FileError, FixRecord, Violation
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 from torchlint.semantic.exports import summarize
@@ -48,6 +48,10 @@ RuleErrorHandler = Callable[[str, Exception], None]
 class LintError(Exception):
     """The file cannot be analysed (syntax error, too deeply nested...)."""
 
+    def file_error(self, cell: int | None = None) -> FileError:
+        """This error as the record reports show (in a notebook's `cell`)."""
+        return FileError(ANALYSIS_ERROR, str(self), cell=cell)
+
 
 class InvalidSyntax(LintError):
     """A syntax error, at one 1-based line and column."""
@@ -55,6 +59,9 @@ class InvalidSyntax(LintError):
     def __init__(self, line: int, column: int, message: str) -> None:
         super().__init__(f"syntax error at {line}:{column}: {message}")
         self.line, self.column, self.message = line, column, message
+
+    def file_error(self, cell: int | None = None) -> FileError:
+        return FileError(INVALID_SYNTAX, self.message, self.line, self.column, cell)
 
     @classmethod
     def from_compile(cls, exc: SyntaxError | ValueError, source: str) -> InvalidSyntax:
@@ -190,10 +197,20 @@ def parse(source: str, path: str = "<string>") -> cst.Module:
 
 def check_syntax(source: str, path: str = "<string>") -> None:
     """Raise `InvalidSyntax` for text that does not parse, at C speed where it does (the
-    check for files no rule needs to read). Text CPython refuses is given to libcst,
-    which accepts syntax newer than this Python."""
-    if _cpython_refusal(source, path) is not None:
-        parse(source, path)
+    check for files no rule needs to read); `TooLarge` for text too large to check. Text
+    CPython refuses is given to libcst, which accepts syntax newer than this Python, when
+    libcst's tree fits in memory (MAX_TOKENS); above that, CPython's error stands."""
+    _refuse_unchecked(source)
+    _check_syntax(source, path)
+
+
+def _check_syntax(source: str, path: str) -> None:
+    refusal = _cpython_refusal(source, path)
+    if refusal is None:
+        return
+    if len(source) > MAX_TOKENS and _tokens(source, MAX_TOKENS) > MAX_TOKENS:
+        raise refusal
+    parse(source, path)
 
 
 def _cpython_refusal(source: str, path: str) -> InvalidSyntax | None:
@@ -228,9 +245,13 @@ def _libcst_refusal(exc: cst.ParserSyntaxError) -> InvalidSyntax:
 # 3.6 KB at worst, in tables of numbers), so a process's peak memory is bounded by its
 # largest analysed file: about 45 MB + MAX_TOKENS x 3.6 KB x 1.25 (model, positions).
 # A file above that is checked for syntax only (by CPython alone: libcst would need the
-# memory) and reported with a warning. A token takes a character at least, so shorter
-# text is never counted.
+# memory) and reported with a warning. CPython's own parser needs about 0.5 KB and 2 us
+# a token (measured on dense tables of numbers: 1.9 GB and 10 s for 4 million), so a
+# file above MAX_SYNTAX_TOKENS is not even checked for syntax (50 MB of generated data
+# would take 8 GB and a minute), with a warning. A token takes a character at least, so
+# shorter text is never counted, and counting stops at the limit it is counted for.
 MAX_TOKENS = 75_000
+MAX_SYNTAX_TOKENS = 1_000_000
 _TOKEN = re.compile(
     r"""(?s)[rRbBuUfF]{0,2}(?:'''(?:\\.|[^\\])*?'''|"{3}(?:\\.|[^\\])*?"{3}"""
     r"""|'(?:\\.|[^'\\\r\n])*'|"(?:\\.|[^"\\\r\n])*")|#[^\r\n]*|\w+|[^\w\s]"""
@@ -238,20 +259,35 @@ _TOKEN = re.compile(
 
 
 class TooLarge(LintError):
-    """A file too large to analyse in bounded memory: it was checked for syntax only."""
+    """A file too large to analyse in bounded memory: checked for syntax only, or (above
+    MAX_SYNTAX_TOKENS) not at all."""
+
+
+def _tokens(source: str, limit: int) -> int:
+    """The tokens of `source` (a string or a comment counts one), counted up to `limit` + 1."""
+    return _TOKEN.subn("", source, count=limit + 1)[1]
+
+
+def _refuse_unchecked(source: str) -> None:
+    """Raise `TooLarge` for text too large for even CPython's parser (MAX_SYNTAX_TOKENS)."""
+    if len(source) > MAX_SYNTAX_TOKENS and _tokens(source, MAX_SYNTAX_TOKENS) > MAX_SYNTAX_TOKENS:
+        raise TooLarge(
+            f"too large to check (over {MAX_SYNTAX_TOKENS:,} tokens, {len(source) / 1e6:.1f} "
+            "million characters); not analysed, nor checked for syntax"
+        )
 
 
 def _check_size(source: str, path: str) -> None:
+    """Raise `TooLarge` (after CPython's syntax check) for text above MAX_TOKENS."""
     if len(source) <= MAX_TOKENS:
         return
-    tokens = _TOKEN.subn("", source)[1]  # a string or a comment counts one
+    tokens = _tokens(source, MAX_TOKENS)
     if tokens > MAX_TOKENS:
         refusal = _cpython_refusal(source, path)
         if refusal is not None:
             raise refusal
         raise TooLarge(
-            f"too large to analyse ({tokens:,} tokens, over {MAX_TOKENS:,}); "
-            "checked for syntax only"
+            f"too large to analyse (over {MAX_TOKENS:,} tokens); checked for syntax only"
         )
 
 
@@ -377,9 +413,10 @@ class Linter:
         the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
         again only where it changed since the buffer's last text. `env`: what the rest of
         the project tells the file (and gets its summary)."""
+        _refuse_unchecked(source)  # before anything else reads the whole text
         rules = applies(self.rules, source)
         if not rules and not (env is not None and env.reached):
-            check_syntax(source, path)
+            _check_syntax(source, path)
             return []
         _check_size(source, path)
         module = buffer.parse(source, path) if buffer is not None else parse(source, path)
@@ -451,10 +488,11 @@ class Linter:
     ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
         Each pass is checked before it is kept (`torchlint.gate`). `env`: as for `lint`."""
+        _refuse_unchecked(source)
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
         if not rules and not (env is not None and env.reached):
-            check_syntax(source, path)
+            _check_syntax(source, path)
             return outcome
         _check_size(source, path)
         text = source

@@ -46,8 +46,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # (typeshed o
 from typing import Any
 
 from torchlint.fixes import apply_line_edits, line_edits
-from torchlint.linter import InvalidSyntax, LintError, check_syntax
-from torchlint.results import FixRecord, TextEdit, Violation
+from torchlint.linter import LintError, check_syntax
+from torchlint.results import INVALID_SYNTAX, FileError, FixRecord, TextEdit, Violation
 from torchlint.source import split_lines
 
 # Cell magics whose body is Python run in the kernel's namespace.
@@ -246,7 +246,7 @@ class Program:
     )  # line -> (cell, original)
     # Cells left out because they do not parse (as ruff does: the others are still
     # analysed), by cell number: the error in cell positions.
-    broken: dict[int, str] = field(default_factory=dict)
+    broken: dict[int, FileError] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cells: Sequence[Cell], statements: bool = False) -> Program:
@@ -259,7 +259,7 @@ class Program:
             try:
                 lines = program._python_lines(cell, base, not program.cells, statements)
             except LintError as exc:
-                program.broken[cell.number] = _in_cell(cell.number, exc)
+                program.broken[cell.number] = exc.file_error(cell.number)
                 continue
             if program.cells:
                 marker = f"# <{base} cell {cell.number}>"
@@ -347,14 +347,13 @@ class Program:
             chunk = candidate
         return chunk, line - chunk.start + 1
 
-    def explain(self, error: str) -> str:
+    def explain(self, error: FileError) -> FileError:
         """A linter error about the program, restated in cell positions (a syntax error
         only libcst finds: every cell CPython refuses is checked and left out already)."""
-        m = re.match(r"syntax error at (\d+):(\d+): ", error)
-        if not m or not self.cells:
+        if error.code != INVALID_SYNTAX or not self.cells:
             return error
-        chunk, line = self.locate(self.split(self.source), int(m.group(1)))
-        return f"syntax error in cell {chunk.cell} at {line}:{m.group(2)}: {error[m.end() :]}"
+        chunk, line = self.locate(self.split(self.source), error.line)
+        return replace(error, line=line, cell=chunk.cell)
 
     def violations(
         self, violations: Iterable[Violation], text: str, chunks: Sequence[Chunk]
@@ -410,13 +409,6 @@ def _compiles(source: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
-
-
-def _in_cell(number: int, error: LintError) -> str:
-    """A cell's error, as the user finds it: cell number, then line and column in the cell."""
-    if isinstance(error, InvalidSyntax):
-        return f"syntax error in cell {number} at {error.line}:{error.column}: {error.message}"
-    return f"cell {number}: {error}"
 
 
 def _magic_lines(lines: list[str], valid: bool, future: bool) -> dict[int, bool]:

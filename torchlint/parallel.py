@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.cache import Cache, Summaries
-from torchlint.config import Config, instantiate
+from torchlint.config import Config
 from torchlint.linter import TOO_DEEP, Linter, LintError, applies, parser_thread
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import levels
-from torchlint.results import FileResult, Job
-from torchlint.runner import discover, display, process_file, summarize_file
+from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
+from torchlint.runner import discover, display, process_file, rules_of, summarize_file
 from torchlint.semantic import Settings
 from torchlint.semantic.exports import engages, may_tell
 from torchlint.semantic.external import Environment, Summary
@@ -75,16 +75,14 @@ def lint_one(
     (one bad file must not cost the results of a thousand others)."""
     try:
         result = process_file(path, job, codes, env)
-        if not result.violations:
-            result.text = None  # only reporters read it, for findings: not worth shipping
+        if not result.records():
+            result.text = None  # only reporters read it, for code frames: not worth shipping
         return result
     except RecursionError:
-        return FileResult(display(path), error=TOO_DEEP)
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
     except Exception as exc:  # reported on the file, with what to do about it
-        return FileResult(
-            display(path),
-            error=f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file",
-        )
+        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
 
 
 class Interrupted(Exception):
@@ -360,7 +358,7 @@ class _Rounds:
         self.telling: set[tuple[int, str]] = set()  # files not asked that may tell something
         self.raws: dict[tuple[int, str], bytes] = {}
         self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
-        rules = instantiate(job.codes)
+        rules = rules_of(job.codes)
         by_root: dict[Path, list[_Task]] = {}
         for task in tasks:
             base = bases.get(task.path, task.path.parent).absolute()

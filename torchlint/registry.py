@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
+import sys
 from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 from torchlint.rule import Rule
 
@@ -24,11 +28,40 @@ def family(code: str) -> str:
     return FAMILIES.get(code[:3], "other")
 
 
+class RulesMissing(RuntimeError):
+    """Neither `torchlint.rules` nor a source checkout's `rules/` can be imported."""
+
+
+def rules_package() -> ModuleType:
+    """`torchlint.rules`: the installed package, or a source checkout's `rules/` beside
+    the `torchlint/` imported (setuptools ships the folder under that name, so a checkout
+    imported without an editable install, as `python -m torchlint` at its root is with a
+    regular one, has no `torchlint.rules` of its own)."""
+    try:
+        return importlib.import_module("torchlint.rules")
+    except ModuleNotFoundError as exc:
+        if exc.name != "torchlint.rules":
+            raise
+    package = Path(__file__).resolve().parent
+    folder = package.parent / "rules"
+    spec = importlib.util.spec_from_file_location(
+        "torchlint.rules", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    if spec is None or spec.loader is None or not (folder / "__init__.py").is_file():
+        raise RulesMissing(
+            f"torchlint's rules are missing: {package} has no `rules` package and no "
+            f"{folder} beside it; reinstall torchlint (`pip install -e .` in a checkout)"
+        )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["torchlint.rules"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @cache
 def all_rules() -> dict[str, type[Rule]]:
     """code -> rule class, sorted by code."""
-    import torchlint.rules as package
-
+    package = rules_package()
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")

@@ -46,13 +46,58 @@ class Violation:
     cell: int | None = None  # notebooks: 1-based cell number; line/column are then in the cell
 
 
+# Why a file (or a notebook cell) could not be checked, by the code its record carries
+# in every report (as ruff reports `invalid-syntax` and E902 `io-error`). Not rules:
+# they cannot be selected or ignored, and make the exit code 2.
+INVALID_SYNTAX = "TL000"  # the text does not parse
+IO_ERROR = "TL900"  # the file cannot be read or written (or is not a notebook)
+ANALYSIS_ERROR = "TL901"  # valid code that could not be analysed or fixed
+ERROR_NAMES = {
+    INVALID_SYNTAX: "invalid-syntax",
+    IO_ERROR: "io-error",
+    ANALYSIS_ERROR: "analysis-error",
+}
+
+
+@dataclass(frozen=True)
+class FileError:
+    """An error that stopped a file (or a cell) from being checked, where it happened."""
+
+    code: str  # a key of ERROR_NAMES
+    message: str
+    line: int = 1
+    column: int = 1
+    cell: int | None = None  # notebooks: line and column are then in this cell
+
+    def __str__(self) -> str:
+        """As the command line prints it after the file's path."""
+        if self.code == INVALID_SYNTAX:
+            cell = f" in cell {self.cell}" if self.cell is not None else ""
+            return f"syntax error{cell} at {self.line}:{self.column}: {self.message}"
+        return f"cell {self.cell}: {self.message}" if self.cell is not None else self.message
+
+    def record(self) -> Violation:
+        """The error as reporters show a finding (a zero-width range at its position)."""
+        message = f"SyntaxError: {self.message}" if self.code == INVALID_SYNTAX else self.message
+        return Violation(
+            self.code,
+            ERROR_NAMES[self.code],
+            message,
+            self.line,
+            self.column,
+            self.line,
+            self.column,
+            cell=self.cell,
+        )
+
+
 @dataclass
 class FileResult:
     """What happened to one file; plain data (picklable, cacheable)."""
 
     path: str  # as shown to the user
     violations: list[Violation] = field(default_factory=list)
-    error: str | None = None
+    errors: list[FileError] = field(default_factory=list)
     warning: str | None = None  # analysed only in part (too large: syntax only)
     fixed: list[str] = field(default_factory=list)  # codes of applied fixes
     # Codes among `fixed` of findings that only other fixes brought about.
@@ -71,6 +116,18 @@ class FileResult:
     checked: bool = False  # the rules read it (a file of a project may be summarized only)
     # Other files of the project read for the summaries this file's analysis asked about.
     fetched: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def error(self) -> str | None:
+        """The errors as one line, as the command line prints them; None when there are none."""
+        return "; ".join(map(str, self.errors)) or None
+
+    def records(self) -> list[Violation]:
+        """What reports show for this file: its errors and its findings, by position."""
+        if not self.errors:
+            return self.violations
+        found = [*(e.record() for e in self.errors), *self.violations]
+        return sorted(found, key=lambda v: (v.cell or 0, v.line, v.column))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import libcst as cst
 
 from torchlint.fixes import Fix, FixSafety
+from torchlint.options import Option
 
 if TYPE_CHECKING:
     from torchlint.semantic import TorchModule
@@ -45,15 +46,16 @@ class Rule:
     # A narrower cheap test, for a rule whose tokens are common in files it has nothing
     # to say about: the file (that has a token) must also match this expression.
     pattern: ClassVar[re.Pattern[str] | None] = None
-    # Options read from the configuration: kebab-case name -> default value.
-    options: ClassVar[dict[str, Any]] = {}
+    # Options read from the configuration: kebab-case name -> its declaration (default,
+    # range); rules that share an option share its declaration.
+    options: ClassVar[dict[str, Option]] = {}
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
     def option(self, module: TorchModule, name: str) -> Any:
         """The configured value of one of this rule's options, else its default."""
-        return module.settings.options.get(name, self.options[name])
+        return module.settings.options.get(name, self.options[name].default)
 
     def diagnostic(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> Diagnostic:
         return Diagnostic(self.code, message, node, fix)

@@ -20,7 +20,7 @@ from torchlint.config import Config, instantiate
 from torchlint.linter import Linter, LintError, RuleErrorHandler, TooLarge, unified_diff
 from torchlint.noqa import add_noqa
 from torchlint.notebook import Notebook, NotebookError
-from torchlint.results import FileResult, Job
+from torchlint.results import ANALYSIS_ERROR, IO_ERROR, FileError, FileResult, Job
 from torchlint.source import (
     SourceError,
     SourceFile,
@@ -32,6 +32,7 @@ from torchlint.source import (
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
+    from torchlint.rule import Rule
     from torchlint.semantic.external import Environment
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
@@ -45,6 +46,19 @@ class Discovery:
     # The folder each file was found from (a folder given, or a file's own): the root of
     # its project where no marker (pyproject.toml, .git...) says otherwise.
     bases: dict[Path, Path] = field(default_factory=dict)
+
+
+def file_error(exc: Exception, code: str = ANALYSIS_ERROR) -> FileError:
+    """What stopped a file from being checked, as its record: the linter's (a syntax
+    error where it is), a read or write error (`SourceError`), else `code`."""
+    if isinstance(exc, LintError):
+        return exc.file_error()
+    return FileError(IO_ERROR if isinstance(exc, SourceError) else code, str(exc))
+
+
+def failed(name: str, exc: Exception, code: str = ANALYSIS_ERROR) -> FileResult:
+    """The result of a file that could not be checked at all."""
+    return FileResult(name, errors=[file_error(exc, code)])
 
 
 def display(path: Path) -> str:
@@ -110,15 +124,17 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
         try:
             path.resolve(strict=True)
         except FileNotFoundError:
-            found.errors.append(FileResult(raw, error="no such file or directory"))
+            found.errors.append(
+                FileResult(raw, errors=[FileError(IO_ERROR, "no such file or directory")])
+            )
             continue
         except (RuntimeError, OSError) as exc:
             reason = "symlink loop" if "loop" in str(exc).lower() else str(exc)
-            found.errors.append(FileResult(raw, error=reason))
+            found.errors.append(FileResult(raw, errors=[FileError(IO_ERROR, reason)]))
             continue
         if path.is_dir():
             before = len(found.files)
-            for file in _walk(path, config, gitignore):
+            for file in _walk(path, config, gitignore, found.warnings):
                 add(file, path)
             if len(found.files) == before:
                 found.warnings.append(f"{raw}: no Python files found")
@@ -127,7 +143,11 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
     return found
 
 
-def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[Path]:
+def _walk(
+    root: Path, config: Config, gitignore: _GitIgnore | None, warnings: list[str]
+) -> Iterator[Path]:
+    """The Python files below `root`. Links to directories are not followed (as git and
+    ruff do not): one named like a Python file gets a warning, not silence."""
     for directory, dirnames, filenames in os.walk(root):
         base = Path(directory)
         keep = []
@@ -137,6 +157,10 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
                 gitignore and gitignore.ignored(sub.absolute(), True)
             ):
                 continue
+            if name.endswith(PYTHON_SUFFIXES) and os.path.islink(sub):
+                warnings.append(
+                    f"{display(sub)}: a link to a directory, not followed; name it to check it"
+                )
             keep.append(name)
         dirnames[:] = keep
         for name in sorted(filenames):
@@ -150,8 +174,12 @@ def _walk(root: Path, config: Config, gitignore: _GitIgnore | None) -> Iterator[
             yield file
 
 
+def rules_of(codes: Sequence[str]) -> list[Rule]:
+    return instantiate(codes)
+
+
 def _linter(job: Job, codes: Sequence[str]) -> Linter:
-    return Linter(instantiate(codes), job.settings, job.unfixable)
+    return Linter(rules_of(codes), job.settings, job.unfixable)
 
 
 def lint_text(
@@ -189,7 +217,7 @@ def lint_text(
     except TooLarge as exc:
         result.warning = str(exc)
     except LintError as exc:
-        result.error = str(exc)
+        result.errors = [file_error(exc)]
     if env is not None and env.path is not None:
         result.summary = env.summary.to_json() if env.summary is not None else None
         result.answers = env.answers
@@ -211,34 +239,33 @@ def lint_notebook(
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
-        return FileResult(name, error=str(exc)), text
+        return failed(name, exc, IO_ERROR), text
     for statements in (False, True):  # statement separators survive more fixes (see notebook.py)
         program = notebook.program(statements)
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
         result = lint_text(program.source, name, run, codes, on_rule_error, buffer, env)
-        if result.error is not None:
-            result.error, result.text = program.explain(result.error), None
+        if result.errors:
+            result.errors, result.text = [program.explain(e) for e in result.errors], None
             return result, text
         try:
             fixed = result.text or ""
             chunks = program.split(fixed)
             break
         except NotebookError as exc:
-            error = FileResult(name, error=str(exc))
+            error = failed(name, exc)
     else:
         return error, text
     changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
     try:
         new_text = notebook.with_sources(changed)
     except NotebookError as exc:
-        return FileResult(name, error=str(exc)), text
+        return failed(name, exc), text
     result.violations = program.violations(result.violations, fixed, chunks)
     result.diff = notebook.diff(name, changed) if job.diff and changed else None
     result.text, result.cells = None, notebook.sources(changed)
-    if program.broken:
-        result.error = "; ".join(program.broken.values())
+    result.errors = list(program.broken.values())
     return result, new_text
 
 
@@ -260,14 +287,14 @@ def process_file(
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
-        return FileResult(name, error=str(exc))
+        return failed(name, exc)
     result, new_text = _lint_source(source.text, name, job, codes, env)
-    if job.fix and not job.diff and result.error is None and new_text != source.text:
+    if job.fix and not job.diff and not result.errors and new_text != source.text:
         try:
             write_source(source, new_text)
         except SourceError as exc:  # nothing written: report what the file on disk holds
             result, _ = _lint_source(source.text, name, replace(job, fix=False), codes, env)
-            result.error = str(exc)
+            result.errors = [file_error(exc)]
     return result
 
 
@@ -281,7 +308,7 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
         if not name.endswith(".ipynb"):
             Linter([], job.settings).summarize(text, name, env)
     except (SourceError, LintError) as exc:
-        result.error = str(exc)
+        result.errors = [file_error(exc)]
     result.summary = env.summary.to_json() if env.summary is not None else None
     result.answers = env.answers
     return result
@@ -295,7 +322,7 @@ def add_noqa_text(
     syntax error, a cell that does not parse) is left as it is."""
     check = replace(job, fix=False, diff=False, with_edits=False)
     result, _ = _lint_source(text, name, check, codes)
-    if result.error is not None or not result.violations:
+    if result.errors or not result.violations:
         return text, result, 0
     if not name.endswith(".ipynb"):
         wanted: dict[int, set[str]] = {}
@@ -317,7 +344,7 @@ def add_noqa_text(
         changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
         return notebook.with_sources(changed), result, added
     except NotebookError as exc:
-        result.error = str(exc)
+        result.errors = [file_error(exc)]
         return text, result, 0
 
 
@@ -327,13 +354,13 @@ def add_noqa_file(path: Path, job: Job, codes: Sequence[str]) -> tuple[FileResul
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
-        return FileResult(name, error=str(exc)), 0
+        return failed(name, exc), 0
     new_text, result, added = add_noqa_text(source.text, name, job, codes)
     if added:
         try:
             write_source(source, new_text)
         except SourceError as exc:
-            result.error, added = str(exc), 0
+            result.errors, added = [file_error(exc)], 0
     return result, added
 
 
@@ -341,9 +368,9 @@ def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
     try:
         text, _ = decode(data)
     except SourceError as exc:
-        return FileResult(name, error=str(exc))
+        return failed(name, exc)
     codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
     result, new_text = _lint_source(text, name, job, codes)
     if job.fix and not job.diff:
-        result.fixed_text = new_text if result.error is None else text
+        result.fixed_text = text if result.errors else new_text
     return result

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from torchlint.results import FileResult, Violation
+from torchlint.results import ERROR_NAMES, FileResult, Violation
 
 _MODULES = {
     "text": "text",
@@ -35,6 +35,7 @@ WITH_EDITS = frozenset({"json", "json-lines", "sarif", "rdjson", "rdjsonl"})
 
 TOOL_URL = "https://github.com/torchlint/torchlint"
 DOCS_URL = TOOL_URL + "/blob/main/docs/rules/{code}.md"
+ERRORS_URL = TOOL_URL + "/blob/main/docs/output-formats.md#files-that-could-not-be-checked"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,12 @@ def render(fmt: str, results: list[FileResult], context: Context) -> str:
 
 
 def rule_url(code: str) -> str:
-    return DOCS_URL.format(code=code)
+    return ERRORS_URL if code in ERROR_NAMES else DOCS_URL.format(code=code)
+
+
+def is_error(v: Violation) -> bool:
+    """A record of a file (or cell) that could not be checked, not a rule's finding."""
+    return v.code in ERROR_NAMES
 
 
 def fixable(v: Violation, context: Context) -> bool:
@@ -101,7 +107,7 @@ def fingerprints(result: FileResult, context: Context) -> Iterator[tuple[Violati
     """
     path = repo_path(result.path, context)
     seen: Counter[tuple[str, str]] = Counter()
-    for v in result.violations:
+    for v in result.records():
         key = (v.code, line_at(source_lines(result, v.cell), v.line).strip())
         data = "\0".join((path, *key, str(seen[key])))
         seen[key] += 1

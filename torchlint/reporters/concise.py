@@ -12,7 +12,7 @@ def render(results: list[FileResult], context: Context) -> str:
     s = Style(context.color)
     lines = []
     for result in results:
-        for v in result.violations:
+        for v in result.records():
             mark = " [*]" if fixable(v, context) else ""
             lines.append(f"{location(result, v, s)} {s.red(v.code)}{mark} {v.message}")
     return "\n".join(lines) + ("\n" if lines else "")

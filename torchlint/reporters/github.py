@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchlint.reporters import Context, cell_prefix, fixable, repo_path
+from torchlint.reporters import Context, cell_prefix, fixable, is_error, repo_path
 from torchlint.results import FileResult, Violation
 
 MAX_SUMMARY_ROWS = 500
@@ -32,16 +32,15 @@ def render(results: list[FileResult], context: Context) -> str:
     lines = []
     for r in results:
         path = repo_path(r.path, context)
-        if r.error is not None:
-            lines.append(command("error", r.error, file=path, title="torchlint"))
-        for v in r.violations:
+        for v in r.records():
             title = f"torchlint ({v.code})"
+            level = "error" if is_error(v) else "warning"
             if v.cell is not None:
-                lines.append(command("warning", cell_prefix(v) + v.message, file=path, title=title))
+                lines.append(command(level, cell_prefix(v) + v.message, file=path, title=title))
                 continue
             lines.append(
                 command(
-                    "warning",
+                    level,
                     v.message,
                     file=path,
                     line=v.line,

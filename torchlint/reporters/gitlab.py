@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.reporters import Context, cell_prefix, fingerprints, repo_path
+from torchlint.reporters import Context, cell_prefix, fingerprints, is_error, repo_path
 from torchlint.results import FileResult, Violation
 
 
@@ -35,8 +35,8 @@ def render(results: list[FileResult], context: Context) -> str:
                     "description": f"{v.code} {cell_prefix(v)}{v.message}",
                     "check_name": v.code,
                     "fingerprint": fingerprint,
-                    "severity": "major",
-                    "categories": ["Performance"],
+                    "severity": "critical" if is_error(v) else "major",
+                    "categories": ["Bug Risk" if is_error(v) else "Performance"],
                     "location": _location(path, v),
                 }
             )

@@ -39,5 +39,5 @@ def violation_dict(path: str, v: Violation) -> dict[str, Any]:
 
 
 def render(results: list[FileResult], context: Context) -> str:
-    items = [violation_dict(r.path, v) for r in results for v in r.violations]
+    items = [violation_dict(r.path, v) for r in results for v in r.records()]
     return json.dumps(items, indent=2, ensure_ascii=False) + "\n"

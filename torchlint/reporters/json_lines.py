@@ -13,5 +13,5 @@ def render(results: list[FileResult], context: Context) -> str:
     return "".join(
         json.dumps(violation_dict(r.path, v), ensure_ascii=False, separators=(",", ":")) + "\n"
         for r in results
-        for v in r.violations
+        for v in r.records()
     )

@@ -1,7 +1,7 @@
 """JUnit XML: a test suite per file, a failing test case per finding.
 
-For CI systems that show test reports (GitLab, Jenkins, Azure Pipelines); files that
-could not be checked become test cases with an error.
+For CI systems that show test reports (GitLab, Jenkins, Azure Pipelines); a file (or
+a notebook cell) that could not be checked is a test case with an error.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from torchlint.reporters import Context
+from torchlint.reporters import Context, is_error
 from torchlint.results import FileResult
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -26,13 +26,8 @@ def render(results: list[FileResult], context: Context) -> str:
     for r in results:
         path = _xml(r.path)
         suite = ET.SubElement(root, "testsuite", name=path)
-        counts = {"tests": len(r.violations), "failures": len(r.violations), "errors": 0}
-        if r.error is not None:
-            case = ET.SubElement(suite, "testcase", name="torchlint", classname=path)
-            ET.SubElement(case, "error", message=_xml(r.error)).text = _xml(r.error)
-            counts["tests"] += 1
-            counts["errors"] = 1
-        for v in r.violations:
+        counts = {"tests": 0, "failures": 0, "errors": 0}
+        for v in r.records():
             cell = f"cell {v.cell}:" if v.cell is not None else ""
             where = f"{path}:{cell}{v.line}:{v.column}"
             case = ET.SubElement(
@@ -40,8 +35,11 @@ def render(results: list[FileResult], context: Context) -> str:
             )
             if v.cell is None:  # notebook lines count within a cell
                 case.set("line", str(v.line))
-            failure = ET.SubElement(case, "failure", message=_xml(v.message), type=v.code)
-            failure.text = f"{where}: {v.code} {_xml(v.message)}"
+            kind = "error" if is_error(v) else "failure"
+            outcome = ET.SubElement(case, kind, message=_xml(v.message), type=v.code)
+            outcome.text = f"{where}: {v.code} {_xml(v.message)}"
+            counts["tests"] += 1
+            counts["errors" if is_error(v) else "failures"] += 1
         for key, n in counts.items():
             suite.set(key, str(n))
             totals[key] += n

@@ -14,6 +14,7 @@ from torchlint.reporters import (
     Context,
     byte_column,
     cell_prefix,
+    is_error,
     line_at,
     rule_url,
     source_lines,
@@ -38,7 +39,7 @@ def diagnostic(path: str, lines: list[str], v: Violation) -> dict[str, Any]:
     item: dict[str, Any] = {
         "message": cell_prefix(v) + v.message,
         "location": location,
-        "severity": "WARNING",
+        "severity": "ERROR" if is_error(v) else "WARNING",
         "source": SOURCE,
         "code": {"value": v.code, "url": rule_url(v.code)},
     }
@@ -54,7 +55,7 @@ def render(results: list[FileResult], context: Context) -> str:
         diagnostic(r.path, lines, v)
         for r in results
         for lines in [source_lines(r)]
-        for v in r.violations
+        for v in r.records()
     ]
     if context.format == "rdjsonl":
         return "".join(

@@ -1,8 +1,9 @@
 """SARIF 2.1.0 for code scanning (GitHub, Azure DevOps, IDE viewers).
 
-One run: `tool.driver` describes every rule (from its docstring), each result points
-into a file by a URI relative to the repository root, columns count code points,
-and fixes carry the edits of the fix.
+One run: `tool.driver` describes every rule (from its docstring) and the records of
+files that could not be checked (TL000...: results of level error, and notifications),
+each result points into a file by a URI relative to the repository root, columns count
+code points, and fixes carry the edits of the fix.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ from torchlint.reporters import (
     Context,
     cell_prefix,
     fingerprints,
+    is_error,
     repo_path,
     rule_url,
 )
-from torchlint.results import FileResult, FixRecord, Violation
+from torchlint.results import (
+    ANALYSIS_ERROR,
+    ERROR_NAMES,
+    INVALID_SYNTAX,
+    IO_ERROR,
+    FileResult,
+    FixRecord,
+    Violation,
+)
 from torchlint.rule import Rule
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -117,7 +127,7 @@ def _result(v: Violation, index: int, location: dict[str, str], fingerprint: str
     result: dict[str, Any] = {
         "ruleId": v.code,
         "ruleIndex": index,
-        "level": "warning",
+        "level": "error" if is_error(v) else "warning",
         "message": {"text": cell_prefix(v) + v.message},
         "locations": [{"physicalLocation": physical}],
         "partialFingerprints": {FINGERPRINT: fingerprint},
@@ -129,18 +139,37 @@ def _result(v: Violation, index: int, location: dict[str, str], fingerprint: str
     return result
 
 
+# The records of files that could not be checked (not rules: never selected or ignored).
+_ERRORS = {
+    INVALID_SYNTAX: "The file is not valid Python: it could not be checked.",
+    IO_ERROR: "The file could not be read or written (or is not a notebook).",
+    ANALYSIS_ERROR: "Valid code that torchlint could not analyse or fix.",
+}
+
+
+def error_descriptor(code: str) -> dict[str, Any]:
+    return {
+        "id": code,
+        "name": ERROR_NAMES[code],
+        "shortDescription": {"text": _ERRORS[code]},
+        "helpUri": rule_url(code),
+        "defaultConfiguration": {"level": "error"},
+        "properties": {"tags": ["torchlint-error"], "problem.severity": "error"},
+    }
+
+
 def render(results: list[FileResult], context: Context) -> str:
     rules = all_rules()
-    index = {code: i for i, code in enumerate(rules)}
+    index = {code: i for i, code in enumerate([*rules, *ERROR_NAMES])}
     out = []
     notifications = []
     for r in results:
         location = artifact(r.path, context)
-        if r.error is not None:
+        for e in r.errors:
             notifications.append(
                 {
                     "level": "error",
-                    "message": {"text": r.error},
+                    "message": {"text": str(e)},
                     "locations": [{"physicalLocation": {"artifactLocation": location}}],
                 }
             )
@@ -156,7 +185,10 @@ def render(results: list[FileResult], context: Context) -> str:
                         "version": __version__,
                         "semanticVersion": __version__,
                         "informationUri": TOOL_URL,
-                        "rules": [rule_descriptor(rule) for rule in rules.values()],
+                        "rules": [
+                            *(rule_descriptor(rule) for rule in rules.values()),
+                            *(error_descriptor(code) for code in ERROR_NAMES),
+                        ],
                     }
                 },
                 "invocations": [

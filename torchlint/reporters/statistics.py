@@ -15,7 +15,7 @@ FORMATS = ("text", "full", "concise", "json")
 
 
 def rows(results: list[FileResult], context: Context) -> list[dict[str, object]]:
-    violations = [v for r in results for v in r.violations]
+    violations = [v for r in results for v in r.records()]
     counts = Counter(v.code for v in violations)
     can_fix = Counter(v.code for v in violations if fixable(v, context))
     names = {v.code: v.name for v in violations}

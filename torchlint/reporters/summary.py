@@ -18,7 +18,7 @@ def plural(n: int, word: str, suffix: str = "s") -> str:
 def summary(results: list[FileResult], context: Context, diff: bool = False) -> str:
     """The summary lines (each ending in a newline), or "" when there is nothing to say."""
     s = Style(context.color)
-    remaining = [v for r in results for v in r.violations]
+    remaining = [v for r in results for v in r.records()]
     fixed = sum(len(r.fixed) for r in results)
     later = sum(len(r.later) for r in results)
     # Fixes of findings a check did not show: other fixes brought them about.

@@ -9,18 +9,27 @@ from torchlint.results import FileResult, FixRecord, Violation
 # A finding over more lines than this shows its first and last lines around a "...".
 MAX_RANGE_LINES = 8
 KEEP_HEAD, KEEP_TAIL = 4, 2
+TAB_WIDTH = 4  # code frames show tabs as spaces to this stop, so carets line up (as ruff)
+
+
+def _shown(line: str, column: int) -> int:
+    """The 1-based column where the character at `column` of `line` is shown."""
+    return len(line[: column - 1].expandtabs(TAB_WIDTH)) + 1
 
 
 def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
-    """The flagged code with one line of context each side. A range on one line is
-    underlined with carets; a range over several lines is drawn as ruff (and rustc) draw
-    it: a bar in the margin from its first character to its last."""
-    texts = {n: lines[n - 1].rstrip("\r\n") for n in range(1, len(lines) + 1)}
+    """The flagged code with one line of context each side, tabs expanded. A range on
+    one line is underlined with carets; a range over several lines is drawn as ruff (and
+    rustc) draw it: a bar in the margin from its first character to its last."""
+    raw = {n: lines[n - 1].rstrip("\r\n") for n in range(1, len(lines) + 1)}
+    texts = {n: text.expandtabs(TAB_WIDTH) for n, text in raw.items()}
     end_line, end_column = v.end_line, v.end_column
     if end_line > v.line and end_column <= 1:  # ends where a line starts: on the line above
         end_line -= 1
-        end_column = len(texts.get(end_line, "")) + 1
+        end_column = len(raw.get(end_line, "")) + 1
     end_line = min(max(end_line, v.line), len(lines))
+    column = _shown(raw.get(v.line, ""), v.column)
+    end_column = _shown(raw.get(end_line, ""), end_column)
     first, last = max(1, v.line - 1), min(len(lines), end_line + 1)
     shown = list(range(first, last + 1))
     if end_line - v.line + 1 > MAX_RANGE_LINES:
@@ -33,13 +42,13 @@ def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
         for n in shown:
             out.append(f"{s.blue(str(n).rjust(width) + ' |')} {texts[n]}")
             if n == v.line:
-                carets = "^" * max(1, end_column - v.column)
-                out.append(f"{gutter} {' ' * (v.column - 1)}{s.red(carets)}{label}")
+                carets = "^" * max(1, end_column - column)
+                out.append(f"{gutter} {' ' * (column - 1)}{s.red(carets)}{label}")
         out.append(gutter)
         return out
     # Several lines: a two-column margin holds the bar ("/" when the range starts the
     # line, else a "_" line leading to its first character).
-    starts_line = not texts[v.line][: v.column - 1].strip()
+    starts_line = not texts[v.line][: column - 1].strip()
     previous = None
     for n in shown:
         if previous is not None and n != previous + 1:
@@ -53,7 +62,7 @@ def _excerpt(lines: list[str], v: Violation, s: Style) -> list[str]:
             margin = "  "
         out.append(f"{s.blue(str(n).rjust(width) + ' |')} {margin}{texts[n]}".rstrip())
         if n == v.line and not starts_line:
-            out.append(f"{gutter}  {s.red('_' * v.column + '^')}")
+            out.append(f"{gutter}  {s.red('_' * column + '^')}")
         if n == end_line:
             last_column = max(1, end_column - 1)
             out.append(f"{gutter} {s.red('|' + '_' * last_column + '^')}{label}")
@@ -100,7 +109,7 @@ def render(results: list[FileResult], context: Context) -> str:
     s = Style(context.color)
     out: list[str] = []
     for result in results:
-        for v in result.violations:
+        for v in result.records():
             lines = _lines(result, v.cell)
             mark = " [*]" if fixable(v, context) else ""
             out.append(f"{location(result, v, s)} {s.red(v.code)}{mark} {v.message}")

@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
 from torchlint.fixes import Applicability, Fix, Import, Replace, fix
+from torchlint.options import Option
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses, Value
 from torchlint.semantic.facts import CallSite, Context, Loop
@@ -39,7 +40,8 @@ DATALOADER_PARAMS = (
 )
 MAX_DEPTH = 4
 # The option of the batch-size rules: batches below it are small.
-BATCH_SIZE_OPTIONS = {"min-batch-size": 32}
+# A batch below 2 is no batch (TL002's fix writes the value), above 65536 no GPU holds.
+BATCH_SIZE_OPTIONS = {"min-batch-size": Option(32, minimum=2, maximum=65536)}
 
 
 @dataclass(eq=False)

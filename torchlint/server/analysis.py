@@ -12,7 +12,6 @@ new text; the server turns it into minimal edits.
 from __future__ import annotations
 
 import json
-import re
 import traceback
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from torchlint.linter import (
 )
 from torchlint.noqa import add_noqa
 from torchlint.reporters import Context, fixable
-from torchlint.results import Job, Violation
+from torchlint.results import FileError, Job, Violation
 from torchlint.runner import lint_notebook
 from torchlint.server.settings import Setup
 
@@ -202,23 +201,14 @@ def _first_python(cells: Sequence[Cell]) -> int | None:
 
 
 # How `lint_notebook` states a broken cell (notebook.py: `_in_cell`), several joined by "; ".
-_CELL_ERROR = re.compile(r"syntax error in cell (\d+) at (\d+):(\d+): |cell (\d+): ")
-_NEXT_CELL_ERROR = re.compile(r"; (?=syntax error in cell \d+ at \d+:\d+: |cell \d+: )")
-
-
-def cell_problems(error: str, cells: Sequence[Cell]) -> list[Problem]:
-    """`lint_notebook`'s error, as one problem per cell it names."""
-    out = []
-    for part in _NEXT_CELL_ERROR.split(error):
-        m = _CELL_ERROR.match(part)
-        if m is None:
-            out.append(Problem(part, 1, 1, _first_python(cells)))
-        elif m.group(1):
-            message = f"SyntaxError: {part[m.end() :]}"
-            out.append(Problem(message, int(m.group(2)), int(m.group(3)), int(m.group(1))))
-        else:
-            out.append(Problem(part[m.end() :], 1, 1, int(m.group(4))))
-    return out
+def cell_problems(errors: Sequence[FileError], cells: Sequence[Cell]) -> list[Problem]:
+    """`lint_notebook`'s errors, each in the cell it names (else the first Python cell)."""
+    return [
+        Problem(
+            e.record().message, e.line, e.column, _first_python(cells) if e.cell is None else e.cell
+        )
+        for e in errors
+    ]
 
 
 def lint_cells(
@@ -235,7 +225,7 @@ def lint_cells(
         return report
     report.violations = result.violations
     if result.error is not None:
-        report.problems += cell_problems(result.error, cells)
+        report.problems += cell_problems(result.errors, cells)
     if result.warning is not None:
         report.problems.append(Problem(result.warning, 1, 1, _first_python(cells), True))
     return report

@@ -133,12 +133,7 @@ def setup(configs: Configs, editor: EditorSettings, path: Path | None, root: Pat
     config = configs.config(path.parent if path else root, root)
     if path is not None and config.excluded(path):
         return None
-    config = dataclasses.replace(
-        config,
-        select=list(editor.select) if editor.select is not None else config.select,
-        extend_select=[*config.extend_select, *editor.extend_select],
-        ignore=[*config.ignore, *editor.ignore],
-    )
+    config = config.selecting(editor.select, editor.extend_select, editor.ignore)
     codes: Sequence[str] = config.selected_codes()
     if path is not None:
         codes = config.rules_for(path, codes)

@@ -94,16 +94,13 @@ def _load_config(script: Path, config_file: Path | None) -> Any:
 def _linter(options: VerifyOptions) -> tuple[Any, Any]:
     """The linter of the script's configuration with verify's --select/--ignore, and the
     configuration."""
-    from torchlint.config import ConfigError, expand, instantiate
+    from torchlint.config import ConfigError, instantiate
     from torchlint.linter import Linter
 
     script = options.script
     config = _load_config(script, options.config_file)
     try:
-        if options.select:
-            config.select = list(expand(options.select))
-        if options.ignore:
-            config.ignore.extend(expand(options.ignore))
+        config = config.selecting(options.select, (), options.ignore or ())
         codes = config.rules_for(script, config.selected_codes())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
@@ -200,9 +197,21 @@ class _Session:
 
     def run(self, variant: str, code: Path, index: int, **extra: Any) -> Any:
         from torchlint.verify.harness import RunSpec, run_once
+        from torchlint.verify.scratch import COPY_BYTES
 
         spec = RunSpec(variant, code, index, self.log_dir, self.options, **extra)
-        return run_once(spec, self.nvml, self.devices)
+        result = run_once(spec, self.nvml, self.devices)
+        if result.linked and index == 1:
+            folder = self.options.script.parent
+            names = ", ".join(os.path.relpath(p, folder) for p in result.linked[:3])
+            more = f" and {len(result.linked) - 3} more" if len(result.linked) > 3 else ""
+            print(
+                f"torchlint verify: linked into each run's folder, not copied (over "
+                f"{COPY_BYTES >> 20} MB, or past what is copied): {names}{more}; a run that "
+                "writes them writes yours",
+                file=self.err,
+            )
+        return result
 
     def header(self) -> dict[str, Any]:
         """The start of the --json document."""
@@ -257,7 +266,11 @@ def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
             f"torchlint verify: sampling GPU(s) {names} every {options.interval_ms:g} ms",
             file=err,
         )
-    print(f"torchlint verify: logs in {log_dir}", file=err)
+    print(
+        f"torchlint verify: logs in {log_dir}; each run works in a copy of "
+        f"{script.parent} there (runs/), so nothing it writes lands in your folder",
+        file=err,
+    )
     session = _Session(options, log_dir, nvml, devices, gpu_reason, out, err)
     try:
         if options.tune_batch_size:
@@ -301,8 +314,8 @@ def _measure(session: _Session, fixed_path: Path) -> list[Any]:
 
 def _report(session: _Session, runs: list[Any], diff: str) -> int:
     from torchlint.verify import plot as plotting
-    from torchlint.verify.report import failure, render
-    from torchlint.verify.stats import compare, run_metrics
+    from torchlint.verify.report import failure, render, where
+    from torchlint.verify.stats import GPU_METRICS, METRICS, compare, run_metrics
 
     out, script = session.out, session.options.script
     before = [r for r in runs if r.variant == "original"]
@@ -310,8 +323,10 @@ def _report(session: _Session, runs: list[Any], diff: str) -> int:
     measured = all(any(r.usable and not r.warmup_run for r in v) for v in (before, after))
     comparison = compare(before, after)
     if session.gpu_reason is not None:
+        lacking = ", ".join(m.label for m in METRICS if m.key in GPU_METRICS)
         comparison.notes.append(
-            f"no GPU ({session.gpu_reason}): CPU-side figures only; {gpu_hint()}"
+            f"no GPU ({session.gpu_reason}): CPU-side figures only, not measured: {lacking}; "
+            f"{gpu_hint()}"
         )
     comparison.notes.extend(_torch_notes(runs, session.gpu_reason))
     if measured:
@@ -328,7 +343,7 @@ def _report(session: _Session, runs: list[Any], diff: str) -> int:
         for r in runs:
             if not r.usable:
                 print(failure(r), file=out)
-        print(f"logs of every run: {session.log_dir}", file=out)
+        print("\n".join(where(runs, str(session.log_dir))), file=out)
     code = EXIT_OK if measured else EXIT_FAILED
     if session.options.json_out is not None:
         data = {
@@ -363,7 +378,7 @@ def _write(path: Path, data: dict[str, Any], out: TextIO) -> int:
 
 def _tune(session: _Session, source: Any) -> int:
     from torchlint.verify import plot as plotting
-    from torchlint.verify.report import failure
+    from torchlint.verify.report import failure, where
     from torchlint.verify.stats import run_metrics
     from torchlint.verify.tune import render, search
 
@@ -388,7 +403,7 @@ def _tune(session: _Session, source: Any) -> int:
 
     tuning = search(trial)
     print(render(tuning), file=out)
-    print(f"logs of every run: {session.log_dir}", file=out)
+    print("\n".join(where(results, str(session.log_dir))), file=out)
     code = EXIT_OK if tuning.largest is not None else EXIT_FAILED
     if tuning.largest is None:
         for r in results:
@@ -457,6 +472,25 @@ def _apply_batch_size(
     return EXIT_OK
 
 
+def _as_the_users(profile: dict[str, Any], ran_in: str, folder: str) -> dict[str, Any]:
+    """The profile with the paths of the run's copy of the script's folder (`ran_in`)
+    as those of the user's `folder`: findings are joined with the script by its path."""
+
+    def user(path: str) -> str:
+        rel = os.path.relpath(path, ran_in)
+        return path if rel == ".." or rel.startswith(".." + os.sep) else os.path.join(folder, rel)
+
+    def moved(group: dict[str, Any]) -> dict[str, Any]:
+        return {**group, "frames": [[user(path), line] for path, line in group["frames"]]}
+
+    patterns = {
+        name: {**entry, "matches": [moved(m) for m in entry.get("matches", ())]}
+        for name, entry in profile.get("patterns", {}).items()
+    }
+    loading = [moved(g) for g in profile.get("loading", ())]
+    return {**profile, "patterns": patterns, "loading": loading}
+
+
 def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int:
     """--profile: the static findings, one profiled run of the script, and their join."""
     from torchlint.linter import LintError, parse
@@ -464,7 +498,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
     from torchlint.semantic import build
     from torchlint.verify import crosscheck, matcher
     from torchlint.verify.harness import RunSpec, run_once
-    from torchlint.verify.report import failure
+    from torchlint.verify.report import failure, where
 
     script = options.script
     linter, config = _linter(options)
@@ -489,7 +523,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
         print(failure(result), file=out)
         return EXIT_FAILED
     check = crosscheck.join(
-        found,
+        _as_the_users(found, result.ran_in, str(script.parent)),
         violations,
         module,
         str(script),
@@ -501,7 +535,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
     if not result.usable:
         print(failure(result), file=out)
         code = EXIT_FAILED
-    print(f"logs of the run: {log_dir}", file=out)
+    print("\n".join(where([result], str(log_dir), "logs of the run")), file=out)
     if options.json_out is not None:
         run = result.to_json()
         run["events"] = [e for e in run["events"] if e.get("event") != "profile"]

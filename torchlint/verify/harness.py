@@ -20,6 +20,7 @@ from typing import Any
 from torchlint.verify.nvml import GpuDevice, GpuSample, Nvml
 from torchlint.verify.options import VerifyOptions
 from torchlint.verify.procs import CpuSample, ProcessTree
+from torchlint.verify.scratch import mirror, tidy
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 ENV = "TORCHLINT_VERIFY"
@@ -42,8 +43,8 @@ class RunSpec:
     variant: str  # "original" | "fixed" | "bs=<n>"
     code: Path  # the file whose code runs (the script, or the fixed copy)
     index: int
-    log_dir: Path
-    options: VerifyOptions  # options.script: the user's script (its directory is the cwd)
+    log_dir: Path  # each run works in a mirror of the script's folder under runs/ here
+    options: VerifyOptions  # options.script: the user's script
     batch_size: int | None = None
     watch_batch_size: bool = False  # report the DataLoaders' batch sizes (tuning)
     warmup_run: bool = False  # discarded from the comparison
@@ -74,6 +75,10 @@ class RunResult:
     original_batch_size: int | None = None
     oom: bool = False
     warmup_run: bool = False
+    ran_in: str = ""  # its working directory: a mirror of the script's folder (scratch.py)
+    workdir: str | None = None  # ran_in, when the run wrote something there (kept)
+    linked: list[str] = field(default_factory=list)  # the user's files it reached by links
+    touched: list[str] = field(default_factory=list)  # ...and those it changed
 
     # -- the window -----------------------------------------------------------------------
 
@@ -130,6 +135,10 @@ class RunResult:
             "stdout_log": self.stdout_log,
             "stderr_log": self.stderr_log,
             "foreign_pids": self.foreign_pids,
+            "ran_in": self.ran_in,
+            "workdir": self.workdir,
+            "linked": self.linked,
+            "touched": self.touched,
             "events": self.events,
             "gpu_samples": [{**s.to_json(), "in_window": _inside(s.t, span)} for s in self.gpu],
             "cpu_samples": [
@@ -180,9 +189,10 @@ class _Channel:
         return events
 
 
-def command_for(spec: RunSpec) -> list[str]:
+def command_for(spec: RunSpec, script: Path) -> list[str]:
+    """The command that runs `script` (the user's, as mirrored for the run)."""
     o = spec.options
-    launch = [LAUNCHER, str(o.script), *o.script_args]
+    launch = [LAUNCHER, str(script), *o.script_args]
     if o.nproc_per_node:
         return [
             sys.executable,
@@ -208,9 +218,8 @@ def run_once(
     nvml: Nvml | None = None,
     devices: Sequence[GpuDevice] = (),
 ) -> RunResult:
-    """Run the script once and measure it; never raises for the script's own failures."""
-    import subprocess
-
+    """Run the script once, in a mirror of its folder, and measure it; never raises for
+    the script's own failures."""
     o = spec.options
     stem = f"{spec.index:02d}-{spec.variant}"
     channel = spec.log_dir / f"{stem}.channel"
@@ -245,12 +254,35 @@ def run_once(
             result.baseline_gpu.append(nvml.read(d, now))
             result.foreign_pids.extend(nvml.processes(d))
     reader = _Channel(channel)
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+    work = mirror(o.script.parent, spec.log_dir / "runs" / stem)
+    result.ran_in, result.linked = str(work.root), [str(p) for p in work.linked_files()]
+    try:
+        _run(spec, result, env, reader, work.root / o.script.name, nvml, devices)
+    finally:
+        result.touched = [str(p) for p in tidy(work)]
+        result.workdir = str(work.root) if work.root.exists() else None
+    return result
+
+
+def _run(
+    spec: RunSpec,
+    result: RunResult,
+    env: dict[str, str],
+    reader: _Channel,
+    script: Path,
+    nvml: Nvml | None,
+    devices: Sequence[GpuDevice],
+) -> None:
+    """Start `script` in its folder (the mirror), sample it until it ends, classify."""
+    import subprocess
+
+    o = spec.options
+    with open(result.stdout_log, "wb") as out, open(result.stderr_log, "wb") as err:
         result.started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                command_for(spec),
-                cwd=str(o.script.parent),
+                command_for(spec, script),
+                cwd=str(script.parent),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -259,7 +291,7 @@ def run_once(
             )
         except OSError as exc:
             result.message = f"cannot start Python: {exc}"
-            return result
+            return
         tree = ProcessTree(proc.pid)
         deadline = result.started + o.timeout
         expected = o.nproc_per_node or 1
@@ -303,12 +335,11 @@ def run_once(
             result.returncode = None
         result.ended = time.monotonic()
     result.events.extend(reader.read())
-    result.stderr_tail = _tail(err_path)
+    result.stderr_tail = _tail(Path(result.stderr_log))
     if spec.profile_steps is not None:
         _classify_profile(result, o, timed_out)
     else:
         _classify(result, o, timed_out, closed_at is not None)
-    return result
 
 
 def _classify_profile(result: RunResult, o: VerifyOptions, timed_out: bool) -> None:
@@ -390,8 +421,8 @@ def _classify(result: RunResult, o: VerifyOptions, timed_out: bool, closed: bool
         result.status = "partial"
         result.message = (
             f"the script finished {steps - o.warmup} optimizer steps into the measurement "
-            f"window, before it closed (at least --steps {o.steps} and --window {o.window:g}s); "
-            "measured those"
+            f"window, before it closed (torchlint verify's --steps {o.steps} and --window "
+            f"{o.window:g}); measured those"
         )
     elif steps == 0 and int(end.get("loader_batches", 0)) == 0:
         result.status = "no-window"
@@ -408,8 +439,9 @@ def _classify(result: RunResult, o: VerifyOptions, timed_out: bool, closed: bool
         result.status = "no-window"
         result.message = (
             f"the script finished after {steps} optimizer steps, before the measurement "
-            f"window ({want} = --warmup {o.warmup} + --steps {o.steps}); lower them "
-            "or give the script more work"
+            f"window ({want} = torchlint verify's --warmup {o.warmup} + --steps {o.steps}): "
+            "lower those (`torchlint verify --warmup N --steps N SCRIPT`, before the `--`), "
+            "or give the script more work (its own arguments, after the `--`)"
         )
 
 

@@ -36,10 +36,15 @@ import importlib
 import os
 import site
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 MODULE = "torch.profiler._pattern_matcher"
+# The first and last torch releases --profile is checked on (the verifier itself needs
+# torch 2.0 or newer: the `verify` extra). A private module: `problem` checks any torch
+# by its shape, and names what it lacks.
+CHECKED_TORCH = ((2, 0), (2, 13))
 # The pattern classes this reports (ForLoopIndexingPattern is left out, as PyTorch's own
 # report leaves it out).
 PATTERNS = (
@@ -77,10 +82,23 @@ class Lost(Exception):
     """The profiling session ended before `finish`: there is nothing to match."""
 
 
+def checked_range() -> str:
+    (a, b), (c, d) = CHECKED_TORCH
+    return f"{a}.{b} to {c}.{d}"
+
+
+def checked_on(version: str) -> bool:
+    """Whether --profile is checked on this torch version (`2.13.0+cpu`)."""
+    release = tuple(int(n) for n in version.split("+")[0].split(".")[:2])
+    return CHECKED_TORCH[0] <= release <= CHECKED_TORCH[1]
+
+
 def problem() -> str | None:
     """Why this torch cannot be profiled for anti-patterns; None when it can."""
     try:
-        import torch
+        with warnings.catch_warnings():  # torch without NumPy says so; verify needs none
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            import torch
 
         version = torch.__version__
     except Exception as exc:  # a broken install
@@ -91,7 +109,8 @@ def problem() -> str | None:
     except Exception as exc:
         return (
             f"torch {version} has no run-time anti-pattern matcher ({MODULE}: "
-            f"{type(exc).__name__}: {exc}); --profile needs a torch that has it"
+            f"{type(exc).__name__}: {exc}); --profile needs a torch that has it "
+            f"(checked on torch {checked_range()})"
         )
     missing = [
         name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from torchlint.verify.harness import RunResult
 from torchlint.verify.stats import LEVEL, Comparison, Row
@@ -130,5 +131,24 @@ def render(
 ) -> str:
     out = [table(comparison, names), "", *remarks(comparison, runs), ""]
     out.append(f"verdict: {comparison.verdict}")
-    out.append(f"logs of every run: {log_dir}")
-    return "\n".join(out)
+    return "\n".join([*out, *where(runs, log_dir)])
+
+
+def where(runs: Sequence[RunResult], log_dir: str, logs: str = "logs of every run") -> list[str]:
+    """Where the logs are and what the runs wrote: each ran in a copy of the script's
+    folder (scratch.py), kept under runs/ with what it wrote; and, loudly, any file of
+    the user's that a run changed through a link (a file too large to copy)."""
+    wrote = [r for r in runs if r.workdir]
+    kept = f"{len(wrote)} of {len(runs)} wrote files, kept there" if wrote else "none wrote a file"
+    out = [
+        f"{logs}: {log_dir}",
+        f"run outputs: {Path(log_dir) / 'runs'} (each run worked in a copy of the script's "
+        f"folder; {kept})",
+    ]
+    out += [
+        f"warning: run {r.index} ({r.variant}) changed {path} in your folder (too large to "
+        "copy, it was linked)"
+        for r in runs
+        for path in r.touched
+    ]
+    return out

@@ -48,6 +48,10 @@ METRICS = (
     Metric("peak_rss", "peak RSS", "B", None),
     Metric("window_s", "window wall time", "s", None),
 )
+# What only a GPU (NVML, GPM, CUDA's allocator) measures: what a CPU-only run lacks.
+GPU_METRICS = frozenset(
+    {"gpu_util", "sm_activity", "tensor_activity", "peak_memory", "power_w", "energy_per_sample_j"}
+)
 BY_KEY = {m.key: m for m in METRICS}
 
 
