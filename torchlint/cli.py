@@ -590,8 +590,7 @@ def _settings_text(config, path: Path, codes) -> str:
         f"Settings path: {config.source or 'none (defaults)'}",
         "",
         *(
-            f"{key} = {toml_value(value)}"
-            + (f"  # from {source[key]}" if source.get(key) else "")
+            f"{key} = {toml_value(value)}" + (f"  # from {source[key]}" if source.get(key) else "")
             for key, value in rows.items()
         ),
     ]
