@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,25 @@ def test_linking_follows_values_and_calls_through_chains():
         trains=True, steps=True, repeated=True, gpu=True, guarded=True, where=uses.where
     )
     assert program.reaches("engine.py") and not program.reaches("train.py")
+
+
+def test_stepped_functions_are_called_per_step_from_another_file():
+    """engine.log_step runs on every GPU step when train.py's loop calls engine.step, which
+    calls it; engine.local_only is run per step by engine.py alone, which its own analysis
+    sees (not the project's to tell)."""
+    step = Call("engine.py::step", None, (), per_step=True, gpu=True, where="train.py:9")
+    engine = Summary(
+        exports={name: _fn(f"engine.py::{name}") for name in ("step", "log_step", "local_only")},
+        calls=[
+            Call("engine.py::log_step", "step", ()),
+            Call("engine.py::local_only", "fit", (), per_step=True, gpu=True, where="engine.py:3"),
+        ],
+    )
+    program = Program(
+        Layout(Path("/p"), [Path("/p/engine.py"), Path("/p/train.py")]),
+        {"engine.py": engine, "train.py": Summary(calls=[replace(step, callee="engine.step")])},
+    )
+    assert program.stepped("engine.py") == (("log_step", "train.py:9"), ("step", "train.py:9"))
 
 
 def test_re_exports_and_star_imports():

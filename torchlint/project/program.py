@@ -253,16 +253,34 @@ class Program:
         return found if found is not None and (found.trains or found.gpu) else None
 
     def stepped(self, key: str) -> tuple[tuple[str, str], ...]:
-        """The functions of a file that the project calls on every step of training on
-        a GPU."""
+        """The functions of a file that other files of the project call on every step of
+        training on a GPU (directly, or through functions of the file they call so):
+        what the file's own calls do, its own analysis knows."""
         found = []
         prefix = f"{key}::"
         for ref in sorted(self._edges):
             if ref.startswith(prefix):
-                callers = self.callers(ref)
-                if callers is not None and callers.per_step and callers.gpu:
-                    found.append((ref[len(prefix) :], callers.where))
+                where = self._stepped_from_elsewhere(ref, frozenset())
+                if where is not None:
+                    found.append((ref[len(prefix) :], where))
         return tuple(found)
+
+    def _stepped_from_elsewhere(self, function: str, seen: frozenset[str]) -> str | None:
+        """A call of another file running `function` on every GPU step (its place), or
+        of a function of the same file run so."""
+        here = function.partition("::")[0]
+        places = []
+        for edge in self._edges.get(function, ()):
+            call = edge.call
+            if edge.file != here and call.per_step and call.gpu:
+                places.append(call.where)
+            elif call.caller is not None and len(seen) <= MAX_DEPTH:
+                ref = f"{edge.file}::{call.caller}"
+                if ref not in seen:
+                    outer = self._stepped_from_elsewhere(ref, seen | {function})
+                    if outer is not None:
+                        places.append(outer)
+        return min(places) if places else None
 
     @cached_property
     def _reached(self) -> set[str]:

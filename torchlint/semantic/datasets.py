@@ -28,6 +28,8 @@ HF_TRANSFORMS = ("with_transform", "set_transform")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
+# Datasets that are iterable pipes (torchtext's datasets since 0.12, torchdata's pipes).
+PIPES = ("torchtext.datasets.", "torchdata.datapipes.iter.")
 Guard = Callable[[Context, cst.CSTNode | None], bool]
 
 
@@ -160,11 +162,22 @@ class Datasets:
         return False
 
     def iterable_dataset(self, loader: DataLoaderSite) -> bool:
-        """The dataset is an `IterableDataset` (no sampler; workers need sharding)."""
-        for value, scope in self.dataset_values(loader):
+        """The dataset is an `IterableDataset` (no sampler; workers need sharding): one of
+        this file or of another file of the project, or a torchtext/torchdata pipe (also
+        where several are unpacked from one call: `train, valid = Multi30k(...)`)."""
+        found = self.dataset_values(loader)
+        dataset = loader.arg("dataset")
+        if dataset is not MISSING:
+            found += [
+                (b.source, b.ctx.scope)
+                for b in bindings(dataset, loader.call.scope)
+                if b.kind is Kind.ASSIGN and b.value is None and b.source is not None
+            ]
+        for value, scope in found:
             if not isinstance(value, cst.Call):
                 continue
-            if scope.resolve(value.func) == ITERABLE_DATASET:
+            qualname = scope.resolve(value.func) or ""
+            if qualname == ITERABLE_DATASET or qualname.startswith(PIPES):
                 return True
             exported = self._exported(value, scope)
             if exported is not None and exported.iterable:
