@@ -41,6 +41,10 @@ the largest batch that fits on your GPU.
 
 Options: `min-batch-size` (int, default 32).
 
+Unknown device: not read; a small batch feeding a training loop is reported whatever the
+device, the CPU included, where each step also pays the Python and optimizer overhead
+for a few samples.
+
 Sources: PyTorch Performance Tuning Guide; Lightning `BatchSizeFinder`; Goyal et
 al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017).
 """

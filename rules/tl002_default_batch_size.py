@@ -24,6 +24,9 @@ Fix (unsafe): add `batch_size=<min-batch-size>` (the option TL001 reads, default
 32). Unsafe because it changes the optimisation (steps per epoch, gradient noise,
 memory); rescale the learning rate and check convergence.
 
+Unknown device: not read; one sample per step pays the whole per-step overhead (Python,
+the optimizer update) on any device, the CPU included.
+
 Sources: torch.utils.data docs, "Automatic batching (default)"; PyTorch Performance
 Tuning Guide.
 """

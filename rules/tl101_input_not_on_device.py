@@ -39,6 +39,12 @@ model was moved with `.cuda()`) at the top of the loop body for each such name, 
 on CUDA only where the device is chosen at run time: see TL105). Safe: it is a no-op
 where the tensor already is on that device, and the original crashes otherwise.
 
+Unknown device: reported where the model is moved to a device that cannot be named
+(`args.device`, a parameter, `tensor.device`): that is still a move, and the fix moves
+the batches to the same device expression, which changes nothing where it is the CPU.
+Silent in a loop over a parameter no visible call passes (a library function's
+`loader`): its batches are not known to come from a DataLoader.
+
 Sources: PyTorch "Training a Classifier" tutorial, "Training on GPU"; CUDA semantics
 notes, "Use pinned memory buffers".
 """

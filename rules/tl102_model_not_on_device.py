@@ -48,6 +48,11 @@ non-deterministic reductions) and GPU memory may not suffice. Where the batches 
 already moved, the finding says which device to move the model to; no fix is
 offered (the device expression may not exist yet where the model is built).
 
+Unknown device: silent where batches are moved to a device that cannot be named
+(`args.device`, a parameter, `tensor.device`): they may stay on the CPU with the model,
+and naming any device is device handling, so neither case of the rule holds; its fix
+would move the model to a GPU the file never asked for.
+
 Sources: PyTorch "Training a Classifier" tutorial, "Training on GPU"; CUDA semantics
 notes, "Best practices: device-agnostic code".
 """

@@ -49,6 +49,11 @@ spelled as a tuple, `x.shape` or `x.size()`); the random ones are reported witho
 fix (torch's generator draws other numbers than NumPy's: port them by hand as the
 message says).
 
+Unknown device: reported where a factory is moved on every step to a device that cannot
+be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same
+expression, and where that is the CPU the tensor is built where it was built before, so
+the advice costs nothing there.
+
 Sources: PyTorch Performance Tuning Guide, "Create tensors directly on the target
 device"; CUDA semantics notes; torch.Generator docs (per-device generators).
 """

@@ -39,6 +39,11 @@ index (a rank); where the device is not a name, no fix is offered. Never applied
 landed). Files where Lightning, Accelerate, DeepSpeed or the transformers Trainer move
 batches are left alone.
 
+Unknown device: reported where a pinned batch is copied to a device that cannot be
+named; where the device is a name the fix writes `non_blocking=torch.device(<name>).type
+== "cuda"` (true on CUDA only; on the CPU it does nothing). Silent in a loop over a
+parameter no visible call passes: whether its loader pins memory is not known.
+
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; "A guide on good usage of non_blocking and pin_memory() in PyTorch".
 """

@@ -33,6 +33,12 @@ in place, on their own device, and `Optimizer.load_state_dict` casts its state t
 device of the parameters; the values are the same. Elsewhere the right location
 depends on how the result is used, so the rule only reports.
 
+Unknown device: the rule asks how the script runs, not where the model is: it reports
+only where the script may run without a GPU (it asks `torch.cuda.is_available()`, or
+moves to a GPU on some branch only) or as several processes, and a device that cannot be
+named (`args.device` without a GPU default, a parameter) shows neither, so it is silent
+there.
+
 Sources: torch.load docs ("map_location"); PyTorch "Saving and Loading Models"
 tutorial, "Saving & Loading Model Across Devices".
 """

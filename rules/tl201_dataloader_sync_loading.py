@@ -45,6 +45,11 @@ defines. Where one
 of these fails, the finding says which and no fix is made; so too where a `**` dict
 sets `num_workers=0` (a keyword as well would raise TypeError: change the dict).
 
+Unknown device: silent, as the rule reports only in files that use a GPU (a device that
+is a GPU on some branch, `.cuda()`, `torch.cuda.*`, a managed framework); a device that
+cannot be named is not one, and on a CPU the fix's worker processes would take cores
+from the training process.
+
 Sources: PyTorch Performance Tuning Guide, "Enable async data loading and
 augmentation"; torch.utils.data docs, "Single- and Multi-process Data Loading" and
 "Platform-specific behaviors"; multiprocessing docs, "Safe importing of main module";

@@ -35,6 +35,10 @@ passed as `**options` are read like keywords when the file shows how the dict is
 when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword as
 well would raise TypeError), and a dict the file does not show is not reported.
 
+Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
+with a device that cannot be named there may be no host-to-device copy for pinned memory
+to speed up.
+
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; torch.utils.data docs, "Memory Pinning"; Lightning docs, "Speed Up Model
 Training" ("DataLoaders": `pin_memory=True` for GPUs).

@@ -35,6 +35,9 @@ each epoch.
 Target torch: `persistent_workers` exists from PyTorch 1.7; with `target-torch`
 below 1.7 the rule is silent.
 
+Unknown device: not read; workers restarted every epoch cost their start-up (and a copy
+of the dataset) on any device.
+
 Sources: torch.utils.data docs ("persistent_workers"); PyTorch Lightning's
 "consider setting persistent_workers=True" warning.
 """

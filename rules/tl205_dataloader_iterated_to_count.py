@@ -28,6 +28,10 @@ a Dataset class of the file with `__len__`): `len()` of a loader over an
 file may not match what `__getitem__` serves. Elsewhere (a loader from another module)
 the finding says to count the batches in the loop.
 
+Unknown device: not read; loading every batch to count them costs a pass over the data
+on any device; a loop that trains, or moves its batches to any device (one that cannot
+be named included), shows that what it walks is a loader.
+
 Sources: torch.utils.data docs, "DataLoader.__len__" and "Dataset Types".
 """
 

@@ -51,6 +51,10 @@ an unwrapped model and vice versa), custom attributes and methods must be reache
 through `model.module`, and BatchNorm statistics are computed per replica on a slice
 of the batch.
 
+Unknown device: silent, as only a network moved to a GPU (CUDA or an accelerator, on
+some branch) is checked; a device that cannot be named may be the CPU, where there are
+no other GPUs to use.
+
 Sources: PyTorch docs, "Optional: Data Parallelism" tutorial; CUDA semantics,
 "Use nn.parallel.DistributedDataParallel instead of multiprocessing or
 nn.DataParallel"; `torch.nn.DataParallel` docs.

@@ -39,6 +39,9 @@ save checkpoints from rank 0 only (`model.module.state_dict()`).
 
 Fix: none; moving to DDP changes how the script is launched.
 
+Unknown device: not read; `DataParallel` is a multi-GPU wrapper, so the call says the
+code runs on GPUs.
+
 Sources: PyTorch docs, CUDA semantics, "Use nn.parallel.DistributedDataParallel
 instead of multiprocessing or nn.DataParallel"; "Getting Started with Distributed
 Data Parallel" tutorial; `torch.nn.DataParallel` docs ("It is recommended to use

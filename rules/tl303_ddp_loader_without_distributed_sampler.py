@@ -30,6 +30,9 @@ built). Unsafe because each rank now sees only its own shard: the steps per epoc
 drop by `world_size` (learning-rate schedules counted in steps change), and the
 sampler pads the dataset to a multiple of the world size.
 
+Unknown device: not read; without a `DistributedSampler` every process of a DDP job
+reads the whole dataset on any backend (NCCL on GPUs, gloo on CPUs).
+
 Sources: PyTorch docs, `torch.utils.data.distributed.DistributedSampler`;
 "Getting Started with Distributed Data Parallel" tutorial; DDP notes.
 """

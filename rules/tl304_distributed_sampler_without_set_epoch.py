@@ -32,6 +32,8 @@ sampler (or loader) is bound. Unsafe because the data order changes from the sec
 epoch on: that is the point, but runs are no longer batch-for-batch reproducible
 against earlier ones.
 
+Unknown device: not read; the sampler repeats its order every epoch whatever the device.
+
 Sources: PyTorch docs, `torch.utils.data.distributed.DistributedSampler` ("In
 distributed mode, calling the set_epoch() method at the beginning of each epoch
 before creating the DataLoader iterator is necessary to make shuffling work

@@ -37,6 +37,9 @@ Good:
 
 Fix: none; the forward pass must move into the `no_sync()` block with the backward.
 
+Unknown device: not read; the all-reduce of every micro-batch is paid on any backend
+(NCCL on GPUs, gloo on CPUs).
+
 Sources: PyTorch Performance Tuning Guide, "Skip unnecessary all-reduce if training with
 DistributedDataParallel and gradient accumulation"; PyTorch docs,
 `torch.nn.parallel.DistributedDataParallel.no_sync`.

@@ -27,6 +27,9 @@ Good:
 Fix: none; if some parameter does go unused, DDP without the flag stops with an error
 at the next step.
 
+Unknown device: not read; the search for unused parameters runs after every forward pass
+whatever the device.
+
 Sources: PyTorch docs, `torch.nn.parallel.DistributedDataParallel`
 (`find_unused_parameters`, `static_graph`); PyTorch Performance Tuning Guide, "Match the
 order of layers in constructors and during the execution if using

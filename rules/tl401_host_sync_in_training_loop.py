@@ -60,6 +60,13 @@ when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
 (`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
 where to accumulate and how often to log is the author's choice.
 
+Unknown device: reported in files that use a GPU, and where a step loop moves its
+batches to a device its function receives as a parameter that no visible call passes
+(`def train(model, loader, optimizer, device)` in a library: training code for an
+accelerator); on a CPU a host sync costs nothing, so the advice is harmless there.
+Otherwise a device that cannot be named (`args.device` without a GPU default,
+`tensor.device`) is not enough: silent.
+
 Sources: PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU
 synchronization"; CUDA semantics, "Asynchronous execution";
 `torch.cuda.set_sync_debug_mode`; Lightning docs, "Speed Up Model Training", "Things

@@ -29,6 +29,9 @@ Good:
 Fix (safe): delete the call (the statement, when it is the call alone). Results are
 unchanged: only cached blocks that no tensor uses stop being released each step.
 
+Unknown device: not read; `torch.cuda.empty_cache()` is itself a CUDA call, reported in
+a loader or training loop whatever the file says of its devices.
+
 Sources: PyTorch docs, CUDA semantics, "Memory management" (caching allocator,
 `empty_cache`); `torch.cuda.empty_cache` docs.
 """

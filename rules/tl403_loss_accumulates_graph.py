@@ -32,6 +32,8 @@ Fix (safe): accumulate `loss.detach()` instead of `loss`. The value is the same;
 only the history the total never needs is dropped. Not offered (nor reported) when
 the total is backpropagated, or feeds a loss that is.
 
+Unknown device: not read; the kept graphs grow memory on any device, the CPU included.
+
 Sources: PyTorch FAQ, "My model reports cuda runtime error(2): out of memory"
 (accumulating history across the training loop); autograd mechanics notes.
 """

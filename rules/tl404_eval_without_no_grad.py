@@ -35,6 +35,11 @@ outputs just no longer require grad. Not reported when a value computed in the l
 may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
 a loop that recomputes it).
 
+Unknown device: not read; a graph nobody backpropagates costs memory and time on any
+device. In a function no visible call runs (`def evaluate(model, loader, device)` in a
+library), a parameter switched with `.eval()`/`.train()` (or giving its `.parameters()`)
+and called counts as a network, and a loop over a parameter as a loop over batches.
+
 Sources: PyTorch docs, "Locally disabling gradient computation" (autograd
 mechanics: "evaluation mode is not a mechanism for disabling gradient computation");
 `torch.no_grad` and `torch.inference_mode` docs; PyTorch Performance Tuning Guide.

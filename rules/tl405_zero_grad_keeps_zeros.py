@@ -29,6 +29,9 @@ instead of a zero tensor: code that reads or updates `p.grad` between `zero_grad
 and `backward()` (`p.grad.add_(...)`, gradient clipping of frozen parameters,
 optimizers that expect a tensor) must handle `None`.
 
+Unknown device: not read; the zero fill costs a memset per parameter, and backward an
+add into it, on any device.
+
 Sources: PyTorch Performance Tuning Guide, "Use parameter.grad = None instead of
 model.zero_grad() or optimizer.zero_grad()"; `torch.optim.Optimizer.zero_grad`
 docs; PyTorch 2.0 release notes (default changed to `set_to_none=True`); TorchFix

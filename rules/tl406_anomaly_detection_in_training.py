@@ -32,6 +32,9 @@ Fix (unsafe): remove the `set_detect_anomaly(True)` statement, or the
 the only item). Unsafe because a backward pass that produces NaN no longer stops the
 run with an error naming the forward operation: training goes on with NaN weights.
 
+Unknown device: not read; recording tracebacks and checking every backward output slows
+training on any device.
+
 Sources: PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch docs,
 "Automatic differentiation package - torch.autograd", Anomaly detection
 (`torch.autograd.detect_anomaly`, `torch.autograd.set_detect_anomaly`).

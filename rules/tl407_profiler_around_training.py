@@ -31,6 +31,9 @@ Good:
 Fix: none; the recorded profile may be read after the block, and choosing which steps
 to profile is the user's call.
 
+Unknown device: not read; the per-operator overhead and the memory of a whole run's
+events are paid on any device.
+
 Sources: PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch docs,
 `torch.autograd.profiler.profile`, `torch.autograd.profiler.emit_nvtx`,
 `torch.profiler.profile` and `torch.profiler.schedule`; "PyTorch Profiler" recipe.

@@ -27,6 +27,8 @@ Fix (unsafe): remove the statement when it is the call alone or `assert <call>`.
 Unsafe because a gradient that disagrees with finite differences no longer stops the
 run.
 
+Unknown device: not read; finite differences in float64 are expensive on any device.
+
 Sources: PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch docs,
 `torch.autograd.gradcheck.gradcheck`, `torch.autograd.gradcheck.gradgradcheck`;
 "Gradcheck mechanics" note.

@@ -25,6 +25,10 @@ Fix (unsafe): remove the statement. Unsafe because it can uncover a race the blo
 launches hid (a host buffer reused right after a `non_blocking=True` copy from it), and
 a CUDA error is then reported at a later line.
 
+Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
+the variable slows CUDA launches only, and with a device that cannot be named it may do
+nothing.
+
 Sources: PyTorch docs, CUDA semantics, "Asynchronous execution"; NVIDIA CUDA
 Programming Guide, "CUDA Environment Variables" (`CUDA_LAUNCH_BLOCKING`).
 """

@@ -48,6 +48,10 @@ layers), outputs made in the region are bfloat16, and GPUs before Ampere emulate
 bfloat16 slowly: use `dtype=torch.float16` with a `torch.amp.GradScaler("cuda")`
 there.
 
+Unknown device: silent, as only a model moved to a GPU is checked; a device that cannot
+be named may be the CPU, where the fix's `torch.autocast("cuda")` only warns and the
+loop gains nothing.
+
 Sources: PyTorch docs, "Automatic Mixed Precision package - torch.amp" and the
 "Automatic Mixed Precision" recipe; PyTorch Performance Tuning Guide, "Use mixed
 precision and AMP"; NVIDIA "Train With Mixed Precision" guide.

@@ -31,6 +31,10 @@ bfloat16 on CPU), so results are unchanged. Gated by `target-torch`: nothing is
 reported where the replacement does not exist yet (`torch.autocast` needs 1.10,
 `torch.amp.GradScaler` 2.3).
 
+Unknown device: not read; the deprecated names are reported wherever they are called,
+and each replacement keeps the device its old name says (`torch.cuda.amp`: "cuda",
+`torch.cpu.amp`: "cpu").
+
 Sources: PyTorch AMP docs ("torch.cuda.amp.autocast(args...) is deprecated. Please
 use torch.amp.autocast("cuda", args...) instead."); PyTorch 2.4 release notes.
 """

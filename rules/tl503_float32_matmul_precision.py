@@ -33,6 +33,9 @@ Unsafe because matmul results change in the low bits (about three decimal digits
 precision in the inputs), which some models (large reductions, physics simulations)
 do not tolerate.
 
+Unknown device: silent, as only networks moved to a GPU are checked; TF32 tensor cores
+exist on Ampere and newer GPUs only, and a device that cannot be named may be the CPU.
+
 Sources: PyTorch Performance Tuning Guide, "Enable Tensor cores"; PyTorch docs,
 `torch.set_float32_matmul_precision`, CUDA semantics, "TensorFloat-32 (TF32) on Ampere
 (and later) devices".

@@ -34,6 +34,9 @@ because the algorithm the search picks may differ from run to run (results are n
 longer bit-for-bit reproducible), it may pick one that needs more workspace memory, and
 with input shapes that keep changing it searches again for every new shape.
 
+Unknown device: silent, as only networks moved to a GPU are checked; cuDNN's autotuner
+does nothing where a device that cannot be named is the CPU.
+
 Sources: PyTorch Performance Tuning Guide, "Enable cuDNN auto-tuner"; PyTorch docs,
 "torch.backends" (`torch.backends.cudnn.benchmark`) and "Reproducibility" notes.
 """

@@ -30,6 +30,9 @@ Good:
 Fix (unsafe): remove the statement. Unsafe because two runs with the same seed no
 longer give bit-for-bit identical results.
 
+Unknown device: silent, as only files that train a network moved to a GPU are checked;
+the slower deterministic kernels it warns of are cuDNN's and CUDA's.
+
 Sources: PyTorch docs, "Reproducibility" notes (`torch.backends.cudnn.deterministic`,
 `torch.use_deterministic_algorithms`); "torch.backends"; PyTorch Performance Tuning
 Guide, "Enable cuDNN auto-tuner" (on the trade-off with determinism).

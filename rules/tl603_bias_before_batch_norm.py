@@ -41,6 +41,9 @@ fails on the unexpected key), the random initialisation of every later layer shi
 statistics while training the convolution (`bn.eval()` during fine-tuning) does use the
 bias as a shift.
 
+Unknown device: not read; the cancelled bias costs a pass over the activations, forward
+and backward, on any device.
+
 Sources: PyTorch Performance Tuning Guide, "Disable bias for convolutions directly
 followed by a batch norm"; Ioffe and Szegedy, "Batch Normalization" (2015), section 3.2
 (the bias "can be ignored since its effect will be canceled by the subsequent mean

@@ -33,6 +33,9 @@ Fix: none. `x.view(...)` on a channels-last activation raises (its strides no lo
 match): a model's `forward` that flattens with `.view` needs `.reshape` or `.flatten`
 first, which only reading the model can tell.
 
+Unknown device: silent, as only networks moved to a GPU are checked; the layout pays
+with tensor-core convolutions, which a device that cannot be named may not have.
+
 Sources: PyTorch Performance Tuning Guide, "Enable channels_last memory format for
 computer vision models"; "(beta) Channels Last Memory Format in PyTorch" tutorial;
 NVIDIA Deep Learning Performance Guide, "Tensor Layouts In Memory: NCHW vs NHWC".

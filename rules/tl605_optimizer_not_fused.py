@@ -24,6 +24,10 @@ which the fused kernels reject). Unsafe because the fused kernels round differen
 (results differ in the last bits), and they raise at the first step if a parameter is
 on a device they do not support or is not floating point.
 
+Unknown device: silent, as only optimizers of networks moved to a GPU are checked; the
+fused kernels raise on a device they do not support (CPU parameters need PyTorch 2.4),
+so the fix could break a run on a device that cannot be named.
+
 Sources: PyTorch docs, "torch.optim", Algorithms (foreach and fused implementations),
 `torch.optim.Adam`, `torch.optim.AdamW`, `torch.optim.SGD`; PyTorch Performance Tuning
 Guide, "Fuse operations".

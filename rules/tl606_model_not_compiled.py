@@ -34,6 +34,9 @@ Good:
 Fix: none. Compiling can fail where eager mode ran (no C++ compiler or Triton, an
 unsupported operation), and the first steps take minutes: a choice for the user.
 
+Unknown device: silent, as only networks moved to a GPU are checked; the gains it cites
+(fused kernels, CUDA graphs) are a GPU's, and compiling can fail where eager mode ran.
+
 Sources: PyTorch Performance Tuning Guide, "Fuse operations" and "Use CUDA Graphs";
 PyTorch docs, `torch.compile` and `torch.nn.Module.compile`; "Introduction to
 torch.compile" tutorial.

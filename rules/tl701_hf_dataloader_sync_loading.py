@@ -43,6 +43,11 @@ Trainer gets must not hold a lambda or a nested function (in a notebook: nothing
 notebook defines). Where one of these fails, or the 0 comes from a name or an option
 (change it there), the finding says so and no fix is made.
 
+Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
+ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
+constants and option defaults), and a setting the file cannot read (`use_cpu=not
+torch.cuda.is_available()`) counts as a GPU where there is one.
+
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Data preloading", and
 `TrainingArguments.dataloader_num_workers` ("0 means that the data will be loaded in the
 main process"); PyTorch Performance Tuning Guide, "Enable async data loading and

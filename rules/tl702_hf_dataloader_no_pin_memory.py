@@ -26,6 +26,11 @@ on purpose: a dataset or collator that returns CUDA tensors cannot be pinned (th
 DataLoader raises), and page-locked memory is a limited resource on some hosts
 (containers with a small memlock limit, WSL). Read why it was turned off first.
 
+Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
+ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
+constants and option defaults), and a setting the file cannot read (`use_cpu=not
+torch.cuda.is_available()`) counts as a GPU where there is one.
+
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Data preloading", and
 `TrainingArguments.dataloader_pin_memory` (defaults to True); CUDA semantics notes,
 "Use pinned memory buffers"; torch.utils.data docs, "Memory Pinning".

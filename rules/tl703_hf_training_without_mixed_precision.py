@@ -34,6 +34,12 @@ scaling) or a machine without CUDA, where `bf16=True` would raise. Not Transform
 where bfloat16 has no tensor cores and is only emulated. Unsafe because numerics change
 (results differ in the last bits; a few models need float32 layers).
 
+Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
+ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
+constants and option defaults), and a setting the file cannot read (`use_cpu=not
+torch.cuda.is_available()`) counts as a GPU where there is one. The fix's `USE_BF16` is
+False without an Ampere GPU, so such a run is unchanged.
+
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Mixed precision" (bf16,
 fp16, tf32) and `TrainingArguments.bf16`/`fp16`/`tf32`; PyTorch Performance Tuning
 Guide, "Use mixed precision and AMP".

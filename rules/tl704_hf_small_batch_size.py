@@ -29,6 +29,11 @@ batch size changes the optimization (rescale the learning rate with it) and the 
 steps per epoch. Not offered with DeepSpeed (`deepspeed=`), which
 `auto_find_batch_size` does not support.
 
+Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
+ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
+constants and option defaults), and a setting the file cannot read (`use_cpu=not
+torch.cuda.is_available()`) counts as a GPU where there is one.
+
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Batch size", and
 `TrainingArguments.per_device_train_batch_size` (defaults to 8) and
 `auto_find_batch_size`.

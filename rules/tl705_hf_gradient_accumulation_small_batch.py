@@ -23,6 +23,11 @@ Fix: none: whether the bigger batch fits is known only at run time (try
 `per_device_train_batch_size=B*k, gradient_accumulation_steps=1`, or
 `auto_find_batch_size=True`, and watch the memory).
 
+Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
+ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
+constants and option defaults), and a setting the file cannot read (`use_cpu=not
+torch.cuda.is_available()`) counts as a GPU where there is one.
+
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Gradient accumulation"
 (a memory saving, not a speed-up) and `TrainingArguments.gradient_accumulation_steps`.
 

@@ -33,6 +33,13 @@ GPU (T4, V100; there `"16-mixed"` is the speed-up), a CPU or MPS run is left as 
 (Lightning would otherwise run bfloat16 autocast on the CPU too). Unsafe because
 numerics change (results differ in the last bits; a few models need float32 layers).
 
+Unknown device: Lightning picks the device, so a Trainer is a GPU run unless it asks for
+the CPU (`accelerator="cpu"`, read through constants), and an `accelerator=` the file
+cannot read counts as a GPU where there is one (Lightning's default, "auto", takes it);
+with `pytorch_lightning` (1.x trains on the CPU by default) only a Trainer that asks for
+a device counts. The fix's `PRECISION` is "32-true" without an Ampere GPU, so such a run
+is unchanged.
+
 Sources: Lightning docs, "N-Bit Precision (Basic)" (`precision="bf16-mixed"`,
 `"16-mixed"`) and "Speed Up Model Training", "Mixed Precision (16-bit) Training"
 ("upto +3X speedups on modern GPUs"); PyTorch Performance Tuning Guide, "Use mixed

@@ -23,6 +23,12 @@ the GPU count), runs the script once per GPU (files written, metrics logged with
 off by default), and cannot start from a notebook that already used CUDA: a change to
 make on purpose.
 
+Unknown device: Lightning picks the device, so a Trainer is a GPU run unless it asks for
+the CPU (`accelerator="cpu"`, read through constants), and an `accelerator=` the file
+cannot read counts as a GPU where there is one (Lightning's default, "auto", takes it);
+with `pytorch_lightning` (1.x trains on the CPU by default) only a Trainer that asks for
+a device counts.
+
 Sources: Lightning docs, "GPU training (Basic)" (`devices`, `"auto"`) and "GPU training
 (Intermediate)" (DDP: "Each GPU across each node gets its own process"); Trainer API,
 `devices` (default `"auto"`).

@@ -26,6 +26,9 @@ per-process outputs, logged metrics need `sync_dist=True`, and the script is sta
 once per GPU. Not offered in notebooks, where DDP needs `strategy="ddp_notebook"` and a
 notebook that has not touched CUDA yet.
 
+Unknown device: not read; `strategy="dp"` is a multi-GPU strategy whatever the Trainer's
+accelerator.
+
 Sources: Lightning 1.x docs, "GPU training (Intermediate)", "Data Parallel" (the warning
 quoted above); Lightning 2.0 release notes (DP removed); PyTorch docs,
 `torch.nn.DataParallel` ("It is recommended to use DistributedDataParallel").

@@ -3,7 +3,9 @@ models or loops. Each row states what the semantic layer must conclude (device k
 model kinds, which calls are optimizer steps) and every finding of every one of those
 rules (`# expect: TL101, TL501` on a line; a line without it must stay silent), so the
 rules cannot disagree about a line and "all silent" cannot pass: every rule of the table
-reports on some row."""
+reports on some row. Not in the table: rules that read only what is called with which
+arguments, never a device, a model or a loop (`CALLS_ONLY`), and the framework rules
+(TL7xx), which read a Trainer's or TrainingArguments' settings; their fixtures hold them."""
 
 from __future__ import annotations
 
@@ -16,15 +18,19 @@ import pytest
 
 from torchlint.config import default_options, instantiate
 from torchlint.linter import Linter
+from torchlint.registry import all_rules
 from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 
 RULES = [
-    "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL201", "TL202", "TL203",
-    "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404", "TL501", "TL503",
-    "TL601", "TL602", "TL604", "TL605", "TL606",
+    "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
+    "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
+    "TL406", "TL407", "TL408", "TL409", "TL501", "TL503", "TL601", "TL602", "TL603", "TL604",
+    "TL605", "TL606",
 ]  # fmt: skip
+CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
-CUDA, ACCEL, UNKNOWN = DeviceKind.CUDA, DeviceKind.ACCELERATOR, DeviceKind.UNKNOWN
+CPU, CUDA, ACCEL = DeviceKind.CPU, DeviceKind.CUDA, DeviceKind.ACCELERATOR
+UNKNOWN = DeviceKind.UNKNOWN
 NETWORK, LOSS = ModelKind.NETWORK, ModelKind.LOSS
 
 HEADER = """\
@@ -422,6 +428,119 @@ ROWS = [
         models={"model": NETWORK, "single": NETWORK},
         steps={"optimizer.step()": True},
     ),
+    Row(
+        "a library's functions, every parameter unseen: only advice harmless on a CPU",
+        """
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        torch.autograd.set_detect_anomaly(True)  # expect: TL406
+
+
+        def train_one_epoch(model, loader, optimizer, device):
+            model.train()
+            total = 0.0
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                noise = torch.randn(x.shape).to(device)  # expect: TL104
+                loss = F.cross_entropy(model(x + noise), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss  # expect: TL403
+                print(loss.item())  # expect: TL401
+            return total / len(list(loader))  # expect: TL205
+
+
+        def evaluate(model, loader, device):
+            model.eval()
+            for x, y in loader:  # expect: TL404
+                correct = (model(x.to(device)).argmax(1) == y.to(device)).sum()
+            return correct / len(loader)
+
+
+        def load(model, path):
+            model.load_state_dict(torch.load(path))
+        """,
+        devices={"x": UNKNOWN, "y": UNKNOWN, "torch.randn(x.shape)": UNKNOWN},
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "the same loop given the CPU by a visible call: no accelerator to presume",
+        """
+        def train_one_epoch(model, loader, optimizer, device):
+            total = 0.0
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                noise = torch.randn(x.shape).to(device)
+                loss = F.cross_entropy(model(x + noise), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss  # expect: TL403
+                print(loss.item())
+            return total / len(list(loader))  # expect: TL205
+
+
+        model = Net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=64, num_workers=4)
+        train_one_epoch(model, loader, optimizer, "cpu")
+        """,
+        devices={"x": CPU, "torch.randn(x.shape)": CPU},
+        models={"model": NETWORK},
+    ),
+    Row(
+        "debugging left on, a checkpoint and a CNN whose bias the batch norm cancels",
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 64, 3)  # expect: TL603
+                self.bn = nn.BatchNorm2d(64)
+                self.features = nn.Sequential(nn.Conv2d(64, 64, 3, bias=False), nn.BatchNorm2d(64))
+                self.head = nn.Conv2d(64, 10, 1)
+
+            def forward(self, x):
+                return self.head(F.relu(self.features(self.bn(self.conv(x))))).mean((2, 3))
+
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # expect: TL409
+        if os.environ.get("DEBUG"):
+            os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        model = Block().to(device)  # expect: TL606
+        model.load_state_dict(torch.load("pretrained.pt"))  # expect: TL106
+        head = torch.load("head.pt", map_location=device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(
+            dataset, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True
+        )
+        probe = DataLoader(dataset, batch_size=64, persistent_workers=True)  # expect: TL204
+        torch.autograd.gradcheck(F.relu, (torch.randn(4, dtype=torch.double, requires_grad=True),))
+        with torch.autograd.profiler.profile() as prof:  # expect: TL407
+            for epoch in range(3):  # expect: TL601
+                for x, y in loader:  # expect: TL501
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    probe_x = x.double().requires_grad_()
+                    torch.autograd.gradcheck(F.relu, (probe_x,))  # expect: TL408
+                    loss = F.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        schedule = torch.profiler.schedule(wait=1, warmup=1, active=3)
+        with torch.profiler.profile(schedule=schedule) as prof:
+            for step, (x, y) in enumerate(loader):  # expect: TL501
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                if step % 100 == 0:
+                    torch.autograd.gradcheck(F.relu, (x.double().requires_grad_(),))
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                prof.step()
+        """,
+        devices={"Block()": CUDA, "x": CUDA, "y": CUDA},
+        models={"model": NETWORK},
+    ),
 ]
 
 
@@ -465,3 +584,8 @@ def test_classification(row: Row):
 def test_every_rule_reports_somewhere():
     reported = {code for row in ROWS for _, code in expected(source(row))}
     assert reported == set(RULES)
+
+
+def test_every_rule_is_in_the_table_or_said_not_to_be():
+    outside = {code for code in all_rules() if code not in RULES and not code.startswith("TL7")}
+    assert outside == CALLS_ONLY

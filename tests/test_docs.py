@@ -9,9 +9,11 @@ import pytest
 from torchlint.docs import expected_files
 from torchlint.registry import all_rules
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
 SECTIONS = ("Why", "Bad", "Good", "Fix", "Sources")
+# What the rule does where the device cannot be named (issue 23), just before the sources.
+UNKNOWN_DEVICE = re.compile(r"^Unknown device: (\S.*?)\n\nSources:", re.M | re.S)
 
 
 @pytest.mark.parametrize("code", list(all_rules()))
@@ -25,6 +27,21 @@ def test_rule_doc_has_every_section(code):
         assert re.search(r"^Fix \((safe|unsafe|sometimes)[^)]*\):", doc, re.M), (
             "say why the fix is (un)safe"
         )
+
+
+@pytest.mark.parametrize("code", list(all_rules()))
+def test_rule_doc_says_what_it_assumes_of_an_unknown_device(code):
+    assert UNKNOWN_DEVICE.search(all_rules()[code].doc()), (
+        f"{code} doc lacks an 'Unknown device:' section just before 'Sources:'"
+    )
+
+
+def test_rule_command_prints_the_unknown_device_section():
+    result = run_cli("rule", "TL401")
+    printed = UNKNOWN_DEVICE.search(result.stdout)
+    assert result.returncode == 0 and printed is not None
+    documented = UNKNOWN_DEVICE.search(all_rules()["TL401"].doc())
+    assert documented is not None and printed.group(1) == documented.group(1)
 
 
 def test_generated_docs_are_current():
