@@ -317,3 +317,64 @@ def test_a_project_file_is_read_once_another_needs_it(tmp_path: Path, monkeypatc
     (tmp_path / "train.py").write_text(TRAIN)
     monkeypatch.chdir(tmp_path)
     assert _check(tmp_path, [tmp_path / "train.py"]) == {("train.py", 8, "TL404")}
+
+
+def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkeypatch):
+    """models.py (no rule reads it) is read once for train.py's sake: the summary cache
+    keeps it, and a run with nothing changed reads no file again, whether models.py is
+    asked too or not."""
+    import torchlint.parallel as parallel
+
+    reads: list[str] = []
+    real = parallel._Fetch.__call__
+
+    def counted(self, key: str):
+        found = real(self, key)
+        if key not in self.analysed:
+            reads.append(key)
+        return found
+
+    monkeypatch.setattr(parallel._Fetch, "__call__", counted)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")  # the reads happen in this process
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "train.py").write_text(TRAIN)
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+    everything = [tmp_path / "models.py", tmp_path / "train.py"]
+    for files in (everything, everything, [tmp_path / "train.py"]):
+        assert _check(tmp_path, files, cache) == {("train.py", 8, "TL404")}
+    assert reads == ["models.py"]
+
+
+def test_files_of_an_import_cycle_are_analysed_one_after_another():
+    """Inside a cycle, all imports but the one closing it are known when the importer is
+    analysed; the order depends on the graph only."""
+    from torchlint.project.layout import levels
+
+    graph = {"a.py": {"b.py"}, "b.py": {"c.py"}, "c.py": {"a.py"}, "d.py": {"a.py"}}
+    found = levels(graph)
+    assert found == levels(dict(reversed(graph.items())))
+    assert len({found["a.py"], found["b.py"], found["c.py"]}) == 3
+    assert found["d.py"] > max(found["a.py"], found["b.py"], found["c.py"])
+    assert levels({"x.py": set(), "y.py": {"x.py", "outside.py"}}) == {"x.py": 0, "y.py": 1}
+
+
+def test_a_value_is_something_when_any_of_its_facts_is():
+    """An empty Value says nothing (a describe() that found nothing); each fact alone is
+    something, so a new field must be added to `Value.__bool__`."""
+    from dataclasses import fields
+
+    from torchlint.semantic.external import Network
+    from torchlint.semantic.lattice import ModelKind
+
+    assert not Value()
+    samples = {
+        "device": CUDA,
+        "network": Network(ModelKind.NETWORK),
+        "optimizer": OPTIMIZER,
+        "instance": "m.py::C",
+    }
+    for f in fields(Value):
+        sample = samples.get(f.name, frozenset({"m.py#0"}))
+        assert Value(**{f.name: sample}), f.name

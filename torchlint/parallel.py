@@ -410,6 +410,7 @@ class _Rounds:
         raws = {t.key: t.raw for t in asked if t.raw is not None and t.key}
         raws.update({k: r for (i, k), r in self.raws.items() if i == index})
         for key, raw in raws.items():
+            self.raws[(index, key)] = raw  # a file asked may be read for another's sake
             stored = self.store.get(root, key, raw)
             if stored is not None:
                 project.update(key, *stored)
@@ -425,10 +426,8 @@ class _Rounds:
                 result = results[task.index]
                 if result is None and round_ == 0 and cache is not None:
                     result = results[task.index] = _cached(cache, task)
-                    if result is not None and task.project is not None and task.key:
-                        self.projects[task.project].update(
-                            task.key, result.summary, result.answers or {}
-                        )
+                    if result is not None:
+                        self._record(task, result)
                 if result is None or not self._holds(task, result):
                     todo.append(task)
             demanded = [p.demanded() for p in self.projects]
@@ -441,6 +440,7 @@ class _Rounds:
                 known = key in project.summaries or key in project.unreadable
                 if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
                     todo.append(task)
+            self._store_fetched()  # what checking the answers above read
             if not todo:
                 break
             # Every file is analysed with the program as its batch began (the same answers
@@ -490,19 +490,35 @@ class _Rounds:
             return False
         return project.holds(task.key, result.answers or {})
 
+    def _store_fetched(self) -> None:
+        """Store the summaries the projects read on demand (in this process or a worker)."""
+        for index, project in enumerate(self.projects):
+            for key, summary in project.take_fetched().items():
+                raw = self.raws.get((index, key))
+                if self.store is not None and raw is not None:
+                    self.store.put(project.layout.root, key, raw, summary.to_json(), {})
+
+    def _record(self, task: _Task, result: FileResult) -> None:
+        """What a file's result tells its project."""
+        if task.project is None or not task.key:
+            return
+        project = self.projects[task.project]
+        if result.summary is None and result.error is not None:
+            project.unreadable.add(task.key)
+        elif result.summary is None and task.key in project.summaries:
+            return  # not analysed (no rule reads it): what was read for another file stands
+        project.update(task.key, result.summary, result.answers or {})
+
     def _learn(self, task: _Task, result: FileResult) -> None:
         if task.project is None or not task.key:
             return
         project = self.projects[task.project]
-        for key, summary in (result.fetched or {}).items():
+        for key, summary in (result.fetched or {}).items():  # read by a worker process
             if key not in project.summaries:
                 project.update(key, summary, {})
-                raw = self.raws.get((task.project, key))
-                if self.store is not None and raw is not None:
-                    self.store.put(project.layout.root, key, raw, summary, {})
-        if result.summary is None and result.error is not None:
-            project.unreadable.add(task.key)
-        project.update(task.key, result.summary, result.answers or {})
+                project.fetched[key] = project.summaries[key]
+        self._store_fetched()
+        self._record(task, result)
         raw = task.raw or self.raws.get((task.project, task.key))
         if self.store is not None and result.summary is not None and raw is not None:
             self.store.put(project.layout.root, task.key, raw, result.summary, result.answers or {})

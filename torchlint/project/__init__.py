@@ -29,13 +29,30 @@ class Project:
     engaged: set[str] = field(default_factory=set)
     unreadable: set[str] = field(default_factory=set)  # files that could not be analysed
     fetch: Fetch | None = None  # reads a file's summary when another file needs it
+    # Summaries read on demand (`fetch`) and not yet stored: kept here, so that a program
+    # linked again after an update does not read them again.
+    fetched: dict[str, Summary] = field(default_factory=dict)
     _program: Program | None = None
 
     @property
     def program(self) -> Program:
         if self._program is None:
-            self._program = Program(self.layout, dict(self.summaries), self.fetch)
+            fetch = self._fetch if self.fetch is not None else None
+            self._program = Program(self.layout, dict(self.summaries), fetch)
         return self._program
+
+    def _fetch(self, key: str) -> Summary | None:
+        assert self.fetch is not None
+        summary = self.fetch(key)
+        if summary is not None:
+            self.summaries[key] = self.fetched[key] = summary
+            self.answers[key] = {}  # read on its own: it asked nothing
+        return summary
+
+    def take_fetched(self) -> dict[str, Summary]:
+        """The summaries read on demand since last taken (to be stored)."""
+        found, self.fetched = self.fetched, {}
+        return found
 
     def environment(self, key: str) -> Environment:
         """What a file of the project is told: all of it where it engages or the project

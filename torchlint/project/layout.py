@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git", "torchlint.toml", ".torchlint.toml")
@@ -51,6 +50,7 @@ class Layout:
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
         self._resolved: dict[tuple[str, str], tuple[str, tuple[str, ...]] | None] = {}
         self._inits: dict[str, dict[str, str]] = {}
+        self._exists: dict[tuple[str, str], bool] = {}
 
     def key(self, path: Path) -> str | None:
         """The key of a file under the root, else None."""
@@ -116,10 +116,13 @@ class Layout:
 
     def module_exists(self, importer: str, head: str) -> bool:
         """An absolute import of `head` (a top-level name) finds a module of the project."""
-        return any(
-            self._module(root, [head]) is not None or root + head in self.folders
-            for root in self._roots(importer)
-        )
+        key = (importer.rpartition("/")[0], head)  # the roots depend on the folder only
+        if key not in self._exists:
+            self._exists[key] = any(
+                self._module(root, [head]) is not None or root + head in self.folders
+                for root in self._roots(importer)
+            )
+        return self._exists[key]
 
     def imports(self, importer: str, text: str) -> set[str]:
         """The files of the project `text` (the importer's) imports, read off its import
@@ -181,49 +184,30 @@ def _imported(text: str) -> list[str]:
 
 def levels(graph: Mapping[str, set[str]]) -> dict[str, int]:
     """Each file's level in the import graph: 0 for files that import no file of the
-    project, else one more than the highest level of what they import; the files of an
-    import cycle share a level. Files of one level can be analysed side by side once
-    the levels below are done."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[list[str]] = []
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * len(graph) + 1000))
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for dep in sorted(graph.get(node, ())):
-            if dep not in graph:
-                continue
-            if dep not in index:
-                visit(dep)
-                low[node] = min(low[node], low[dep])
-            elif dep in on_stack:
-                low[node] = min(low[node], index[dep])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            components.append(component)
-
-    try:
-        for node in sorted(graph):
-            if node not in index:
-                visit(node)
-    finally:
-        sys.setrecursionlimit(limit)
+    project, else one more than the highest level of what they import. Inside an import
+    cycle, the edge that closes it (met again by a depth-first walk in sorted order) is
+    left out: the files of a cycle come one after another, so that all but one of its
+    imports are known when the importer is analysed. Files of one level can be analysed
+    side by side once the levels below are done; the order depends on the graph only."""
     found: dict[str, int] = {}
-    for component in components:  # dependencies come out first
-        members = set(component)
-        deps = {d for n in component for d in graph[n] if d in graph and d not in members}
-        level = 1 + max((found[d] for d in deps), default=-1)
-        found.update(dict.fromkeys(component, level))
+
+    def deps(node: str) -> Iterator[str]:
+        return iter(sorted(d for d in graph[node] if d in graph))
+
+    for start in sorted(graph):
+        if start in found:
+            continue
+        walking = {start}
+        stack = [(start, deps(start))]
+        while stack:
+            node, todo = stack[-1]
+            dep = next((d for d in todo if d not in found and d not in walking), None)
+            if dep is not None:
+                walking.add(dep)
+                stack.append((dep, deps(dep)))
+                continue
+            stack.pop()
+            walking.discard(node)
+            # what is still being walked closes a cycle: left out
+            found[node] = 1 + max((found[d] for d in graph[node] if d in found), default=-1)
     return found

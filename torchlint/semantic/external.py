@@ -94,7 +94,15 @@ class Value:
     params: frozenset[str] = frozenset()  # parameters it may also be (resolved by linking)
 
     def __bool__(self) -> bool:
-        return any(getattr(self, f.name) for f in fields(self))
+        return bool(
+            self.device
+            or self.network
+            or self.loaders
+            or self.pinned
+            or self.optimizer
+            or self.instance
+            or self.params
+        )
 
     def join(self, other: Value) -> Value:
         network = (

@@ -38,6 +38,7 @@ class Functions:
         self._targets: dict[int, Target | None] = {}
         self._names: dict[int, str] | None = None
         self._external: dict[int, tuple[Function, int] | None] = {}
+        self._exports: dict[int, Class | Function | None] = {}
         self._instances: dict[int, Class | None] = {}
 
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
@@ -197,9 +198,12 @@ class Functions:
 
     def export(self, node: cst.CSTNode, scope: Scope) -> Class | Function | None:
         """The class or function of another file of the project an expression names."""
-        qualname = scope.resolve(node)
-        found = self.env.export(qualname) if qualname is not None else None
-        return found if isinstance(found, (Class, Function)) else None
+        key = id(node)  # a node is read in one scope
+        if key not in self._exports:
+            qualname = scope.resolve(node)
+            found = self.env.export(qualname) if qualname is not None else None
+            self._exports[key] = found if isinstance(found, (Class, Function)) else None
+        return self._exports[key]
 
     def instance_export(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Class | None:
         """The class of another file whose instance `node` holds: built here from an
