@@ -293,12 +293,18 @@ def _check_size(source: str, path: str) -> None:
 
 def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
     """The rules that may have something to say about this text (a cheap test)."""
-    return [
-        r
-        for r in rules
-        if any(token in source for token in r.tokens)
-        and (r.pattern is None or r.pattern.search(source))
-    ]
+    return [r for r in rules if _may_apply(r, source)]
+
+
+def any_applies(rules: Sequence[Rule], source: str) -> bool:
+    """Some rule may have something to say about this text (`applies`, stopping early)."""
+    return any(_may_apply(r, source) for r in rules)
+
+
+def _may_apply(rule: Rule, source: str) -> bool:
+    return any(token in source for token in rule.tokens) and (
+        rule.pattern is None or rule.pattern.search(source) is not None
+    )
 
 
 def _diagnostics(

@@ -23,7 +23,7 @@ from typing import Any
 
 from torchlint.cache import Cache, Summaries
 from torchlint.config import Config
-from torchlint.linter import TOO_DEEP, Linter, LintError, applies, parser_thread
+from torchlint.linter import TOO_DEEP, Linter, LintError, any_applies, parser_thread
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import levels
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
@@ -360,9 +360,13 @@ class _Rounds:
         self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
         rules = rules_of(job.codes)
         by_root: dict[Path, list[_Task]] = {}
+        roots: dict[tuple[Path, Path], Path] = {}  # (folder, base) -> root
         for task in tasks:
             base = bases.get(task.path, task.path.parent).absolute()
-            by_root.setdefault(find_root(task.path.absolute(), base), []).append(task)
+            folder = task.path.absolute().parent
+            if (folder, base) not in roots:
+                roots[(folder, base)] = find_root(task.path.absolute(), base)
+            by_root.setdefault(roots[(folder, base)], []).append(task)
         for root, asked in by_root.items():
             files = [f for f in discover([str(root)], config).files if f.suffix == ".py"]
             layout = Layout(root, [*files, *(t.path for t in asked)])
@@ -383,7 +387,8 @@ class _Rounds:
                 except SourceError:
                     continue
                 graph[key] = layout.imports(key, text)
-                if applies(rules, text):
+                told = any_applies(rules, text)
+                if told:
                     analysed.add(key)
                 if engages(text):
                     project.engaged.add(key)
@@ -392,7 +397,7 @@ class _Rounds:
                 if path.absolute() in mine:
                     continue  # its analysis gives its summary
                 self.raws[(index, key)] = raw
-                if applies(rules, text):
+                if told:
                     self.telling.add((index, key))
             # A script that imports a file that trains wires it (`train.py` calling the engine).
             project.engaged |= {k for k in scripts if graph.get(k, set()) & project.engaged}
