@@ -29,7 +29,9 @@ keyword (its first parameter was `enabled`, the new one's second is `dtype`); an
 import left unused is then removed. The defaults are the same (float16 on CUDA,
 bfloat16 on CPU), so results are unchanged. Gated by `target-torch`: nothing is
 reported where the replacement does not exist yet (`torch.autocast` needs 1.10,
-`torch.amp.GradScaler` 2.3).
+`torch.amp.GradScaler` 2.3), and a call on one side of a test of the torch version
+(`new() if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`, `if
+hasattr(torch, "amp"): ... else: ...`) is left alone: it is there for older releases.
 
 Unknown device: not read; the deprecated names are reported wherever they are called,
 and each replacement keeps the device its old name says (`torch.cuda.amp`: "cuda",
@@ -89,7 +91,11 @@ class DeprecatedCudaAmpApi(Rule):
         for qualname, (new_name, device, by_keyword, since) in DEPRECATED.items():
             if target is not None and target < since:
                 continue
-            found += [(call, new_name, device, by_keyword) for call in module.calls_to(qualname)]
+            found += [
+                (call, new_name, device, by_keyword)
+                for call in module.calls_to(qualname)
+                if not module.version_guarded(call)  # kept for older releases on purpose
+            ]
         imports, unused = self._imports(module, [call for call, *_ in found])
         for call, new_name, device, by_keyword in found:
             old = (

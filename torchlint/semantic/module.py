@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -23,6 +24,10 @@ from torchlint.semantic.networks import Networks
 from torchlint.semantic.scopes import Binding, Kind, Scope, assigned_values, bindings
 from torchlint.semantic.syntax import MISSING, bool_value, children, contains, str_value
 from torchlint.semantic.values import Constant, Values
+from torchlint.walk import descendants
+
+# A test of the torch version, or of whether torch has something.
+VERSION_TEST = re.compile(r"version|TORCH_\w*\d|hasattr\(\s*torch\b", re.IGNORECASE)
 
 NO_GRAD = ("torch.no_grad", "torch.inference_mode")
 SET_GRAD = "torch.set_grad_enabled"
@@ -548,6 +553,21 @@ class TorchModule:
     @property
     def notebook(self) -> bool:
         return self.path.endswith(".ipynb")
+
+    def version_guarded(self, call: CallSite) -> bool:
+        """`call` runs on one side of a test of the torch version or of what torch has
+        (`if _TORCH_GREATER_EQUAL_2_4: ... else: old()`, `new() if hasattr(torch, "amp")
+        else old()`): code kept for older releases on purpose."""
+        tests = [i.test for i in call.ctx.ifs]
+        statement = call.ctx.statement
+        if statement is not None:
+            tests += [
+                e.test
+                for e in descendants(statement)
+                if isinstance(e, cst.IfExp)
+                and (contains(e.body, call.node) or contains(e.orelse, call.node))
+            ]
+        return any(VERSION_TEST.search(self.module.code_for_node(t)) for t in tests)
 
     def guarded(
         self,
