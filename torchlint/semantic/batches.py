@@ -20,6 +20,7 @@ from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name
 from torchlint.walk import walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
+PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
 # torch.nn.functional losses that are not spelled `*_loss`.
 FUNCTIONAL_LOSSES = frozenset(
     {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
@@ -375,13 +376,22 @@ def moved_names(loop: Loop) -> set[str | None]:
     }
 
 
+def host_lengths(loop: Loop) -> set[str | None]:
+    """Names the loop passes as the lengths of `pack_padded_sequence`: they must stay on
+    the CPU (a list of ints, or a CPU tensor), wherever the padded batch goes."""
+    lengths = [
+        c.arg("lengths", ("input", "lengths")) for c in loop.calls if c.qualname == PACK_PADDED
+    ]
+    return {dotted_name(n) for n in lengths if n is not MISSING}
+
+
 def unmoved_batch_tensors(
     module: TorchModule, loop: Loop, on_device: dict[int, Origin]
 ) -> tuple[dict[str, BatchTensor], dict[str, tuple[cst.Name, Origin]]]:
     """The loop's batch tensors with no `.to`/`.cuda` on them, and those of them that
     meet a value on the device of a model in `on_device` (call node id -> origin)."""
-    moved = moved_names(loop)
-    batch = {n: b for n, b in batch_tensors(module, loop).items() if n not in moved}
+    kept = moved_names(loop) | host_lengths(loop)
+    batch = {n: b for n, b in batch_tensors(module, loop).items() if n not in kept}
     if not batch or not on_device or not loop.body:
         return batch, {}
     flow = _DeviceFlow(module, {id(c.node): c for c in loop.calls}, on_device, batch)
