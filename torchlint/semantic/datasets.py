@@ -97,15 +97,26 @@ class Datasets:
         origins = self.values.origins(dataset, loader.call.scope)
         return bool(origins) and all(test(value, scope) for value, scope in origins)
 
-    def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
+    def _built(
+        self, value: cst.BaseExpression, scope: Scope
+    ) -> bool | tuple[cst.Call, str | None, Dataset | None]:
+        """What a dataset expression is: a literal sequence (True: in memory, sized), not
+        a call (False: unknown), or the call that builds it, with its qualname and, for a
+        class of another file of the project, that class's Dataset facts."""
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
             return True
         if not isinstance(value, cst.Call):
             return False
         qualname = scope.resolve(value.func)
+        return value, qualname, self._exported(value, scope) if qualname is not None else None
+
+    def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        built = self._built(value, scope)
+        if isinstance(built, bool):
+            return built
+        value, qualname, exported = built
         if qualname == TENSOR_DATASET:
             return True
-        exported = self._exported(value, scope) if qualname is not None else None
         if exported is not None:  # a Dataset class of another file of the project
             return exported.plain and not any(self._transform(a, scope) for a in value.args)
         if qualname is not None:
@@ -198,12 +209,10 @@ class Datasets:
         return self._dataset_is(loader, self._sized)
 
     def _sized(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
-            return True
-        if not isinstance(value, cst.Call):
-            return False
-        qualname = scope.resolve(value.func)
-        exported = self._exported(value, scope) if qualname is not None else None
+        built = self._built(value, scope)
+        if isinstance(built, bool):
+            return built
+        value, qualname, exported = built
         if exported is not None:  # a Dataset class of another file of the project
             return exported.sized
         if qualname is not None:
