@@ -346,6 +346,22 @@ def test_a_helper_that_runs_one_step_makes_a_step_loop():
     assert loop.is_step_loop
 
 
+def test_the_losses_of_a_loop_are_what_its_body_backpropagates():
+    model = model_of(
+        "for x in loader:\n"
+        "    loss = model(x)\n"
+        "    out = model(x)\n"
+        "    scaler.scale(loss).backward()\n"
+        "    out.loss.backward()\n"
+        "    accelerator.backward(loss)\n"
+        "    total.backward()\n"  # bound outside the loop
+        "    model(x).sum().backward()\n"  # no name
+        "    loss = loss.item()\n"
+    )
+    (loop,) = model.loops
+    assert loop.losses == {"loss", "out.loss"}
+
+
 def test_scheduler_is_not_an_optimizer():
     model = model_of(
         "import torch\n"
