@@ -37,6 +37,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import set_arg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
@@ -79,6 +80,6 @@ class DefaultBatchSize(Rule):
                     Applicability.UNSAFE,
                     Replace(loader.call.node, call),
                 )
-                if (call := loader.set_arg("batch_size", cst.Integer(str(size)))) is not None
+                if (call := set_arg(loader, "batch_size", cst.Integer(str(size)))) is not None
                 else None,
             )

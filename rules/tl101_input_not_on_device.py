@@ -55,13 +55,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import move_statement
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, InsertBefore, fix, statements
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
 from torchlint.semantic.batches import (
     Origin,
     device_move,
-    move_statement,
     unmoved_batch_tensors,
 )
 

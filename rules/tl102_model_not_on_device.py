@@ -63,6 +63,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import spell
 from torchlint.fixes import (
     Applicability,
     Definition,
@@ -81,8 +82,8 @@ from torchlint.semantic.batches import Origin, batch_names, unmoved_batch_tensor
 def device_definition(module: TorchModule) -> tuple[Definition, list]:
     """`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`, spelled
     the way this file imports torch, and the imports it needs."""
-    device, imp1 = module.spell("torch.device")
-    available, imp2 = module.spell("torch.cuda.is_available")
+    device, imp1 = spell(module, "torch.device")
+    available, imp2 = spell(module, "torch.cuda.is_available")
     code = f'device = {device}("cuda" if {available}() else "cpu")\n'
     return Definition("device", code), [i for i in (imp1, imp2) if i is not None]
 

@@ -52,11 +52,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.edits import set_kwarg
+from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
-from torchlint.semantic.batches import blocking_copies, non_blocking
+from torchlint.semantic.batches import blocking_copies
 
 
 class BlockingHostToDeviceCopy(Rule):

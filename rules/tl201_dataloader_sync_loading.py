@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.edits import WORKERS_NAME
+from torchlint.edits import WORKERS_NAME, workers_fix
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
@@ -98,8 +98,8 @@ class DataLoaderSyncLoading(Rule):
             fixed = (
                 None
                 if hazard
-                else loader.workers_fix(
-                    f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
+                else workers_fix(
+                    loader, f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
                 )
             )
             if fixed is None and not hazard:

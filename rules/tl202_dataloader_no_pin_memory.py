@@ -50,11 +50,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import set_kwarg
+from torchlint.edits import non_blocking, set_arg, set_kwarg, spell
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import blocking_copies, non_blocking
+from torchlint.semantic.batches import blocking_copies
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -77,8 +77,8 @@ class DataLoaderNoPinMemory(Rule):
                 what = "`pin_memory=False` on a training DataLoader"
             else:
                 continue
-            spelled, imp = module.spell("torch.cuda.is_available", loader.call.scope)
-            call = loader.set_arg("pin_memory", cst.parse_expression(f"{spelled}()"))
+            spelled, imp = spell(module, "torch.cuda.is_available", loader.call.scope)
+            call = set_arg(loader, "pin_memory", cst.parse_expression(f"{spelled}()"))
             outside = loader.outside
             where = (
                 f"whose batches go to the GPU in {outside.where}"

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import WORKERS_NAME
+from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
@@ -93,7 +93,7 @@ def _persistent(loader: DataLoaderSite) -> Fix | None:
         isinstance(workers, cst.Name) and workers.value == WORKERS_NAME
     ):
         value = cst.Comparison(workers, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer("0"))])
-    call = loader.set_arg("persistent_workers", value)
+    call = set_arg(loader, "persistent_workers", value)
     if call is None:
         return None
     spelled = "True" if isinstance(value, cst.Name) else cst.Module([]).code_for_node(value)

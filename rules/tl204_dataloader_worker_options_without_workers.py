@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.edits import WORKERS_NAME
+from torchlint.edits import WORKERS_NAME, workers_fix
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
@@ -76,7 +76,7 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
                 loader.call.node,
                 f"{' and '.join(options)} without worker processes: PyTorch raises ValueError "
                 "when this DataLoader is built; add `num_workers`",
-                fix=loader.workers_fix(
-                    f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
+                fix=workers_fix(
+                    loader, f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
                 ),
             )

@@ -66,6 +66,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, fix, statements
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
@@ -137,8 +138,8 @@ class ModelNotParallel(Rule):
             statement = move.ctx.statement
             if not isinstance(statement, cst.SimpleStatementLine) or not _wrappable(module, site):
                 continue
-            count, imp1 = module.spell("torch.cuda.device_count", move.scope)
-            wrapper, imp2 = module.spell("torch.nn.DataParallel", move.scope)
+            count, imp1 = spell(module, "torch.cuda.device_count", move.scope)
+            wrapper, imp2 = spell(module, "torch.nn.DataParallel", move.scope)
             code = f"if {count}() > 1:\n    {site.name} = {wrapper}({site.name})\n"
             edits.append(InsertAfter(statement, statements(code)))
             imports += [i for i in (imp1, imp2) if i is not None]

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import set_kwarg
+from torchlint.edits import set_kwarg, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, TorchModule
@@ -66,7 +66,7 @@ def spell_sampler(module: TorchModule, scope) -> tuple[str, Import | None]:
             return local, None
     if module.is_free("DistributedSampler"):
         return "DistributedSampler", Import("torch.utils.data", "DistributedSampler")
-    return module.spell(SAMPLER, scope)
+    return spell(module, SAMPLER, scope)
 
 
 class DdpLoaderWithoutDistributedSampler(Rule):

@@ -274,21 +274,8 @@ def _has_sync_call(node: cst.BaseExpression) -> bool:
 
 
 def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
-    """The loss (what `.backward()` is called on) and the model outputs bound in the loop."""
-    names: set[str] = set()
-    for call in loop.calls:
-        if call.method != "backward":
-            continue
-        receiver = call.receiver
-        candidates = [a.value for a in call.node.args if a.keyword is None]
-        if isinstance(receiver, cst.Call) and receiver.args:
-            candidates.append(receiver.args[0].value)  # scaler.scale(loss).backward()
-        elif receiver is not None:
-            candidates.append(receiver)
-        for c in candidates:
-            name = dotted_name(c)
-            if name is not None and name.split(".")[0] in loop.bound:
-                names.add(name)
+    """The losses of the loop and the model outputs bound in it."""
+    names = set(loop.losses)
     network_calls = [c.node for c in module.network_calls(loop)]
     if network_calls:
         for b in loop.assignments:

@@ -107,26 +107,12 @@ def _backpropagated(module: TorchModule) -> list[cst.BaseExpression]:
     return exprs
 
 
-def _losses(loop: Loop) -> set[str]:
-    """Names backpropagated in this loop and computed in it (`loss = ...; loss.backward()`,
-    `scaler.scale(loss).backward()`, `accelerator.backward(loss)`)."""
-    names: set[str] = set()
-    for call in loop.calls:
-        if call.method != "backward":
-            continue
-        candidates = [dotted_name(a.value) for a in call.node.args if a.keyword is None]
-        receiver = call.receiver
-        if isinstance(receiver, cst.Call) and receiver.args:
-            candidates.append(dotted_name(receiver.args[0].value))
-        elif receiver is not None:
-            candidates.append(dotted_name(receiver))
-        # `loss` or `outputs.loss`, computed in this loop.
-        names.update(n for n in candidates if n is not None and n.split(".")[0] in loop.bound)
-    # A loss turned into a number in the loop (`loss = loss.item()`) carries no graph.
-    for b in loop.assignments:
-        if b.symbol.name in names and b.value is not None and _detached(b.value):
-            names.discard(b.symbol.name)
-    return names
+def _losses(loop: Loop) -> frozenset[str]:
+    """The loop's losses that keep their graph: not rebound in the loop to a value
+    without history (`loss = loss.item()`)."""
+    return loop.losses - {
+        b.symbol.name for b in loop.assignments if b.value is not None and _detached(b.value)
+    }
 
 
 def _detached(node: cst.BaseExpression) -> bool:
@@ -178,7 +164,7 @@ def _bound_before(loop: Loop, acc: Binding) -> bool:
     return outside
 
 
-def _loss_leaves(acc: Binding, losses: set[str]) -> list[cst.Name | cst.Attribute]:
+def _loss_leaves(acc: Binding, losses: frozenset[str]) -> list[cst.Name | cst.Attribute]:
     """The bare loss names among the operands of the accumulated value; [] when some
     operand uses a loss in a way we do not understand (`loss.mean()`)."""
     value = acc.value

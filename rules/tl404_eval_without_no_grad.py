@@ -52,6 +52,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Model, TorchModule
@@ -253,7 +254,7 @@ def _decorated(module: TorchModule, fn: cst.FunctionDef) -> bool:
 
 def _decorate(module: TorchModule, fn: cst.FunctionDef) -> Fix:
     scope = module.functions.scope_of(fn).parent or module.scope
-    spelled, imp = module.spell("torch.no_grad", scope)
+    spelled, imp = spell(module, "torch.no_grad", scope)
     decorator = cst.Decorator(cst.Call(cst.parse_expression(spelled)))
     return fix(
         "Decorate the function with `@torch.no_grad()`",
@@ -264,7 +265,7 @@ def _decorate(module: TorchModule, fn: cst.FunctionDef) -> Fix:
 
 
 def _wrap(module: TorchModule, loop: Loop) -> Fix:
-    spelled, imp = module.spell("torch.no_grad", loop.ctx.scope)
+    spelled, imp = spell(module, "torch.no_grad", loop.ctx.scope)
     node = loop.node
     assert isinstance(node, cst.For)
     wrapped = cst.With(

@@ -63,7 +63,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import expression
+from torchlint.edits import expression, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, ModelSite, TorchModule
@@ -155,8 +155,8 @@ def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix |
         )
         if first is None:
             return None
-        autocast, imp1 = module.spell("torch.autocast", loop.ctx.scope)
-        bf16, imp2 = module.spell("torch.bfloat16", loop.ctx.scope)
+        autocast, imp1 = spell(module, "torch.autocast", loop.ctx.scope)
+        bf16, imp2 = spell(module, "torch.bfloat16", loop.ctx.scope)
         region = stmts[first : last + 1]
         head = region[0]
         if not isinstance(head, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
@@ -103,7 +104,7 @@ class DeprecatedCudaAmpApi(Rule):
                 .replace(".autocast_mode", "")
                 .replace(".grad_scaler", "")
             )
-            spelled, imp = module.spell(new_name, call.scope)
+            spelled, imp = spell(module, new_name, call.scope)
             new = _rewrite(call, cst.parse_expression(spelled), device, by_keyword)
             root = _root(call.node.func)
             removed = [Remove(stmt) for stmt, names in imports if root in names]

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import ModelSite, TorchModule
@@ -76,7 +77,7 @@ class Float32MatmulPrecision(Rule):
         outermost = module.training_loop_of(sites)
         if outermost is None:
             return
-        spelled, imp = module.spell(SET_PRECISION)
+        spelled, imp = spell(module, SET_PRECISION)
         yield self.diagnostic(
             outermost.node,
             f"`{sites[0].name}` runs its float32 matmuls at full precision: on Ampere and "

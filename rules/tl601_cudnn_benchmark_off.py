@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
@@ -72,7 +73,7 @@ class CudnnBenchmarkOff(Rule):
         outermost = module.training_loop_of(convolutional)
         if outermost is None:
             return
-        spelled, imp = module.spell(BENCHMARK)
+        spelled, imp = spell(module, BENCHMARK)
         yield self.diagnostic(
             outermost.node,
             f"`{convolutional[0].name}` convolves on the GPU with cuDNN's autotuner off: "

@@ -15,6 +15,7 @@ import pytest
 
 from torchlint import linter
 from torchlint.config import default_options
+from torchlint.edits import workers_fix
 from torchlint.fixes import (
     Applicability,
     Edit,
@@ -43,7 +44,7 @@ class _EveryLoader(Rule):
         for loader in module.dataloaders:
             if loader.arg("num_workers") is MISSING:
                 yield self.diagnostic(
-                    loader.call.node, "no workers", loader.workers_fix("Set num_workers")
+                    loader.call.node, "no workers", workers_fix(loader, "Set num_workers")
                 )
 
 

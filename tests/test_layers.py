@@ -41,14 +41,15 @@ def _type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imports(path: Path, name: str, known: set[str]) -> set[str]:
-    """The modules of this project that `path` imports at run time."""
+def imports(path: Path, name: str, known: set[str], annotations: bool = False) -> set[str]:
+    """The modules of this project that `path` imports at run time (and under
+    `if TYPE_CHECKING:` too with `annotations`)."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
     while stack:
         node = stack.pop()
-        if _type_checking(node):
+        if _type_checking(node) and not annotations:
             continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
@@ -163,6 +164,24 @@ def test_semantic_layers_import_downward_only(graph):
             if d.startswith("torchlint.semantic")
         }
         assert deps <= set(SEMANTIC_ORDER[:i]), (layer, sorted(deps - set(SEMANTIC_ORDER[:i])))
+
+
+def test_the_semantic_layer_computes_facts_and_never_builds_fixes():
+    """Not even for annotations: a fix is built from facts in `edits.py` or in a rule, and
+    the project layer hands `semantic/` what it knows through `semantic.external`."""
+    found = sources()
+    known = set(found)
+    above = {"torchlint.fixes", "torchlint.edits", "torchlint.project"}
+    offenders = {
+        name: sorted(
+            m
+            for m in imports(path, name, known, annotations=True)
+            if ".".join(m.split(".")[:2]) in above
+        )
+        for name, path in found.items()
+        if name.startswith("torchlint.semantic")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_only_the_verifier_imports_torch_and_only_lazily():

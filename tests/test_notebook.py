@@ -24,6 +24,7 @@ import pytest
 
 from torchlint import runner
 from torchlint.config import default_options
+from torchlint.edits import workers_fix
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.linter import Linter
 from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
@@ -84,7 +85,7 @@ class _Workers(Rule):
             workers = loader.arg("num_workers")
             if workers is MISSING or (int_value(workers) == 0 and loader.feeds_training):
                 yield self.diagnostic(
-                    loader.call.node, "no workers", loader.workers_fix("Set num_workers")
+                    loader.call.node, "no workers", workers_fix(loader, "Set num_workers")
                 )
 
 

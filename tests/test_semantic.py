@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from torchlint.edits import set_arg, spell
 from torchlint.semantic import DATALOADER, MISSING, DeviceKind, ModelKind, build
 from torchlint.semantic.syntax import int_value
 
@@ -88,15 +89,17 @@ def test_nn_alias_and_spelling():
     model = model_of("import torch.nn as nn\nfrom torch import optim\n")
     assert model.resolve(expr("nn.DataParallel")) == "torch.nn.DataParallel"
     assert model.resolve(expr("optim.SGD")) == "torch.optim.SGD"
-    assert model.spell("torch.nn.Linear") == ("nn.Linear", None)
-    text, needed = model.spell("torch.cuda.is_available")
+    assert model.spelling("torch.nn.Linear") == "nn.Linear"
+    assert model.spelling("torch.cuda.is_available") is None
+    assert spell(model, "torch.nn.Linear") == ("nn.Linear", None)
+    text, needed = spell(model, "torch.cuda.is_available")
     assert text == "torch.cuda.is_available" and needed is not None and needed.module == "torch"
 
 
 def test_spelling_avoids_a_shadowed_alias():
     model = model_of("import torch.nn as nn\ndef f(nn):\n    nn(1)\n")
     (call,) = model.calls
-    text, needed = model.spell("torch.nn.Linear", call.scope)
+    text, needed = spell(model, "torch.nn.Linear", call.scope)
     assert text == "torch.nn.Linear" and needed is not None
 
 
@@ -343,6 +346,22 @@ def test_a_helper_that_runs_one_step_makes_a_step_loop():
     assert loop.is_step_loop
 
 
+def test_the_losses_of_a_loop_are_what_its_body_backpropagates():
+    model = model_of(
+        "for x in loader:\n"
+        "    loss = model(x)\n"
+        "    out = model(x)\n"
+        "    scaler.scale(loss).backward()\n"
+        "    out.loss.backward()\n"
+        "    accelerator.backward(loss)\n"
+        "    total.backward()\n"  # bound outside the loop
+        "    model(x).sum().backward()\n"  # no name
+        "    loss = loss.item()\n"
+    )
+    (loop,) = model.loops
+    assert loop.losses == {"loss", "out.loss"}
+
+
 def test_scheduler_is_not_an_optimizer():
     model = model_of(
         "import torch\n"
@@ -526,8 +545,8 @@ def test_loader_options_through_a_dict(setup, expected):
     assert got == expected
     assert loader.opaque is (expected is None)
     if expected is not None and "num_workers" in expected:
-        assert loader.set_arg("num_workers", cst.Integer("4")) is None  # would be a TypeError
-        assert loader.set_arg("timeout", cst.Integer("4")) is not None
+        assert set_arg(loader, "num_workers", cst.Integer("4")) is None  # would be a TypeError
+        assert set_arg(loader, "timeout", cst.Integer("4")) is not None
 
 
 def test_loader_options_set_on_some_paths():

@@ -1,5 +1,6 @@
 """Builders of the CST that fixes put in: arguments set or removed in a call's own
-layout, dotted names, and the module-level definitions several rules share."""
+layout, dotted names, the module-level definitions several rules share, and the edits
+built from the facts of a file (`semantic/` computes those facts, never a fix)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchlint.fixes import Definition
+from torchlint.fixes import Applicability, Definition, Fix, Import, Replace, fix
+from torchlint.semantic import (
+    DATALOADER_PARAMS,
+    MISSING,
+    CallSite,
+    DataLoaderSite,
+    DeviceKind,
+    Scope,
+    TorchModule,
+)
+from torchlint.semantic.batches import device_object
+from torchlint.semantic.syntax import argument, dotted_name
 
 # A one-line call that grows longer than this (the call alone: its line holds more) is
 # laid out one argument per line with a trailing comma, as black and ruff format it.
@@ -148,3 +160,82 @@ WORKERS_DEFINITION = Definition(
 # `torch.cuda.is_bf16_supported()` (and Transformers' `is_torch_bf16_gpu_available()`)
 # also say yes on a T4 or V100, where bfloat16 is emulated and no faster than float32.
 AMPERE = "torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8"
+
+
+def spell(
+    module: TorchModule, qualname: str, scope: Scope | None = None
+) -> tuple[str, Import | None]:
+    """How to write `qualname` in this file at `scope`, and the import it needs: its
+    top-level module where no import visible there binds it."""
+    spelled = module.spelling(qualname, scope)
+    if spelled is not None:
+        return spelled, None
+    return qualname, Import(qualname.split(".")[0])
+
+
+def set_arg(loader: DataLoaderSite, name: str, value: cst.BaseExpression) -> cst.Call | None:
+    """The loader's call with parameter `name` set to `value` (keeping its position if
+    any); None when the `**` dict sets it: a keyword too would raise TypeError."""
+    direct = argument(loader.call.node, name, DATALOADER_PARAMS)
+    if direct is MISSING and loader.spread is not None and name in loader.spread:
+        return None
+    return set_kwarg(loader.call.node, name, value, positional=DATALOADER_PARAMS)
+
+
+def workers_fix(loader: DataLoaderSite, title: str, persistent: bool = False) -> Fix | None:
+    """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports; and
+    `persistent_workers=True` with it where the loader would restart them (`persistent`,
+    as the caller knows), the edit TL203 would otherwise ask for next."""
+    call = set_arg(loader, "num_workers", cst.Name(WORKERS_NAME))
+    if call is None:
+        return None
+    if persistent and loader.arg("persistent_workers") is MISSING:
+        call = set_kwarg(call, "persistent_workers", cst.Name("True"))
+        title += " and `persistent_workers=True`"
+    return fix(
+        title,
+        Applicability.UNSAFE,
+        Replace(loader.call.node, call),
+        imports=[Import("os")],
+        definitions=[WORKERS_DEFINITION],
+    )
+
+
+def non_blocking(
+    module: TorchModule, call: CallSite
+) -> tuple[cst.BaseExpression, Import | None] | None:
+    """The `non_blocking=` value that keeps a host-to-device copy's results on every
+    device it may go to (and the import it needs): `True` where that is CUDA (or the CPU,
+    where it does nothing). Where the device is chosen at run time (an accelerator, a
+    `--device` option whatever its default, a rank) and a name holds it, a value true on
+    CUDA only, `device.type == "cuda"` (`torch.device(rank).type == "cuda"` for what may
+    be a string or an index): a non-blocking copy to MPS may read its source after it is
+    freed. None where the destination is not a name."""
+    found = module.move(call)
+    if found is None or found.is_cpu:
+        return None
+    if found.kind is DeviceKind.CUDA and not found.unknown_path:
+        return cst.Name("True"), None
+    device = module.devices.move_expression(call)
+    name = dotted_name(device) if device is not None else None
+    if device is None or name is None:
+        return None
+    if device_object(module, device, call.scope):
+        return cst.parse_expression(f'{name}.type == "cuda"'), None
+    spelled, imp = spell(module, "torch.device", call.scope)
+    return cst.parse_expression(f'{spelled}({name}).type == "cuda"'), imp
+
+
+def move_statement(
+    module: TorchModule, name: str, move: CallSite, pinned: bool
+) -> tuple[str, Import | None]:
+    """`name = name.to(<the device of `move`>)` (`.cuda()` for a `.cuda()` move), and
+    the import it needs: non-blocking from pinned memory where that is safe on every
+    device the copy may go to (`non_blocking`)."""
+    device = module.devices.move_expression(move)
+    args = [module.module.code_for_node(device)] if device is not None else []
+    found = non_blocking(module, move) if pinned else None
+    if found is not None:
+        args.append(f"non_blocking={module.module.code_for_node(found[0])}")
+    method = "cuda" if move.method == "cuda" else "to"
+    return f"{name} = {name}.{method}({', '.join(args)})\n", found[1] if found else None

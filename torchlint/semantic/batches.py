@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchlint.fixes import Import
 from torchlint.semantic.builder import COMPREHENSIONS
-from torchlint.semantic.devices import Device, DeviceKind
+from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
 from torchlint.semantic.models import Model, ModelKind
@@ -202,32 +201,7 @@ def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
     return out
 
 
-def non_blocking(
-    module: TorchModule, call: CallSite
-) -> tuple[cst.BaseExpression, Import | None] | None:
-    """The `non_blocking=` value that keeps a host-to-device copy's results on every
-    device it may go to (and the import it needs): `True` where that is CUDA (or the CPU,
-    where it does nothing). Where the device is chosen at run time (an accelerator, a
-    `--device` option whatever its default, a rank) and a name holds it, a value true on
-    CUDA only, `device.type == "cuda"` (`torch.device(rank).type == "cuda"` for what may
-    be a string or an index): a non-blocking copy to MPS may read its source after it is
-    freed. None where the destination is not a name."""
-    found = module.move(call)
-    if found is None or found.is_cpu:
-        return None
-    if found.kind is DeviceKind.CUDA and not found.unknown_path:
-        return cst.Name("True"), None
-    device = module.devices.move_expression(call)
-    name = dotted_name(device) if device is not None else None
-    if device is None or name is None:
-        return None
-    if _device_object(module, device, call.scope):
-        return cst.parse_expression(f'{name}.type == "cuda"'), None
-    spelled, imp = module.spell("torch.device", call.scope)
-    return cst.parse_expression(f'{spelled}({name}).type == "cuda"'), imp
-
-
-def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
+def device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) -> bool:
     """Every value `expr` may hold is a `torch.device` (a call that returns one, on each
     branch of a conditional)."""
     stack = [(origin, where) for origin, where in module.values.origins(expr, scope)]
@@ -240,21 +214,6 @@ def _device_object(module: TorchModule, expr: cst.BaseExpression, scope: Scope) 
         ):
             return False
     return True
-
-
-def move_statement(
-    module: TorchModule, name: str, move: CallSite, pinned: bool
-) -> tuple[str, Import | None]:
-    """`name = name.to(<the device of `move`>)` (`.cuda()` for a `.cuda()` move), and
-    the import it needs: non-blocking from pinned memory where that is safe on every
-    device the copy may go to (`non_blocking`)."""
-    device = module.devices.move_expression(move)
-    args = [module.module.code_for_node(device)] if device is not None else []
-    found = non_blocking(module, move) if pinned else None
-    if found is not None:
-        args.append(f"non_blocking={module.module.code_for_node(found[0])}")
-    method = "cuda" if move.method == "cuda" else "to"
-    return f"{name} = {name}.{method}({', '.join(args)})\n", found[1] if found else None
 
 
 def is_loss(module: TorchModule, call: CallSite) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.semantic.scopes import Binding, Scope
-from torchlint.semantic.syntax import argument, keyword, positional
+from torchlint.semantic.syntax import argument, dotted_name, keyword, positional
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +89,28 @@ class Loop:
     def is_step_loop(self) -> bool:
         """A training loop with no training loop inside it: its body runs once per step."""
         return self.is_training and not any(inner.is_training for inner in self.inner)
+
+    @property
+    def losses(self) -> frozenset[str]:
+        """What its body backpropagates: the names handed to a `.backward(...)` in it and
+        bound in it (`loss = ...; loss.backward()`, `outputs.loss.backward()`,
+        `scaler.scale(loss).backward()`, `accelerator.backward(loss)`), whatever the body
+        rebinds them to afterwards (`loss = loss.item()`)."""
+        names: set[str] = set()
+        for call in self.calls:
+            if call.method != "backward":
+                continue
+            candidates = [a.value for a in call.node.args if a.keyword is None]
+            receiver = call.receiver
+            if isinstance(receiver, cst.Call) and receiver.args:
+                candidates.append(receiver.args[0].value)
+            elif receiver is not None:
+                candidates.append(receiver)
+            for candidate in candidates:
+                name = dotted_name(candidate)
+                if name is not None and name.split(".")[0] in self.bound:
+                    names.add(name)
+        return frozenset(names)
 
     @property
     def is_loader_loop(self) -> bool:

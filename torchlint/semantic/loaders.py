@@ -10,8 +10,6 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
-from torchlint.fixes import Applicability, Fix, Import, Replace, fix
 from torchlint.options import Option
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses, Value
@@ -88,32 +86,6 @@ class DataLoaderSite:
         if any(a.star == "*" for a in node.args):
             return True
         return any(a.star == "**" for a in node.args) and self.spread is None
-
-    def set_arg(self, name: str, value: cst.BaseExpression) -> cst.Call | None:
-        """The call with parameter `name` set to `value` (keeping its position if any);
-        None when the `**` dict sets it: a keyword too would raise TypeError."""
-        direct = argument(self.call.node, name, DATALOADER_PARAMS)
-        if direct is MISSING and self.spread is not None and name in self.spread:
-            return None
-        return set_kwarg(self.call.node, name, value, positional=DATALOADER_PARAMS)
-
-    def workers_fix(self, title: str, persistent: bool = False) -> Fix | None:
-        """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports; and
-        `persistent_workers=True` with it where the loader would restart them (`persistent`,
-        as the caller knows), the edit TL203 would otherwise ask for next."""
-        call = self.set_arg("num_workers", cst.Name(WORKERS_NAME))
-        if call is None:
-            return None
-        if persistent and self.arg("persistent_workers") is MISSING:
-            call = set_kwarg(call, "persistent_workers", cst.Name("True"))
-            title += " and `persistent_workers=True`"
-        return fix(
-            title,
-            Applicability.UNSAFE,
-            Replace(self.call.node, call),
-            imports=[Import("os")],
-            definitions=[WORKERS_DEFINITION],
-        )
 
     @property
     def feeds_training(self) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 
 import libcst as cst
 
-from torchlint.fixes import Import
 from torchlint.semantic.builder import collect
 from torchlint.semantic.datasets import Datasets
 from torchlint.semantic.devices import Device, Devices
@@ -103,8 +102,9 @@ class TorchModule:
         in `scope` (the module's by default); a builtin's own name (`float`)."""
         return (scope or self.scope).resolve(node)
 
-    def spell(self, qualname: str, scope: Scope | None = None) -> tuple[str, Import | None]:
-        """How to write `qualname` in this file (at `scope`), and the import it needs."""
+    def spelling(self, qualname: str, scope: Scope | None = None) -> str | None:
+        """How `qualname` is written in this file at `scope` (the module's by default),
+        through an import visible there (`nn.Linear`); None where no import binds it."""
         where = scope or self.scope
         best: tuple[int, str] | None = None
         for local, symbol in self.scope.symbols.items():
@@ -115,9 +115,7 @@ class TorchModule:
                 continue  # shadowed where the text goes
             if best is None or len(target) > best[0]:
                 best = (len(target), local + qualname[len(target) :])
-        if best is not None:
-            return best[1], None
-        return qualname, Import(qualname.split(".")[0])
+        return best[1] if best is not None else None
 
     def is_free(self, name: str) -> bool:
         """Nothing in the module's scope is called `name` (a fix may define it)."""
