@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +138,20 @@ def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
 
 
 def _run(item: _Item, job: Job) -> FileResult:
-    path, codes, project, key, summary_only = item
+    path, codes, project, key, _ = item
     if project is None or not key:
         return lint_one(path, job, codes)
-    env = _projects[project].environment(key)
+    return _analyse(_projects[project], item, job)
+
+
+def _analyse(project: Project, item: _Item, job: Job) -> FileResult:
+    """A file of `project` linted (or read for its summary only) with what the project
+    tells it; the summaries its program read meanwhile (`Program.fetch`) go with it."""
+    path, codes, _, key, summary_only = item
+    assert key is not None
+    env = project.environment(key)
     result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
-    program = _projects[project].program
+    program = project.program
     if program.fetched:
         result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
         program.fetched.clear()
@@ -200,12 +208,16 @@ def _pool_size(tasks: Sequence[_Task]) -> int:
     return 1
 
 
+def _item(task: _Task) -> _Item:
+    return task.path, task.codes, task.project, task.key, task.index < 0
+
+
 def _compute(
     tasks: Sequence[_Task], job: Job, stop: _Stop | None
 ) -> Generator[FileResult | None, None, None]:
     """Results for `tasks`, in their order; None for a task not started because `stop`
     was requested."""
-    items: list[_Item] = [(t.path, t.codes, t.project, t.key, t.index < 0) for t in tasks]
+    items = [_item(t) for t in tasks]
     size = _pool_size(tasks)
     if size == 1:
         for item in items:
@@ -243,14 +255,14 @@ def run_files(
 ) -> list[FileResult]:
     """Lint (or fix) every file (in worker processes when there are enough), answering
     from the cache in `cache_dir` what it knows (None: no cache). Each file is analysed
-    with what the rest of its project tells it (`_Rounds`; `bases`: the folder each file
+    with what the rest of its project tells it (`Rounds`; `bases`: the folder each file
     was found from, its project's root where no marker says otherwise). Results, and the
     calls of `on_result` (progress bar, --verbose), come in the order of `files`. A run
     that rewrites files stops at Ctrl-C once the files in progress are done, and raises
     `Interrupted` with the results of every file finished."""
     global _projects
     tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
-    rounds = _Rounds(tasks, job, config, bases or {}, cache_dir)
+    rounds = Rounds(tasks, job, config, bases or {}, cache_dir)
     _projects = rounds.projects
     try:
         if not (job.fix or job.diff):
@@ -329,7 +341,25 @@ def _cached(cache: Cache, task: _Task) -> FileResult | None:
 MAX_ROUNDS = 4
 
 
-class _Rounds:
+@dataclass
+class _Texts:
+    """What the texts of a project's files say before any is analysed (`Rounds._read`)."""
+
+    imports: dict[str, set[str]] = field(default_factory=dict)  # the import graph
+    analysed: set[str] = field(default_factory=set)  # hold a token of a selected rule
+    engaging: set[str] = field(default_factory=set)  # train, evaluate or load data
+    scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
+
+
+def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
+    """A result of a file of `project` still stands: its answers hold, and it analysed
+    the file (`checked`) if another file now reaches into it."""
+    if not checked and project.program.reaches(key):
+        return False
+    return project.holds(key, answers)
+
+
+class Rounds:
     """The projects of a run's files, and the rounds that bring their summaries to a
     fixed point: every file asked is analysed with what the rest of its project tells it,
     and analysed again while that changes (at most MAX_ROUNDS times). Besides the files
@@ -337,7 +367,9 @@ class _Rounds:
     summaries (what they pass to the others, how they use what the others build), and
     any other file of the project once another file needs what it defines. Summaries are
     stored by content with the answers they were computed from, and reused while those
-    answers hold."""
+    answers hold. The language server keeps one for each project of a session (`open`
+    with no file asked), runs its rounds a file at a time (`due`, `batches`, `analyse`,
+    `learn`), and reads a saved file again (`reread`)."""
 
     def __init__(
         self,
@@ -349,16 +381,18 @@ class _Rounds:
     ) -> None:
         self.tasks = tasks
         self.job = job
+        self.config = config
         self.cache_dir = cache_dir
         self.store = Summaries(cache_dir) if cache_dir is not None else None
+        self.rules = rules_of(job.codes)
         self.projects: list[Project] = []
+        self.texts: list[_Texts] = []  # by project
         # Each project file, read for its summary only where no analysis gives it: files not
         # asked that hold a token of a selected rule, any file another file needs.
         self.others: dict[tuple[int, str], _Task] = {}
         self.telling: set[tuple[int, str]] = set()  # files not asked that may tell something
         self.raws: dict[tuple[int, str], bytes] = {}
         self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
-        rules = rules_of(job.codes)
         by_root: dict[Path, list[_Task]] = {}
         roots: dict[tuple[Path, Path], Path] = {}  # (folder, base) -> root
         for task in tasks:
@@ -368,43 +402,66 @@ class _Rounds:
                 roots[(folder, base)] = find_root(task.path.absolute(), base)
             by_root.setdefault(roots[(folder, base)], []).append(task)
         for root, asked in by_root.items():
-            files = [f for f in discover([str(root)], config).files if f.suffix == ".py"]
-            layout = Layout(root, [*files, *(t.path for t in asked)])
-            index = len(self.projects)
-            analysed: set[str] = set()
-            project = Project(layout, fetch=_Fetch(job.settings, layout.paths, analysed))
-            self.projects.append(project)
-            mine = {t.path.absolute() for t in asked}
-            for task in asked:
-                task.project, task.key = index, layout.key(task.path) or task.path.name
-            graph: dict[str, set[str]] = {}
-            scripts: set[str] = set()  # entry points (a main guard, command-line options)
-            for key, path in layout.paths.items():
-                self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
-                try:
-                    raw = read_bytes(path)
-                    text = decode(raw)[0]
-                except SourceError:
-                    continue
-                graph[key] = layout.imports(key, text)
-                told = any_applies(rules, text)
-                if told:
-                    analysed.add(key)
-                if engages(text):
-                    project.engaged.add(key)
-                elif "__main__" in text or "parse_args" in text:
-                    scripts.add(key)
-                if path.absolute() in mine:
-                    continue  # its analysis gives its summary
-                self.raws[(index, key)] = raw
-                if told:
-                    self.telling.add((index, key))
-            # A script that imports a file that trains wires it (`train.py` calling the engine).
-            project.engaged |= {k for k in scripts if graph.get(k, set()) & project.engaged}
-            self.levels.update({(index, k): n for k, n in levels(graph).items()})
-            self._seed(project, index, root, asked)
+            self.open(root, asked)
 
-    def _seed(self, project: Project, index: int, root: Path, asked: list[_Task]) -> None:
+    def open(self, root: Path, asked: Sequence[_Task] = ()) -> int:
+        """Add the project at `root`, with the files of the run in it; its index."""
+        files = [f for f in discover([str(root)], self.config).files if f.suffix == ".py"]
+        layout = Layout(root, [*files, *(t.path for t in asked)])
+        index = len(self.projects)
+        texts = _Texts()
+        project = Project(layout, fetch=_Fetch(self.job.settings, layout.paths, texts.analysed))
+        self.projects.append(project)
+        self.texts.append(texts)
+        mine = {t.path.absolute() for t in asked}
+        for task in asked:
+            task.project, task.key = index, layout.key(task.path) or task.path.name
+        for key, path in layout.paths.items():
+            self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
+            self._read(index, key, asked=path.absolute() in mine)
+        self._link(index)
+        self._seed(project, index, root, asked)
+        return index
+
+    def _read(self, index: int, key: str, asked: bool = False) -> None:
+        """What a file's text says before it is analysed: what it imports, whether a
+        selected rule reads it, whether it trains or is a script; the bytes of a file not
+        asked (its analysis would give its summary)."""
+        texts = self.texts[index]
+        for found in (texts.analysed, texts.engaging, texts.scripts):
+            found.discard(key)
+        texts.imports.pop(key, None)
+        self.telling.discard((index, key))
+        self.raws.pop((index, key), None)
+        layout = self.projects[index].layout
+        try:
+            raw = read_bytes(layout.paths[key])
+            text = decode(raw)[0]
+        except SourceError:
+            return
+        texts.imports[key] = layout.imports(key, text)
+        told = any_applies(self.rules, text)
+        if told:
+            texts.analysed.add(key)
+        if engages(text):
+            texts.engaging.add(key)
+        elif "__main__" in text or "parse_args" in text:
+            texts.scripts.add(key)
+        if not asked:
+            self.raws[(index, key)] = raw
+            if told:
+                self.telling.add((index, key))
+
+    def _link(self, index: int) -> None:
+        """The files of a project that engage it, and their levels in its import graph."""
+        texts = self.texts[index]
+        graph, engaging = texts.imports, texts.engaging
+        # A script that imports a file that trains wires it (`train.py` calling the engine).
+        wiring = {k for k in texts.scripts if graph.get(k, set()) & engaging}
+        self.projects[index].engaged = engaging | wiring
+        self.levels.update({(index, k): n for k, n in levels(graph).items()})
+
+    def _seed(self, project: Project, index: int, root: Path, asked: Sequence[_Task]) -> None:
         """The summaries stored for the bytes each file holds now."""
         if self.store is None:
             return
@@ -419,6 +476,24 @@ class _Rounds:
             stored = self.store.get(root, key, raw)
             if stored is not None:
                 project.update(key, *stored)
+
+    def reread(self, index: int, key: str) -> bool:
+        """Read a file of a project (not asked) again after it changed on disk: its
+        summary is the one stored for its new bytes, else computed by the next round.
+        False if its bytes are those read before."""
+        before = self.raws.get((index, key))
+        self._read(index, key)
+        raw = self.raws.get((index, key))
+        if raw is not None and raw == before:
+            return False
+        self._link(index)
+        project = self.projects[index]
+        stored = None
+        if self.store is not None and raw is not None:
+            stored = self.store.get(project.layout.root, key, raw)
+        project.unreadable.discard(key)
+        project.update(key, *(stored or (None, {})))
+        return True
 
     def converge(self, job: Job) -> list[FileResult]:
         """The results of the files asked, each computed with answers that hold."""
@@ -435,29 +510,16 @@ class _Rounds:
                         self._record(task, result)
                 if result is None or not self._holds(task, result):
                     todo.append(task)
-            demanded = [p.demanded() for p in self.projects]
-            for (index, key), task in self.others.items():
-                project = self.projects[index]
-                if key in demanded[index] and not self._may_tell(task):
-                    project.update(key, Summary().to_json(), {})  # nothing to read there
-                    continue
-                wanted = (index, key) in self.telling or key in demanded[index]
-                known = key in project.summaries or key in project.unreadable
-                if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
-                    todo.append(task)
-            self._store_fetched()  # what checking the answers above read
+            todo += self.due()
             if not todo:
                 break
             # Every file is analysed with the program as its batch began (the same answers
-            # in one process or many); what they tell is linked after. The first round
-            # goes up the import graph a level at a time, so that what a file imports is
-            # known when it is analysed.
-            batches = self._by_level(todo) if round_ == 0 else [todo]
-            for batch in batches:
+            # in one process or many); what they tell is linked after.
+            for batch in self.batches(todo, round_):
                 computed = list(_compute(batch, job, None))
                 for task, result in zip(batch, computed, strict=True):
                     assert result is not None
-                    self._learn(task, result)
+                    self.learn(task, result)
                     if task.index >= 0:
                         results[task.index] = result
                         fresh.add(task.index)
@@ -468,6 +530,35 @@ class _Rounds:
                 if task.index in fresh and result is not None and _cacheable(job, task, result):
                     cache.put(task.path, result.path, task.codes, task.raw or b"", result)
         return out
+
+    def due(self) -> list[_Task]:
+        """The files read for their summaries only that a round analyses: those that may
+        tell something or that another file needs, with no summary that holds."""
+        todo: list[_Task] = []
+        demanded = [p.demanded() for p in self.projects]
+        for (index, key), task in self.others.items():
+            project = self.projects[index]
+            if key in demanded[index] and not self._may_tell(task):
+                project.update(key, Summary().to_json(), {})  # nothing to read there
+                continue
+            wanted = (index, key) in self.telling or key in demanded[index]
+            known = key in project.summaries or key in project.unreadable
+            if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
+                todo.append(task)
+        self.store_fetched()  # what checking the answers read
+        return todo
+
+    def batches(self, todo: list[_Task], round_: int) -> list[list[_Task]]:
+        """The batches of a round: the first goes up the import graph a level at a time,
+        so that what a file imports is known when it is analysed."""
+        if not todo:
+            return []
+        return self._by_level(todo) if round_ == 0 else [todo]
+
+    def analyse(self, task: _Task) -> FileResult:
+        """One task of a round, in this process."""
+        assert task.project is not None
+        return _analyse(self.projects[task.project], _item(task), self.job)
 
     def _may_tell(self, task: _Task) -> bool:
         assert task.project is not None and task.key is not None
@@ -486,16 +577,12 @@ class _Rounds:
         return [found[n] for n in sorted(found)]
 
     def _holds(self, task: _Task, result: FileResult) -> bool:
-        """A result still stands: its answers hold, and it analysed the file if another
-        file now reaches into it."""
         if task.project is None or not task.key:
             return True
-        project = self.projects[task.project]
-        if not result.checked and result.error is None and project.program.reaches(task.key):
-            return False
-        return project.holds(task.key, result.answers or {})
+        checked = result.checked or result.error is not None
+        return stands(self.projects[task.project], task.key, result.answers or {}, checked)
 
-    def _store_fetched(self) -> None:
+    def store_fetched(self) -> None:
         """Store the summaries the projects read on demand (in this process or a worker)."""
         for index, project in enumerate(self.projects):
             for key, summary in project.take_fetched().items():
@@ -514,7 +601,8 @@ class _Rounds:
             return  # not analysed (no rule reads it): what was read for another file stands
         project.update(task.key, result.summary, result.answers or {})
 
-    def _learn(self, task: _Task, result: FileResult) -> None:
+    def learn(self, task: _Task, result: FileResult) -> None:
+        """Keep what a task's analysis tells its project (and store it)."""
         if task.project is None or not task.key:
             return
         project = self.projects[task.project]
@@ -522,7 +610,7 @@ class _Rounds:
             if key not in project.summaries:
                 project.update(key, summary, {})
                 project.fetched[key] = project.summaries[key]
-        self._store_fetched()
+        self.store_fetched()
         self._record(task, result)
         raw = task.raw or self.raws.get((task.project, task.key))
         if self.store is not None and result.summary is not None and raw is not None:
