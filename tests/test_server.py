@@ -137,7 +137,7 @@ async def test_initialize_advertises_what_the_server_does(client):
     (registration,) = client.registrations
     assert registration.method == "workspace/didChangeWatchedFiles"
     globs = {w["globPattern"] for w in registration.register_options["watchers"]}
-    assert globs == {f"**/{name}" for name in CONFIG_FILES}
+    assert globs == {f"**/{name}" for name in CONFIG_FILES} | {"**/*.py"}  # and the projects
 
 
 async def test_diagnostics_follow_the_editor_text_not_the_disk(client, tmp_path):

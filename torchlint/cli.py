@@ -1028,6 +1028,14 @@ def server_command(
             "--stdio", help="Talk over stdin/stdout: the only transport (clients often pass it)."
         ),
     ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            "-n",
+            help="Neither read nor write the projects' summary caches (.torchlint_cache)",
+        ),
+    ] = False,
 ) -> None:
     """Run the language server (LSP) an editor starts: diagnostics and quick fixes.
 
@@ -1036,7 +1044,7 @@ def server_command(
     """
     from torchlint.server import serve
 
-    raise typer.Exit(serve())
+    raise typer.Exit(serve(cache=not no_cache))
 
 
 @app.command("clean")

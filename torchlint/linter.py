@@ -315,14 +315,17 @@ def _diagnostics(
     on_rule_error: RuleErrorHandler | None = None,
     env: Environment | None = None,
     every: Sequence[Rule] = (),
+    summary: bool = True,
 ) -> list[Diagnostic]:
     """The findings of `rules`; of `every` rule in a file of a project (`env`): what a
-    rule looks for may be in another file. The file's summary goes to `env`."""
+    rule looks for may be in another file. The file's summary goes to `env` (unless not
+    wanted: `summary`)."""
     found: list[Diagnostic] = []
     try:
         model = build(module, path, settings, env)
         if env is not None and env.path is not None:
-            env.summary = summarize(model)
+            if summary:
+                env.summary = summarize(model)
             env.checked = True
             rules = every
         for rule in rules:
@@ -383,12 +386,16 @@ class Linter:
         settings: Settings | None = None,
         unfixable: frozenset[str] = frozenset(),
         on_rule_error: RuleErrorHandler | None = None,
+        summary: bool = True,
     ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
         self.unfixable = unfixable  # their findings carry no fix (as ruff's `unfixable`)
         self.on_rule_error = on_rule_error
+        # False: a lint with an environment leaves out the file's summary (an editor's
+        # unsaved text: the rest of its project sees the file as saved).
+        self.summary = summary
 
     def _diagnostics(
         self,
@@ -398,7 +405,7 @@ class Linter:
         env: Environment | None = None,
     ) -> list[Diagnostic]:
         found = _diagnostics(
-            module, path, rules, self.settings, self.on_rule_error, env, self.rules
+            module, path, rules, self.settings, self.on_rule_error, env, self.rules, self.summary
         )
         if self.unfixable:
             found = [

@@ -10,8 +10,9 @@ import sys
 EXTRA = "`torchlint server` needs pygls and lsprotocol: pip install 'torchlint[server]'"
 
 
-def serve() -> int:
-    """Run the server until the client exits; 2 when its dependencies are missing."""
+def serve(cache: bool = True) -> int:
+    """Run the server until the client exits; 2 when its dependencies are missing
+    (`cache`: read and write the projects' summary caches)."""
     try:
         from torchlint.server.lsp import run
     except ImportError as exc:
@@ -19,4 +20,4 @@ def serve() -> int:
             raise
         print(f"torchlint: error: {EXTRA} ({exc})", file=sys.stderr)
         return 2
-    return run()
+    return run(cache)

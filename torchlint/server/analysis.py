@@ -6,7 +6,8 @@ Every answer comes from the engine `torchlint check` and `fix` use: findings fro
 exactly as `torchlint fix` runs them, one finding's fix from the text edits the engine
 gives for that finding alone (those `--output-format json` shows), "ignore for this
 line" from `add_noqa` (as `check --add-noqa`). An answer that changes text is the whole
-new text; the server turns it into minimal edits.
+new text; the server turns it into minimal edits. `env`: what the document's project
+tells it (`projects.Opened.environment`), as a run tells each file of a project.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from torchlint.noqa import add_noqa
 from torchlint.reporters import Context, fixable
 from torchlint.results import FileError, Job, Violation
 from torchlint.runner import lint_notebook
+from torchlint.semantic.external import Environment
 from torchlint.server.settings import Setup
 
 
@@ -76,8 +78,11 @@ def _collect(report: Report) -> RuleErrorHandler:
 
 
 def _linter(setup: Setup, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
+    """The engine for an editor's text: its project learns the file from its saved text
+    (`projects`), so a lint leaves out the file's summary."""
     handler = _collect(report) if report is not None else None
-    return Linter(instantiate(codes or setup.codes), setup.settings, setup.unfixable, handler)
+    codes = codes or setup.codes
+    return Linter(instantiate(codes), setup.settings, setup.unfixable, handler, summary=False)
 
 
 def internal_error(report: Report, exc: Exception, cell: int | None = None) -> None:
@@ -109,11 +114,18 @@ class Buffers:
         self.held.pop(key, None)
 
 
-def lint_python(text: str, path: str, setup: Setup, buffer: Buffer | None = None) -> Report:
+def lint_python(
+    text: str,
+    path: str,
+    setup: Setup,
+    buffer: Buffer | None = None,
+    env: Environment | None = None,
+) -> Report:
     """The findings in `text`, or why there are none (a syntax error at its position)."""
     report = Report()
     try:
-        report.violations = _linter(setup, report=report).lint(text, path, buffer=buffer)
+        linter = _linter(setup, report=report)
+        report.violations = linter.lint(text, path, buffer=buffer, env=env)
     except TooLarge as exc:
         report.problems.append(Problem(str(exc), 1, 1, warning=True))
     except InvalidSyntax as exc:
@@ -125,11 +137,13 @@ def lint_python(text: str, path: str, setup: Setup, buffer: Buffer | None = None
     return report
 
 
-def fix_all_python(text: str, path: str, setup: Setup) -> str | None:
+def fix_all_python(
+    text: str, path: str, setup: Setup, env: Environment | None = None
+) -> str | None:
     """What `torchlint fix` (with the document's safety) makes of `text`, a rule that
     raises left out as in the diagnostics; None if it would change nothing for an error."""
     try:
-        return _linter(setup, report=Report()).fix(text, path, unsafe=setup.unsafe).text
+        return _linter(setup, report=Report()).fix(text, path, unsafe=setup.unsafe, env=env).text
     except Exception:  # LintError, or a bug: as `torchlint fix`, change nothing
         return None
 
@@ -140,13 +154,15 @@ def fix_python(
     setup: Setup,
     key: tuple[str, int, int],
     buffer: Buffer | None = None,
+    env: Environment | None = None,
 ) -> str | None:
     """`text` with the fix of the finding `key` (code, line, column) applied alone."""
     code = key[0]
     if code not in setup.codes:
         return None
     try:
-        found = _linter(setup, codes=[code]).lint(text, path, with_edits={key}, buffer=buffer)
+        linter = _linter(setup, codes=[code])
+        found = linter.lint(text, path, with_edits={key}, buffer=buffer, env=env)
     except Exception:
         return None
     for v in found:
@@ -212,14 +228,19 @@ def cell_problems(errors: Sequence[FileError], cells: Sequence[Cell]) -> list[Pr
 
 
 def lint_cells(
-    cells: Sequence[Cell], path: str, setup: Setup, buffer: Buffer | None = None
+    cells: Sequence[Cell],
+    path: str,
+    setup: Setup,
+    buffer: Buffer | None = None,
+    env: Environment | None = None,
 ) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
     job = Job(codes=setup.codes, settings=setup.settings, unfixable=setup.unfixable)
     try:
         text = notebook_json(cells)
-        result, _ = lint_notebook(text, path, job, setup.codes, _collect(report), buffer)
+        handler = _collect(report)
+        result, _ = lint_notebook(text, path, job, setup.codes, handler, buffer, env)
     except Exception as exc:
         internal_error(report, exc, _first_python(cells))
         return report
@@ -231,7 +252,9 @@ def lint_cells(
     return report
 
 
-def fix_all_cells(cells: Sequence[Cell], path: str, setup: Setup) -> list[str] | None:
+def fix_all_cells(
+    cells: Sequence[Cell], path: str, setup: Setup, env: Environment | None = None
+) -> list[str] | None:
     """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
     out); None if it would not fix."""
     job = Job(
@@ -242,7 +265,8 @@ def fix_all_cells(cells: Sequence[Cell], path: str, setup: Setup) -> list[str] |
         unfixable=setup.unfixable,
     )
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, _collect(Report()))
+        handler = _collect(Report())
+        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, handler, env=env)
     except Exception:
         return None
     return result.cells if result.error is None else None
@@ -254,6 +278,7 @@ def fix_cells(
     setup: Setup,
     key: tuple[str, int, int, int],
     buffer: Buffer | None = None,
+    env: Environment | None = None,
 ) -> list[str] | None:
     """Every cell's source with the fix of the finding `key` (code, cell, line, column)
     applied alone; None if there is no such fix (or a cell does not parse)."""
@@ -262,7 +287,7 @@ def fix_cells(
         return None
     job = Job(codes=(code,), settings=setup.settings, with_edits=True, unfixable=setup.unfixable)
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, [code], buffer=buffer)
+        result, _ = lint_notebook(notebook_json(cells), path, job, [code], buffer=buffer, env=env)
     except Exception:
         return None
     if result.error is not None:

@@ -10,6 +10,12 @@ changed since is dropped, not shown.
 Code actions are listed from the last lint (cheap: a cursor move asks for them) and get
 their edits only when the client resolves the one the user picks (`codeAction/resolve`);
 a client that cannot resolve gets the edits of the few actions under its cursor at once.
+
+A document of a workspace folder is linted with what the rest of its project tells it
+(`projects`). The summaries of the project's files come from its cache, or are computed
+in the background between lints (`_converge`); a file saved or changed on disk is read
+again. Each time the project settles, the open documents told what it no longer says
+are linted again.
 """
 
 from __future__ import annotations
@@ -33,10 +39,13 @@ from pygls.workspace import TextDocument
 
 from torchlint import __version__
 from torchlint.config import CONFIG_FILES, ConfigError
+from torchlint.parallel import MAX_ROUNDS
 from torchlint.reporters import rule_url
 from torchlint.results import Violation
+from torchlint.semantic.external import Environment
 from torchlint.server import analysis
 from torchlint.server.analysis import Cell, Problem, Report
+from torchlint.server.projects import Opened, Projects
 from torchlint.server.settings import SECTION, Configs, EditorSettings, Setup, setup
 from torchlint.server.text import Lines, minimal_edits
 
@@ -54,6 +63,7 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     save=True,
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_FILES = "**/*.py"  # watched: the files of the documents' projects
 
 
 R = TypeVar("R")
@@ -84,7 +94,8 @@ class Snapshot:
     key: str  # the document's URI, or the notebook's
     generation: int
     path: Path | None  # None: not a file (an unsaved buffer)
-    root: Path  # the workspace folder holding it
+    root: Path  # the workspace folder holding it (else the file's folder)
+    folder: Path | None  # the workspace folder holding it, if any
     uris: tuple[str, ...]  # the text document, or each cell's
     versions: tuple[int | None, ...]
     texts: tuple[str, ...]
@@ -97,6 +108,17 @@ class Snapshot:
         return "untitled.ipynb" if self.cells is not None else "untitled.py"
 
 
+@dataclass(frozen=True)
+class Told:
+    """What a lint was told by the document's project: when it no longer holds, the
+    document is linted again."""
+
+    opened: Opened
+    path: Path
+    answers: dict[str, Any]
+    checked: bool  # the file was analysed (else the project may reach into it later)
+
+
 @dataclass
 class Analysis:
     snapshot: Snapshot
@@ -105,6 +127,19 @@ class Analysis:
     # By URI (each of the snapshot's): the diagnostics, and the findings behind them.
     diagnostics: dict[str, list[types.Diagnostic]]
     findings: dict[str, list[tuple[Violation, types.Diagnostic]]]
+    told: Told | None = None  # None: analysed alone
+
+
+@dataclass
+class Settling:
+    """(event loop) A project's rounds, run in the background, and what changed on disk
+    since they began."""
+
+    opened: Opened
+    task: asyncio.Task[None] | None = None
+    changed: set[Path] = field(default_factory=set)  # files saved or changed on disk
+    moved: set[Path] = field(default_factory=set)  # files created or deleted
+    again: bool = False  # the rounds under way start over
 
 
 @dataclass
@@ -120,7 +155,7 @@ class Tracked:
 
 
 class TorchlintServer(LanguageServer):
-    def __init__(self) -> None:
+    def __init__(self, cache: bool = True) -> None:
         super().__init__(
             NAME,
             __version__,
@@ -132,7 +167,10 @@ class TorchlintServer(LanguageServer):
         self.tracked: dict[str, Tracked] = {}
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="torchlint-lint")
         self.buffers = analysis.Buffers()  # the worker's only
+        self.projects = Projects(self.configs, cache)  # the worker's only
+        self.settling: dict[Path, Settling] = {}  # by project root
         self.said: set[str] = set()  # messages already shown or logged once
+        self.stopping = False  # shut down: work under way ends unheard
 
     # -- telling the user -----------------------------------------------------------------
 
@@ -182,16 +220,27 @@ class TorchlintServer(LanguageServer):
         # (the workspace's getter makes up a document, read from disk, for an unknown URI)
         return self.workspace.text_documents.get(unquote(uri))
 
-    def _root(self, path: Path | None) -> Path:
+    def _folders(self) -> list[str]:
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
         if self.workspace.root_path:
             folders.append(self.workspace.root_path)
+        return [f for f in folders if f]
+
+    def _folder(self, path: Path | None) -> Path | None:
+        """The workspace folder holding `path`, if any."""
         if path is not None:
-            for folder in sorted(filter(None, folders), key=len, reverse=True):
+            for folder in sorted(self._folders(), key=len, reverse=True):
                 if path.is_relative_to(folder):
                     return Path(folder)
+        return None
+
+    def _root(self, path: Path | None) -> Path:
+        folder = self._folder(path)
+        if folder is not None:
+            return folder
+        if path is not None:
             return path.parent
-        return Path(next(filter(None, folders), None) or Path.cwd())
+        return Path(next(iter(self._folders()), None) or Path.cwd())
 
     def snapshot(self, t: Tracked) -> Snapshot | None:
         fs_path = to_fs_path(t.key) if t.key.startswith("file:") else None
@@ -221,6 +270,7 @@ class TorchlintServer(LanguageServer):
             t.generation,
             path,
             self._root(path),
+            self._folder(path),
             tuple(uris),
             tuple(versions),
             tuple(texts),
@@ -252,6 +302,7 @@ class TorchlintServer(LanguageServer):
     def relint_all(self, reload: bool = False) -> None:
         if reload:  # the worker drops the configs read so far before its next lint
             self.worker.submit(self.configs.clear)
+            self.worker.submit(self.projects.clear)
         for t in self.tracked.values():
             t.generation += 1
             self.refresh(t, 0)
@@ -281,6 +332,8 @@ class TorchlintServer(LanguageServer):
                 if failure not in self.said:
                     self.said.add(failure)
                     self.log(f"torchlint: {snapshot.name}: {failure}")
+            if result.told is not None:
+                self.settle_project(result.told.opened)
             if self.tracked.get(t.key) is not t or t.generation != snapshot.generation:
                 return  # closed or changed meanwhile
             t.latest = result
@@ -351,13 +404,135 @@ class TorchlintServer(LanguageServer):
             report.problems.append(Problem(f"torchlint: {exc}", 1, 1, first))
         except Exception as exc:
             analysis.internal_error(report, exc, first)
-        if chosen is not None:
-            buffer = self.buffers.get(snapshot.key)
-            if snapshot.cells is None:
-                report = analysis.lint_python(snapshot.texts[0], snapshot.name, chosen, buffer)
-            else:
-                report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen, buffer)
-        return _analysis(snapshot, chosen, report, encoding)
+        if chosen is None:
+            return _analysis(snapshot, chosen, report, encoding)
+        opened, env, trouble = self.project(snapshot)
+        buffer = self.buffers.get(snapshot.key)
+        if snapshot.cells is None:
+            text = snapshot.texts[0]
+            report = analysis.lint_python(text, snapshot.name, chosen, buffer, env)
+        else:
+            report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen, buffer, env)
+        if trouble is not None:
+            report.failures.append(trouble)
+        result = _analysis(snapshot, chosen, report, encoding)
+        if opened is not None and env is not None and snapshot.path is not None:
+            opened.learn_fetched()
+            checked = env.checked or bool(report.problems)  # (a file it cannot analyse)
+            result.told = Told(opened, snapshot.path, env.answers, checked)
+        return result
+
+    def project(self, snapshot: Snapshot) -> tuple[Opened | None, Environment | None, str | None]:
+        """(worker thread) The project of a document, opened if need be, and what it tells
+        the document (a fresh record of answers); None, None: the document is analysed
+        alone (and why, where its project cannot be read)."""
+        if snapshot.path is None:
+            return None, None, None
+        try:
+            opened = self.projects.find(snapshot.path, snapshot.folder, self.editor)
+            return opened, opened.environment(snapshot.path) if opened else None, None
+        except Exception as exc:  # a bug, or a folder that cannot be read
+            why = f"{type(exc).__name__}: {exc}"
+            return None, None, f"its project cannot be read, the file is analysed alone ({why})"
+
+    # -- the projects ---------------------------------------------------------------------
+
+    async def background(self, work: Callable[..., R], *args: Any) -> R:
+        """Run a step of a project's rounds on the worker (lints queued meanwhile go
+        first: each step is one file)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.worker, functools.partial(work, *args))
+
+    def settle_project(self, opened: Opened) -> None:
+        """Bring a project just opened to its fixed point, in the background."""
+        known = self.settling.get(opened.root)
+        if known is not None and known.opened.id >= opened.id:
+            return
+        if known is not None and known.task is not None:
+            known.task.cancel()  # an earlier opening (the config changed)
+        settling = self.settling[opened.root] = Settling(opened)
+        settling.task = asyncio.ensure_future(self._converge(settling))
+
+    def file_changed(self, path: Path, moved: bool = False) -> None:
+        """A file changed on disk (saved, or `moved`: created or deleted): each project
+        holding it reads it again, and settles anew."""
+        for root, settling in self.settling.items():
+            if not path.is_relative_to(root):
+                continue
+            (settling.moved if moved else settling.changed).add(path)
+            settling.again = True
+            if settling.task is None or settling.task.done():
+                settling.task = asyncio.ensure_future(self._converge(settling))
+
+    async def _converge(self, settling: Settling) -> None:
+        """A project's rounds, a file at a time (lints go between), then the open
+        documents told what the project no longer says linted again; all of it again
+        while files change on disk meanwhile."""
+        opened = settling.opened
+        try:
+            while True:
+                settling.again = False
+                changed, moved = settling.changed, settling.moved
+                settling.changed, settling.moved = set(), set()
+                if (changed or moved) and not await self.background(opened.reread, changed, moved):
+                    opened = await self.background(self.projects.reopen, opened)
+                    settling.opened = opened
+                await self._rounds(settling, opened)
+                if not settling.again:
+                    await self._relint_stale(opened)
+                if not settling.again:
+                    break
+        except Exception as exc:  # a bug: the documents keep what they were told
+            if not self.stopping:
+                self.log(
+                    f"torchlint: project {opened.root}: its summaries could not be brought "
+                    f"up to date ({type(exc).__name__}: {exc}); please report it"
+                )
+            return
+        files = len(opened.project.layout.paths)
+        self.log(
+            f"torchlint: project {opened.root} ({files} files): {opened.cached} summaries "
+            f"read from the cache, {opened.computed} computed",
+            types.MessageType.Log,
+        )
+
+    async def _rounds(self, settling: Settling, opened: Opened) -> None:
+        """The rounds of `Rounds.converge`, each analysis a step of its own; they stop
+        where a file changes on disk meanwhile (what is computed is kept)."""
+        for round_ in range(MAX_ROUNDS):
+            batches = await self.background(opened.batches, round_)
+            for batch in batches:
+                results = []
+                for task in batch:
+                    if settling.again:
+                        break
+                    results.append(await self.background(opened.analyse, task))
+                await self.background(opened.learn, batch[: len(results)], results)
+                if settling.again:
+                    return
+            if not batches:
+                return
+
+    async def _relint_stale(self, opened: Opened) -> None:
+        """Lint again the open documents of the project whose last lint was told what
+        it no longer says, and wait for them."""
+        told: list[tuple[Tracked, Told]] = []
+        for t in self.tracked.values():
+            last = t.latest.told if t.latest is not None else None
+            if last is not None and last.opened.root == opened.root:
+                told.append((t, last))
+        stale = await self.background(
+            lambda: [opened.stale(k.path, k.answers, k.checked) for _, k in told]
+        )
+        tasks = []
+        for (t, _), old in zip(told, stale, strict=True):
+            if old and self.tracked.get(t.key) is t:
+                t.generation += 1
+                self.refresh(t, 0)
+                assert t.task is not None
+                tasks.append(t.task)
+        if tasks:
+            await asyncio.wait(tasks)
 
     # -- code actions ---------------------------------------------------------------------
 
@@ -371,23 +546,25 @@ class TorchlintServer(LanguageServer):
         kind, code = data["action"], data.get("code", "")
         new: dict[int, str | None] = {}
         index = snapshot.uris.index(data["uri"]) if data.get("uri") in snapshot.uris else 0
+        env = self.project(snapshot)[1] if result.told is not None else None
         if kind == "ignore":
             new[index] = analysis.ignore(snapshot.texts[index], data["line"], code)
         elif snapshot.cells is None:
             text = snapshot.texts[0]
             if kind == "fixAll":
-                new[0] = analysis.fix_all_python(text, snapshot.name, chosen)
+                new[0] = analysis.fix_all_python(text, snapshot.name, chosen, env)
             else:
                 key = (code, data["line"], data["column"])
                 buffer = self.buffers.get(snapshot.key)
-                new[0] = analysis.fix_python(text, snapshot.name, chosen, key, buffer)
+                new[0] = analysis.fix_python(text, snapshot.name, chosen, key, buffer, env)
         else:
+            cells, name = snapshot.cells, snapshot.name
             if kind == "fixAll":
-                sources = analysis.fix_all_cells(snapshot.cells, snapshot.name, chosen)
+                sources = analysis.fix_all_cells(cells, name, chosen, env)
             else:
                 key4 = (code, index + 1, data["line"], data["column"])
                 buffer = self.buffers.get(snapshot.key)
-                sources = analysis.fix_cells(snapshot.cells, snapshot.name, chosen, key4, buffer)
+                sources = analysis.fix_cells(cells, name, chosen, key4, buffer, env)
             new = dict(enumerate(sources or []))
         return _workspace_edit(snapshot, new, encoding, versioned)
 
@@ -596,8 +773,14 @@ def _python(doc: types.TextDocumentItem) -> bool:
     return doc.language_id == "python" or unquote(doc.uri).endswith(PYTHON_SUFFIXES)
 
 
-def create_server() -> TorchlintServer:
-    server = TorchlintServer()
+def _python_file(uri: str) -> Path | None:
+    """The path of a `.py` file (the files of a project), else None."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    return Path(path) if path and path.endswith(".py") else None
+
+
+def create_server(cache: bool = True) -> TorchlintServer:
+    server = TorchlintServer(cache)
 
     @server.feature(types.INITIALIZE)
     def initialize(params: types.InitializeParams) -> None:
@@ -611,9 +794,10 @@ def create_server() -> TorchlintServer:
         watched = workspace.did_change_watched_files if workspace is not None else None
         if watched is None or not watched.dynamic_registration:
             return  # config files are still re-read when they change, at the next lint
-        watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_FILES]
+        globs = [f"**/{name}" for name in CONFIG_FILES] + [PYTHON_FILES]
+        watchers = [types.FileSystemWatcher(glob_pattern=glob) for glob in globs]
         registration = types.Registration(
-            id="torchlint-config-files",
+            id="torchlint-files",
             method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
             register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
         )
@@ -622,7 +806,7 @@ def create_server() -> TorchlintServer:
                 types.RegistrationParams(registrations=[registration])
             )
         except Exception as exc:  # the client refused: nothing is lost but a faster reload
-            server.log(f"torchlint: cannot watch config files: {exc}", types.MessageType.Warning)
+            server.log(f"torchlint: cannot watch files: {exc}", types.MessageType.Warning)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
@@ -638,8 +822,11 @@ def create_server() -> TorchlintServer:
         uri = params.text_document.uri
         if unquote(uri).rsplit("/", 1)[-1] in CONFIG_FILES:
             server.relint_all(reload=True)
-        elif (t := server.tracked.get(uri)) is not None:
+            return
+        if (t := server.tracked.get(uri)) is not None:
             server.saved(t)
+        if (path := _python_file(uri)) is not None:
+            server.file_changed(path)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
@@ -673,6 +860,10 @@ def create_server() -> TorchlintServer:
     def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
         if any(unquote(c.uri).rsplit("/", 1)[-1] in CONFIG_FILES for c in params.changes):
             server.relint_all(reload=True)
+            return
+        for change in params.changes:
+            if (path := _python_file(change.uri)) is not None:
+                server.file_changed(path, moved=change.type != types.FileChangeType.Changed)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
@@ -689,18 +880,22 @@ def create_server() -> TorchlintServer:
 
     @server.feature(types.SHUTDOWN)
     def shutdown(params: None) -> None:
-        for t in server.tracked.values():
-            if t.task is not None:
-                t.task.cancel()
+        server.stopping = True
+        tasks = [t.task for t in server.tracked.values()]
+        tasks += [s.task for s in server.settling.values()]
+        for task in tasks:
+            if task is not None:
+                task.cancel()
         server.worker.shutdown(wait=False, cancel_futures=True)
 
     return server
 
 
-def run() -> int:
-    """Serve one client over stdin/stdout until it exits."""
+def run(cache: bool = True) -> int:
+    """Serve one client over stdin/stdout until it exits (`cache`: read and write the
+    summary cache of each project, as `torchlint check` does)."""
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    server = create_server()
+    server = create_server(cache)
     server.start_io(sys.stdin.buffer, stdout)
     return 0
