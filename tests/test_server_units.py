@@ -1,6 +1,6 @@
 """The language server's parts that need no client: minimal edits and positions in each
-encoding, editor settings, the config of each document, notebook errors by cell, and
-the command that starts it."""
+encoding, editor settings, the config of each document, notebook errors by cell, the
+command that starts it, and the projects of the documents."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from torchlint.config import ConfigError
 from torchlint.incremental import Buffer
+from torchlint.parallel import MAX_ROUNDS
 from torchlint.results import ANALYSIS_ERROR, FileError
 from torchlint.server.analysis import (
     Buffers,
@@ -27,6 +28,7 @@ from torchlint.server.analysis import (
     lint_python,
 )
 from torchlint.server.lsp import _collect, _paused
+from torchlint.server.projects import Opened, Projects
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
 
@@ -238,3 +240,87 @@ def test_the_collector_waits_while_the_engine_works():
     finally:
         _collect()
     assert seen == [False] and gc.isenabled()
+
+
+# -- the projects of the documents ---------------------------------------------------------
+
+
+def _settle(opened: Opened) -> None:
+    """A project's rounds, a file at a time, as the server runs them between lints."""
+    for round_ in range(MAX_ROUNDS):
+        batches = opened.batches(round_)
+        if not batches:
+            return
+        for batch in batches:
+            opened.learn(batch, [opened.analyse(task) for task in batch])
+
+
+def _codes(report) -> set[tuple[str, int]]:
+    return {(v.code, v.line) for v in report.violations}
+
+
+def test_a_project_knows_its_files_as_saved(tmp_path):
+    """train.py's loader feeds the GPU in engine.py; engine.py's buffer with `train`
+    renamed tells the project nothing (its summaries stay those of the files on disk),
+    until it is saved and read again: train.py's last lint is then stale, and a lint
+    now is told otherwise."""
+    from .test_server_project import ENGINE, FILES, PINNED, TRAIN
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("")
+    for name, text in FILES.items():
+        (root / name).write_text(text)
+    configs, editor = Configs(), EditorSettings()
+    chosen = setup(configs, editor, root / "train.py", root)
+    assert chosen is not None
+    opened = Projects(configs, cache=False).find(root / "train.py", root, editor)
+    assert opened is not None
+    _settle(opened)
+    env = opened.environment(root / "train.py")
+    pinned = (PINNED[0], PINNED[1] + 1)
+    assert pinned in _codes(lint_python(TRAIN, str(root / "train.py"), chosen, env=env))
+    told = env.answers
+
+    renamed = ENGINE.replace("def train(", "def fit(")
+    saved = {k: s.to_json() for k, s in opened.project.summaries.items()}
+    engine = opened.environment(root / "engine.py")
+    lint_python(renamed, str(root / "engine.py"), chosen, env=engine)
+    opened.learn_fetched()
+    assert {k: s.to_json() for k, s in opened.project.summaries.items()} == saved
+    assert not opened.stale(root / "train.py", told, True)
+
+    (root / "engine.py").write_text(renamed)
+    assert opened.reread({root / "engine.py"}, set())
+    _settle(opened)
+    assert opened.stale(root / "train.py", told, True)
+    env = opened.environment(root / "train.py")
+    assert _codes(lint_python(TRAIN, str(root / "train.py"), chosen, env=env)) == set()
+    assert not (root / ".torchlint_cache").exists()  # cache=False: nothing written
+
+
+def test_what_a_change_on_disk_asks_of_a_project(tmp_path):
+    """A file of the project changed is read again; one created or deleted, one it did
+    not know, or a package's `__init__.py` (re-exports) opens the project again (False);
+    files outside it, or that its config excludes (a virtual environment), change
+    nothing."""
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / ".venv" / "lib").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    for name in ("train.py", "pkg/__init__.py", "pkg/engine.py"):
+        (root / name).write_text("import torch\n")
+    configs, editor = Configs(), EditorSettings()
+    opened = Projects(configs, cache=False).find(root / "train.py", root, editor)
+    assert opened is not None
+    venv, outside = root / ".venv" / "lib" / "site.py", tmp_path / "elsewhere.py"
+    assert opened.reread({root / "pkg" / "engine.py", venv, outside}, {venv, outside})
+    assert not opened.reread({root / "pkg" / "__init__.py"}, set())
+    assert not opened.reread(set(), {root / "pkg" / "new.py"})
+    assert not opened.reread({root / "unknown.py"}, set())
+    assert not opened.reread(set(), {root / "train.py"})  # deleted
+
+
+def test_a_file_outside_every_workspace_folder_has_no_project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    assert Projects(Configs()).find(tmp_path / "train.py", None, EditorSettings()) is None
