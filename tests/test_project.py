@@ -378,3 +378,59 @@ def test_a_value_is_something_when_any_of_its_facts_is():
     for f in fields(Value):
         sample = samples.get(f.name, frozenset({"m.py#0"}))
         assert Value(**{f.name: sample}), f.name
+
+
+def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Path, monkeypatch):
+    """Once a run has reached a fixed point, a run over the same bytes trusts what it
+    stored: no stored summary is read and no file analysed. With other rules selected
+    (results not cached), the stored summaries are read and the findings are those of a
+    run without a cache."""
+    import torchlint.cache
+    import torchlint.parallel as parallel
+
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    cache = tmp_path / "cache"
+    first = _check(root, _files(root), cache)
+    assert ("mypkg/engine.py", 12, "TL401") in first
+    work: list[str] = []
+    for name, owner in (("get", torchlint.cache.Summaries), ("lint_one", parallel)):
+        real = getattr(owner, name)
+        monkeypatch.setattr(
+            owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)
+        )
+    assert _check(root, _files(root), cache) == first
+    assert work == [], work
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("[tool.torchlint]", '[tool.torchlint]\nignore = ["TL202"]')
+    )
+    found = _check(root, _files(root), cache)
+    assert "get" in work and "lint_one" in work
+    assert found == _check(root, _files(root)) == {f for f in first if f[2] != "TL202"}
+
+
+def test_a_file_asked_after_an_edit_is_checked_against_the_last_fixed_point(
+    tmp_path: Path, monkeypatch
+):
+    """The file a hook asks about changed since the last fixed point: what it tells the
+    project now is compared with what it told then. The same (a comment): nothing else
+    is asked again; different (training moved to the CPU): every answer is checked, and
+    the findings are those of a run without a cache, in the file asked and the others."""
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    cache = tmp_path / "cache"
+    engine, train = root / "mypkg" / "engine.py", root / "train.py"
+    _check(root, _files(root), cache)
+    engine.write_text(engine.read_text() + "# a comment\n")
+    assert _check(root, [engine], cache) == _check(root, [engine])
+    assert ("mypkg/engine.py", 12, "TL401") in _check(root, [engine], cache)
+    train.write_text(
+        train.read_text().replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"')
+    )
+    assert _check(root, [train], cache) == _check(root, [train])
+    assert _check(root, [engine], cache) == _check(root, [engine])
+    assert ("mypkg/engine.py", 12, "TL401") not in _check(root, [engine], cache)

@@ -130,28 +130,53 @@ class Summaries:
         self.salt = f"{code_fingerprint()}\0".encode()
         self.writable = True
 
-    def _entry(self, root: Path, key: str, raw: bytes) -> Path:
+    def _entry(self, root: Path, key: str, content: str) -> Path:
         digest = hashlib.sha256(self.salt)
         digest.update(f"{root.absolute()}\0{key}\0".encode())
-        digest.update(hashlib.sha256(raw).digest())
+        digest.update(bytes.fromhex(content))
         hexdigest = digest.hexdigest()
         return self.entries / hexdigest[:2] / hexdigest[2:]
 
-    def get(self, root: Path, key: str, raw: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """(summary, answers) stored for these bytes of the file, if any."""
+    def get(
+        self, root: Path, key: str, content: str
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(summary, answers) stored for the file with these bytes (`content_digest`)."""
         try:
-            data = json.loads(self._entry(root, key, raw).read_bytes())
+            data = json.loads(self._entry(root, key, content).read_bytes())
             return data["summary"], data["answers"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def put(
-        self, root: Path, key: str, raw: bytes, summary: dict[str, Any], answers: dict[str, Any]
+        self, root: Path, key: str, content: str, summary: dict[str, Any], answers: dict[str, Any]
     ) -> None:
         if self.writable:
-            target = self._entry(root, key, raw)
+            target = self._entry(root, key, content)
             data = {"summary": summary, "answers": answers}
             self.writable = _store(self.directory, target, data)
+
+    def _scan_entry(self, root: Path) -> Path:
+        digest = hashlib.sha256(self.salt)
+        digest.update(f"{root.absolute()}\0scan".encode())
+        return self.entries / f"scan-{digest.hexdigest()}"
+
+    def scan(self, root: Path) -> dict[str, Any]:
+        """What the last run read off the project's files (by key: stamp, content digest,
+        imports...) and the state it reached a fixed point in; empty if none."""
+        try:
+            data = json.loads(self._scan_entry(root).read_bytes())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def put_scan(self, root: Path, data: dict[str, Any]) -> None:
+        if self.writable:
+            self.writable = _store(self.directory, self._scan_entry(root), data)
+
+
+def content_digest(raw: bytes) -> str:
+    """The digest a file's bytes are stored under."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _store(directory: Path, target: Path, data: dict[str, Any]) -> bool:

@@ -448,7 +448,7 @@ def _run(
 
             cache_dir = None if options.no_cache else location(config.root)
             results = found.errors + run_files(
-                found.files, job, config, on_result, cache_dir, found.bases
+                found.files, job, config, on_result, cache_dir, found.bases, found.walked
             )
         except Interrupted as exc:
             _interrupted(exc)

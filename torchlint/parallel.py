@@ -11,6 +11,7 @@ only what `torchlint.runner` needs (never torch).
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import signal
@@ -21,11 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchlint.cache import Cache, Summaries
+from torchlint.cache import Cache, Summaries, content_digest
 from torchlint.config import Config
 from torchlint.linter import TOO_DEEP, Linter, LintError, any_applies, parser_thread
 from torchlint.project import Layout, Project, find_root
-from torchlint.project.layout import levels
+from torchlint.project.layout import imported, levels
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import discover, display, process_file, rules_of, summarize_file
 from torchlint.semantic import Settings
@@ -252,17 +253,19 @@ def run_files(
     on_result: Callable[[FileResult], None] | None = None,
     cache_dir: Path | None = None,
     bases: dict[Path, Path] | None = None,
+    walked: Sequence[Path] = (),
 ) -> list[FileResult]:
     """Lint (or fix) every file (in worker processes when there are enough), answering
     from the cache in `cache_dir` what it knows (None: no cache). Each file is analysed
     with what the rest of its project tells it (`Rounds`; `bases`: the folder each file
-    was found from, its project's root where no marker says otherwise). Results, and the
+    was found from, its project's root where no marker says otherwise; `walked`: the
+    folders searched for them, whose files a project rooted there has). Results, and the
     calls of `on_result` (progress bar, --verbose), come in the order of `files`. A run
     that rewrites files stops at Ctrl-C once the files in progress are done, and raises
     `Interrupted` with the results of every file finished."""
     global _projects
     tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
-    rounds = Rounds(tasks, job, config, bases or {}, cache_dir)
+    rounds = Rounds(tasks, job, config, bases or {}, cache_dir, walked)
     _projects = rounds.projects
     try:
         if not (job.fix or job.diff):
@@ -351,9 +354,15 @@ class _Texts:
     scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
 
 
+def _fingerprint(data: Any) -> str:
+    return content_digest(json.dumps(data).encode())
+
+
 def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
     """A result of a file of `project` still stands: its answers hold, and it analysed
     the file (`checked`) if another file now reaches into it."""
+    if project.trusts(key):
+        return True
     if not checked and project.program.reaches(key):
         return False
     return project.holds(key, answers)
@@ -378,6 +387,7 @@ class Rounds:
         config: Config,
         bases: dict[Path, Path],
         cache_dir: Path | None,
+        walked: Sequence[Path] = (),
     ) -> None:
         self.tasks = tasks
         self.job = job
@@ -391,7 +401,12 @@ class Rounds:
         # asked that hold a token of a selected rule, any file another file needs.
         self.others: dict[tuple[int, str], _Task] = {}
         self.telling: set[tuple[int, str]] = set()  # files not asked that may tell something
-        self.raws: dict[tuple[int, str], bytes] = {}
+        self.digests: dict[tuple[int, str], str] = {}  # of each file's bytes, as read
+        # What was read off each project's files (`_read`), kept in the store for the next
+        # run: a file whose stamp is unchanged is not read again.
+        self.scans: list[dict[str, Any]] = []
+        self.before: list[dict[str, Any]] = []  # the scans of the last run
+        self.selected = ",".join(sorted(job.codes))  # what `analysed` depends on
         self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
         by_root: dict[Path, list[_Task]] = {}
         roots: dict[tuple[Path, Path], Path] = {}  # (folder, base) -> root
@@ -401,18 +416,31 @@ class Rounds:
             if (folder, base) not in roots:
                 roots[(folder, base)] = find_root(task.path.absolute(), base)
             by_root.setdefault(roots[(folder, base)], []).append(task)
+        # The files found under each folder the run searched: a project rooted there has
+        # them already (the same walk, with the same configuration).
+        self.found: dict[Path, list[Path]] = {d.absolute(): [] for d in walked}
+        for path, base in bases.items():
+            if base.absolute() in self.found:
+                self.found[base.absolute()].append(path)
         for root, asked in by_root.items():
             self.open(root, asked)
 
     def open(self, root: Path, asked: Sequence[_Task] = ()) -> int:
         """Add the project at `root`, with the files of the run in it; its index."""
-        files = [f for f in discover([str(root)], self.config).files if f.suffix == ".py"]
+        walked = self.found.get(root.absolute())
+        if walked is None:
+            walked = discover([str(root)], self.config).files
+        files = [f for f in walked if f.suffix == ".py"]
         layout = Layout(root, [*files, *(t.path for t in asked)])
         index = len(self.projects)
         texts = _Texts()
         project = Project(layout, fetch=_Fetch(self.job.settings, layout.paths, texts.analysed))
         self.projects.append(project)
         self.texts.append(texts)
+        before = self.store.scan(root) if self.store is not None else {}
+        self.before.append(before)
+        files = {"selected": self.selected, "layout": _fingerprint(sorted(layout.paths))}
+        self.scans.append({**files, "files": {}})
         mine = {t.path.absolute() for t in asked}
         for task in asked:
             task.project, task.key = index, layout.key(task.path) or task.path.name
@@ -420,8 +448,58 @@ class Rounds:
             self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
             self._read(index, key, asked=path.absolute() in mine)
         self._link(index)
-        self._seed(project, index, root, asked)
+        if self.store is not None:
+            state = self._state(index)
+            project.seed = lambda: self._seed(project, index, root)
+            # Byte for byte as at the last fixed point, or but for files asked (a commit's,
+            # an editor's): nothing is read until needed, and what the files asked tell is
+            # compared with what they told then.
+            project.trusted = before.get("fixed") == state
+            changed = None if project.trusted else self._changed(index, before)
+            if changed is not None and changed <= {t.key for t in asked}:
+                project.trusted = True
+                for key in changed:
+                    digest = before["files"][key]["digest"]
+                    stored = self.store.get(root, key, digest) if digest else None
+                    project.recheck[key] = stored[0] if stored is not None else None
+            if not project.trusted:
+                project.ready()
         return index
+
+    def _changed(self, index: int, before: dict[str, Any]) -> set[str] | None:
+        """The files of a project whose bytes differ from those of its last fixed point;
+        None if there is none, or files were added or removed since."""
+        if "fixed" not in before or "layout" not in before:
+            return None
+        scan = self.scans[index]
+        if scan["layout"] != before["layout"]:
+            return None
+        layout = self.projects[index].layout
+        state = [[k, before["files"].get(k, {}).get("digest")] for k in sorted(layout.paths)]
+        if _fingerprint(state) != before["fixed"]:
+            return None  # the scan is not the fixed point's
+        now = {k: scan["files"].get(k, {}).get("digest") for k in layout.paths}
+        return {
+            k for k, digest in now.items() if before["files"].get(k, {}).get("digest") != digest
+        }
+
+    def _state(self, index: int) -> str:
+        """The files of a project and their bytes, as one digest."""
+        project = self.projects[index]
+        return _fingerprint(
+            [[k, self.digests.get((index, k))] for k in sorted(project.layout.paths)]
+        )
+
+    def settled(self, fixed: bool = True) -> None:
+        """Store what was read off each project's files; with `fixed` (every answer
+        holds), the state they are in as a fixed point, which the next run over the same
+        bytes trusts."""
+        if self.store is None:
+            return
+        for index, project in enumerate(self.projects):
+            scan = {**self.scans[index], **({"fixed": self._state(index)} if fixed else {})}
+            if scan["files"] and scan != self.before[index]:
+                self.store.put_scan(project.layout.root, scan)
 
     def _read(self, index: int, key: str, asked: bool = False) -> None:
         """What a file's text says before it is analysed: what it imports, whether a
@@ -432,25 +510,48 @@ class Rounds:
             found.discard(key)
         texts.imports.pop(key, None)
         self.telling.discard((index, key))
-        self.raws.pop((index, key), None)
+        self.digests.pop((index, key), None)
+        scan = self.scans[index]
+        scan["files"].pop(key, None)
         layout = self.projects[index].layout
-        try:
-            raw = read_bytes(layout.paths[key])
-            text = decode(raw)[0]
-        except SourceError:
-            return
-        texts.imports[key] = layout.imports(key, text)
-        told = any_applies(self.rules, text)
-        if told:
+        path = layout.paths[key]
+        stamp = _stamp(path)
+        before = self.before[index]
+        found = before.get("files", {}).get(key)
+        if not (found and stamp is not None and found["stamp"] == list(stamp)):
+            try:
+                raw = read_bytes(path)
+                text = decode(raw)[0]
+            except SourceError:
+                return
+            found = {
+                "stamp": list(stamp) if stamp is not None else None,
+                "digest": content_digest(raw),
+                "names": imported(text),
+                "told": any_applies(self.rules, text),
+                "engages": engages(text),
+                "script": "__main__" in text or "parse_args" in text,
+            }
+        elif before.get("selected") != self.selected:  # its text is the same, the rules not
+            try:
+                found = {**found, "told": any_applies(self.rules, decode(read_bytes(path))[0])}
+            except SourceError:
+                return
+        if before.get("layout") == scan["layout"] and "imports" in found:
+            resolved = set(found["imports"])
+        else:
+            resolved = layout.imports(key, found["names"])
+        scan["files"][key] = {**found, "imports": sorted(resolved)}
+        self.digests[(index, key)] = found["digest"]
+        texts.imports[key] = resolved
+        if found["told"]:
             texts.analysed.add(key)
-        if engages(text):
+        if found["engages"]:
             texts.engaging.add(key)
-        elif "__main__" in text or "parse_args" in text:
+        elif found["script"]:
             texts.scripts.add(key)
-        if not asked:
-            self.raws[(index, key)] = raw
-            if told:
-                self.telling.add((index, key))
+        if not asked and found["told"]:
+            self.telling.add((index, key))
 
     def _link(self, index: int) -> None:
         """The files of a project that engage it, and their levels in its import graph."""
@@ -461,19 +562,11 @@ class Rounds:
         self.projects[index].engaged = engaging | wiring
         self.levels.update({(index, k): n for k, n in levels(graph).items()})
 
-    def _seed(self, project: Project, index: int, root: Path, asked: Sequence[_Task]) -> None:
+    def _seed(self, project: Project, index: int, root: Path) -> None:
         """The summaries stored for the bytes each file holds now."""
-        if self.store is None:
-            return
-        for task in asked:
-            with contextlib.suppress(SourceError):
-                task.stamp = _stamp(task.path)
-                task.raw = read_bytes(task.path)
-        raws = {t.key: t.raw for t in asked if t.raw is not None and t.key}
-        raws.update({k: r for (i, k), r in self.raws.items() if i == index})
-        for key, raw in raws.items():
-            self.raws[(index, key)] = raw  # a file asked may be read for another's sake
-            stored = self.store.get(root, key, raw)
+        assert self.store is not None
+        for (i, key), digest in list(self.digests.items()):
+            stored = self.store.get(root, key, digest) if i == index else None
             if stored is not None:
                 project.update(key, *stored)
 
@@ -481,16 +574,17 @@ class Rounds:
         """Read a file of a project (not asked) again after it changed on disk: its
         summary is the one stored for its new bytes, else computed by the next round.
         False if its bytes are those read before."""
-        before = self.raws.get((index, key))
+        before = self.digests.get((index, key))
+        self.before[index] = {}  # read it whatever its stamp says
         self._read(index, key)
-        raw = self.raws.get((index, key))
-        if raw is not None and raw == before:
+        digest = self.digests.get((index, key))
+        if digest is not None and digest == before:
             return False
         self._link(index)
         project = self.projects[index]
         stored = None
-        if self.store is not None and raw is not None:
-            stored = self.store.get(project.layout.root, key, raw)
+        if self.store is not None and digest is not None:
+            stored = self.store.get(project.layout.root, key, digest)
         project.unreadable.discard(key)
         project.update(key, *(stored or (None, {})))
         return True
@@ -512,6 +606,7 @@ class Rounds:
                     todo.append(task)
             todo += self.due()
             if not todo:
+                self.settled()
                 break
             # Every file is analysed with the program as its batch began (the same answers
             # in one process or many); what they tell is linked after.
@@ -523,6 +618,8 @@ class Rounds:
                     if task.index >= 0:
                         results[task.index] = result
                         fresh.add(task.index)
+        else:
+            self.settled(fixed=False)  # MAX_ROUNDS: what was read, without a fixed point
         out = [r for r in results if r is not None]
         if cache is not None:
             for task in self.tasks:
@@ -535,9 +632,11 @@ class Rounds:
         """The files read for their summaries only that a round analyses: those that may
         tell something or that another file needs, with no summary that holds."""
         todo: list[_Task] = []
-        demanded = [p.demanded() for p in self.projects]
+        demanded = [set() if p.trusted else p.demanded() for p in self.projects]
         for (index, key), task in self.others.items():
             project = self.projects[index]
+            if project.trusted:
+                continue  # every summary it needs is stored and holds
             if key in demanded[index] and not self._may_tell(task):
                 project.update(key, Summary().to_json(), {})  # nothing to read there
                 continue
@@ -586,9 +685,9 @@ class Rounds:
         """Store the summaries the projects read on demand (in this process or a worker)."""
         for index, project in enumerate(self.projects):
             for key, summary in project.take_fetched().items():
-                raw = self.raws.get((index, key))
-                if self.store is not None and raw is not None:
-                    self.store.put(project.layout.root, key, raw, summary.to_json(), {})
+                digest = self.digests.get((index, key))
+                if self.store is not None and digest is not None:
+                    self.store.put(project.layout.root, key, digest, summary.to_json(), {})
 
     def _record(self, task: _Task, result: FileResult) -> None:
         """What a file's result tells its project."""
@@ -599,6 +698,8 @@ class Rounds:
             project.unreadable.add(task.key)
         elif result.summary is None and task.key in project.summaries:
             return  # not analysed (no rule reads it): what was read for another file stands
+        if project.trusts(task.key):
+            return  # a stored result, of the bytes the stored summaries are of
         project.update(task.key, result.summary, result.answers or {})
 
     def learn(self, task: _Task, result: FileResult) -> None:
@@ -612,6 +713,10 @@ class Rounds:
                 project.fetched[key] = project.summaries[key]
         self.store_fetched()
         self._record(task, result)
-        raw = task.raw or self.raws.get((task.project, task.key))
-        if self.store is not None and result.summary is not None and raw is not None:
-            self.store.put(project.layout.root, task.key, raw, result.summary, result.answers or {})
+        digest = (
+            content_digest(task.raw) if task.raw else self.digests.get((task.project, task.key))
+        )
+        if self.store is not None and result.summary is not None and digest is not None:
+            self.store.put(
+                project.layout.root, task.key, digest, result.summary, result.answers or {}
+            )

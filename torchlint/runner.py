@@ -46,6 +46,7 @@ class Discovery:
     # The folder each file was found from (a folder given, or a file's own): the root of
     # its project where no marker (pyproject.toml, .git...) says otherwise.
     bases: dict[Path, Path] = field(default_factory=dict)
+    walked: list[Path] = field(default_factory=list)  # the folders walked for them
 
 
 def file_error(exc: Exception, code: str = ANALYSIS_ERROR) -> FileError:
@@ -133,6 +134,7 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
             found.errors.append(FileResult(raw, errors=[FileError(IO_ERROR, reason)]))
             continue
         if path.is_dir():
+            found.walked.append(path)
             before = len(found.files)
             for file in _walk(path, config, gitignore, found.warnings):
                 add(file, path)

@@ -124,14 +124,13 @@ class Layout:
             )
         return self._exists[key]
 
-    def imports(self, importer: str, text: str) -> set[str]:
-        """The files of the project `text` (the importer's) imports, read off its import
-        statements without parsing it: for a name a package's `__init__.py` re-exports,
-        the file that defines it. The `__init__.py` of a package the importer is part of
-        does not count otherwise: importing its own package, a module gets what is
-        already there."""
+    def imports(self, importer: str, names: Iterable[str]) -> set[str]:
+        """The files of the project the names `importer` imports lead to (`imported`):
+        for a name a package's `__init__.py` re-exports, the file that defines it. The
+        `__init__.py` of a package the importer is part of does not count otherwise:
+        importing its own package, a module gets what is already there."""
         found: set[str] = set()
-        for name in _imported(text):
+        for name in names:
             target = self.resolve(importer, name)
             if target is None:
                 continue
@@ -153,7 +152,7 @@ class Layout:
                 text = self.paths[init].read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
-            for name in _imported(text):
+            for name in imported(text):
                 target = self.resolve(init, name)
                 if target is not None and not target[0].endswith("__init__.py"):
                     found.setdefault(name.rpartition(".")[2], target[0])
@@ -166,7 +165,7 @@ class Layout:
         return target.endswith("__init__.py") and importer.startswith(folder)
 
 
-def _imported(text: str) -> list[str]:
+def imported(text: str) -> list[str]:
     """The qualified names the import statements of `text` import ("pkg.models.Net",
     ".engine.train", "torch"), read without parsing."""
     names: list[str] = []

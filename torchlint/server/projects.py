@@ -111,9 +111,9 @@ class Opened:
     def carry(self, old: Opened) -> None:
         """The summaries of an earlier opening of the project, for the files whose bytes
         are the same (what a cache would give, also without one)."""
-        for (_, key), raw in self.rounds.raws.items():
+        for (_, key), digest in self.rounds.digests.items():
             summary = old.project.summaries.get(key)
-            if summary is not None and old.rounds.raws.get((0, key)) == raw:
+            if summary is not None and old.rounds.digests.get((0, key)) == digest:
                 self.project.update(key, summary.to_json(), old.project.answers.get(key, {}))
 
 
