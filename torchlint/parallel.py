@@ -439,8 +439,8 @@ class Rounds:
         self.texts.append(texts)
         before = self.store.scan(root) if self.store is not None else {}
         self.before.append(before)
-        files = {"selected": self.selected, "layout": _fingerprint(sorted(layout.paths))}
-        self.scans.append({**files, "files": {}})
+        header = {"selected": self.selected, "layout": _fingerprint(sorted(layout.paths))}
+        self.scans.append({**header, "files": {}})
         mine = {t.path.absolute() for t in asked}
         for task in asked:
             task.project, task.key = index, layout.key(task.path) or task.path.name
@@ -506,8 +506,8 @@ class Rounds:
         selected rule reads it, whether it trains or is a script; the bytes of a file not
         asked (its analysis would give its summary)."""
         texts = self.texts[index]
-        for found in (texts.analysed, texts.engaging, texts.scripts):
-            found.discard(key)
+        for kind in (texts.analysed, texts.engaging, texts.scripts):
+            kind.discard(key)
         texts.imports.pop(key, None)
         self.telling.discard((index, key))
         self.digests.pop((index, key), None)
