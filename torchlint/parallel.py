@@ -361,8 +361,8 @@ def _fingerprint(data: Any) -> str:
 def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
     """A result of a file of `project` still stands: its answers hold, and it analysed
     the file (`checked`) if another file now reaches into it."""
-    if project.trusts(key):
-        return True
+    if project.trusts(key) and (checked or key not in project.reached):
+        return project.holds(key, answers)
     if not checked and project.program.reaches(key):
         return False
     return project.holds(key, answers)
@@ -455,6 +455,7 @@ class Rounds:
             # an editor's): nothing is read until needed, and what the files asked tell is
             # compared with what they told then.
             project.trusted = before.get("fixed") == state
+            project.reached = set(before.get("reached", ()))
             changed = None if project.trusted else self._changed(index, before)
             if changed is not None and changed <= {t.key for t in asked}:
                 project.trusted = True
@@ -497,7 +498,12 @@ class Rounds:
         if self.store is None:
             return
         for index, project in enumerate(self.projects):
-            scan = {**self.scans[index], **({"fixed": self._state(index)} if fixed else {})}
+            scan = dict(self.scans[index])
+            if fixed:  # the state, and the files another file reaches into in it
+                scan["fixed"] = self._state(index)
+                scan["reached"] = sorted(
+                    project.reached if project.trusted else project.program.reached
+                )
             if scan["files"] and scan != self.before[index]:
                 self.store.put_scan(project.layout.root, scan)
 
@@ -594,7 +600,7 @@ class Rounds:
         cache = Cache(self.cache_dir, job) if self.cache_dir is not None else None
         results: list[FileResult | None] = [None] * len(self.tasks)
         fresh: set[int] = set()  # computed in this run (to be cached)
-        for round_ in range(MAX_ROUNDS):
+        for round_ in range(MAX_ROUNDS + 1):  # the last only checks what the others did
             todo: list[_Task] = []
             for task in self.tasks:
                 result = results[task.index]
@@ -605,8 +611,8 @@ class Rounds:
                 if result is None or not self._holds(task, result):
                     todo.append(task)
             todo += self.due()
-            if not todo:
-                self.settled()
+            if not todo or round_ == MAX_ROUNDS:
+                self.settled(fixed=not todo)
                 break
             # Every file is analysed with the program as its batch began (the same answers
             # in one process or many); what they tell is linked after.
@@ -618,8 +624,6 @@ class Rounds:
                     if task.index >= 0:
                         results[task.index] = result
                         fresh.add(task.index)
-        else:
-            self.settled(fixed=False)  # MAX_ROUNDS: what was read, without a fixed point
         out = [r for r in results if r is not None]
         if cache is not None:
             for task in self.tasks:

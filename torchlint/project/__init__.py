@@ -39,6 +39,7 @@ class Project:
     # read until something needs the program (`seed` reads the stored summaries).
     trusted: bool = False
     recheck: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    reached: set[str] = field(default_factory=set)  # `Program.reaches` at the fixed point
     seed: Callable[[], None] | None = None
     _program: Program | None = None
 
@@ -82,8 +83,14 @@ class Project:
         return Environment(path=key)
 
     def holds(self, key: str, answers: dict[str, Any]) -> bool:
-        """Answers recorded for `key` are still what the program answers."""
-        return self.trusts(key) or self.environment(key).holds(answers)
+        """Answers recorded for `key` are still what the program answers: where trusted,
+        those stored with its summary at the fixed point (a result computed before it,
+        while another file differed, is checked)."""
+        if self.trusts(key):
+            self.ready()
+            if self.answers.get(key) == answers:
+                return True
+        return self.environment(key).holds(answers)
 
     def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
         """Keep a file's new summary; True when it differs from the one the program was

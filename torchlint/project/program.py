@@ -283,7 +283,7 @@ class Program:
         return min(places) if places else None
 
     @cached_property
-    def _reached(self) -> set[str]:
+    def reached(self) -> set[str]:
         """The files the project tells something that could make a finding there even
         if they hold no token of a rule (or train nothing themselves): loaders and
         optimizers their functions are given, calls on every GPU step or with autograd
@@ -301,7 +301,7 @@ class Program:
         return found | {re.split(r"[#@]\d+$", ref)[0] for ref in sites}
 
     def reaches(self, key: str) -> bool:
-        return key in self._reached
+        return key in self.reached
 
     def environment(self, key: str) -> ProgramEnvironment:
         return ProgramEnvironment(key, program=self)
