@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -358,12 +358,16 @@ def _fingerprint(data: Any) -> str:
     return content_digest(json.dumps(data).encode())
 
 
+def _state(keys: Iterable[str], digests: Mapping[str, str | None]) -> str:
+    """Files and the digests of their bytes (None: unreadable), as one digest."""
+    return _fingerprint([[k, digests.get(k)] for k in sorted(keys)])
+
+
 def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
     """A result of a file of `project` still stands: its answers hold, and it analysed
     the file (`checked`) if another file now reaches into it."""
-    if project.trusts(key) and (checked or key not in project.reached):
-        return project.holds(key, answers)
-    if not checked and project.program.reaches(key):
+    reached = project.reached if project.trusts(key) else project.program.reached
+    if not checked and key in reached:
         return False
     return project.holds(key, answers)
 
@@ -475,21 +479,16 @@ class Rounds:
         scan = self.scans[index]
         if scan["layout"] != before["layout"]:
             return None
-        layout = self.projects[index].layout
-        state = [[k, before["files"].get(k, {}).get("digest")] for k in sorted(layout.paths)]
-        if _fingerprint(state) != before["fixed"]:
+        keys = self.projects[index].layout.paths
+        then = {k: found.get("digest") for k, found in before["files"].items()}
+        if _state(keys, then) != before["fixed"]:
             return None  # the scan is not the fixed point's
-        now = {k: scan["files"].get(k, {}).get("digest") for k in layout.paths}
-        return {
-            k for k, digest in now.items() if before["files"].get(k, {}).get("digest") != digest
-        }
+        return {k for k in keys if then.get(k) != self.digests.get((index, k))}
 
     def _state(self, index: int) -> str:
         """The files of a project and their bytes, as one digest."""
-        project = self.projects[index]
-        return _fingerprint(
-            [[k, self.digests.get((index, k))] for k in sorted(project.layout.paths)]
-        )
+        keys = self.projects[index].layout.paths
+        return _state(keys, {k: self.digests.get((index, k)) for k in keys})
 
     def settled(self, fixed: bool = True) -> None:
         """Store what was read off each project's files; with `fixed` (every answer
