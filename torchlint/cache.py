@@ -38,7 +38,7 @@ _TAG_TEXT = (
     "# This file is a cache directory tag created by torchlint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 2  # 2: errors as records (FileError)
+FORMAT = 3  # 2: errors as records (FileError); 3: findings carry their impact
 
 
 def location(root: Path) -> Path:

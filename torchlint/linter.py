@@ -486,6 +486,7 @@ class Linter:
                     r.end.line,
                     r.end.column + 1,
                     record,
+                    impact=d.impact.value,
                 )
             )
         out.sort(key=lambda v: (v.line, v.column, v.code))

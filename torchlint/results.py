@@ -8,10 +8,20 @@ importing one another.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchlint.semantic import Settings
+
+
+class Impact(str, Enum):
+    """What acting on a finding gains, as the facts the analysis sees tell it: HIGH, or
+    LOW where the pattern is real but the gain negligible (each rule's doc says when).
+    Low-impact findings are shown only on request (`--show-low-impact`)."""
+
+    HIGH = "high"
+    LOW = "low"
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class Violation:
     end_column: int
     fix: FixRecord | None = None
     cell: int | None = None  # notebooks: 1-based cell number; line/column are then in the cell
+    impact: str = Impact.HIGH.value  # an Impact's value
 
 
 # Why a file (or a notebook cell) could not be checked, by the code its record carries

@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.fixes import Fix, FixSafety
 from torchlint.options import Option
+from torchlint.results import Impact
 
 if TYPE_CHECKING:
     from torchlint.semantic import TorchModule
@@ -25,6 +26,7 @@ class Diagnostic:
     message: str
     node: cst.CSTNode
     fix: Fix | None = None
+    impact: Impact = Impact.HIGH
 
 
 class Rule:
@@ -57,8 +59,16 @@ class Rule:
         """The configured value of one of this rule's options, else its default."""
         return module.settings.options.get(name, self.options[name].default)
 
-    def diagnostic(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> Diagnostic:
-        return Diagnostic(self.code, message, node, fix)
+    def diagnostic(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        fix: Fix | None = None,
+        impact: Impact = Impact.HIGH,
+    ) -> Diagnostic:
+        """A finding of this rule; a LOW `impact` says why in `message` (the rule's doc
+        says what makes a case low)."""
+        return Diagnostic(self.code, message, node, fix, impact)
 
     @classmethod
     def doc(cls) -> str:
