@@ -1,6 +1,7 @@
 """Every rule's fixture files, run through the real linter and fixer.
 
-fixtures/<CODE>/bad.py        lines ending in `# error: CODE` must be flagged, no others
+fixtures/<CODE>/bad.py        lines ending in `# error: CODE` must be flagged, those ending
+                              in `# low: CODE` flagged with low impact, no others
 fixtures/<CODE>/bad.fixed.py  exact output of `fix --unsafe-fixes` on bad.py
 fixtures/<CODE>/good.py       near misses: nothing may be flagged
 fixtures/<CODE>/bad_<case>.py, good_<case>.py: more of the same, each a whole file (a
@@ -30,7 +31,7 @@ from torchlint.semantic import Settings
 
 from .conftest import FIXTURES
 
-ERROR_MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+ERROR_MARK = re.compile(r"#\s*(?P<impact>error|low):\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
 BAD = sorted(p for p in FIXTURES.glob("TL*/bad*.py") if not p.name.endswith(".fixed.py"))
@@ -47,13 +48,16 @@ def linter_for(code: str, path: Path | None = None) -> Linter:
     return Linter(instantiate([code]), Settings(options=default_options(), target_torch=target))
 
 
-def expected_marks(path: Path, code: str) -> list[tuple[int, str]]:
+def expected_marks(path: Path, code: str) -> list[tuple[int, str, str]]:
+    """(line, code, impact) of each mark: `# error:` is high impact, `# low:` low."""
     marks = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        m = ERROR_MARK.search(line)
-        if m:
+        for m in ERROR_MARK.finditer(line):
+            impact = "high" if m.group("impact") == "error" else "low"
             marks.extend(
-                (number, c.strip()) for c in m.group("codes").split(",") if c.strip() == code
+                (number, c.strip(), impact)
+                for c in m.group("codes").split(",")
+                if c.strip() == code
             )
     return marks
 
@@ -72,7 +76,7 @@ def test_every_rule_has_near_misses(directory: Path):
 def test_bad_is_flagged_exactly(bad: Path):
     code = bad.parent.name
     found = [
-        (v.line, v.code)
+        (v.line, v.code, v.impact)
         for v in linter_for(code, bad).lint(bad.read_text(encoding="utf-8"), str(bad))
     ]
     assert sorted(found) == sorted(expected_marks(bad, code))

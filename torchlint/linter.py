@@ -27,7 +27,14 @@ from torchlint.fixes import Applicability, select_compatible, text_edits
 from torchlint.gate import Gate, apply_checked, later
 from torchlint.noqa import parse_suppressions
 from torchlint.positions import Layout, NodePositions
-from torchlint.results import ANALYSIS_ERROR, INVALID_SYNTAX, FileError, FixRecord, Violation
+from torchlint.results import (
+    ANALYSIS_ERROR,
+    INVALID_SYNTAX,
+    FileError,
+    FixRecord,
+    Impact,
+    Violation,
+)
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Settings, build
 from torchlint.semantic.exports import summarize
@@ -387,11 +394,15 @@ class Linter:
         unfixable: frozenset[str] = frozenset(),
         on_rule_error: RuleErrorHandler | None = None,
         summary: bool = True,
+        low_impact: bool = False,
     ) -> None:
         self.rules = list(rules)
         self.settings = settings or Settings()
         self.names = {r.code: r.name for r in self.rules}
         self.unfixable = unfixable  # their findings carry no fix (as ruff's `unfixable`)
+        # False: low-impact findings are found (reports count them) but not shown, so
+        # they carry no fix: `fix` changes nothing `check` did not show.
+        self.low_impact = low_impact
         self.on_rule_error = on_rule_error
         # False: a lint with an environment leaves out the file's summary (an editor's
         # unsaved text: the rest of its project sees the file as saved).
@@ -407,11 +418,17 @@ class Linter:
         found = _diagnostics(
             module, path, rules, self.settings, self.on_rule_error, env, self.rules, self.summary
         )
-        if self.unfixable:
+        if self.unfixable or not self.low_impact:
             found = [
-                dataclasses.replace(d, fix=None) if d.code in self.unfixable else d for d in found
+                dataclasses.replace(d, fix=None)
+                if d.fix is not None and (d.code in self.unfixable or not self._shown(d))
+                else d
+                for d in found
             ]
         return found
+
+    def _shown(self, d: Diagnostic) -> bool:
+        return self.low_impact or d.impact is Impact.HIGH
 
     @_too_deep_is_a_lint_error
     def lint(
