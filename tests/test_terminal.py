@@ -109,6 +109,8 @@ def test_statistics_as_json(project):
             "count": 1,
             "fixable": False,
             "fixable_count": 0,
+            "low_impact_count": 0,
+            "hidden_count": 0,
         },
         {
             "code": "TL502",
@@ -116,6 +118,8 @@ def test_statistics_as_json(project):
             "count": 1,
             "fixable": True,
             "fixable_count": 1,
+            "low_impact_count": 0,
+            "hidden_count": 0,
         },
     ]
     clean = run_cli(

@@ -78,6 +78,7 @@ class Cache:
             "diff": job.diff,
             "with_edits": job.with_edits,
             "unfixable": sorted(job.unfixable),
+            "low_impact": job.low_impact,
         }
         self.salt = json.dumps(settings, sort_keys=True, default=repr).encode()
         self.writable = True

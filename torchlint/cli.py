@@ -267,6 +267,8 @@ class CheckOptions:
     select: list[str] | None = None
     ignore: list[str] | None = None
     extend_select: list[str] | None = None
+    preview: bool | None = None
+    show_low_impact: bool = False
     fixable: list[str] | None = None
     unfixable: list[str] | None = None
     extend_fixable: list[str] | None = None
@@ -339,6 +341,10 @@ def _configure(options: CheckOptions):
     config.read_project_torch(_start(options.paths or ["."], stdin_filename))
     if options.unsafe_fixes is not None:
         config.unsafe_fixes = options.unsafe_fixes
+    if options.preview is not None:
+        config.preview = options.preview
+    if options.show_low_impact:
+        config.min_impact = "low"
     return config
 
 
@@ -361,6 +367,9 @@ def _check(options: CheckOptions) -> int:
     except ConfigError as exc:
         _error(str(exc))
         return EXIT_ERROR
+    if not options.quiet:
+        for code in config.preview_left_out():
+            _warn(f"{code} is a preview rule: it runs only with `--preview` (or `preview = true`)")
     force_exclude = options.force_exclude or config.force_exclude
     if options.show_files or options.show_settings:
         return _show(options, config, codes, paths, force_exclude)
@@ -413,12 +422,14 @@ def _run(
         with_edits=options.output_format in reporters.WITH_EDITS
         or (options.show_fixes and not fix and text_like and not options.statistics),
         unfixable=unfixable,
+        low_impact=config.low_impact,
     )
     if options.verbose:
         _note(f"config: {config.source or 'defaults (no config file found)'}")
         _note(f"rules: {', '.join(codes) or 'none'}")
         _note(f"target-torch: {_target(config)}")
         _note(f"unsafe-fixes: {'on' if config.unsafe_fixes else 'off'}")
+        _note(f"preview: {'on' if config.preview else 'off'}; min-impact: {config.min_impact}")
         if unfixable & set(codes):
             _note(f"unfixable: {', '.join(sorted(unfixable & set(codes)))}")
     if options.add_noqa:
@@ -459,6 +470,7 @@ def _run(
     if options.verbose:
         _note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
     results.sort(key=lambda r: r.path)  # as ruff: by path, whatever order they came in
+    hidden = {} if config.low_impact else reporters.hide_low_impact(results)
 
     errors = [r for r in results if r.errors]
     to_file = out is not sys.stdout
@@ -480,6 +492,7 @@ def _run(
         show_fixes=options.show_fixes,
         prefix=_repo_prefix(Path.cwd()),
         format=options.output_format,
+        hidden=hidden,
     )
     # Fixing standard input prints the fixed code; the report then goes to stderr.
     stdin_fix = options.stdin and fix and not options.diff
@@ -575,6 +588,8 @@ def _settings_text(config, path: Path, codes) -> str:
     rows: dict[str, Any] = {
         "rules": config.rules_for(path, codes),
         "unsafe-fixes": config.unsafe_fixes,
+        "preview": config.preview,
+        "min-impact": config.min_impact,
         "unfixable": sorted(config.unfixable_codes() & set(codes)),
         "target-torch": ".".join(map(str, config.target_torch or ())) or "not set",
         "per-file-ignores": config.per_file_ignores,
@@ -712,6 +727,24 @@ def _check_options(fix_default: bool):
         select: SelectOpt = None,
         ignore: IgnoreOpt = None,
         extend_select: ExtendOpt = None,
+        preview: Annotated[
+            bool | None,
+            typer.Option(
+                "--preview/--no-preview",
+                help="Also run the preview rules, not yet measured on real code "
+                "(docs/precision.md). Use `--no-preview` to disable",
+                rich_help_panel=RULES,
+            ),
+        ] = None,
+        show_low_impact: Annotated[
+            bool,
+            typer.Option(
+                "--show-low-impact",
+                help="Also show (and fix) low-impact findings: real, with a negligible gain "
+                'where they are (as `min-impact = "low"`)',
+                rich_help_panel=RULES,
+            ),
+        ] = False,
         fixable: Annotated[
             list[str] | None,
             _codes_option(

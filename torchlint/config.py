@@ -66,7 +66,8 @@ _SELECTOR_KEYS = (
     "extend-fixable",
 )
 _LIST_KEYS = (*_SELECTOR_KEYS, "exclude", "extend-exclude")
-_BOOL_KEYS = ("unsafe-fixes", "force-exclude", "respect-gitignore")
+_BOOL_KEYS = ("unsafe-fixes", "force-exclude", "respect-gitignore", "preview")
+IMPACTS = ("high", "low")  # `min-impact`: the least impact a finding shown has
 _TARGET = re.compile(r"^(\d+)\.(\d+)$")
 
 
@@ -89,6 +90,8 @@ class Config:
     force_exclude: bool = False
     respect_gitignore: bool = True
     unsafe_fixes: bool = False
+    preview: bool = False  # run the preview rules too (those not yet measured on real code)
+    min_impact: str = "high"  # "low": low-impact findings are shown (and fixed) too
     fixable: list[str] | None = None  # None: every rule
     extend_fixable: list[str] = field(default_factory=list)
     unfixable: list[str] = field(default_factory=list)
@@ -101,6 +104,7 @@ class Config:
     # -- rules -------------------------------------------------------------------------
 
     def selected_codes(self) -> list[str]:
+        """The codes selected; preview rules only in preview mode, as ruff's."""
         rules = all_rules()
         if self.select is None:
             chosen = {code for code, rule in rules.items() if rule.default_enabled}
@@ -108,7 +112,24 @@ class Config:
             chosen = set(expand(self.select))
         chosen |= set(expand(self.extend_select))
         chosen -= set(expand(self.ignore))
+        if not self.preview:
+            chosen = {code for code in chosen if not rules[code].preview}
         return sorted(chosen)
+
+    def preview_left_out(self) -> list[str]:
+        """Preview rules named by their exact code in `select`/`extend-select` that do
+        not run because preview mode is off (a prefix or `ALL` selects them quietly)."""
+        if self.preview:
+            return []
+        rules = all_rules()
+        named = {s.strip().upper() for s in (*(self.select or ()), *self.extend_select)}
+        ignored = set(expand(self.ignore))
+        return sorted(c for c in named & set(rules) if rules[c].preview and c not in ignored)
+
+    @property
+    def low_impact(self) -> bool:
+        """Low-impact findings are shown (`min-impact = "low"`, `--show-low-impact`)."""
+        return self.min_impact == "low"
 
     def selecting(
         self,
@@ -319,6 +340,12 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                     raise ConfigError(f"{where}: `{key}.{pattern}` must be a list of codes")
                 expand(codes)
                 config.per_file_ignores.setdefault(pattern, []).extend(codes)
+        elif key == "min-impact":
+            if value not in IMPACTS:
+                raise ConfigError(
+                    f'{where}: `min-impact` must be "high" or "low", got {toml_value(value)}'
+                )
+            config.min_impact = value
         elif key == "target-torch":
             if not isinstance(value, str):
                 hint = " (a TOML number drops digits: 2.10 reads as 2.1)" * (type(value) is float)
@@ -333,7 +360,8 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}: `{key}` {problem}")
             config.options[key] = value
         else:
-            known = sorted([*_LIST_KEYS, *_BOOL_KEYS, "per-file-ignores", "target-torch", *options])
+            fixed_keys = ["per-file-ignores", "target-torch", "min-impact"]
+            known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
             raise ConfigError(f"{where}: unknown key `{key}`{hint}")

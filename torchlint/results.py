@@ -152,3 +152,4 @@ class Job:
     diff: bool = False  # compute fixes, write nothing
     with_edits: bool = False  # reporters that show fix edits need them
     unfixable: frozenset[str] = frozenset()  # codes whose fixes are dropped (`unfixable`)
+    low_impact: bool = False  # low-impact findings are shown, so they carry their fixes

@@ -181,7 +181,7 @@ def rules_of(codes: Sequence[str]) -> list[Rule]:
 
 
 def _linter(job: Job, codes: Sequence[str]) -> Linter:
-    return Linter(rules_of(codes), job.settings, job.unfixable)
+    return Linter(rules_of(codes), job.settings, job.unfixable, low_impact=job.low_impact)
 
 
 def lint_text(

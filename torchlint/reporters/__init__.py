@@ -11,7 +11,7 @@ import importlib
 import posixpath
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from torchlint.results import ERROR_NAMES, FileResult, Violation
 
@@ -49,6 +49,8 @@ class Context:
     # "sub/dir/"): CI formats name files relative to the repository root.
     prefix: str = ""
     format: str = "text"  # the format asked for (one module serves rdjson and rdjsonl)
+    # Low-impact findings left out of the report (`hide_low_impact`), by code.
+    hidden: dict[str, int] = field(default_factory=dict)
 
 
 def render(fmt: str, results: list[FileResult], context: Context) -> str:
@@ -63,6 +65,23 @@ def rule_url(code: str) -> str:
 def is_error(v: Violation) -> bool:
     """A record of a file (or cell) that could not be checked, not a rule's finding."""
     return v.code in ERROR_NAMES
+
+
+def low_impact(v: Violation) -> bool:
+    """A low-impact finding (shown with `--show-low-impact`): a note, not a warning."""
+    return v.impact != "high"
+
+
+def hide_low_impact(results: list[FileResult]) -> dict[str, int]:
+    """Leave the low-impact findings out of `results` (the default: shown only with
+    `--show-low-impact`); how many of each code were left out."""
+    hidden: Counter[str] = Counter()
+    for r in results:
+        shown = [v for v in r.violations if not low_impact(v)]
+        if len(shown) != len(r.violations):
+            hidden.update(v.code for v in r.violations if low_impact(v))
+            r.violations = shown
+    return dict(hidden)
 
 
 def fixable(v: Violation, context: Context) -> bool:

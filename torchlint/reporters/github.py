@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchlint.reporters import Context, cell_prefix, fixable, is_error, repo_path
+from torchlint.reporters import Context, cell_prefix, fixable, is_error, low_impact, repo_path
 from torchlint.results import FileResult, Violation
 
 MAX_SUMMARY_ROWS = 500
@@ -34,7 +34,7 @@ def render(results: list[FileResult], context: Context) -> str:
         path = repo_path(r.path, context)
         for v in r.records():
             title = f"torchlint ({v.code})"
-            level = "error" if is_error(v) else "warning"
+            level = "error" if is_error(v) else "notice" if low_impact(v) else "warning"
             if v.cell is not None:
                 lines.append(command(level, cell_prefix(v) + v.message, file=path, title=title))
                 continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchlint.reporters import Context, cell_prefix, fingerprints, is_error, repo_path
+from torchlint.reporters import Context, cell_prefix, fingerprints, is_error, low_impact, repo_path
 from torchlint.results import FileResult, Violation
 
 
@@ -35,9 +35,13 @@ def render(results: list[FileResult], context: Context) -> str:
                     "description": f"{v.code} {cell_prefix(v)}{v.message}",
                     "check_name": v.code,
                     "fingerprint": fingerprint,
-                    "severity": "critical" if is_error(v) else "major",
+                    "severity": _severity(v),
                     "categories": ["Bug Risk" if is_error(v) else "Performance"],
                     "location": _location(path, v),
                 }
             )
     return json.dumps(items, indent=2, ensure_ascii=False) + "\n"
+
+
+def _severity(v: Violation) -> str:
+    return "critical" if is_error(v) else "minor" if low_impact(v) else "major"

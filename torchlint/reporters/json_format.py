@@ -34,6 +34,7 @@ def violation_dict(path: str, v: Violation) -> dict[str, Any]:
         "location": {"row": v.line, "column": v.column},
         "end_location": {"row": v.end_line, "column": v.end_column},
         "fix": fix,
+        "impact": v.impact,  # "high", or "low" (shown with --show-low-impact)
         "url": rule_url(v.code),
     }
 

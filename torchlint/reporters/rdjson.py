@@ -16,6 +16,7 @@ from torchlint.reporters import (
     cell_prefix,
     is_error,
     line_at,
+    low_impact,
     rule_url,
     source_lines,
 )
@@ -39,7 +40,7 @@ def diagnostic(path: str, lines: list[str], v: Violation) -> dict[str, Any]:
     item: dict[str, Any] = {
         "message": cell_prefix(v) + v.message,
         "location": location,
-        "severity": "ERROR" if is_error(v) else "WARNING",
+        "severity": "ERROR" if is_error(v) else "INFO" if low_impact(v) else "WARNING",
         "source": SOURCE,
         "code": {"value": v.code, "url": rule_url(v.code)},
     }

@@ -22,6 +22,7 @@ from torchlint.reporters import (
     cell_prefix,
     fingerprints,
     is_error,
+    low_impact,
     repo_path,
     rule_url,
 )
@@ -127,7 +128,7 @@ def _result(v: Violation, index: int, location: dict[str, str], fingerprint: str
     result: dict[str, Any] = {
         "ruleId": v.code,
         "ruleIndex": index,
-        "level": "error" if is_error(v) else "warning",
+        "level": "error" if is_error(v) else "note" if low_impact(v) else "warning",
         "message": {"text": cell_prefix(v) + v.message},
         "locations": [{"physicalLocation": physical}],
         "partialFingerprints": {FINGERPRINT: fingerprint},

@@ -52,6 +52,10 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
         lines.append(f"{star} {applicable} fixable with `--fix`.")
     elif context.unsafe_hint and hidden:
         lines.append(f"{unsafe}.")
+    low = sum(context.hidden.values())
+    if low:
+        hidden_low = plural(low, "low-impact finding")
+        lines.append(f"{hidden_low} hidden (shown with `--show-low-impact`).")
     return "".join(line + "\n" for line in lines)
 
 

@@ -82,7 +82,14 @@ def _linter(setup: Setup, codes: Sequence[str] = (), report: Report | None = Non
     (`projects`), so a lint leaves out the file's summary."""
     handler = _collect(report) if report is not None else None
     codes = codes or setup.codes
-    return Linter(instantiate(codes), setup.settings, setup.unfixable, handler, summary=False)
+    return Linter(
+        instantiate(codes),
+        setup.settings,
+        setup.unfixable,
+        handler,
+        summary=False,
+        low_impact=setup.low_impact,
+    )
 
 
 def internal_error(report: Report, exc: Exception, cell: int | None = None) -> None:
@@ -236,7 +243,12 @@ def lint_cells(
 ) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
-    job = Job(codes=setup.codes, settings=setup.settings, unfixable=setup.unfixable)
+    job = Job(
+        codes=setup.codes,
+        settings=setup.settings,
+        unfixable=setup.unfixable,
+        low_impact=setup.low_impact,
+    )
     try:
         text = notebook_json(cells)
         handler = _collect(report)
@@ -263,6 +275,7 @@ def fix_all_cells(
         fix=True,
         unsafe=setup.unsafe,
         unfixable=setup.unfixable,
+        low_impact=setup.low_impact,
     )
     try:
         handler = _collect(Report())
@@ -285,7 +298,13 @@ def fix_cells(
     code = key[0]
     if code not in setup.codes:
         return None
-    job = Job(codes=(code,), settings=setup.settings, with_edits=True, unfixable=setup.unfixable)
+    job = Job(
+        codes=(code,),
+        settings=setup.settings,
+        with_edits=True,
+        unfixable=setup.unfixable,
+        low_impact=setup.low_impact,
+    )
     try:
         result, _ = lint_notebook(notebook_json(cells), path, job, [code], buffer=buffer, env=env)
     except Exception:

@@ -680,12 +680,16 @@ def _diagnostic(v: Violation, lines: Lines) -> types.Diagnostic:
     return types.Diagnostic(
         range=_range(lines, v.line, v.column, v.end_line, v.end_column),
         message=v.message,
-        severity=types.DiagnosticSeverity.Warning,
+        # A low-impact finding (shown with `min-impact = "low"`) is information.
+        severity=types.DiagnosticSeverity.Warning
+        if v.impact == "high"
+        else types.DiagnosticSeverity.Information,
         code=v.code,
         code_description=types.CodeDescription(href=rule_url(v.code)),
         source=NAME,
         data={
             "name": v.name,
+            "impact": v.impact,
             "fix": None
             if v.fix is None
             else {"title": v.fix.title, "applicability": v.fix.applicability},
@@ -718,7 +722,10 @@ def _analysis(snapshot: Snapshot, chosen: Setup | None, report: Report, encoding
             return cell - 1
         return ours[0] if ours else None
 
+    low = chosen is not None and chosen.low_impact
     for v in report.violations:
+        if v.impact != "high" and not low:
+            continue  # low impact: found, not shown (`min-impact`)
         if (i := index(v.cell)) is not None:
             diagnostic = _diagnostic(v, lines[i])
             diagnostics[snapshot.uris[i]].append(diagnostic)

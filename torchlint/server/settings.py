@@ -74,6 +74,7 @@ class Setup:
     settings: Settings
     unsafe: bool
     unfixable: frozenset[str] = frozenset()  # the config's `fixable`/`unfixable`
+    low_impact: bool = False  # the config's `min-impact = "low"`: low-impact findings shown
 
 
 _Stamp = tuple[int, int] | None
@@ -138,4 +139,6 @@ def setup(configs: Configs, editor: EditorSettings, path: Path | None, root: Pat
     if path is not None:
         codes = config.rules_for(path, codes)
     unsafe = config.unsafe_fixes if editor.unsafe_fixes is None else editor.unsafe_fixes
-    return Setup(tuple(codes), config.settings(), unsafe, config.unfixable_codes())
+    return Setup(
+        tuple(codes), config.settings(), unsafe, config.unfixable_codes(), config.low_impact
+    )
