@@ -72,6 +72,7 @@ ORIGINS = {
 class SmallBatchSize(Rule):
     code = "TL001"
     name = "small-batch-size"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
     options = BATCH_SIZE_OPTIONS

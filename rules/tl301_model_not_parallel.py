@@ -108,6 +108,7 @@ MIN_BATCH = 16
 class ModelNotParallel(Rule):
     code = "TL301"
     name = "model-not-parallel"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
 

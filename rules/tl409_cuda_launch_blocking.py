@@ -51,6 +51,7 @@ ENVIRON = "os.environ"
 class CudaLaunchBlocking(Rule):
     code = "TL409"
     name = "cuda-launch-blocking"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = (VARIABLE,)
 

@@ -81,6 +81,7 @@ REFUSED = frozenset(
 class TrainingWithoutMixedPrecision(Rule):
     code = "TL501"
     name = "training-without-mixed-precision"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("cuda", "accelerator")

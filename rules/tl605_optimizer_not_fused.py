@@ -51,6 +51,7 @@ FUSABLE = ("torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD")
 class OptimizerNotFused(Rule):
     code = "TL605"
     name = "optimizer-not-fused"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Adam", "SGD")

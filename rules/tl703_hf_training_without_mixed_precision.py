@@ -69,6 +69,7 @@ ELSEWHERE = ("deepspeed", "half_precision_backend")
 class HfTrainingWithoutMixedPrecision(Rule):
     code = "TL703"
     name = "hf-training-without-mixed-precision"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("TrainingArguments",)
 

@@ -57,6 +57,7 @@ from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 class HfSmallBatchSize(Rule):
     code = "TL704"
     name = "hf-small-batch-size"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("TrainingArguments",)

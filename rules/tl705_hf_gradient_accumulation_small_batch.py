@@ -47,6 +47,7 @@ from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 class HfGradientAccumulationSmallBatch(Rule):
     code = "TL705"
     name = "hf-gradient-accumulation-small-batch"
+    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("gradient_accumulation_steps",)

@@ -78,6 +78,7 @@ DEFINITIONS = {
 class LightningFullPrecision(Rule):
     code = "TL721"
     name = "lightning-full-precision"
+    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Trainer",)

@@ -47,6 +47,7 @@ from torchlint.semantic.frameworks import opaque
 class LightningSingleDevice(Rule):
     code = "TL722"
     name = "lightning-single-device"
+    preview = True
     default_enabled = False
     fix_safety = FixSafety.NONE
     tokens = ("Trainer",)

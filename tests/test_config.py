@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from torchlint.config import Config, load_config
+from torchlint.config import Config, ConfigError, load_config
 from torchlint.options import Option, toml_value
 from torchlint.registry import all_rules
 
@@ -138,7 +139,10 @@ def test_values_are_spelled_as_toml_spells_them():
     assert toml_value({"a.py": ["TL201"]}) == '{ "a.py" = ["TL201"] }'
 
 
-SELECTING = '[tool.torchlint]\nselect = ["TL1"]\nextend-select = ["TL501"]\nignore = ["TL102"]\n'
+SELECTING = (
+    '[tool.torchlint]\npreview = true\nselect = ["TL1"]\nextend-select = ["TL501"]\n'
+    'ignore = ["TL102"]\n'
+)
 
 
 def test_command_line_select_replaces_select_and_extend_select(tmp_path):
@@ -156,7 +160,7 @@ def test_command_line_select_replaces_select_and_extend_select(tmp_path):
         {*tl1, "TL201"} - {"TL101", "TL102"}
     )  # the file's ignore still holds
     assert config.select == ["TL1"]  # the file's configuration itself is left as it was
-    assert Config(root=tmp_path).selecting(None).selected_codes() == sorted(
+    assert Config(root=tmp_path, preview=True).selecting(None).selected_codes() == sorted(
         c for c, r in all_rules().items() if r.default_enabled
     )
 
@@ -172,3 +176,38 @@ def test_show_settings_shows_the_effective_rules(tmp_path):
     assert "force-exclude = false" in result.stdout  # TOML's spelling
     found = run_cli("check", "--output-format", "concise", "--select", "TL20", ".", cwd=tmp_path)
     assert {line.split()[1] for line in found.stdout.splitlines() if ": TL" in line} <= set(codes)
+
+
+def test_preview_rules_run_only_in_preview_mode(tmp_path):
+    """As ruff's preview: a rule not yet measured on real code is left out of every
+    selection (`ALL`, a prefix, its own code) until preview mode is on; naming its
+    code without it is said on stderr."""
+    preview = sorted(c for c, r in all_rules().items() if r.preview)
+    assert preview and "TL301" in preview and "TL202" not in preview
+    config = Config(root=tmp_path).selecting(["ALL"])
+    assert not set(config.selected_codes()) & set(preview)
+    assert set(dataclasses.replace(config, preview=True).selected_codes()) == set(all_rules())
+    named = Config(root=tmp_path).selecting(["TL301", "TL2"], ignore=["TL302"])
+    assert named.preview_left_out() == ["TL301"]
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL301", "TL302"]\n')
+    (tmp_path / "train.py").write_text("import torch\n")
+    said = run_cli("check", "train.py", cwd=tmp_path)
+    assert said.returncode == 0
+    for code in ("TL301", "TL302"):
+        assert f"{code} is a preview rule: it runs only with `--preview`" in said.stderr
+    settings = run_cli("check", "--preview", "--show-settings", "train.py", cwd=tmp_path)
+    assert 'rules = ["TL301", "TL302"]' in settings.stdout and "preview = true" in settings.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\npreview = true\n")
+    on = run_cli("check", "--show-settings", "train.py", cwd=tmp_path).stdout
+    assert '"TL301"' in on and "preview = true" in on
+    off = run_cli("check", "--no-preview", "--show-settings", "train.py", cwd=tmp_path).stdout
+    assert '"TL301"' not in off and "preview = false" in off
+
+
+def test_min_impact_is_high_or_low(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmin-impact = "medium"\n')
+    with pytest.raises(ConfigError, match='`min-impact` must be "high" or "low"'):
+        load_config(tmp_path / "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmin-impact = "low"\n')
+    assert load_config(tmp_path / "pyproject.toml").low_impact
+    assert not Config(root=tmp_path).low_impact

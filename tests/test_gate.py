@@ -160,7 +160,7 @@ def test_fix_says_which_fixes_check_did_not_show(tmp_path):
     """TL601 is silent while the file asks for deterministic kernels; once TL602 removes
     that, it is found: the real command says so, and lists it."""
     (tmp_path / "train.py").write_text(DETERMINISTIC)
-    args = ("--no-cache", "--select", "TL601,TL602", "--unsafe-fixes", "train.py")
+    args = ("--no-cache", "--preview", "--select", "TL601,TL602", "--unsafe-fixes", "train.py")
     checked = run_cli("check", "--output-format", "concise", *args, cwd=tmp_path)
     assert [line.split()[1] for line in checked.stdout.splitlines()[:-2]] == ["TL602"]
     fixed = run_cli("fix", "--show-fixes", *args, cwd=tmp_path)

@@ -862,7 +862,7 @@ def rules_command(
         ),
     ] = "text",
 ) -> None:
-    """List every rule: code, name, family, fix safety, default on/off."""
+    """List every rule: code, name, family, fix safety, default on/off, preview."""
     import json
 
     from torchlint.registry import all_rules, family
@@ -874,6 +874,7 @@ def rules_command(
             "family": family(code),
             "fix": rule.fix_safety.value,
             "default": "on" if rule.default_enabled else "off",
+            "preview": "yes" if rule.preview else "no",
             "summary": rule.summary(),
         }
         for code, rule in all_rules().items()
@@ -890,6 +891,7 @@ def rules_command(
         "family": "Family",
         "fix": "Fix",
         "default": "Default",
+        "preview": "Preview",
     }
     widths = {k: max(len(h), *(len(r[k]) for r in rows)) for k, h in headers.items()}
     typer.echo("  ".join(h.ljust(widths[k]) for k, h in headers.items()).rstrip())
@@ -912,7 +914,8 @@ def rule_command(
         raise typer.Exit(EXIT_ERROR)
     typer.echo(rule.doc())
     default = "on" if rule.default_enabled else "off"
-    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {default}.")
+    preview = " Preview: runs only with `--preview`." if rule.preview else ""
+    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {default}.{preview}")
 
 
 @app.command(

@@ -45,7 +45,7 @@ def rule_markdown(rule: type[Rule]) -> str:
         "",
         f"- Family: {family(rule.code)}",
         f"- Fix: {rule.fix_safety.value}",
-        f"- Default: {'on' if rule.default_enabled else 'off'}",
+        f"- Default: {_default(rule)}",
     ]
     if rule.options:
         opts = ", ".join(f"`{k}` ({o.summary()})" for k, o in rule.options.items())
@@ -61,9 +61,15 @@ def rule_table() -> str:
     for code, rule in all_rules().items():
         rows.append(
             f"| [{code}](docs/rules/{code}.md) | `{rule.name}` | {rule.summary()} | "
-            f"{rule.fix_safety.value} | {'on' if rule.default_enabled else 'off'} |"
+            f"{rule.fix_safety.value} | {_default(rule)} |"
         )
     return "\n".join(rows)
+
+
+def _default(rule: type[Rule]) -> str:
+    """Whether a run selects the rule unasked; a preview rule only with `--preview`."""
+    on = "on" if rule.default_enabled else "off"
+    return f"{on}, [preview](docs/precision.md#preview-rules)" if rule.preview else on
 
 
 def _between(text: str, start_mark: str, end_mark: str, content: str) -> str:
