@@ -3,7 +3,8 @@
     python benchmarks/ecosystem.py [DIRS...] [--check] [--update-baseline] [--unjudged]
     python benchmarks/ecosystem.py --write-precision docs/precision.md
 
-Runs the installed `torchlint check` (default rules, no cache) over directories of real
+Runs the installed `torchlint check` (default rules, low-impact findings shown, no cache)
+over directories of real
 code, one repository each (default: every folder of ../shared/corpus beside the
 checkout), prints the findings per rule and per repository with each rule's precision
 on the judged findings, and compares them with ecosystem-baseline.json: what appeared
@@ -16,7 +17,8 @@ that cell). Several findings of one rule on one line are one triple.
 
 ecosystem-verdicts.tsv judges findings (TP, FP or DEB, with a reason): every finding of
 the baseline has one, so a rule change asks for verdicts on its newcomers. Precision is
-TP / (TP + FP) over a rule's findings.
+TP / (TP + FP) over a rule's findings. A finding of low impact (hidden by default) is
+marked so in the baseline: "shown" counts the others, what a user sees.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 BASELINE = HERE / "ecosystem-baseline.json"
 VERDICTS = HERE / "ecosystem-verdicts.tsv"
 VERDICT_KINDS = ("TP", "FP", "DEB")
-ORIGINS = ("seed", "review")  # seed: ../shared/corpus/judgments.tsv of 2026-11-30
+ORIGINS = ("seed", "review", "rejudged")  # seed: ../shared/corpus/judgments.tsv of 2026-11-30
 COLUMNS = ("rule", "path", "line", "verdict", "reason", "origin")
 SHOWN = 5  # locations listed per side of the comparison
 START, END = "<!-- precision:start -->", "<!-- precision:end -->"
@@ -56,6 +58,7 @@ class Finding:
     file: Path
     cell: int | None
     row: int
+    low: bool  # low impact: not shown by default
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def run(dirs: list[Path]) -> list[Finding]:
     if len(set(names)) != len(names):
         raise SystemExit(f"ecosystem: two directories share a name: {names}")
     command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json"]
-    command += ["--exit-zero", "--no-cache", "--quiet", *map(str, dirs)]
+    command += ["--show-low-impact", "--exit-zero", "--no-cache", "--quiet", *map(str, dirs)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -105,20 +108,42 @@ def run(dirs: list[Path]) -> list[Finding]:
         path = file.relative_to(top.parent).as_posix()
         row, cell = item["location"]["row"], item["cell"]
         line = str(row) if cell is None else f"cell {cell}:{row}"
-        found.append(Finding((item["code"], path, line), item["message"], file, cell, row))
+        key, low = (item["code"], path, line), item["impact"] == "low"
+        found.append(Finding(key, item["message"], file, cell, row, low))
     return found
+
+
+def low_keys(found: list[Finding]) -> set[Key]:
+    """The findings of low impact (a line with a high-impact one of the rule is shown)."""
+    shown = {f.key for f in found if not f.low}
+    return {f.key for f in found if f.low} - shown
 
 
 # -- baseline and verdicts -----------------------------------------------------------------
 
 
+def _rows(path: Path) -> list[list[str]]:
+    return json.loads(path.read_text(encoding="utf-8"))["findings"]
+
+
 def read_baseline(path: Path = BASELINE) -> set[Key]:
-    return {(r, p, line) for r, p, line in json.loads(path.read_text(encoding="utf-8"))["findings"]}
+    return {(row[0], row[1], row[2]) for row in _rows(path)}
 
 
-def write_baseline(keys: Iterable[Key], path: Path = BASELINE) -> None:
-    rows = ",\n".join(f"    {json.dumps(list(k))}" for k in sorted(keys, key=sort_key))
-    about = "written by benchmarks/ecosystem.py --update-baseline: (rule, path, line) triples"
+def read_low(path: Path = BASELINE) -> set[Key]:
+    """The baseline's findings of low impact (a fourth field, "low")."""
+    return {(row[0], row[1], row[2]) for row in _rows(path) if row[3:] == ["low"]}
+
+
+def write_baseline(keys: Iterable[Key], low: set[Key], path: Path = BASELINE) -> None:
+    rows = ",\n".join(
+        f"    {json.dumps([*k, 'low'] if k in low else list(k))}"
+        for k in sorted(keys, key=sort_key)
+    )
+    about = (
+        "written by benchmarks/ecosystem.py --update-baseline: (rule, path, line) triples, "
+        'a fourth field "low" for a finding of low impact'
+    )
     path.write_text(
         f'{{\n  "about": {json.dumps(about)},\n  "findings": [\n{rows}\n  ]\n}}\n',
         encoding="utf-8",
@@ -159,13 +184,27 @@ def read_verdicts(path: Path = VERDICTS) -> tuple[dict[Key, Verdict], list[str]]
 # -- reports -------------------------------------------------------------------------------
 
 
-def tally(keys: set[Key], verdicts: dict[Key, Verdict]) -> dict[str, Counter[str]]:
-    """Per rule: findings, and TP/FP/DEB/? (no verdict)."""
+def tally(
+    keys: set[Key], verdicts: dict[Key, Verdict], low: set[Key] = frozenset()
+) -> dict[str, Counter[str]]:
+    """Per rule: findings, TP/FP/DEB/? (no verdict), those of low impact ("low") and, of
+    the others (shown by default), how many and their debatable ones ("DEB shown")."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for key in keys:
+        verdict = verdicts[key].verdict if key in verdicts else "?"
         counts[key[0]]["findings"] += 1
-        counts[key[0]][verdicts[key].verdict if key in verdicts else "?"] += 1
+        counts[key[0]][verdict] += 1
+        if key in low:
+            counts[key[0]]["low"] += 1
+        else:
+            counts[key[0]]["shown"] += 1
+            counts[key[0]]["DEB shown"] += verdict == "DEB"
     return dict(sorted(counts.items()))
+
+
+def debatable(c: Counter[str]) -> str:
+    """The share of debatable findings among those shown by default."""
+    return f"{100 * c['DEB shown'] / c['shown']:.0f}%" if c["shown"] else "-"
 
 
 def precision(c: Counter[str]) -> str:
@@ -173,25 +212,27 @@ def precision(c: Counter[str]) -> str:
     return f"{100 * c['TP'] / judged:.0f}%" if judged else "-"
 
 
-def table(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
-    """Findings per rule and repository, their verdicts and precision."""
+def table(keys: set[Key], verdicts: dict[Key, Verdict], low: set[Key]) -> list[str]:
+    """Findings per rule and repository, their verdicts and precision; how many are of
+    low impact, and the debatable share of those shown."""
     repos = sorted({repository(k) for k in keys})
-    counts = tally(keys, verdicts)
+    counts = tally(keys, verdicts, low)
     per_repo = Counter((k[0], repository(k)) for k in keys)
-    head = ["rule", *repos, "total", "TP", "FP", "DEB", "?", "precision"]
+    kinds = ("findings", "low", "TP", "FP", "DEB", "?")
+    head = ["rule", *repos, "total", "low", "TP", "FP", "DEB", "?", "precision", "DEB shown"]
     rows = [head]
     total: Counter[str] = Counter()
     for rule, c in counts.items():
         total += c
         rows.append(
-            [rule, *(str(per_repo[rule, r]) for r in repos), str(c["findings"])]
-            + [str(c[k]) for k in ("TP", "FP", "DEB", "?")]
-            + [precision(c)]
+            [rule, *(str(per_repo[rule, r]) for r in repos)]
+            + [str(c[k]) for k in kinds]
+            + [precision(c), debatable(c)]
         )
     rows.append(
         ["all", *(str(sum(per_repo[rule, r] for rule in counts)) for r in repos)]
-        + [str(total[k]) for k in ("findings", "TP", "FP", "DEB", "?")]
-        + [precision(total)]
+        + [str(total[k]) for k in kinds]
+        + [precision(total), debatable(total)]
     )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return [
@@ -255,31 +296,39 @@ def unjudged(found: list[Finding], verdicts: dict[Key, Verdict], lines: int) -> 
     return out
 
 
-def precision_markdown(keys: set[Key], verdicts: dict[Key, Verdict]) -> list[str]:
+def precision_markdown(keys: set[Key], verdicts: dict[Key, Verdict], low: set[Key]) -> list[str]:
     rules = all_rules()
+    kinds = ("findings", "low", "TP", "FP", "DEB", "?")
     out = [
-        "| rule | name | findings | TP | FP | DEB | unjudged | precision |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| rule | name | findings | low impact | TP | FP | DEB | unjudged | precision "
+        "| DEB shown |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     total: Counter[str] = Counter()
-    for rule, c in tally(keys, verdicts).items():
+    for rule, c in tally(keys, verdicts, low).items():
         total += c
         name = rules[rule].name if rule in rules else "(no such rule now)"
-        counts = " | ".join(str(c[k]) for k in ("findings", "TP", "FP", "DEB", "?"))
-        out.append(f"| [{rule}](rules/{rule}.md) | `{name}` | {counts} | {precision(c)} |")
-    counts = " | ".join(str(total[k]) for k in ("findings", "TP", "FP", "DEB", "?"))
-    out.append(f"| all | | {counts} | {precision(total)} |")
+        counts = " | ".join(str(c[k]) for k in kinds)
+        shown = f"{c['DEB shown']} of {c['shown']} ({debatable(c)})"
+        out.append(
+            f"| [{rule}](rules/{rule}.md) | `{name}` | {counts} | {precision(c)} | {shown} |"
+        )
+    counts = " | ".join(str(total[k]) for k in kinds)
+    shown = f"{total['DEB shown']} of {total['shown']} ({debatable(total)})"
+    out.append(f"| all | | {counts} | {precision(total)} | {shown} |")
     return out
 
 
-def write_precision(path: Path, keys: set[Key], verdicts: dict[Key, Verdict]) -> None:
+def write_precision(
+    path: Path, keys: set[Key], verdicts: dict[Key, Verdict], low: set[Key]
+) -> None:
     """Replace the text between the markers of `path` by the precision table."""
     text = path.read_text(encoding="utf-8")
     before, start, rest = text.partition(START)
     _, end, after = rest.partition(END)
     if not start or not end:
         raise SystemExit(f"ecosystem: {path} lacks the markers {START} and {END}")
-    body = "\n".join(precision_markdown(keys, verdicts))
+    body = "\n".join(precision_markdown(keys, verdicts, low))
     path.write_text(f"{before}{START}\n{body}\n{END}{after}", encoding="utf-8")
 
 
@@ -305,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"ecosystem: {problem}", file=sys.stderr)
     if args.write_precision:
-        write_precision(args.write_precision, read_baseline(), verdicts)
+        write_precision(args.write_precision, read_baseline(), verdicts, read_low())
         print(f"wrote {args.write_precision}")
         return 0
     dirs = args.dirs or default_dirs()
@@ -316,29 +365,34 @@ def main(argv: list[str] | None = None) -> int:
     found = run(dirs)
     seconds = time.perf_counter() - started
     now = {f.key for f in found}
+    low = low_keys(found)
     repos = {d.resolve().name for d in dirs}
     # Only the corpus has a baseline (another folder may share a repository's name).
     compared = {d.resolve().name for d in dirs if d.resolve().parent == CORPUS.resolve()}
     everything = read_baseline() if BASELINE.exists() else set()
+    low_before = read_low() if BASELINE.exists() else set()
     base = {k for k in everything if repository(k) in compared}
     current = {k for k in now if repository(k) in compared}
+    moved = sorted({k for k in current & base if (k in low) != (k in low_before)}, key=sort_key)
     if args.unjudged:
         print("\n".join(unjudged(found, verdicts, args.context)), end="\n\n")
     print(
         f"torchlint on {', '.join(sorted(repos))}: {len(found)} findings at "
         f"{len(now)} (rule, path, line) in {seconds:.1f} s\n"
     )
-    print("\n".join(table(now, verdicts)))
-    print("(?: no verdict; precision: TP/(TP+FP))")
+    print("\n".join(table(now, verdicts, low)))
+    print("(?: no verdict; precision: TP/(TP+FP); DEB shown: debatable among the findings shown)")
     missing = sum(1 for k in now if k not in verdicts)
     if missing:
         print(f"{missing} findings to judge: python benchmarks/ecosystem.py --unjudged")
     if compared:
         print("\n" + "\n".join(comparison(current, base, verdicts)))
+        for k in moved:
+            print(f"  impact: {show(k)} now {'low' if k in low else 'high'}")
     if args.update_baseline and compared:
-        write_baseline((everything - base) | current)
+        write_baseline((everything - base) | current, (low_before - base) | (low & current))
         print(f"wrote {BASELINE.relative_to(ROOT)}")
-    return 1 if args.check and current != base else 0
+    return 1 if args.check and (current != base or moved) else 0
 
 
 if __name__ == "__main__":
