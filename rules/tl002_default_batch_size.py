@@ -24,6 +24,10 @@ Fix (unsafe): add `batch_size=<min-batch-size>` (the option TL001 reads, default
 32). Unsafe because it changes the optimisation (steps per epoch, gradient noise,
 memory); rescale the learning rate and check convergence.
 
+Impact: Always high: one sample per step leaves the GPU nearly idle and pays the whole
+per-step overhead (kernel launches, Python, the optimizer update) for every example; the
+default is almost never chosen on purpose.
+
 Unknown device: not read; one sample per step pays the whole per-step overhead (Python,
 the optimizer update) on any device, the CPU included.
 

@@ -39,6 +39,9 @@ model was moved with `.cuda()`) at the top of the loop body for each such name, 
 on CUDA only where the device is chosen at run time: see TL105). Safe: it is a no-op
 where the tensor already is on that device, and the original crashes otherwise.
 
+Impact: Always high: the script stops with a device mismatch at its first step on a GPU,
+or, "fixed" by keeping the model on the CPU, never uses the GPU.
+
 Unknown device: reported where the model is moved to a device that cannot be named
 (`args.device`, a parameter, `tensor.device`): that is still a move, and the fix moves
 the batches to the same device expression, which changes nothing where it is the CPU.

@@ -48,6 +48,9 @@ non-deterministic reductions) and GPU memory may not suffice. Where the batches 
 already moved, the finding says which device to move the model to; no fix is
 offered (the device expression may not exist yet where the model is built).
 
+Impact: Always high: the model trains on the CPU (or the first step fails on a device
+mismatch) while the GPU sits idle: the largest loss of speed there is.
+
 Unknown device: silent where batches are moved to a device that cannot be named
 (`args.device`, a parameter, `tensor.device`): they may stay on the CPU with the model,
 and naming any device is device handling, so neither case of the rule holds; its fix

@@ -29,6 +29,9 @@ Target torch: before PyTorch 2.0 `prefetch_factor` defaulted to 2 and only other
 values raised, so with `target-torch` below 2.0 `prefetch_factor=2` is not
 reported; before 1.7 neither option existed and the rule is silent.
 
+Impact: Always high: PyTorch raises a ValueError where the loader is built, so the
+script cannot run as written.
+
 Unknown device: not read; PyTorch raises the ValueError whatever the device.
 
 Sources: torch.utils.data.DataLoader source and docs ("prefetch_factor",

@@ -28,6 +28,9 @@ a Dataset class of the file with `__len__`): `len()` of a loader over an
 file may not match what `__getitem__` serves. Elsewhere (a loader from another module)
 the finding says to count the batches in the loop.
 
+Impact: Always high: the extra pass loads, transforms and collates every batch of an
+epoch only to count them, while the GPU waits.
+
 Unknown device: not read; loading every batch to count them costs a pass over the data
 on any device; a loop that trains, or moves its batches to any device (one that cannot
 be named included), shows that what it walks is a loader.

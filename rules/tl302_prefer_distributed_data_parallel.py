@@ -39,6 +39,11 @@ save checkpoints from rank 0 only (`model.module.state_dict()`).
 
 Fix: none; moving to DDP changes how the script is launched.
 
+Impact: Always high: on several GPUs DDP trains faster than `DataParallel`, which drives
+them all from one process and loads the first GPU more. A clear low case, not told apart
+yet (reported high): `DataParallel` kept as a deliberate fallback, under an option (`if
+args.ngpu > 1:`) or beside a `DistributedDataParallel` path of the same file.
+
 Unknown device: not read; `DataParallel` is a multi-GPU wrapper, so the call says the
 code runs on GPUs.
 

@@ -30,6 +30,9 @@ built). Unsafe because each rank now sees only its own shard: the steps per epoc
 drop by `world_size` (learning-rate schedules counted in steps change), and the
 sampler pads the dataset to a multiple of the world size.
 
+Impact: Always high: every process of the job trains on the whole dataset, so an epoch
+takes as long on N GPUs as on one: the extra GPUs add no progress.
+
 Unknown device: not read; without a `DistributedSampler` every process of a DDP job
 reads the whole dataset on any backend (NCCL on GPUs, gloo on CPUs).
 

@@ -32,6 +32,9 @@ sampler (or loader) is bound. Unsafe because the data order changes from the sec
 epoch on: that is the point, but runs are no longer batch-for-batch reproducible
 against earlier ones.
 
+Impact: Always high: every epoch visits the data in the same order on every rank, which
+defeats shuffling; the fix costs nothing.
+
 Unknown device: not read; the sampler repeats its order every epoch whatever the device.
 
 Sources: PyTorch docs, `torch.utils.data.distributed.DistributedSampler` ("In

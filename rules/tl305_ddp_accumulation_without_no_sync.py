@@ -37,6 +37,9 @@ Good:
 
 Fix: none; the forward pass must move into the `no_sync()` block with the backward.
 
+Impact: Always high: every micro-batch but the last all-reduces the whole gradient for
+nothing, multiplying the communication of a step by the accumulation factor.
+
 Unknown device: not read; the all-reduce of every micro-batch is paid on any backend
 (NCCL on GPUs, gloo on CPUs).
 

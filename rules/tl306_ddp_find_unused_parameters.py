@@ -27,6 +27,10 @@ Good:
 Fix: none; if some parameter does go unused, DDP without the flag stops with an error
 at the next step.
 
+Impact: Always high: where every parameter is used (a run-time fact, hence off by
+default), the graph traversal after each forward pass and the lost overlap of the
+all-reduce are paid at every step.
+
 Unknown device: not read; the search for unused parameters runs after every forward pass
 whatever the device.
 

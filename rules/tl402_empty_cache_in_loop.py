@@ -29,6 +29,10 @@ Good:
 Fix (safe): delete the call (the statement, when it is the call alone). Results are
 unchanged: only cached blocks that no tensor uses stop being released each step.
 
+Impact: Always high: each step hands the allocator's cached blocks back to the driver
+and allocates them again with synchronizing `cudaMalloc` calls, stalling the GPU every
+step.
+
 Unknown device: not read; `torch.cuda.empty_cache()` is itself a CUDA call, reported in
 a loader or training loop whatever the file says of its devices.
 

@@ -32,6 +32,9 @@ Fix (safe): accumulate `loss.detach()` instead of `loss`. The value is the same;
 only the history the total never needs is dropped. Not offered (nor reported) when
 the total is backpropagated, or feeds a loss that is.
 
+Impact: Always high: memory grows with every step until the loop ends, which shrinks the
+batch that fits or ends in an out-of-memory error.
+
 Unknown device: not read; the kept graphs grow memory on any device, the CPU included.
 
 Sources: PyTorch FAQ, "My model reports cuda runtime error(2): out of memory"

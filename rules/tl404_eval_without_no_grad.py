@@ -35,6 +35,9 @@ outputs just no longer require grad. Not reported when a value computed in the l
 may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
 a loop that recomputes it).
 
+Impact: Always high: every evaluated batch records a graph and keeps its activations,
+memory and time that `torch.no_grad()` saves at no cost.
+
 Unknown device: not read; a graph nobody backpropagates costs memory and time on any
 device. In a function no visible call runs (`def evaluate(model, loader, device)` in a
 library), a parameter switched with `.eval()`/`.train()` (or giving its `.parameters()`)

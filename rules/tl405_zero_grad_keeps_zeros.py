@@ -29,6 +29,12 @@ instead of a zero tensor: code that reads or updates `p.grad` between `zero_grad
 and `backward()` (`p.grad.add_(...)`, gradient clipping of frozen parameters,
 optimizers that expect a tensor) must handle `None`.
 
+Impact: Always high for a bare `zero_grad()` under a `target-torch` below 2.0: a memset
+per parameter and an add into it at every step, which `set_to_none=True` removes. A
+clear low case, not told apart yet (reported high): an explicit `set_to_none=False` in
+distributed code (FSDP, DTensor gradients), often deliberate, where the saving is one
+memset per parameter per step.
+
 Unknown device: not read; the zero fill costs a memset per parameter, and backward an
 add into it, on any device.
 

@@ -31,6 +31,9 @@ Good:
 Fix: none; the recorded profile may be read after the block, and choosing which steps
 to profile is the user's call.
 
+Impact: Always high: the profiler adds overhead to every operator launch of the whole
+run and keeps every event in memory until the block ends.
+
 Unknown device: not read; the per-operator overhead and the memory of a whole run's
 events are paid on any device.
 

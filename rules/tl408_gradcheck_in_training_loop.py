@@ -27,6 +27,9 @@ Fix (unsafe): remove the statement when it is the call alone or `assert <call>`.
 Unsafe because a gradient that disagrees with finite differences no longer stops the
 run.
 
+Impact: Always high: finite differences in float64 over every input element, at every
+step, can cost more than the training step itself.
+
 Unknown device: not read; finite differences in float64 are expensive on any device.
 
 Sources: PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch docs,

@@ -25,6 +25,9 @@ Fix (unsafe): remove the statement. Unsafe because it can uncover a race the blo
 launches hid (a host buffer reused right after a `non_blocking=True` copy from it), and
 a CUDA error is then reported at a later line.
 
+Impact: Always high: every kernel launch waits for the kernel to finish, so the CPU
+never runs ahead and the GPU idles between kernels at every step.
+
 Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
 the variable slows CUDA launches only, and with a device that cannot be named it may do
 nothing.

@@ -6,7 +6,14 @@ calls a model moved to CUDA, in a file with no sign of reduced precision: no
 `.bfloat16()`, no `torch.float16` / `torch.bfloat16` passed anywhere. Advice, so off
 by default: enable it with `--extend-select TL501`. Files managed by Lightning,
 Accelerate, DeepSpeed or the transformers Trainer are not checked (precision is
-their `precision=` / `mixed_precision=` setting).
+their `precision=` / `mixed_precision=` setting). Not reported: loops whose networks
+are toys (under 1M parameters together, counted from their layers' sizes; a network
+whose size the file does not show counts as large), where tensor cores have too little
+to do for the cast to pay; loops that (directly or in a function of the file they
+call) compute a binary cross-entropy on probabilities (`nn.BCELoss`,
+`F.binary_cross_entropy`; not the `WithLogits` forms), which autocast refuses with a
+RuntimeError on CUDA: mixed precision there first needs `nn.BCEWithLogitsLoss` on the
+logits, a change to the model's output.
 
 Why: on Volta and newer GPUs, matrix multiplications and convolutions in float16 or
 bfloat16 run on tensor cores, typically 2-3x faster than float32, and the
@@ -35,11 +42,7 @@ Good:
 Fix (unsafe): wrap the statements from the first model call to the assignment of
 the backpropagated loss in `with torch.autocast("cuda", dtype=torch.bfloat16):`
 (offered when those statements are directly in the loop's body, just before the
-`backward()` statement). Never where the loop (or a function of the file it calls)
-computes a binary cross-entropy on probabilities (`nn.BCELoss`,
-`F.binary_cross_entropy`): autocast refuses those with a RuntimeError on CUDA, so the
-finding says to move to `nn.BCEWithLogitsLoss` on the logits first, a change to the
-model's output the fix cannot make. Nor with `target-torch` below 1.10, which has no
+`backward()` statement). Not with `target-torch` below 1.10, which has no
 `torch.autocast` (nor bfloat16 autocast on CUDA). On a machine without CUDA,
 `torch.autocast("cuda")` warns and does nothing, so the script still runs on the CPU.
 Unsafe because the numerics
@@ -47,6 +50,11 @@ change (results differ in the last bits, some models need float32 for specific
 layers), outputs made in the region are bfloat16, and GPUs before Ampere emulate
 bfloat16 slowly: use `dtype=torch.float16` with a `torch.amp.GradScaler("cuda")`
 there.
+
+Impact: Always high: the cases where mixed precision gains nothing measurable (toy
+networks) or breaks the loop (a binary cross-entropy on probabilities) are not
+reported, and elsewhere tensor cores speed up the matmuls and convolutions of every
+step and halve the activations' memory.
 
 Unknown device: silent, as only a model moved to a GPU is checked; a device that cannot
 be named may be the CPU, where the fix's `torch.autocast("cuda")` only warns and the
@@ -66,16 +74,9 @@ import libcst as cst
 from torchlint.edits import expression, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, ModelSite, TorchModule
+from torchlint.semantic import CallSite, Loop, Model, TorchModule
+from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import contains, dotted_name
-
-# Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
-REFUSED = frozenset(
-    {
-        "torch.nn.BCELoss",
-        "torch.nn.functional.binary_cross_entropy",
-    }
-)
 
 
 class TrainingWithoutMixedPrecision(Rule):
@@ -99,39 +100,27 @@ class TrainingWithoutMixedPrecision(Rule):
             ]
             if not model_calls:
                 continue
-            message = (
-                "this CUDA training loop runs in float32; under "
-                '`torch.autocast("cuda", dtype=torch.bfloat16)` matmuls and convolutions use '
-                "tensor cores (often 2-3x faster) and activations take half the memory"
-            )
-            refused = _refused_by_autocast(module, loop)
-            if refused is not None:
-                message += (
-                    f"; first replace `{refused}` (autocast refuses it with a RuntimeError) "
-                    "by `nn.BCEWithLogitsLoss` / `F.binary_cross_entropy_with_logits` on the "
-                    "logits (drop the final sigmoid)"
-                )
+            if toy(module.networks.parameters(s) for s in _sites(module, model_calls)):
+                continue
+            if module.autocast_refused(loop.calls) is not None:
+                continue
             yield self.diagnostic(
                 loop.node,
-                message,
-                fix=_wrap(module, loop, model_calls) if wraps and refused is None else None,
+                "this CUDA training loop runs in float32; under "
+                '`torch.autocast("cuda", dtype=torch.bfloat16)` matmuls and convolutions use '
+                "tensor cores (often 2-3x faster) and activations take half the memory",
+                fix=_wrap(module, loop, model_calls) if wraps else None,
             )
 
 
-def _refused_by_autocast(module: TorchModule, loop: Loop) -> str | None:
-    """A call of the loop (or of a function of this file it calls) that autocast refuses
-    on CUDA, how the file spells it: a binary cross-entropy on probabilities."""
-    calls = list(loop.calls)
-    for call in loop.calls:
-        target = module.functions.target(call)
-        if target is not None:
-            calls += module.training.calls_in(target.function)
+def _sites(module: TorchModule, calls: list[CallSite]) -> list[Model]:
+    """The networks these calls run, each once."""
+    found: dict[int, Model] = {}
     for call in calls:
         site = module.model_called(call)
-        made = site.construction if isinstance(site, ModelSite) else call
-        if made.qualname in REFUSED:
-            return module.module.code_for_node(made.node.func)
-    return None
+        if site is not None:
+            found.setdefault(id(site), site)
+    return list(found.values())
 
 
 def _wrap(module: TorchModule, loop: Loop, model_calls: list[CallSite]) -> Fix | None:

@@ -33,6 +33,11 @@ reported where the replacement does not exist yet (`torch.autocast` needs 1.10,
 (`new() if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`, `if
 hasattr(torch, "amp"): ... else: ...`) is left alone: it is there for older releases.
 
+Impact: every case is low on GPU time, though reported high (no condition marks it low
+yet): `torch.autocast` and `torch.amp.GradScaler` run the same kernels as the aliases,
+so the change removes a `FutureWarning` on every call and a break when the aliases go,
+but makes no step faster.
+
 Unknown device: not read; the deprecated names are reported wherever they are called,
 and each replacement keeps the device its old name says (`torch.cuda.amp`: "cuda",
 `torch.cpu.amp`: "cpu").

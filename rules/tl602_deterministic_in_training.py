@@ -30,6 +30,10 @@ Good:
 Fix (unsafe): remove the statement. Unsafe because two runs with the same seed no
 longer give bit-for-bit identical results.
 
+Impact: Always high: deterministic kernels slow the convolutions (and, with
+`use_deterministic_algorithms`, scatter and embedding backward passes) of every step,
+for a reproducibility the file does not show it needs.
+
 Unknown device: silent, as only files that train a network moved to a GPU are checked;
 the slower deterministic kernels it warns of are cuDNN's and CUDA's.
 

@@ -33,6 +33,11 @@ Fix: none. `x.view(...)` on a channels-last activation raises (its strides no lo
 match): a model's `forward` that flattens with `.view` needs `.reshape` or `.flatten`
 first, which only reading the model can tell.
 
+Impact: Always high: with tensor-core convolutions in reduced precision, NCHW tensors
+cost a transpose or a slower kernel at every convolution of every step. A clear low
+case, not told apart yet (reported high): toy networks (under 1M parameters), whose
+convolutions take too little of a step for the layout to show.
+
 Unknown device: silent, as only networks moved to a GPU are checked; the layout pays
 with tensor-core convolutions, which a device that cannot be named may not have.
 

@@ -8,7 +8,13 @@ pays depends on facts known at run time (a PyTorch 2 build with a working compil
 Triton on the GPU; input shapes that do not change at every step; a run long enough
 to repay the compile time; code without constructs that break the graph). Not reported
 with `--target-torch` below 2.0. Files managed by Lightning, Accelerate, DeepSpeed or
-the transformers Trainer are not checked.
+the transformers Trainer are not checked. Not reported either: networks whose `forward`
+runs a Python loop over a length read from its inputs (a decoder stepping through
+`range(1, trg.shape[0])` or `range(max_len)`): `torch.compile` unrolls the loop and
+compiles again for each new length, and each step is a few small kernels fusion cannot
+join across; and toy networks (under 1M parameters together, counted from their
+layers' sizes; a network whose size the file does not show counts as large), whose
+steps are bound by Python and launch overhead that one compile does not repay.
 
 Why: in eager mode every operation of the forward and backward pass is a separate
 kernel that reads its inputs from GPU memory and writes its result back.
@@ -34,6 +40,10 @@ Good:
 Fix: none. Compiling can fail where eager mode ran (no C++ compiler or Triton, an
 unsupported operation), and the first steps take minutes: a choice for the user.
 
+Impact: Always high: the networks where compiling gains nothing measurable (toys) or
+recompiles at every new length (Python time loops) are not reported; elsewhere fused
+kernels shorten every step of the training.
+
 Unknown device: silent, as only networks moved to a GPU are checked; the gains it cites
 (fused kernels, CUDA graphs) are a GPU's, and compiling can fail where eager mode ran.
 
@@ -49,6 +59,7 @@ from collections.abc import Iterator
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
+from torchlint.semantic.networks import toy
 
 COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace")
 
@@ -70,8 +81,9 @@ class ModelNotCompiled(Rule):
             for c in module.method_calls("compile")
         ):
             return
-        sites = module.trained_on_gpu
-        if not sites:
+        networks = module.networks
+        sites = [s for s in module.trained_on_gpu if not networks.steps_over_input(s)]
+        if not sites or toy(networks.parameters(s) for s in sites):
             return
         others = f" (and {', '.join(f'`{s.name}`' for s in sites[1:])})" if sites[1:] else ""
         assert sites[0].construction is not None  # `trained_on_gpu` holds sites built here

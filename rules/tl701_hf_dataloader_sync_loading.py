@@ -43,6 +43,9 @@ Trainer gets must not hold a lambda or a nested function (in a notebook: nothing
 notebook defines). Where one of these fails, or the 0 comes from a name or an option
 (change it there), the finding says so and no fix is made.
 
+Impact: Always high: every sample is transformed and every batch collated on the
+training process between optimizer steps, while the GPU waits.
+
 Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
 ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
 constants and option defaults), and a setting the file cannot read (`use_cpu=not

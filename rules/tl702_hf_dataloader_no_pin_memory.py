@@ -26,6 +26,9 @@ on purpose: a dataset or collator that returns CUDA tensors cannot be pinned (th
 DataLoader raises), and page-locked memory is a limited resource on some hosts
 (containers with a small memlock limit, WSL). Read why it was turned off first.
 
+Impact: Always high: unpinned batches are staged through a driver buffer on their way to
+the GPU, at a fraction of the bandwidth and without overlapping compute, at every step.
+
 Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
 ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
 constants and option defaults), and a setting the file cannot read (`use_cpu=not

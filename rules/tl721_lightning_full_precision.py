@@ -10,10 +10,16 @@ the float32 matmul precision (`torch.set_float32_matmul_precision("high")`,
 `torch.backends.cuda.matmul.allow_tf32 = True`), and Trainers built from
 `*args`/`**kwargs`. In files that import `pytorch_lightning` (which may be 1.x, where a
 Trainer without `gpus`/`accelerator`/`devices` trains on the CPU), only Trainers that ask
-for a device are checked. Off by default: whether the model is big enough for tensor
-cores to matter is not in the file (many Lightning scripts train small MLPs, GRUs and
-MNIST CNNs, where the gain is small; see docs/precision.md), as for TL501; enable it with
-`--extend-select TL721`.
+for a device are checked. Not reported where the LightningModules of the file that the
+Trainer's `fit` is given are toys (under 1M parameters, counted from their layers'
+sizes; a module passed in from elsewhere, or of a size the file does not show, counts
+as large), nor where their `training_step` computes a binary cross-entropy on
+probabilities (`nn.BCELoss`, `F.binary_cross_entropy`, directly or in a method it
+calls; not the `WithLogits` forms), which autocast refuses with a RuntimeError: with
+`precision="bf16-mixed"` training would raise. Off by default: whether the model is big
+enough for tensor cores to matter is often not in the file (many Lightning scripts
+train small MLPs, GRUs and MNIST CNNs, where the gain is small; see docs/precision.md),
+as for TL501; enable it with `--extend-select TL721`.
 
 Why: in float32 the GPU's tensor cores sit idle: bf16 or fp16 mixed precision runs
 matmuls and convolutions 2-3x faster on Volta and newer GPUs and halves activation
@@ -32,6 +38,10 @@ newer: Ampere) and `"32-true"` elsewhere (`"bf16"` and `32` in files that import
 GPU (T4, V100; there `"16-mixed"` is the speed-up), a CPU or MPS run is left as it was
 (Lightning would otherwise run bfloat16 autocast on the CPU too). Unsafe because
 numerics change (results differ in the last bits; a few models need float32 layers).
+
+Impact: Always high: the Trainers whose modules gain nothing measurable (toys) or
+would raise under autocast (a binary cross-entropy on probabilities) are not reported;
+elsewhere tensor cores speed up every step and activations take half the memory.
 
 Unknown device: Lightning picks the device, so a Trainer is a GPU run unless it asks for
 the CPU (`accelerator="cpu"`, read through constants), and an `accelerator=` the file
@@ -57,6 +67,7 @@ from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, R
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
 from torchlint.semantic.frameworks import opaque
+from torchlint.semantic.networks import toy
 
 FULL = (32, "32", "32-true")
 NAME = "PRECISION"
@@ -90,6 +101,10 @@ class LightningFullPrecision(Rule):
         for trainer in frameworks.trainers:
             if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
                 continue
+            if _toy(module, trainer):
+                continue
+            if _refused_by_autocast(module, trainer):
+                continue
             if trainer.kwarg("plugins") is not MISSING:
                 continue
             precision = trainer.kwarg("precision")
@@ -119,4 +134,20 @@ def _fix(module: TorchModule, trainer: CallSite) -> Fix | None:
         Replace(trainer.node, set_kwarg(trainer.node, "precision", cst.Name(NAME))),
         imports=[Import("torch")],
         definitions=[definition],
+    )
+
+
+def _toy(module: TorchModule, trainer: CallSite) -> bool:
+    """The LightningModules the Trainer trains hold fewer than a million parameters."""
+    classes = module.frameworks.trained_modules(trainer)
+    return toy(module.networks.class_parameters(c) for c in classes)
+
+
+def _refused_by_autocast(module: TorchModule, trainer: CallSite) -> bool:
+    """Every `training_step` the Trainer runs computes a binary cross-entropy on
+    probabilities, which autocast refuses: mixed precision would raise."""
+    classes = module.frameworks.trained_modules(trainer)
+    steps = module.frameworks.training_steps_of(classes)
+    return bool(steps) and all(
+        module.autocast_refused(module.training.calls_in(s)) is not None for s in steps
     )

@@ -26,6 +26,9 @@ per-process outputs, logged metrics need `sync_dist=True`, and the script is sta
 once per GPU. Not offered in notebooks, where DDP needs `strategy="ddp_notebook"` and a
 notebook that has not touched CUDA yet.
 
+Impact: Always high: DataParallel is several times slower than DDP on the same GPUs, and
+Lightning 2.0 removed it: the script stops with a newer Lightning.
+
 Unknown device: not read; `strategy="dp"` is a multi-GPU strategy whatever the Trainer's
 accelerator.
 

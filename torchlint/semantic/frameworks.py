@@ -104,7 +104,11 @@ class Frameworks:
     def training_steps(self) -> list[cst.FunctionDef]:
         """The `training_step` of each LightningModule of the file: Lightning runs it once
         per optimizer step (per batch)."""
-        return self._methods(self.lightning_modules, "training_step")
+        return self.training_steps_of(self.lightning_modules)
+
+    def training_steps_of(self, classes: list[Scope]) -> list[cst.FunctionDef]:
+        """The `training_step` of each of these classes (or of their bases)."""
+        return self._methods(classes, "training_step")
 
     @cached_property
     def trainers(self) -> list[CallSite]:
@@ -119,6 +123,31 @@ class Frameworks:
             for c in self.facts.calls_by_method.get("fit", ())
             if c.receiver is not None and self._built(c.receiver, c.scope, self.trainers)
         ]
+
+    def trained_modules(self, trainer: CallSite) -> list[Scope]:
+        """The LightningModule classes of this file a Trainer's `fit` calls are given;
+        none when some model given is not one of them (a parameter, a class of another
+        file) or the Trainer is not fit here: what it trains is not known."""
+        found: dict[int, Scope] = {}
+        for fit in self.fits:
+            if fit.receiver is None or not self._built(fit.receiver, fit.scope, [trainer]):
+                continue
+            given = argument(fit.node, "model", FIT_PARAMS)
+            if given is MISSING:
+                return []
+            for value, scope in self.values.origins(given, fit.scope):
+                cls = self._constructed(value, scope)
+                if cls is None:
+                    return []
+                found[id(cls)] = cls
+        return list(found.values())
+
+    def _constructed(self, node: cst.BaseExpression, scope: Scope) -> Scope | None:
+        """The LightningModule class of this file `node` builds (`LitModel(...)`)."""
+        if not isinstance(node, cst.Call):
+            return None
+        cls = self.functions.class_scope(node.func, scope)
+        return cls if cls is not None and cls in self.lightning_modules else None
 
     @staticmethod
     def fitted(fit: CallSite) -> cst.BaseExpression:

@@ -35,6 +35,8 @@ LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
 LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+# Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
+AUTOCAST_REFUSED = ("torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy")
 SET_MATMUL_PRECISION = "torch.set_float32_matmul_precision"
 MATMUL_PRECISION_SETTINGS = (
     "torch.backends.cuda.matmul.allow_tf32",
@@ -188,6 +190,23 @@ class TorchModule:
                 ):
                     return True
         return False
+
+    def autocast_refused(self, calls: list[CallSite]) -> CallSite | None:
+        """The construction of a binary cross-entropy on probabilities (`nn.BCELoss()`,
+        `F.binary_cross_entropy`) that one of `calls` (or of the calls in a function of
+        this file one of them runs) computes: autocast refuses it with a RuntimeError on
+        CUDA, so the code cannot run under mixed precision as written."""
+        found = list(calls)
+        for call in calls:
+            target = self.functions.target(call)
+            if target is not None:
+                found += self.training.calls_in(target.function)
+        for call in found:
+            site = self.model_called(call)
+            made = site.construction if isinstance(site, ModelSite) else call
+            if made.qualname in AUTOCAST_REFUSED:
+                return made
+        return None
 
     @cached_property
     def sets_matmul_precision(self) -> bool:

@@ -1,11 +1,12 @@
 """What a network is like, where it can be read from the code: how many parameters it
-has (from the sizes its layers are built with), whether it is a well-known architecture,
-and whether it takes sequences first (recurrent and transformer layers without
-`batch_first=True`), which `DataParallel` would split along time instead of the batch."""
+has (from the sizes its layers are built with; `toy`: too few to keep a GPU busy),
+whether it is a well-known architecture, whether it takes sequences first (recurrent and
+transformer layers without `batch_first=True`), which `DataParallel` would split along
+time instead of the batch, and whether its `forward` loops over time steps in Python."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -17,6 +18,9 @@ from torchlint.semantic.syntax import MISSING, argument, bool_value, children, k
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 6
+# Parameters below which a network is a toy: its kernels are too small to keep a GPU
+# busy, so launch overhead, not arithmetic, bounds a step.
+TOY = 1_000_000
 Count = Callable[[list[int | None], cst.Call], int | None]
 
 RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -306,6 +310,8 @@ class Networks:
                     continue
                 if not isinstance(b.value, (cst.Call, cst.Name, cst.Attribute)):
                     continue  # sizes, flags, lists of constants
+                if not isinstance(b.value, cst.Call) and self._plain(b.value, b.ctx.scope):
+                    continue  # `self.lr = lr`: a number or a string the file shows
                 if isinstance(b.value, cst.Call) and self._not_a_module(b.value, b.ctx.scope):
                     continue
                 count = self._count(b.value, b.ctx.scope, depth + 1)
@@ -314,6 +320,13 @@ class Networks:
                 total += count
         self._classes[key] = total
         return total
+
+    def _plain(self, node: cst.BaseExpression, scope: Scope) -> bool:
+        """A name or attribute that holds a constant (a number, a string, a flag), not a
+        module."""
+        found = self.values.constant(node, scope)
+        plain = found is not None and isinstance(found.value, (int, float, str))
+        return plain and self.models.of(node, scope) is None
 
     def _not_a_module(self, call: cst.Call, scope: Scope) -> bool:
         """A call that builds something else than a module (a tensor, a number)."""
@@ -355,6 +368,55 @@ class Networks:
             for b in symbol.bindings
             if b.value is not None
         )
+
+    def steps_over_input(self, site: Model) -> bool:
+        """The network's class (of this file) runs a Python loop in `forward` over a
+        length read from its inputs (`for t in range(1, trg.shape[0])`, `range(max_len)`
+        with `max_len` a parameter): a decoder stepping through time, one small kernel
+        launch per step, which `torch.compile` unrolls for each new length."""
+        if not isinstance(site, ModelSite):
+            return False
+        construction = site.construction
+        cls = self.functions.class_scope(construction.node.func, construction.scope)
+        symbol = cls.member("forward") if cls is not None else None
+        forward = symbol.only(Kind.DEF) if symbol is not None else None
+        if forward is None or not isinstance(forward.node, cst.FunctionDef):
+            return False
+        scope = self.functions.scope_of(forward.node)
+        for loop in self.functions.facts.loops:
+            it = loop.node.iter if isinstance(loop.node, cst.For) else None
+            if loop.ctx.function is not forward.node or not isinstance(it, cst.Call):
+                continue
+            if scope.resolve(it.func) == "range" and any(
+                _reads_input(a.value, scope, 0) for a in it.args
+            ):
+                return True
+        return False
+
+
+def _reads_input(node: cst.CSTNode, scope: Scope, depth: int) -> bool:
+    """`node` reads a parameter of the function `scope` is (not its instance), directly
+    or through names the function binds from one (`trg_len = trg.shape[0]`)."""
+    if isinstance(node, cst.Attribute):
+        return _reads_input(node.value, scope, depth)
+    if not isinstance(node, cst.Name):
+        return any(_reads_input(c, scope, depth) for c in children(node))
+    symbol = scope.symbols.get(node.value)
+    if symbol is None or node.value == scope.self_name or depth > MAX_DEPTH:
+        return False
+    for b in symbol.bindings:
+        if b.kind is Kind.PARAM:
+            return True
+        value = b.value if b.value is not None else b.source
+        if b.kind is Kind.ASSIGN and value is not None and _reads_input(value, scope, depth + 1):
+            return True
+    return False
+
+
+def toy(counts: Iterable[int | None]) -> bool:
+    """Networks of known size that together hold fewer than `TOY` parameters."""
+    found = list(counts)
+    return bool(found) and None not in found and sum(c for c in found if c is not None) < TOY
 
 
 def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
