@@ -56,11 +56,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
 from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 SMALL_NETWORK = 10_000_000  # parameters
+PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
+LOW_REASON = "a pretrained model fine-tuned with a small batch: the batch is its memory budget"
 ORIGINS = {
     "argparse": "the command-line default",
     "config": "the config value",
@@ -78,6 +80,8 @@ class SmallBatchSize(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         minimum = int(self.option(module, "min-batch-size"))
+        if not (module.uses_gpu or module.presumed_accelerator):
+            return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("batch_sampler") is not MISSING:
                 continue
@@ -94,6 +98,10 @@ class SmallBatchSize(Rule):
                 continue
             if found.origin in ORIGINS and not _small_networks(module, loader):
                 continue  # a default a user can change, sized for networks we cannot see
+            trained = _trained(module, loader)
+            if any(module.memory_bound(site) for site in trained):
+                continue  # a billion parameters or quantized: memory sets the batch
+            low = any(_pretrained(module, site) for site in trained)
             where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
@@ -102,26 +110,45 @@ class SmallBatchSize(Rule):
                 f"{where}={size}` feeds a training loop: batches this small leave the GPU "
                 f"waiting on per-step overhead; raise it to at least {minimum} and rescale "
                 "the learning rate with it (or find the largest batch that fits with "
-                "`torchlint verify --tune-batch-size`)",
+                "`torchlint verify --tune-batch-size`)"
+                + (f" (low impact: {LOW_REASON})" if low else ""),
                 fix=fix(
                     f"Raise the batch size from {size} to {minimum}",
                     Applicability.UNSAFE,
                     Replace(found.node, cst.Integer(str(minimum))),
                 ),
+                impact=Impact.LOW if low else Impact.HIGH,
             )
 
 
-def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """The networks the loader trains are all small enough (their size read from their
-    layers) that per-step overhead, not arithmetic, bounds each step."""
-    sizes = [
-        module.networks.parameters(site)
+def _trained(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
+    """The networks the training loops over the loader call."""
+    return [
+        site
         for loop in loader.loops
         if loop.is_training
         for c in module.network_calls(loop)
         if (site := module.model_called(c)) is not None
     ]
+
+
+def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """The networks the loader trains are all small enough (their size read from their
+    layers) that per-step overhead, not arithmetic, bounds each step."""
+    sizes = [module.networks.parameters(site) for site in _trained(module, loader)]
     return bool(sizes) and all(s is not None and s < SMALL_NETWORK for s in sizes)
+
+
+def _pretrained(module: TorchModule, site: Model) -> bool:
+    """A Hugging Face pretrained model (`from_pretrained`) of 100M parameters or more, or
+    of a size nothing says: fine-tuned, its batch is what fits beside its weights."""
+    if not isinstance(site, ModelSite):
+        return False
+    qualname = site.construction.qualname or ""
+    if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
+        return False
+    size = module.networks.estimated_parameters(site)
+    return size is None or size >= PRETRAINED_LOW
 
 
 def _code(node: cst.BaseExpression) -> str:
