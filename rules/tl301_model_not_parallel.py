@@ -114,6 +114,8 @@ class ModelNotParallel(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or parallel_aware(module):
             return
+        if module.notebook or not module.multi_gpu:
+            return  # a notebook, or a script nothing says runs on several GPUs
         found: list[tuple[ModelSite, CallSite, str]] = []
         for site in module.models:
             if not site.is_network or site.wrappers or not module.trained(site):
