@@ -81,9 +81,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.loops import is_periodic, runs_once
 from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
@@ -96,6 +96,10 @@ METADATA_METHODS = {
     "stride", "data_ptr", "type",
 }  # fmt: skip
 ADVICE = "accumulate on the device with `.detach()` and sync every N steps (`if step % N == 0:`)"
+SYNCHRONIZE = "`torch.cuda.synchronize()`"
+REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
+HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
+FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
 
 
 class HostSyncInTrainingLoop(Rule):
@@ -111,6 +115,7 @@ class HostSyncInTrainingLoop(Rule):
         for loop in module.step_loops:
             tensors = _tensor_names(module, loop)
             tested: set[str] | None = None
+            low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
                 if id(call.ctx.statement) in seen:
                     continue
@@ -119,13 +124,20 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if tested is None:
                     tested = _names_tested(loop)
-                if _decides(call, tested):
+                if _decides(call, tested) or _rare(module, call, loop):
                     continue
                 seen.add(id(call.ctx.statement))
+                if low is False:
+                    low = _low(module, loop)
+                why = low if isinstance(low, str) and what != SYNCHRONIZE else None
+                if why == HEAVY and not _progress(call):
+                    why = None  # accumulating a value every step: the TP case
                 yield self.diagnostic(
                     call.node,
                     f"{what} in the training loop blocks until the GPU has finished every "
-                    f"queued kernel, on every step, so the GPU idles; {ADVICE}",
+                    f"queued kernel, on every step, so the GPU idles; {ADVICE}"
+                    + (f" (low impact: {why})" if why else ""),
+                    impact=Impact.LOW if why else Impact.HIGH,
                 )
         logged = _logged_items(module)
         steps = module.frameworks.training_steps
@@ -137,6 +149,8 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
+                if _rare(module, call, None):
+                    continue
                 seen.add(id(call.ctx.statement))
                 log = logged.get(id(call.node))
                 if log is not None:
@@ -156,11 +170,45 @@ class HostSyncInTrainingLoop(Rule):
                 )
 
 
+def _rare(module: TorchModule, call: CallSite, loop: Loop | None) -> bool:
+    """The call does not run every step: in a branch that ends the run or leaves the loop
+    (`if not torch.isfinite(loss): print(loss.item()); sys.exit(1)`), or under a flag that
+    is off by default: any for `torch.cuda.synchronize()` (`if args.synchronize_step:`),
+    one for timing, profiling or debugging for a value read (`if args.profile:`; not
+    `if args.with_tracking:`, a mode users run with)."""
+    if runs_once(call, loop.node if loop is not None else None):
+        return True
+    return module.opt_in(call.ctx, call.node, named=call.qualname != "torch.cuda.synchronize")
+
+
+def _progress(call: CallSite) -> bool:
+    """The value read goes into a progress message: a formatted string, or an argument
+    of `print(...)`, `accelerator.print(...)`, `logger.info(...)`, `tracker.log(...)`."""
+    statement = call.ctx.statement
+    if statement is None:
+        return False
+    for node in _walk(statement):
+        if isinstance(node, cst.FormattedString) and contains(node, call.node):
+            return True
+        if isinstance(node, cst.Call) and any(contains(a.value, call.node) for a in node.args):
+            name = dotted_name(node.func) or ""
+            if name.rsplit(".", 1)[-1] in REPORTERS:
+                return True
+    return False
+
+
+def _low(module: TorchModule, loop: Loop) -> str | None:
+    """Why a per-step sync of the loop gains little to remove, if it does."""
+    if module.heavy_step(loop):
+        return HEAVY
+    return FULL_BATCH if module.full_batch(loop) else None
+
+
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
     """What makes this call a host sync, or None."""
     node = call.node
     if call.qualname == "torch.cuda.synchronize":
-        return "`torch.cuda.synchronize()`"
+        return SYNCHRONIZE
     method = call.method
     if method in SYNC_METHODS and call.receiver is not None:
         if method == "numpy" and not _forced(call):
