@@ -11,7 +11,12 @@ loader trains is small enough to read (under 10M parameters counted from its lay
 elsewhere a small default is usually a memory budget (high-resolution GANs, style
 transfer) the paper chose. A batch size of 1 is a choice
 left alone: per-sample training, variable-size inputs, and the image-to-image GAN papers
-(pix2pix, CycleGAN) train with batch 1 and instance normalisation on purpose.
+(pix2pix, CycleGAN) train with batch 1 and instance normalisation on purpose. Also left
+alone: files that never use a GPU (no GPU device, `.cuda()` or `torch.cuda` call: on the
+CPU a bigger batch buys no GPU utilisation), and networks whose memory sets the batch:
+a billion parameters or more (counted from their layers, or as a pretrained model id
+says: "Llama-2-7b", "opt-1.3b", a family released only that large such as "llama" or
+"mistral") or loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`).
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on
@@ -41,9 +46,16 @@ the largest batch that fits on your GPU.
 
 Options: `min-batch-size` (int, default 32).
 
-Unknown device: not read; a small batch feeding a training loop is reported whatever the
-device, the CPU included, where each step also pays the Python and optimizer overhead
-for a few samples.
+Impact: low where the loader trains a Hugging Face pretrained transformer
+(`from_pretrained`) of 100M parameters or more, or of a size nothing in the file says
+(BERT-base, GPT-2): fine-tuning examples choose the batch that fits beside the weights
+and activations on a common GPU, so raising it often runs out of memory and the gain,
+where it fits, is modest. High otherwise.
+
+Unknown device: the file must use a GPU where there is one (a device that is a GPU on
+some branch, `.cuda()`, `torch.cuda` calls, a managed framework) or train on a device its
+function receives (`def train(model, loader, device)`); a device that cannot be named
+elsewhere (`args.device` without a GPU default) is not enough: silent.
 
 Sources: PyTorch Performance Tuning Guide; Lightning `BatchSizeFinder`; Goyal et
 al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017).

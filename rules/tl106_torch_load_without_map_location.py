@@ -9,8 +9,10 @@ moves to the GPU only on a branch), or it runs as several processes
 (`torch.distributed`, `DistributedDataParallel`). Left alone: loads of other things
 (datasets, arrays, vocabularies: they were saved from the CPU), checkpoints the same
 file saves (same path or path template: a resume on the setup that wrote them), and
-files that write their checkpoints from the CPU (`model.cpu()` before `torch.save`,
-FSDP's `offload_to_cpu=True`).
+files that write what they save from the CPU: `torch.save` of `t.cpu()`,
+`{k: v.cpu() for ...}`, `model.cpu().state_dict()` or a name bound to one of these, a
+model or tensor moved by `.cpu()`/`.to("cpu")` earlier in the same function, FSDP's
+`offload_to_cpu=True`.
 
 Why: without `map_location`, every tensor is restored to the device recorded when it
 was saved, usually `cuda:0`. A GPU-saved checkpoint then cannot be opened on a
@@ -32,6 +34,9 @@ or through a subscript), add `map_location="cpu"`. Safe because
 in place, on their own device, and `Optimizer.load_state_dict` casts its state to the
 device of the parameters; the values are the same. Elsewhere the right location
 depends on how the result is used, so the rule only reports.
+
+Impact: always high where reported: the load fails on the script's own CPU path, or
+fills GPU 0 in every process of a multi-GPU job.
 
 Unknown device: the rule asks how the script runs, not where the model is: it reports
 only where the script may run without a GPU (it asks `torch.cuda.is_available()`, or

@@ -12,9 +12,15 @@ LightningModule (Lightning runs it once per optimizer step, around its own backw
 step) and the functions of the file it calls, every step: `self.log("loss",
 loss.item())` is the common case. Not reported: calls under a periodic condition (`if step %
 100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
-is fine), and a value the loop needs on the host to decide what to do (`if not
+is fine), a value the loop needs on the host to decide what to do (`if not
 math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
-loop: a NaN guard, early stopping). One finding per statement (a progress `print` of
+loop: a NaN guard, early stopping), a call in a branch that ends the run or leaves the
+loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss): print(loss.item());
+sys.exit(1)` runs at most once), and a call under a flag that is off by default (an
+argparse option, config entry or constant set to False/None): any for
+`torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in timing), one whose name
+says timing, profiling or debugging for a value read (`if args.profile:`; not `if
+args.with_tracking:`, a mode users run with). One finding per statement (a progress `print` of
 several values is one sync). Only files that use a GPU are checked (on the CPU there is
 nothing to wait for); a device from `torch.accelerator` counts.
 
@@ -59,6 +65,15 @@ in float32 (or float64), so the logged numbers are the same; it reads the values
 when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
 (`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
 where to accumulate and how often to log is the author's choice.
+
+Impact: low for a value read in a progress report (a formatted string, or an argument of
+`print`, `logger.info`, `tracker.log`...) of a step that runs a large network: 100M
+parameters or more (counted, or as its pretrained model id says) or a Hugging Face
+pretrained transformer, called in the loop or handed to a function it calls; beside such
+a step one sync costs little. Low too for any value read in a full-batch teaching loop
+(`for epoch in range(n):`, no loader, the network called on whole tensors bound before
+the loop): each step is an epoch, so it syncs once per epoch. `torch.cuda.synchronize()`
+and values accumulated every step (`total += loss.item()`) stay high.
 
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives as a parameter that no visible call passes
