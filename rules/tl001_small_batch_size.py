@@ -11,7 +11,12 @@ loader trains is small enough to read (under 10M parameters counted from its lay
 elsewhere a small default is usually a memory budget (high-resolution GANs, style
 transfer) the paper chose. A batch size of 1 is a choice
 left alone: per-sample training, variable-size inputs, and the image-to-image GAN papers
-(pix2pix, CycleGAN) train with batch 1 and instance normalisation on purpose.
+(pix2pix, CycleGAN) train with batch 1 and instance normalisation on purpose. Also left
+alone: files that never use a GPU (no GPU device, `.cuda()` or `torch.cuda` call: on the
+CPU a bigger batch buys no GPU utilisation), and networks whose memory sets the batch:
+a billion parameters or more (counted from their layers, or as a pretrained model id
+says: "Llama-2-7b", "opt-1.3b", a family released only that large such as "llama" or
+"mistral") or loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`).
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on
@@ -41,9 +46,16 @@ the largest batch that fits on your GPU.
 
 Options: `min-batch-size` (int, default 32).
 
-Unknown device: not read; a small batch feeding a training loop is reported whatever the
-device, the CPU included, where each step also pays the Python and optimizer overhead
-for a few samples.
+Impact: low where the loader trains a Hugging Face pretrained transformer
+(`from_pretrained`) of 100M parameters or more, or of a size nothing in the file says
+(BERT-base, GPT-2): fine-tuning examples choose the batch that fits beside the weights
+and activations on a common GPU, so raising it often runs out of memory and the gain,
+where it fits, is modest. High otherwise.
+
+Unknown device: the file must use a GPU where there is one (a device that is a GPU on
+some branch, `.cuda()`, `torch.cuda` calls, a managed framework) or train on a device its
+function receives (`def train(model, loader, device)`); a device that cannot be named
+elsewhere (`args.device` without a GPU default) is not enough: silent.
 
 Sources: PyTorch Performance Tuning Guide; Lightning `BatchSizeFinder`; Goyal et
 al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017).
@@ -56,11 +68,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
 from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 SMALL_NETWORK = 10_000_000  # parameters
+PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
+LOW_REASON = "a pretrained model fine-tuned with a small batch: the batch is its memory budget"
 ORIGINS = {
     "argparse": "the command-line default",
     "config": "the config value",
@@ -79,6 +93,8 @@ class SmallBatchSize(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         minimum = int(self.option(module, "min-batch-size"))
+        if not (module.uses_gpu or module.presumed_accelerator):
+            return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("batch_sampler") is not MISSING:
                 continue
@@ -95,6 +111,10 @@ class SmallBatchSize(Rule):
                 continue
             if found.origin in ORIGINS and not _small_networks(module, loader):
                 continue  # a default a user can change, sized for networks we cannot see
+            trained = _trained(module, loader)
+            if any(module.memory_bound(site) for site in trained):
+                continue  # a billion parameters or quantized: memory sets the batch
+            low = any(_pretrained(module, site) for site in trained)
             where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
@@ -103,26 +123,45 @@ class SmallBatchSize(Rule):
                 f"{where}={size}` feeds a training loop: batches this small leave the GPU "
                 f"waiting on per-step overhead; raise it to at least {minimum} and rescale "
                 "the learning rate with it (or find the largest batch that fits with "
-                "`torchlint verify --tune-batch-size`)",
+                "`torchlint verify --tune-batch-size`)"
+                + (f" (low impact: {LOW_REASON})" if low else ""),
                 fix=fix(
                     f"Raise the batch size from {size} to {minimum}",
                     Applicability.UNSAFE,
                     Replace(found.node, cst.Integer(str(minimum))),
                 ),
+                impact=Impact.LOW if low else Impact.HIGH,
             )
 
 
-def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """The networks the loader trains are all small enough (their size read from their
-    layers) that per-step overhead, not arithmetic, bounds each step."""
-    sizes = [
-        module.networks.parameters(site)
+def _trained(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
+    """The networks the training loops over the loader call."""
+    return [
+        site
         for loop in loader.loops
         if loop.is_training
         for c in module.network_calls(loop)
         if (site := module.model_called(c)) is not None
     ]
+
+
+def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """The networks the loader trains are all small enough (their size read from their
+    layers) that per-step overhead, not arithmetic, bounds each step."""
+    sizes = [module.networks.parameters(site) for site in _trained(module, loader)]
     return bool(sizes) and all(s is not None and s < SMALL_NETWORK for s in sizes)
+
+
+def _pretrained(module: TorchModule, site: Model) -> bool:
+    """A Hugging Face pretrained model (`from_pretrained`) of 100M parameters or more, or
+    of a size nothing says: fine-tuned, its batch is what fits beside its weights."""
+    if not isinstance(site, ModelSite):
+        return False
+    qualname = site.construction.qualname or ""
+    if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
+        return False
+    size = module.networks.estimated_parameters(site)
+    return size is None or size >= PRETRAINED_LOW
 
 
 def _code(node: cst.BaseExpression) -> str:

@@ -9,8 +9,10 @@ moves to the GPU only on a branch), or it runs as several processes
 (`torch.distributed`, `DistributedDataParallel`). Left alone: loads of other things
 (datasets, arrays, vocabularies: they were saved from the CPU), checkpoints the same
 file saves (same path or path template: a resume on the setup that wrote them), and
-files that write their checkpoints from the CPU (`model.cpu()` before `torch.save`,
-FSDP's `offload_to_cpu=True`).
+files that write what they save from the CPU: `torch.save` of `t.cpu()`,
+`{k: v.cpu() for ...}`, `model.cpu().state_dict()` or a name bound to one of these, a
+model or tensor moved by `.cpu()`/`.to("cpu")` earlier in the same function, FSDP's
+`offload_to_cpu=True`.
 
 Why: without `map_location`, every tensor is restored to the device recorded when it
 was saved, usually `cuda:0`. A GPU-saved checkpoint then cannot be opened on a
@@ -32,6 +34,9 @@ or through a subscript), add `map_location="cpu"`. Safe because
 in place, on their own device, and `Optimizer.load_state_dict` casts its state to the
 device of the parameters; the values are the same. Elsewhere the right location
 depends on how the result is used, so the rule only reports.
+
+Impact: always high where reported: the load fails on the script's own CPU path, or
+fills GPU 0 in every process of a multi-GPU job.
 
 Unknown device: the rule asks how the script runs, not where the model is: it reports
 only where the script may run without a GPU (it asks `torch.cuda.is_available()`, or
@@ -68,32 +73,6 @@ def _state_argument(call: CallSite) -> cst.BaseExpression:
     return state
 
 
-def _saves_cpu_state(module: TorchModule) -> bool:
-    """The script writes its checkpoints from the CPU: FSDP's `offload_to_cpu=True`, or a
-    `torch.save(model.state_dict(), ...)` after `model.cpu()` in the same function."""
-    if any(c.kwarg("offload_to_cpu") is not MISSING for c in module.calls):
-        return True
-    for save in module.calls_to("torch.save", "torch.serialization.save"):
-        state = save.arg("obj", index=0)
-        if not (isinstance(state, cst.Call) and isinstance(state.func, cst.Attribute)):
-            continue
-        saved = save.scope.lookup_expr(state.func.value)  # `model` of `model.state_dict()`
-        if saved is not None and any(
-            _holder(c) is saved and c.ctx.function is save.ctx.function and c.order < save.order
-            for c in module.method_calls("cpu")
-        ):
-            return True
-    return False
-
-
-def _holder(call: CallSite):
-    """The symbol a method call works on, through chained calls (`model.eval().cpu()`)."""
-    node = call.receiver
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        node = node.func.value
-    return call.scope.lookup_expr(node) if node is not None else None
-
-
 def _template(module: TorchModule, path: cst.BaseExpression) -> str:
     """What identifies a checkpoint path: its leading string (a `%`/`.format`/f-string
     template), else its code."""
@@ -121,7 +100,7 @@ class TorchLoadWithoutMapLocation(Rule):
         distributed = any(q.startswith(DISTRIBUTED) for q in module.qualnames_called)
         if not distributed and not module.runs_without_gpu:
             return
-        if _saves_cpu_state(module):
+        if module.saves_cpu_state:
             return  # the checkpoints this script writes, and reads back, hold CPU tensors
         direct = {id(_state_argument(c)) for c in module.method_calls("load_state_dict")}
         states = {  # names whose value is loaded into a module

@@ -17,7 +17,12 @@ file, naming every such network. Worth spreading means all of:
 - a batch of at least 16 where the loader's batch size is a constant (split across
   GPUs, smaller batches leave each one too little work).
 Files whose devices are managed by PyTorch Lightning, Accelerate, DeepSpeed or the
-transformers Trainer are not checked.
+transformers Trainer are not checked, nor notebooks (one process runs them: no torchrun,
+and `DataParallel` is what PyTorch discourages), nor files where nothing says the script
+runs on several GPUs: it must count them (`torch.cuda.device_count()`) or name their
+number, list or a launcher's rank in an option, variable, key or string (`--ngpu`,
+`n_gpu`, `gpu_ids`, `world_size`, "LOCAL_RANK"); a single-GPU script (`--gpu 0`) has no
+other GPU to use.
 
 Why: on a machine with several GPUs, plain PyTorch uses only the one the model is
 on; the others idle. `torch.nn.DataParallel` is the one-line way to use them all
@@ -50,6 +55,9 @@ wrapper: `state_dict()` keys gain a `module.` prefix (checkpoints no longer load
 an unwrapped model and vice versa), custom attributes and methods must be reached
 through `model.module`, and BatchNorm statistics are computed per replica on a slice
 of the batch.
+
+Impact: always high where reported: the script says it runs on several GPUs and trains
+a large network on one of them, leaving the others idle.
 
 Unknown device: silent, as only a network moved to a GPU (CUDA or an accelerator, on
 some branch) is checked; a device that cannot be named may be the CPU, where there are
@@ -115,6 +123,8 @@ class ModelNotParallel(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or parallel_aware(module):
             return
+        if module.notebook or not module.multi_gpu:
+            return  # a notebook, or a script nothing says runs on several GPUs
         found: list[tuple[ModelSite, CallSite, str]] = []
         for site in module.models:
             if not site.is_network or site.wrappers or not module.trained(site):

@@ -12,9 +12,15 @@ LightningModule (Lightning runs it once per optimizer step, around its own backw
 step) and the functions of the file it calls, every step: `self.log("loss",
 loss.item())` is the common case. Not reported: calls under a periodic condition (`if step %
 100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
-is fine), and a value the loop needs on the host to decide what to do (`if not
+is fine), a value the loop needs on the host to decide what to do (`if not
 math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
-loop: a NaN guard, early stopping). One finding per statement (a progress `print` of
+loop: a NaN guard, early stopping), a call in a branch that ends the run or leaves the
+loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss): print(loss.item());
+sys.exit(1)` runs at most once), and a call under a flag that is off by default (an
+argparse option, config entry or constant set to False/None): any for
+`torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in timing), one whose name
+says timing, profiling or debugging for a value read (`if args.profile:`; not `if
+args.with_tracking:`, a mode users run with). One finding per statement (a progress `print` of
 several values is one sync). Only files that use a GPU are checked (on the CPU there is
 nothing to wait for); a device from `torch.accelerator` counts.
 
@@ -60,6 +66,15 @@ when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
 (`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
 where to accumulate and how often to log is the author's choice.
 
+Impact: low for a value read in a progress report (a formatted string, or an argument of
+`print`, `logger.info`, `tracker.log`...) of a step that runs a large network: 100M
+parameters or more (counted, or as its pretrained model id says) or a Hugging Face
+pretrained transformer, called in the loop or handed to a function it calls; beside such
+a step one sync costs little. Low too for any value read in a full-batch teaching loop
+(`for epoch in range(n):`, no loader, the network called on whole tensors bound before
+the loop): each step is an epoch, so it syncs once per epoch. `torch.cuda.synchronize()`
+and values accumulated every step (`total += loss.item()`) stay high.
+
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives as a parameter that no visible call passes
 (`def train(model, loader, optimizer, device)` in a library: training code for an
@@ -81,9 +96,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.loops import is_periodic, runs_once
 from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
@@ -96,6 +111,10 @@ METADATA_METHODS = {
     "stride", "data_ptr", "type",
 }  # fmt: skip
 ADVICE = "accumulate on the device with `.detach()` and sync every N steps (`if step % N == 0:`)"
+SYNCHRONIZE = "`torch.cuda.synchronize()`"
+REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
+HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
+FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
 
 
 class HostSyncInTrainingLoop(Rule):
@@ -111,6 +130,7 @@ class HostSyncInTrainingLoop(Rule):
         for loop in module.step_loops:
             tensors = _tensor_names(module, loop)
             tested: set[str] | None = None
+            low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
                 if id(call.ctx.statement) in seen:
                     continue
@@ -119,13 +139,20 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if tested is None:
                     tested = _names_tested(loop)
-                if _decides(call, tested):
+                if _decides(call, tested) or _rare(module, call, loop):
                     continue
                 seen.add(id(call.ctx.statement))
+                if low is False:
+                    low = _low(module, loop)
+                why = low if isinstance(low, str) and what != SYNCHRONIZE else None
+                if why == HEAVY and not _progress(call):
+                    why = None  # accumulating a value every step: the TP case
                 yield self.diagnostic(
                     call.node,
                     f"{what} in the training loop blocks until the GPU has finished every "
-                    f"queued kernel, on every step, so the GPU idles; {ADVICE}",
+                    f"queued kernel, on every step, so the GPU idles; {ADVICE}"
+                    + (f" (low impact: {why})" if why else ""),
+                    impact=Impact.LOW if why else Impact.HIGH,
                 )
         logged = _logged_items(module)
         steps = module.frameworks.training_steps
@@ -137,6 +164,8 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
+                if _rare(module, call, None):
+                    continue
                 seen.add(id(call.ctx.statement))
                 log = logged.get(id(call.node))
                 if log is not None:
@@ -156,11 +185,45 @@ class HostSyncInTrainingLoop(Rule):
                 )
 
 
+def _rare(module: TorchModule, call: CallSite, loop: Loop | None) -> bool:
+    """The call does not run every step: in a branch that ends the run or leaves the loop
+    (`if not torch.isfinite(loss): print(loss.item()); sys.exit(1)`), or under a flag that
+    is off by default: any for `torch.cuda.synchronize()` (`if args.synchronize_step:`),
+    one for timing, profiling or debugging for a value read (`if args.profile:`; not
+    `if args.with_tracking:`, a mode users run with)."""
+    if runs_once(call, loop.node if loop is not None else None):
+        return True
+    return module.opt_in(call.ctx, call.node, named=call.qualname != "torch.cuda.synchronize")
+
+
+def _progress(call: CallSite) -> bool:
+    """The value read goes into a progress message: a formatted string, or an argument
+    of `print(...)`, `accelerator.print(...)`, `logger.info(...)`, `tracker.log(...)`."""
+    statement = call.ctx.statement
+    if statement is None:
+        return False
+    for node in _walk(statement):
+        if isinstance(node, cst.FormattedString) and contains(node, call.node):
+            return True
+        if isinstance(node, cst.Call) and any(contains(a.value, call.node) for a in node.args):
+            name = dotted_name(node.func) or ""
+            if name.rsplit(".", 1)[-1] in REPORTERS:
+                return True
+    return False
+
+
+def _low(module: TorchModule, loop: Loop) -> str | None:
+    """Why a per-step sync of the loop gains little to remove, if it does."""
+    if module.heavy_step(loop):
+        return HEAVY
+    return FULL_BATCH if module.full_batch(loop) else None
+
+
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
     """What makes this call a host sync, or None."""
     node = call.node
     if call.qualname == "torch.cuda.synchronize":
-        return "`torch.cuda.synchronize()`"
+        return SYNCHRONIZE
     method = call.method
     if method in SYNC_METHODS and call.receiver is not None:
         if method == "numpy" and not _forced(call):

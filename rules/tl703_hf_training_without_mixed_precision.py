@@ -6,7 +6,10 @@ as a literal or a constant the file shows. Left alone: a value the file cannot r
 option the user sets (`fp16=torch.cuda.is_available()`, `bf16=args.bf16`), a DeepSpeed
 config (`deepspeed=`: precision is set there) or `half_precision_backend=`, files that
 load or run the model below float32 (`from_pretrained(..., torch_dtype=torch.bfloat16)`,
-`dtype="auto"`, 4/8-bit quantization, autocast, `.half()`) or choose the float32 matmul
+`dtype="auto"`, the dtype read through a constant, an option's default or
+`getattr(torch, ...)`, 4/8-bit quantization or `quantization_config=`, autocast, `.half()`,
+`.bfloat16()`: the semantic layer's precision as loaded; "trains in float32" would be
+wrong there, and bf16 autocast over float16 weights is not the fix) or choose the float32 matmul
 precision themselves (`torch.set_float32_matmul_precision(...)`,
 `torch.backends.cuda.matmul.allow_tf32 = ...`: what `tf32=` sets), arguments built from
 `*args`/`**kwargs`, and TRL's configs (`SFTConfig` turns bf16 on by itself in recent
@@ -33,6 +36,10 @@ scaling) or a machine without CUDA, where `bf16=True` would raise. Not Transform
 `is_torch_bf16_gpu_available()`: with recent PyTorch it also says yes on a T4 or V100,
 where bfloat16 has no tensor cores and is only emulated. Unsafe because numerics change
 (results differ in the last bits; a few models need float32 layers).
+
+Impact: always high: each finding is a model trained in float32 on a GPU, where mixed
+precision is the largest single speed-up the Transformers guide lists; the cases where
+the claim would not hold (a model loaded in half precision or quantized) are left alone.
 
 Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
 ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through

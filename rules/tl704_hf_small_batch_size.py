@@ -6,7 +6,11 @@ set below the `min-batch-size` option (default 32; a literal, or a constant the 
 shows), without gradient accumulation (that case is TL705). Off by default: whether a
 bigger batch fits in the GPU's memory depends on the model, the sequence length and the
 GPU, none of which the file shows (8 is right for a 7B-parameter model on one GPU, small
-for BERT-base); enable it with `--extend-select TL704`.
+for BERT-base); enable it with `--extend-select TL704`. Left alone: a trainer given these
+arguments trains a model of a billion parameters or more (as its pretrained model id
+says, "Llama-3.1-8B", a "llama"/"mistral" family, or counted from its layers; TRL's
+`model="..."` id included) or a quantized one (4/8-bit): there the small batch is the
+memory budget.
 
 Why: each optimizer step has a fixed cost (kernel launches, the optimizer update, the
 Trainer's bookkeeping); with a few samples per step that cost dominates and the GPU's
@@ -28,6 +32,10 @@ memory, so the script still runs where the bigger batch does not fit. Unsafe bec
 batch size changes the optimization (rescale the learning rate with it) and the number of
 steps per epoch. Not offered with DeepSpeed (`deepspeed=`), which
 `auto_find_batch_size` does not support.
+
+Impact: always high where reported: the cases whose batch is a memory budget (models of
+a billion parameters or more, quantized models) are left alone, and the rule is off by
+default for the rest.
 
 Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
 ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
@@ -69,6 +77,8 @@ class HfSmallBatchSize(Rule):
         for args in frameworks.readable_gpu_arguments:
             if frameworks.integer(args, "gradient_accumulation_steps", 1) != 1:
                 continue  # TL705
+            if module.trains_memory_bound(args):
+                continue  # a billion parameters or quantized: memory sets the batch
             found = frameworks.batch_size(args)
             if found is None:
                 continue

@@ -6,7 +6,10 @@ What: `transformers.TrainingArguments(...)` (or `Seq2SeqTrainingArguments`) on a
 below the `min-batch-size` option (default 32). Off by default: accumulation is usually
 there because the bigger batch does not fit in memory, and whether it does depends on
 the model, the sequence length and the GPU, none of which the file shows; enable it with
-`--extend-select TL705`.
+`--extend-select TL705`. Left alone: a trainer given these arguments trains a model of a
+billion parameters or more (as its pretrained model id says, or counted from its layers;
+TRL's `model="..."` id included) or a quantized one (4/8-bit), where the accumulated batch
+cannot fit at once.
 
 Why: with accumulation the GPU runs k small forward/backward passes per optimizer step;
 each pays the per-step overhead, and a small batch leaves the GPU's cores idle. Where the
@@ -22,6 +25,10 @@ Good:
 Fix: none: whether the bigger batch fits is known only at run time (try
 `per_device_train_batch_size=B*k, gradient_accumulation_steps=1`, or
 `auto_find_batch_size=True`, and watch the memory).
+
+Impact: always high where reported: the memory-bound cases (models of a billion
+parameters or more, quantized models) are left alone, and the rule is off by default for
+the rest.
 
 Unknown device: the Trainer picks the device, so the arguments are a GPU run unless they
 ask for the CPU (`use_cpu=True`, `no_cuda=True` before transformers 4.34, read through
@@ -58,6 +65,8 @@ class HfGradientAccumulationSmallBatch(Rule):
         frameworks = module.frameworks
         for args in frameworks.readable_gpu_arguments:
             given = frameworks.integer(args, "gradient_accumulation_steps", 1)
+            if module.trains_memory_bound(args):
+                continue  # a billion parameters or quantized: memory sets the batch
             found = frameworks.batch_size(args)
             steps = given.value if isinstance(given, Constant) else given
             size = found.value if isinstance(found, Constant) else found

@@ -102,7 +102,7 @@ ROWS = [
         """
         device = torch.accelerator.current_accelerator()
         model = Net()  # expect: TL606
-        model.to(device)  # expect: TL301
+        model.to(device)  # one GPU: nothing says several (TL301)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4)  # expect: TL202
         for x, y in loader:  # expect: TL501, TL503, TL601
@@ -175,7 +175,7 @@ ROWS = [
     Row(
         "losses moved to CUDA are not models",
         """
-        model = Net().cuda()  # expect: TL301, TL606
+        model = Net().cuda()  # expect: TL606 (one GPU: nothing says several, TL301)
         criterion = nn.CrossEntropyLoss().cuda()
         adversarial_loss = nn.BCELoss()
         adversarial_loss.cuda()
@@ -211,7 +211,7 @@ ROWS = [
     Row(
         "a scheduler steps once per epoch: not an optimizer",
         """
-        model = Net().cuda()  # expect: TL301, TL606
+        model = Net().cuda()  # expect: TL606 (one GPU: nothing says several, TL301)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
@@ -240,7 +240,7 @@ ROWS = [
                 self._optimizer.step()
 
 
-        model = Net().cuda()  # expect: TL301, TL606
+        model = Net().cuda()  # expect: TL606 (one GPU: nothing says several, TL301)
         optimizer = ScheduledOptim(torch.optim.Adam(model.parameters()), 4000)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203
         total = 0.0
@@ -261,7 +261,7 @@ ROWS = [
         class Trainer:
             def __init__(self, dataset):
                 self.device = torch.device("cuda")
-                self.model = Net().to(self.device)  # expect: TL301, TL606
+                self.model = Net().to(self.device)  # expect: TL606 (one GPU only: TL301 silent)
                 self.loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
                 self.optimizer = torch.optim.Adam(self.model.parameters())  # expect: TL605
 
@@ -283,7 +283,7 @@ ROWS = [
             return x
 
 
-        model = Net().cuda()  # expect: TL301, TL606
+        model = Net().cuda()  # expect: TL606 (one GPU: nothing says several, TL301)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
         for x, y in loader:  # expect: TL501, TL503, TL601
@@ -385,7 +385,7 @@ ROWS = [
         "mixed-precision CNN with determinism forced: the backend rules agree (TL601 yields)",
         """
         torch.backends.cudnn.deterministic = True  # expect: TL602
-        model = Net().cuda()  # expect: TL301, TL604, TL606
+        model = Net().cuda()  # expect: TL604, TL606 (one GPU: nothing says several, TL301)
         optimizer = torch.optim.AdamW(model.parameters())  # expect: TL605
         scaler = torch.amp.GradScaler("cuda")
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)  # expect: TL203

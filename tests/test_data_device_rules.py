@@ -152,7 +152,7 @@ SMALL_BATCH = """
 
     dataset = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
     loader = DataLoader(dataset, batch_size=16)
-    model = torch.nn.Linear(8, 1)
+    model = torch.nn.Linear(8, 1).cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for x, y in loader:
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -163,6 +163,8 @@ SMALL_BATCH = """
 
 def test_min_batch_size_option():
     assert lint("TL001", SMALL_BATCH) == [6]
+    # The same script on the CPU: a small batch costs no GPU time there.
+    assert lint("TL001", SMALL_BATCH.replace(".cuda()", "")) == []
     assert lint("TL001", SMALL_BATCH, **{"min-batch-size": 16}) == []
     linter = Linter(instantiate(["TL001"]), Settings(options={"min-batch-size": 64}))
     assert "batch_size=64" in linter.fix(textwrap.dedent(SMALL_BATCH), unsafe=True).text

@@ -14,6 +14,8 @@ from .conftest import ROOT, run_cli
 SECTIONS = ("Why", "Bad", "Good", "Fix", "Sources")
 # What the rule does where the device cannot be named (issue 23), just before the sources.
 UNKNOWN_DEVICE = re.compile(r"^Unknown device: (\S.*?)\n\nSources:", re.M | re.S)
+# What makes a finding low impact (issue 25), just before what it assumes of a device.
+IMPACT = re.compile(r"^Impact: (\S.*?)\n\nUnknown device:", re.M | re.S)
 
 
 @pytest.mark.parametrize("code", list(all_rules()))
@@ -34,6 +36,20 @@ def test_rule_doc_says_what_it_assumes_of_an_unknown_device(code):
     assert UNKNOWN_DEVICE.search(all_rules()[code].doc()), (
         f"{code} doc lacks an 'Unknown device:' section just before 'Sources:'"
     )
+
+
+@pytest.mark.parametrize("code", list(all_rules()))
+def test_rule_doc_says_what_makes_a_finding_low_impact(code):
+    found = IMPACT.search(all_rules()[code].doc())
+    assert found, f"{code} doc lacks an 'Impact:' section just before 'Unknown device:'"
+    reports_low = "Impact.LOW" in (ROOT / "rules").joinpath(_file(code)).read_text()
+    assert not reports_low or "low" in found.group(1).lower(), (
+        f"{code} reports low-impact findings: its Impact section must say when"
+    )
+
+
+def _file(code: str) -> str:
+    return next(p.name for p in (ROOT / "rules").glob(f"{code.lower()}_*.py"))
 
 
 def test_rule_command_prints_the_unknown_device_section():

@@ -135,6 +135,7 @@ def test_transformers_trainer_through_plain_import_is_managed():
         "import torch\n"
         "import transformers\n"
         'model = torch.nn.Linear(8192, 8192).to("cuda")\n'
+        "n_gpu = torch.cuda.device_count()\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for x in torch.utils.data.DataLoader(data, batch_size=64):\n"
         "    model(x.cuda()).sum().backward()\n"
@@ -143,3 +144,27 @@ def test_transformers_trainer_through_plain_import_is_managed():
     assert codes_found(source, "TL301") == [(3, "TL301")]
     managed = source + "trainer = transformers.Trainer(model=model)\n"
     assert codes_found(managed, "TL301") == []
+
+
+def test_model_not_parallel_needs_several_gpus():
+    """TL301 speaks only where the file says it runs on several GPUs (a device count, an
+    option naming their number, a launcher's rank), and never in a notebook, which one
+    process runs (no torchrun) and where `DataParallel` is discouraged."""
+    source = (
+        "import torch\n"
+        'model = torch.nn.Linear(8192, 8192).to("cuda")\n'
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in torch.utils.data.DataLoader(data, batch_size=64):\n"
+        "    model(x.cuda()).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    assert codes_found(source, "TL301") == []
+    for says in (
+        "print(torch.cuda.device_count())\n",
+        "parser.add_argument('--ngpu', type=int, default=2)\n",
+        "local_rank = int(os.environ['LOCAL_RANK'])\n",
+        "config = {'num_gpus': 4}\n",
+    ):
+        assert codes_found(source + says, "TL301") == [(2, "TL301")], says
+    several = source + "print(torch.cuda.device_count())\n"
+    assert linter("TL301").lint(several, "train.ipynb") == []

@@ -276,3 +276,46 @@ def is_periodic(site: CallSite) -> bool:
     """The call runs every N steps, not every step: it is in the body (not the `else`) of
     an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i % log_every:`)."""
     return any(has_modulo(if_.test) and contains(if_.body, site.node) for if_ in site.ctx.ifs)
+
+
+EXITS = ("sys.exit", "exit", "quit", "os._exit")
+
+
+def runs_once(site: CallSite, loop: cst.For | cst.While | None = None) -> bool:
+    """The call is in the body of an `if` whose branch ends the run (`raise`,
+    `sys.exit(...)`) or, inside `loop` and no loop nested in it, leaves that loop
+    (`break`): `if not torch.isfinite(loss): print(loss.item()); sys.exit(1)` runs at most
+    once."""
+    for if_ in site.ctx.ifs:
+        if not contains(if_.body, site.node) or (loop is not None and not contains(loop, if_)):
+            continue
+        if _ends(if_.body, site, breaks=loop is not None and _innermost(site, if_, loop)):
+            return True
+    return False
+
+
+def _innermost(site: CallSite, if_: cst.If, loop: cst.For | cst.While) -> bool:
+    """No loop between `loop` and the `if`: a `break` in the `if` leaves `loop`."""
+    return not any(
+        inner.node is not loop and contains(loop, inner.node) and contains(inner.node, if_)
+        for inner in site.ctx.loops
+    )
+
+
+def _ends(block: cst.BaseSuite, site: CallSite, breaks: bool) -> bool:
+    """A statement of the block (not nested) raises, exits or, with `breaks`, breaks."""
+    if not isinstance(block, cst.IndentedBlock):
+        return False
+    for statement in block.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Raise) or (breaks and isinstance(small, cst.Break)):
+                return True
+            if (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and site.scope.resolve(small.value.func) in EXITS
+            ):
+                return True
+    return False

@@ -19,9 +19,16 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders
 from torchlint.semantic.loops import Training, is_periodic
 from torchlint.semantic.models import Model, Models, ModelSite
-from torchlint.semantic.networks import Networks
-from torchlint.semantic.scopes import Binding, Kind, Scope, assigned_values, bindings
-from torchlint.semantic.syntax import MISSING, bool_value, children, contains, str_value
+from torchlint.semantic.networks import BILLION, Networks, size_in_name
+from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol, assigned_values, bindings
+from torchlint.semantic.syntax import (
+    MISSING,
+    argument,
+    bool_value,
+    children,
+    contains,
+    str_value,
+)
 from torchlint.semantic.values import Constant, Values
 from torchlint.walk import descendants
 
@@ -43,6 +50,14 @@ MATMUL_PRECISION_SETTINGS = (
     "torch.backends.cuda.matmul.fp32_precision",
     "torch.backends.fp32_precision",
 )
+# What says a script runs on several GPUs: an option, variable or key naming their number
+# or list, or a launcher's variable (`--ngpu`, `args.gpu_ids`, "LOCAL_RANK", "WORLD_SIZE").
+MULTI_GPU_NAME = re.compile(
+    r"^-*(n_?gpus?|num_?gpus?|gpus|gpu_ids|device_ids|world_size|local_rank|nproc_per_node"
+    r"|multi_?gpus?|num_devices|n_devices)$",
+    re.IGNORECASE,
+)
+DEVICE_COUNTS = ("torch.cuda.device_count", "torch.accelerator.device_count")
 # Frameworks that own the device, the samplers and the process group.
 MANAGED_PREFIXES = (
     "lightning",
@@ -180,6 +195,8 @@ class TorchModule:
                 return True
         if self.method_calls(*LOW_PRECISION_METHODS):
             return True
+        if any(self.loaded_below_float32(site) for site in self.models):
+            return True
         for call in self.calls:
             for arg in call.node.args:
                 if self.resolve(arg.value, call.scope) in LOW_PRECISION:
@@ -208,6 +225,70 @@ class TorchModule:
                 return made
         return None
 
+    def loaded_below_float32(self, site: Model) -> bool:
+        """The network is loaded or cast below float32: `from_pretrained(...,
+        torch_dtype=torch.bfloat16)` (through names and options), `dtype="auto"`,
+        quantized, `.half()`, `.bfloat16()` or `.to(torch.float16)` on it."""
+        if self.networks.loaded_precision(site) is not None:
+            return True
+        for call in self.method_calls_on(site):
+            if call.method in ("half", "bfloat16"):
+                return True
+            if call.method == "to" and any(
+                self.networks.dtype(a.value, call.scope) not in (None, "auto")
+                for a in call.node.args
+            ):
+                return True
+        return False
+
+    def memory_bound(self, site: Model) -> bool:
+        """The network's memory, not per-step overhead, sets its batch size: it has a
+        billion parameters or more (counted from its layers, or as its pretrained model id
+        says: "Llama-2-7b", a "llama") or it is loaded quantized (4/8-bit)."""
+        size = self.networks.estimated_parameters(site)
+        if size is not None and size >= BILLION:
+            return True
+        return self.networks.loaded_precision(site) == "quantized"
+
+    def trains_memory_bound(self, arguments: CallSite) -> bool:
+        """A Hugging Face trainer built with these `TrainingArguments` trains a
+        `memory_bound` model: one the file builds, or a model id given as a string
+        (TRL's `SFTTrainer(model="meta-llama/Llama-2-7b-hf")`) whose name says a billion
+        parameters or more."""
+        for trainer in self.frameworks.trainers_given(arguments):
+            model = argument(trainer.node, "model", ("model",))
+            if model is MISSING:
+                continue
+            site = self.model_of(model, trainer.scope)
+            if site is not None and self.memory_bound(site):
+                return True
+            found = self.constant(model, trainer.scope)
+            size = size_in_name(found.value) if found and isinstance(found.value, str) else None
+            if size is not None and size >= BILLION:
+                return True
+        return False
+
+    @cached_property
+    def multi_gpu(self) -> bool:
+        """Something in the file says it runs on several GPUs: it counts them
+        (`torch.cuda.device_count()`), or an option, variable, attribute or string names
+        their number or list or a launcher's rank (`--ngpu`, `args.gpu_ids`, `n_gpu`,
+        "LOCAL_RANK", "WORLD_SIZE")."""
+        if self.calls_to(*DEVICE_COUNTS):
+            return True
+        for node in descendants(self.module):
+            if isinstance(node, cst.Name):
+                text: str | None = node.value
+            elif isinstance(node, cst.Attribute):
+                text = node.attr.value
+            elif isinstance(node, cst.SimpleString):
+                text = str_value(node)
+            else:
+                continue
+            if text and MULTI_GPU_NAME.match(text):
+                return True
+        return False
+
     @cached_property
     def sets_matmul_precision(self) -> bool:
         """The file chooses how float32 matmuls run (TF32 tensor cores or not), by either
@@ -216,6 +297,71 @@ class TorchModule:
         return bool(
             self.calls_to(SET_MATMUL_PRECISION) or self.stores_to(*MATMUL_PRECISION_SETTINGS)
         )
+
+    # -- what the file saves ----------------------------------------------------------
+
+    @cached_property
+    def saves_cpu_state(self) -> bool:
+        """The script writes what it saves from the CPU: FSDP's `offload_to_cpu=True`, or a
+        `torch.save` of CPU tensors (`t.cpu()`, `{k: v.cpu() for ...}`,
+        `model.cpu().state_dict()`, a name bound to one of these, or a model or tensor
+        moved by `.cpu()`/`.to("cpu")` earlier in the same function)."""
+        if any(c.kwarg("offload_to_cpu") is not MISSING for c in self.calls):
+            return True
+        return any(
+            (saved := save.arg("obj", index=0)) is not MISSING
+            and self._on_cpu(saved, save.scope, save, 0)
+            for save in self.calls_to(*SAVES)
+        )
+
+    def _on_cpu(self, node: cst.BaseExpression, scope: Scope, save: CallSite, depth: int) -> bool:
+        """The saved expression holds CPU tensors only (as far as the file shows)."""
+        if depth > 4:
+            return False
+        if isinstance(node, (cst.DictComp, cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            value = node.value if isinstance(node, cst.DictComp) else node.elt
+            return self._on_cpu(value, scope, save, depth + 1)
+        if isinstance(node, (cst.Dict, cst.List, cst.Tuple)):
+            elements = [e for e in node.elements if isinstance(e, (cst.DictElement, cst.Element))]
+            values = [e.value for e in elements]
+            tensors = [v for v in values if isinstance(v, cst.Call)]
+            return bool(tensors) and all(self._on_cpu(v, scope, save, depth + 1) for v in tensors)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if self._to_cpu(node, scope):
+                return True
+            if node.func.attr.value in KEEPS_DEVICE:  # `.state_dict()`, `.detach()`...
+                return self._on_cpu(node.func.value, scope, save, depth + 1)
+            return False
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return False
+        symbol = scope.lookup_expr(node)
+        if symbol is None:
+            return False
+        moved = any(  # `model.cpu()` before `torch.save(model.state_dict(), ...)`
+            c.order < save.order
+            and c.ctx.function is save.ctx.function
+            and self._to_cpu(c.node, c.scope)
+            and _receiver_symbol(c) is symbol
+            for c in self.method_calls("cpu", "to")
+        )
+        return moved or any(
+            b.kind is Kind.ASSIGN
+            and b.value is not None
+            and self._on_cpu(b.value, b.ctx.scope, save, depth + 1)
+            for b in symbol.bindings
+        )
+
+    def _to_cpu(self, call: cst.Call, scope: Scope) -> bool:
+        """`.cpu()`, or `.to(<the CPU>)`."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if func.attr.value == "cpu":
+            return True
+        if func.attr.value != "to" or not call.args:
+            return False
+        device = self.device(call.args[0].value, scope)
+        return device is not None and device.is_cpu and not device.unknown_path
 
     # -- module attributes set ---------------------------------------------------------
 
@@ -643,6 +789,82 @@ class TorchModule:
             if not is_periodic(c)  # `if step % 100 == 0: sample_images()`
         )
 
+    def opt_in(self, ctx: Context, node: cst.CSTNode, named: bool = False) -> bool:
+        """`node` runs only when a flag that is off by default is on: it is in the body of
+        an `if` whose test (or a term of its `and`) is an option, config entry or constant
+        the file sets to False/None/0 (`if args.synchronize_step:` with
+        `action="store_true"`, `DEBUG = False`). With `named`, only a flag whose name says
+        it is for timing, profiling or debugging (`args.profile`, not `args.with_tracking`,
+        a mode users run with)."""
+        for if_ in ctx.ifs:
+            if not contains(if_.body, node):
+                continue
+            for term in _conjuncts(if_.test):
+                found = self.constant(term, ctx.scope)
+                if found is None or found.origin == "literal" or found.value:
+                    continue
+                name = self.module.code_for_node(term)
+                if not named or INSTRUMENTATION_FLAG.search(name):
+                    return True
+        return False
+
+    def heavy_step(self, loop: Loop) -> bool:
+        """A training step of the loop runs a large network (called, or handed to a
+        function that runs it: `forward(model, batch)`): 100M parameters or more (counted,
+        or as its pretrained model id says), or a Hugging Face pretrained transformer
+        (`from_pretrained`, `from_config`, through `accelerator.prepare`) whose size
+        nothing says is smaller."""
+        for call in loop.calls:
+            given = [a.value for a in call.node.args if isinstance(a.value, cst.Name)]
+            for node in [call.node.func, *given]:
+                if isinstance(node, (cst.Name, cst.Attribute)) and self._large(node, call.scope):
+                    return True
+        return False
+
+    def _large(self, node: cst.Name | cst.Attribute, scope: Scope) -> bool:
+        site = self.model_of(node, scope)
+        size = self.networks.estimated_parameters(site) if site is not None else None
+        if size is not None:
+            return size >= HEAVY_STEP
+        if isinstance(site, ModelSite) and self.networks.pretrained_transformer(
+            site.construction.node, site.construction.scope
+        ):
+            return True
+        return any(
+            isinstance(value, cst.Call) and self.networks.pretrained_transformer(value, where)
+            for value, where in self.values.origins(node, scope)
+        )
+
+    def full_batch(self, loop: Loop) -> bool:
+        """A teaching loop that fits the whole data set every step: `for epoch in
+        range(n):` iterating no loader, whose network calls read only tensors bound
+        before the loop (`model(X)` on the whole in-memory `X`)."""
+        node = loop.node
+        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+            return False
+        if self.resolve(node.iter.func, loop.ctx.scope) != "range" or loop.loaders:
+            return False
+        if any(outer.loaders or not isinstance(outer.node, cst.For) for outer in loop.ctx.loops):
+            return False
+        calls = self.network_calls(loop)
+        return bool(calls) and all(
+            call.node.args and all(self._bound_before(a.value, loop) for a in call.node.args)
+            for call in calls
+        )
+
+    def _bound_before(self, node: cst.BaseExpression, loop: Loop) -> bool:
+        """A whole tensor bound outside the loop (`X`, `X.cuda()`), not a slice of it."""
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        if not isinstance(node, cst.Name) or node.value in loop.bound:
+            return False
+        symbol = loop.ctx.scope.lookup(node.value)
+        return (
+            symbol is not None
+            and any(b.kind is Kind.ASSIGN for b in symbol.bindings)
+            and all(b.kind in (Kind.ASSIGN, Kind.PARAM) for b in symbol.bindings)
+        )
+
     @cached_property
     def runs_without_gpu(self) -> bool:
         """The script is written to run on the CPU too: it asks whether a GPU is there,
@@ -692,6 +914,29 @@ class TorchModule:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
+
+
+SAVES = ("torch.save", "torch.serialization.save")
+# A flag for measuring or debugging the run, not for running it.
+INSTRUMENTATION_FLAG = re.compile(r"sync|profil|timing|time_|bench|debug", re.IGNORECASE)
+HEAVY_STEP = 100_000_000  # parameters
+# Methods whose result lies where their receiver's tensors lie.
+KEEPS_DEVICE = frozenset({"state_dict", "detach", "clone", "contiguous", "float", "half", "eval"})
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The terms of `a and b and c` (the test itself otherwise)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
+
+
+def _receiver_symbol(call: CallSite) -> Symbol | None:
+    """The symbol a method call works on, through chained calls (`model.eval().cpu()`)."""
+    node = call.receiver
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        node = node.func.value
+    return call.scope.lookup_expr(node) if node is not None else None
 
 
 # GPU calls that place no work on a device.

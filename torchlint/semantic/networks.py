@@ -1,11 +1,14 @@
 """What a network is like, where it can be read from the code: how many parameters it
-has (from the sizes its layers are built with; `toy`: too few to keep a GPU busy),
-whether it is a well-known architecture, whether it takes sequences first (recurrent and
-transformer layers without `batch_first=True`), which `DataParallel` would split along
-time instead of the batch, and whether its `forward` loops over time steps in Python."""
+has (from the sizes its layers are built with, or the size a pretrained model's name
+says; `toy`: too few to keep a GPU busy), whether it is a well-known architecture, the
+precision it is loaded in (`torch_dtype=torch.bfloat16`, 4/8-bit quantization), whether
+it takes sequences first (recurrent and transformer layers without `batch_first=True`),
+which `DataParallel` would split along time instead of the batch, and whether its
+`forward` loops over time steps in Python."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
@@ -14,7 +17,14 @@ from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import ZOO_PREFIXES, Model, ModelKind, Models, ModelSite
 from torchlint.semantic.scopes import Kind, Scope
-from torchlint.semantic.syntax import MISSING, argument, bool_value, children, keyword
+from torchlint.semantic.syntax import (
+    MISSING,
+    argument,
+    bool_value,
+    children,
+    dotted_name,
+    keyword,
+)
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 6
@@ -50,6 +60,23 @@ CONVOLUTIONAL_ZOO = (
     "mobilenet", "regnet", "resnet", "resnext", "shufflenet", "squeezenet", "vgg",
     "wide_resnet",
 )  # fmt: skip
+# The size a model id says: "Llama-3.1-8B", "opt-125m", "Qwen2.5-0.5B" (not "gpt2", "t5").
+SIZE_IN_NAME = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
+# Families whose every released checkpoint has at least a billion parameters (a size in
+# the name, "TinyLlama-1.1B", wins).
+BILLION_FAMILIES = ("llama", "mistral", "mixtral", "falcon", "gpt-j", "gptj", "gpt-neox", "vicuna")
+BILLION = 1_000_000_000
+# What `from_pretrained` loads that is not a network.
+NOT_NETWORKS = ("Tokenizer", "Processor", "Config", "FeatureExtractor", "ImageProcessor")
+# `from_pretrained(..., torch_dtype=...)` below float32 ("auto": the checkpoint's own dtype,
+# half precision for every large model on the Hub).
+REDUCED_DTYPES = {
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+}
+REDUCED_DTYPE_NAMES = ("float16", "half", "bfloat16", "auto")
+QUANTIZING = ("load_in_8bit", "load_in_4bit")
 
 
 def _conv(dims: int) -> Count:
@@ -219,6 +246,91 @@ class Networks:
         return qualname.startswith(ZOO_PREFIXES) or (
             qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")
         )
+
+    def pretrained_id(self, site: Model) -> str | None:
+        """The model id a Hugging Face `from_pretrained` (or `from_config` of a
+        `from_pretrained` config) network loads, where the file shows it (a literal, a
+        constant, an option's default)."""
+        if not isinstance(site, ModelSite):
+            return None
+        call, scope = site.construction.node, site.construction.scope
+        if not self.pretrained_transformer(call, scope):
+            return None
+        return self._model_id(call, scope, 0)
+
+    def _model_id(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
+        first = argument(call, "pretrained_model_name_or_path", ("pretrained_model_name_or_path",))
+        if first is MISSING:
+            first = argument(call, "config", ("config",))
+        if first is MISSING or depth > 2:
+            return None
+        for value, where in self.values.origins(first, scope):
+            if isinstance(value, cst.Call):  # AutoConfig.from_pretrained(id)
+                found = self._model_id(value, where, depth + 1)
+                if found is not None:
+                    return found
+                continue
+            constant = self.values.constant(value, where)
+            if constant is not None and isinstance(constant.value, str):
+                return constant.value
+        return None
+
+    def pretrained_transformer(self, call: cst.Call, scope: Scope) -> bool:
+        """`call` builds a Hugging Face pretrained network: `from_pretrained` or
+        `from_config` of a transformers model class (not a tokenizer or config)."""
+        qualname = scope.resolve(call.func) or ""
+        return (
+            qualname.startswith("transformers.")
+            and qualname.endswith((".from_pretrained", ".from_config"))
+            and not any(n in qualname for n in NOT_NETWORKS)
+        )
+
+    def estimated_parameters(self, site: Model) -> int | None:
+        """How many parameters the network has: counted from its layers, else the size its
+        pretrained model id says ("7b", "125m"), else at least a billion for a family
+        released only at that size ("llama"); None when nothing says."""
+        counted = self.parameters(site)
+        if counted is not None:
+            return counted
+        name = self.pretrained_id(site)
+        return size_in_name(name) if name is not None else None
+
+    def loaded_precision(self, site: Model) -> str | None:
+        """The precision a network is built or loaded in, where below float32:
+        "float16"/"bfloat16"/"auto" (`torch_dtype=`/`dtype=`, read through names and
+        options) or "quantized" (`load_in_8bit/4bit=True`, `quantization_config=`)."""
+        if not isinstance(site, ModelSite):
+            return None
+        call, scope = site.construction.node, site.construction.scope
+        for arg in call.args:
+            name = arg.keyword.value if arg.keyword is not None else None
+            if name == "quantization_config" or (
+                name in QUANTIZING and bool_value(arg.value) is not False
+            ):
+                return "quantized"
+            if name in ("torch_dtype", "dtype"):
+                found = self.dtype(arg.value, scope)
+                if found is not None:
+                    return found
+        return None
+
+    def dtype(self, node: cst.BaseExpression, scope: Scope) -> str | None:
+        """The reduced floating-point dtype an expression names ("float16", "bfloat16",
+        "auto"), through names, options and `getattr(torch, "bfloat16")`; None for float32
+        or what cannot be read."""
+        for value, where in self.values.origins(node, scope):
+            qualname = where.resolve(value) if isinstance(value, cst.Attribute) else None
+            if qualname in REDUCED_DTYPES:
+                return REDUCED_DTYPES[qualname]
+            if isinstance(value, cst.Call) and dotted_name(value.func) == "getattr":
+                if len(value.args) < 2:
+                    continue
+                value = value.args[1].value  # getattr(torch, "bfloat16")
+            constant = self.values.constant(value, where)
+            text = constant.value if constant is not None else None
+            if isinstance(text, str) and text.removeprefix("torch.") in REDUCED_DTYPE_NAMES:
+                return "float16" if text.endswith("half") else text.removeprefix("torch.")
+        return None
 
     def parameters(self, site: Model) -> int | None:
         """How many parameters the network has, where every size it is built with can be
@@ -427,6 +539,18 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
         if isinstance(n, cst.Call):
             yield n
         stack.extend(children(n))
+
+
+def size_in_name(name: str) -> int | None:
+    """The parameter count a model id says: its size token ("Llama-2-7b", "opt-125m"),
+    else a billion for a family released only at that size or more."""
+    sizes = [
+        float(number) * (BILLION if unit.lower() == "b" else 1_000_000)
+        for number, unit in SIZE_IN_NAME.findall(name)
+    ]
+    if sizes:
+        return int(max(sizes))
+    return BILLION if any(f in name.lower() for f in BILLION_FAMILIES) else None
 
 
 def millions(count: int) -> str:
