@@ -554,8 +554,9 @@ def test_a_torch_whose_events_lack_a_field_is_named(monkeypatch):
 
 
 def verify(script: Path, args=(), **kwargs):
+    """`torchlint verify --profile --preview` (run-time evidence for preview rules too)."""
     out, err = io.StringIO(), io.StringIO()
-    options = VerifyOptions(script, tuple(args), profile=True, **kwargs)
+    options = VerifyOptions(script, tuple(args), profile=True, preview=True, **kwargs)
     code = command.verify(options, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
@@ -604,10 +605,10 @@ def test_bundled_examples(tmp_path, script, args, confirmed):
     needs_the_profiler_matcher()
     out_json, page = tmp_path / "p.json", tmp_path / "p.html"
     copy = tmp_path / Path(script).name  # what the script writes stays out of the checkout
-    # every rule, the advice ones (off by default) too
+    # every rule, the advice ones (off by default) and the preview ones too
     shutil.copyfile(EXAMPLES / script, copy)
     result = run_cli(
-        "verify", str(copy), "--profile", "--select", "ALL", "--json", str(out_json),
+        "verify", str(copy), "--profile", "--preview", "--select", "ALL", "--json", str(out_json),
         "--plot", str(page), "--", *args,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

@@ -38,10 +38,11 @@ EXAMPLE = ROOT / "examples" / "verify" / "slow_loader.py"
 
 
 def verify(script: Path, args=(), nvml=None, **kwargs):
-    """`torchlint verify` in this process; windows of steps only, no warm-up runs unless
-    asked (short tests)."""
+    """`torchlint verify --preview` in this process (the scripts' fixes include those of
+    preview rules, TL001's); windows of steps only, no warm-up runs unless asked."""
     out, err = io.StringIO(), io.StringIO()
     kwargs = {"stop_grace": 2.0, "kill_wait": 1.0, "window": 0.0, "warmup_runs": 0, **kwargs}
+    kwargs.setdefault("preview", True)
     options = VerifyOptions(script, tuple(args), **kwargs)
     code = command.verify(options, stdout=out, stderr=err, nvml=nvml)
     return code, out.getvalue(), err.getvalue()
@@ -418,7 +419,7 @@ def test_cli_forwards_script_arguments(tmp_path):
         + LOOP,
     )
     cmd = [
-        "verify", str(script), "--unsafe-fixes", "--steps", "3", "--warmup", "1",
+        "verify", str(script), "--unsafe-fixes", "--preview", "--steps", "3", "--warmup", "1",
         "--repeats", "1", "--window", "0", "--warmup-runs", "0", "--", "--steps", "7", str(seen),
     ]  # fmt: skip
     result = run_cli(*cmd, cwd=tmp_path)

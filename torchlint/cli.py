@@ -932,6 +932,9 @@ def verify_command(
     unsafe_fixes: Annotated[
         bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change results.")
     ] = VerifyOptions.unsafe_fixes,
+    preview: Annotated[
+        bool, typer.Option("--preview", help="Also apply the fixes of the preview rules.")
+    ] = VerifyOptions.preview,
     warmup: Annotated[
         int,
         typer.Option(
@@ -1034,6 +1037,7 @@ def verify_command(
         select=_tuple(_split(select)),
         ignore=_tuple(_split(ignore)),
         unsafe_fixes=unsafe_fixes,
+        preview=preview,
         warmup=warmup,
         steps=steps,
         window=window,

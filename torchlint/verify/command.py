@@ -99,6 +99,7 @@ def _linter(options: VerifyOptions) -> tuple[Any, Any]:
 
     script = options.script
     config = _load_config(script, options.config_file)
+    config.preview = config.preview or options.preview
     try:
         config = config.selecting(options.select, (), options.ignore or ())
         codes = config.rules_for(script, config.selected_codes())

@@ -23,6 +23,7 @@ class VerifyOptions:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     unsafe_fixes: bool = False
+    preview: bool = False  # the preview rules run too (as `check --preview`)
     warmup: int = 10  # optimizer steps before the measurement window opens
     steps: int = 20  # the window holds at least this many optimizer steps...
     window: float = 5.0  # ...and lasts at least this many seconds
