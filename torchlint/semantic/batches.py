@@ -183,6 +183,12 @@ DEVICE_OBJECTS = frozenset(
 def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
     """The loop's copies of its batches (`x.to(device)`, `batch["x"].cuda()`) to a device
     that is not the CPU, without `non_blocking`: blocking, where the loader pins memory."""
+    return [c for c in batch_copies(module, loop) if c.kwarg("non_blocking") is MISSING]
+
+
+def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's copies of its batches to a device that is not the CPU (`non_blocking`
+    given positionally or through `**` left out)."""
     names = batch_names(module, loop)
     out: list[CallSite] = []
     for call in loop.calls if names else ():
@@ -191,13 +197,28 @@ def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
             receiver = receiver.value
         if call.method not in ("to", "cuda") or dotted_name(receiver) not in names:
             continue
-        if call.has_star_args or call.kwarg("non_blocking") is not MISSING:
+        if call.has_star_args:
             continue
         if any(bool_value(a) is not None for a in call.positional):
             continue  # `x.to(device, None, True)`: non_blocking given positionally
         found = module.move(call)
         if found is not None and not found.is_cpu:
             out.append(call)
+    return out
+
+
+def typed_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's `.type(T)` of its batches with `T` a CUDA tensor type (`Tensor =
+    torch.cuda.FloatTensor if cuda else torch.FloatTensor`): blocking copies."""
+    names = batch_names(module, loop)
+    out: list[CallSite] = []
+    for call in loop.calls if names else ():
+        if call.method != "type" or dotted_name(call.receiver) not in names:
+            continue
+        if len(call.node.args) == 1 and call.node.args[0].keyword is None:
+            built = module.devices.tensor_type(call.node.args[0].value, call.scope)
+            if built is not None and built.is_gpu:
+                out.append(call)
     return out
 
 
