@@ -33,9 +33,9 @@ minus one for the main process, and at least 1; `persistent_workers=True` with i
 where the loader is iterated every epoch (TL203: the new workers would otherwise
 restart each epoch); and `pin_memory=torch.cuda.is_available()` where the loader does
 not pin (TL202's half of the same decision: with workers, batches are pinned while the
-GPU trains; left out where a Lightning Trainer reloads loaders made persistent). Unsafe because each worker holds a copy of the dataset (memory),
-random augmentations draw from per-worker seeds, and persistent workers keep their
-state across epochs.
+GPU trains; left out where a Lightning Trainer reloads loaders made persistent).
+Unsafe because each worker holds a copy of the dataset (memory), random augmentations
+draw from per-worker seeds, and persistent workers keep their state across epochs.
 Offered only where workers can start: under the `spawn` start method (macOS, Windows)
 and `forkserver` (Linux's default from Python 3.14) each worker re-imports the script
 and unpickles the dataset, so the loops over the loader (where workers start; for

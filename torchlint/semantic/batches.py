@@ -12,11 +12,12 @@ from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
+from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, Scope, bound_names
 from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name, names_read
-from torchlint.walk import walk
+from torchlint.walk import descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
@@ -205,6 +206,30 @@ def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
         if found is not None and not found.is_cpu:
             out.append(call)
     return out
+
+
+def host_read(module: TorchModule, loop: Loop) -> CallSite | None:
+    """A read of a tensor on the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`) the
+    loop's body makes on every iteration (not under `if step % N == 0:`): the host waits
+    for the GPU's queue there each batch."""
+    for call in loop.calls:
+        if call.method in HOST_METHODS and not call.node.args and not is_periodic(call):
+            return call
+    return None
+
+
+def read_right_after(module: TorchModule, call: CallSite) -> bool:
+    """The statement after the one holding `call` reads a tensor on the host
+    (`.item()`, `.cpu()`...): the host waits for the copy there anyway."""
+    statement = call.ctx.statement
+    following = module.next_statement(statement) if statement is not None else None
+    return following is not None and any(
+        isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value in HOST_METHODS
+        and not n.args
+        for n in descendants(following)
+    )
 
 
 def typed_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
