@@ -117,8 +117,6 @@ class DataLoaderSyncLoading(Rule):
                 hazard = "the `**` dict sets it: change it there"
             if hazard:
                 message += f" (not fixed: {hazard})"
-            elif pin is not None:
-                message += f", and pin its memory (`pin_memory={pin[0]}()`) with them"
             cheap = module.datasets.cheap_samples(loader)
             yield self.diagnostic(
                 loader.call.node,

@@ -196,16 +196,17 @@ def workers_fix(
     call = set_arg(loader, "num_workers", cst.Name(WORKERS_NAME))
     if call is None:
         return None
+    parts = [title]
     if persistent and loader.arg("persistent_workers") is MISSING:
         call = set_kwarg(call, "persistent_workers", cst.Name("True"))
-        title += " and `persistent_workers=True`"
+        parts.append("`persistent_workers=True`")
     imports = [Import("os")]
     if pin is not None:
         call = set_kwarg(call, "pin_memory", cst.parse_expression(f"{pin[0]}()"))
-        title += f" and `pin_memory={pin[0]}()`"
+        parts.append(f"`pin_memory={pin[0]}()`")
         imports += [pin[1]] if pin[1] is not None else []
     return fix(
-        title,
+        " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else title,
         Applicability.UNSAFE,
         Replace(loader.call.node, call),
         imports=imports,
