@@ -49,6 +49,13 @@ spelled as a tuple, `x.shape` or `x.size()`); the random ones are reported witho
 fix (torch's generator draws other numbers than NumPy's: port them by hand as the
 message says).
 
+Impact: low where the tensor has at most 256 elements and its shape is visible as int
+constants (literals, names bound once, argparse defaults: `torch.zeros(BATCH,
+dtype=torch.long)`, `torch.ones(opt.n_classes)`, `torch.tensor([0.5, 2.0])`,
+`torch.arange(10)`, `torch.randperm(n)`...), or none at all (`torch.empty(0)`: nothing is
+copied): the copy moves a few hundred bytes at most. Shapes known only at run time
+(`x.size(0)`, `imgs.shape[0]`), `*_like`, `*shape`, and the NumPy-built arrays stay high.
+
 Unknown device: reported where a factory is moved on every step to a device that cannot
 be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same
 expression, and where that is the CPU the tensor is built where it was built before, so
@@ -60,14 +67,15 @@ device"; CUDA semantics notes; torch.Generator docs (per-device generators).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import libcst as cst
 
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
+from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.semantic import CallSite, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.syntax import int_value
 
@@ -118,6 +126,58 @@ NUMPY_FACTORIES = [
 TO_TENSOR = {"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"}
 TO_TENSOR |= {f"torch.{t}Tensor" for t in ("Float", "Double", "Half", "Long", "Int", "Byte")}
 CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
+
+
+# At most this many elements: a tensor whose copy moves a few bytes (labels of a small
+# batch, a mask, a 0-element tensor).
+TINY = 256
+
+
+def _numel(module: TorchModule, name: str, factory: cst.Call, scope: Scope) -> int | None:
+    """The elements of the tensor a factory builds, where its shape is visible as int
+    constants; None otherwise (`*_like`, sizes computed at run time)."""
+    args = [a.value for a in factory.args if a.keyword is None and not a.star]
+    sized = next((a.value for a in factory.args if a.keyword and a.keyword.value == "size"), None)
+    values = module.values
+    if any(a.star for a in factory.args):
+        return None
+    if name in ("zeros", "ones", "empty", "rand", "randn"):
+        return values.numel([sized] if sized is not None else args, scope)
+    if name == "full" and args:
+        return values.numel([args[0]], scope)
+    if name == "randint" and (sized is not None or len(args) >= 2):
+        return values.numel([sized if sized is not None else args[-1]], scope)
+    picked = {"randperm": args[:1], "eye": args[:2], "linspace": args[2:3]}.get(name, [])
+    if picked:
+        counts = [values.numel([a], scope) for a in picked]
+        known = [c for c in counts if c is not None]
+        if len(known) != len(counts):
+            return None
+        return known[0] ** 2 if name == "eye" and len(known) == 1 else math.prod(known)
+    if name == "arange" and 1 <= len(args) <= 3:
+        bounds = [module.constant(a, scope) for a in args]
+        ints = [b.value for b in bounds if b is not None and type(b.value) is int]
+        return len(range(*ints)) if len(ints) == len(args) else None
+    if name == "tensor" and len(args) == 1:
+        return _elements(args[0])
+    return None
+
+
+def _elements(data: cst.BaseExpression) -> int | None:
+    """The scalars of a literal (nested lists and tuples of numbers); None otherwise."""
+    if isinstance(data, (cst.List, cst.Tuple)):
+        counts = [
+            _elements(e.value) for e in data.elements if not isinstance(e, cst.StarredElement)
+        ]
+        if len(counts) != len(data.elements) or None in counts:
+            return None
+        return sum(c for c in counts if c is not None)
+    if isinstance(data, (cst.Integer, cst.Float)) or (
+        isinstance(data, cst.UnaryOperation)
+        and isinstance(data.expression, (cst.Integer, cst.Float))
+    ):
+        return 1
+    return None
 
 
 def _safe(name: str, factory: cst.Call) -> bool:
@@ -195,13 +255,25 @@ class CpuTensorThenMoved(Rule):
                 continue
             safe = _safe(name, factory)
             spelled = module.module.code_for_node(factory.func)
+            count = _numel(module, name, factory, move.scope)
+            low = (
+                None
+                if count is None or count > TINY
+                else "an empty tensor: nothing is copied"
+                if count == 0
+                else f"{count} element{'s' if count > 1 else ''}: the copy moves a few bytes"
+            )
             if move.method == "type_as":
-                yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE)
+                yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE, low)
                 continue
+            message = (
+                f"`{spelled}(...)` builds the tensor on the CPU and then copies it to the GPU; "
+                "create it there with `device=`"
+            )
             yield self.diagnostic(
                 move.node,
-                f"`{spelled}(...)` builds the tensor on the CPU and then copies it to the GPU; "
-                "create it there with `device=`",
+                message if low is None else f"{message} (low impact: {low})",
+                impact=Impact.HIGH if low is None else Impact.LOW,
                 fix=fix(
                     "Pass `device=` to the factory",
                     Applicability.SAFE if safe else Applicability.UNSAFE,
@@ -262,15 +334,21 @@ class CpuTensorThenMoved(Rule):
             else None,
         )
 
-    def _typed(self, move: CallSite, factory: cst.Call, spelled: str, safe: bool) -> Diagnostic:
+    def _typed(
+        self, move: CallSite, factory: cst.Call, spelled: str, safe: bool, low: str | None
+    ) -> Diagnostic:
         """`torch.randn(shape).type_as(x)`: built where `x` is, in its dtype."""
         other = move.node.args[0].value
         placed = set_kwarg(factory, "device", cst.Attribute(other, cst.Name("device")))
         typed = set_kwarg(placed, "dtype", cst.Attribute(other, cst.Name("dtype")))
+        message = (
+            f"`{spelled}(...)` builds the tensor on the CPU and `.type_as(...)` then copies it "
+            "to the other tensor's device; create it there with `device=` and `dtype=`"
+        )
         return self.diagnostic(
             move.node,
-            f"`{spelled}(...)` builds the tensor on the CPU and `.type_as(...)` then copies it "
-            "to the other tensor's device; create it there with `device=` and `dtype=`",
+            message if low is None else f"{message} (low impact: {low})",
+            impact=Impact.HIGH if low is None else Impact.LOW,
             fix=fix(
                 "Pass the other tensor's `device=` and `dtype=` to the factory",
                 Applicability.SAFE if safe else Applicability.UNSAFE,

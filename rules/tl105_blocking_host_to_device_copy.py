@@ -39,6 +39,13 @@ index (a rank); where the device is not a name, no fix is offered. Never applied
 landed). Files where Lightning, Accelerate, DeepSpeed or the transformers Trainer move
 batches are left alone.
 
+Impact: low where the copy has nothing to overlap because the host waits for the GPU
+right after it anyway: the next statement reads a tensor on the host (`.item()`,
+`.cpu()`, `.tolist()`, `.numpy()`), or the loop over the loader is an evaluation loop
+(no optimizer step) that makes such a read on every batch (not under `if i % N == 0:`);
+TL401 asks to remove per-step syncs in training loops only, so there the sync stays.
+Training loops, and evaluation loops that keep their results on the GPU, stay high.
+
 Unknown device: reported where a pinned batch is copied to a device that cannot be
 named; where the device is a name the fix writes `non_blocking=torch.device(<name>).type
 == "cuda"` (true on CUDA only; on the CPU it does nothing). Silent in a loop over a
@@ -54,9 +61,9 @@ from collections.abc import Iterator
 
 from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.batches import blocking_copies
+from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic.batches import blocking_copies, host_read, read_right_after
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -78,11 +85,15 @@ class BlockingHostToDeviceCopy(Rule):
                 seen.add(id(call.node))
                 found = non_blocking(module, call)
                 spelled = "True" if found is None else module.module.code_for_node(found[0])
-                yield self.diagnostic(
-                    call.node,
+                message = (
                     "the batch comes from a pinned-memory DataLoader but is copied to the GPU "
                     f"synchronously; add `non_blocking={spelled}` so the copy overlaps other "
-                    "work" + (" where the device is CUDA" if found is None else ""),
+                    "work" + (" where the device is CUDA" if found is None else "")
+                )
+                low = _low(module, loop, call)
+                yield self.diagnostic(
+                    call.node,
+                    message if low is None else f"{message} (low impact: {low})",
                     fix=None
                     if found is None
                     else fix(
@@ -91,4 +102,18 @@ class BlockingHostToDeviceCopy(Rule):
                         Replace(call.node, set_kwarg(call.node, "non_blocking", found[0])),
                         imports=[found[1]] if found[1] is not None else [],
                     ),
+                    impact=Impact.HIGH if low is None else Impact.LOW,
                 )
+
+
+def _low(module: TorchModule, loop: Loop, call: CallSite) -> str | None:
+    """Why the copy has nothing to overlap: the next statement reads a tensor on the host
+    anyway, or an evaluation loop (no optimizer step) reads one every batch (TL401 does
+    not ask to remove that sync outside training)."""
+    if read_right_after(module, call):
+        return "the next statement waits for the GPU anyway (`.item()`, `.cpu()`)"
+    if not loop.is_training:
+        read = host_read(module, loop)
+        if read is not None:
+            return f"an evaluation loop that waits for the GPU every batch (`.{read.method}()`)"
+    return None

@@ -29,11 +29,13 @@ Good:
 Fix (unsafe): set `num_workers=NUM_WORKERS`, defined once after the imports as the
 CPU cores this process may use (`os.sched_getaffinity`, else `os.cpu_count()`),
 shared among the processes torchrun starts on the machine (`LOCAL_WORLD_SIZE`),
-minus one for the main process, and at least 1; and `persistent_workers=True` with it
+minus one for the main process, and at least 1; `persistent_workers=True` with it
 where the loader is iterated every epoch (TL203: the new workers would otherwise
-restart each epoch). Unsafe because each worker holds a copy of the dataset (memory),
-random augmentations draw from per-worker seeds, and persistent workers keep their
-state across epochs.
+restart each epoch); and `pin_memory=torch.cuda.is_available()` where the loader does
+not pin (TL202's half of the same decision: with workers, batches are pinned while the
+GPU trains; left out where a Lightning Trainer reloads loaders made persistent).
+Unsafe because each worker holds a copy of the dataset (memory), random augmentations
+draw from per-worker seeds, and persistent workers keep their state across epochs.
 Offered only where workers can start: under the `spawn` start method (macOS, Windows)
 and `forkserver` (Linux's default from Python 3.14) each worker re-imports the script
 and unpickles the dataset, so the loops over the loader (where workers start; for
@@ -44,6 +46,15 @@ function; in a notebook, workers cannot import the classes and functions the not
 defines. Where one
 of these fails, the finding says which and no fix is made; so too where a `**` dict
 sets `num_workers=0` (a keyword as well would raise TypeError: change the dict).
+
+Impact: low where the per-sample work workers would hide is a few percent of a step:
+every origin of the dataset is a Hugging Face `datasets` dataset processed ahead
+(`.map(tokenize)`, `.with_format("torch")`, through `rename_column`, `filter`,
+subscripts...; no `with_transform`/`set_transform`) or tensors in memory, and the
+`collate_fn` only pads and stacks (none, `tokenizer.pad`, `pad_sequence`,
+`default_data_collator`, `DataCollatorWithPadding`, or a function of the file, what a
+factory returns included, whose calls are all padding, stacking and containers).
+Reading such a row is an Arrow lookup; padding a batch of token ids takes microseconds.
 
 Unknown device: silent, as the rule reports only in files that use a GPU (a device that
 is a GPU on some branch, `.cuda()`, `torch.cuda.*`, a managed framework); a device that
@@ -61,9 +72,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.edits import WORKERS_NAME, workers_fix
+from torchlint.edits import WORKERS_NAME, pin_with_workers, workers_fix
 from torchlint.fixes import FixSafety
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, TorchModule
 from torchlint.semantic.syntax import int_value
 
@@ -95,17 +106,21 @@ class DataLoaderSyncLoading(Rule):
                 "`num_workers` to the CPU cores per process minus one"
             )
             hazard = module.datasets.workers_hazard(loader)
+            persistent = module.restarts_workers(loader)
+            pin = pin_with_workers(module, loader, persistent)
             fixed = (
                 None
                 if hazard
-                else workers_fix(
-                    loader, f"Set `num_workers={WORKERS_NAME}`", module.restarts_workers(loader)
-                )
+                else workers_fix(loader, f"Set `num_workers={WORKERS_NAME}`", persistent, pin)
             )
             if fixed is None and not hazard:
                 hazard = "the `**` dict sets it: change it there"
+            if hazard:
+                message += f" (not fixed: {hazard})"
+            cheap = module.datasets.cheap_samples(loader)
             yield self.diagnostic(
                 loader.call.node,
-                f"{message} (not fixed: {hazard})" if hazard else message,
+                message if cheap is None else f"{message} (low impact: {cheap})",
                 fix=fixed,
+                impact=Impact.HIGH if cheap is None else Impact.LOW,
             )

@@ -35,6 +35,19 @@ passed as `**options` are read like keywords when the file shows how the dict is
 when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword as
 well would raise TypeError), and a dict the file does not show is not reported.
 
+Impact: high where the loader has workers (the pin thread pins the next batches while
+the GPU trains) and where TL201 asks for workers it cannot add itself (a script without
+a main guard, a lambda in the dataset: pinning is the half of that change the user makes
+by hand). Low for a loader without workers (`num_workers` absent or 0) where TL201's
+fix gives it workers and pins it in the same edit (one decision, one change); or where
+it is to stay without workers (TL201 silent or low: data in memory or processed ahead,
+an IterableDataset) and either its batches reach the GPU through blocking copies only
+(pinned on the main thread, then copied synchronously: what the driver's own staging
+does; Accelerate's copies unless `DataLoaderConfiguration(non_blocking=True)`, a legacy
+`.type(torch.cuda.FloatTensor)`, `.to(...)` calls the fix cannot make non-blocking), or
+its samples are rows of a Hugging Face dataset processed ahead (token ids: a few KB a
+batch, whose copy takes microseconds).
+
 Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
 with a device that cannot be named there may be no host-to-device copy for pinned memory
 to speed up.
@@ -50,11 +63,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import non_blocking, set_arg, set_kwarg, spell
+from torchlint.edits import non_blocking, pin_with_workers, set_arg, set_kwarg, spell, workers_fix
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import blocking_copies
+from torchlint.semantic.batches import batch_copies, blocking_copies, typed_copies
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -93,11 +106,15 @@ class DataLoaderNoPinMemory(Rule):
                 if copies
                 else ""
             )
-            yield self.diagnostic(
-                loader.call.node,
+            message = (
                 f"{what} {where}: host-to-device copies go through "
                 f"pageable memory and cannot overlap compute; set `pin_memory={spelled}()`"
-                + (" in the `**` dict that sets it" if call is None else ""),
+                + (" in the `**` dict that sets it" if call is None else "")
+            )
+            low = _low(module, loader)
+            yield self.diagnostic(
+                loader.call.node,
+                message if low is None else f"{message} (low impact: {low})",
                 fix=None
                 if call is None
                 else fix(
@@ -107,7 +124,58 @@ class DataLoaderNoPinMemory(Rule):
                     *copies,
                     imports=[imp, *needed] if imp is not None else needed,
                 ),
+                impact=Impact.HIGH if low is None else Impact.LOW,
             )
+
+
+def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """Why pinning this loader gains little: it has no workers, and either TL201's change
+    gives it workers and pins it, or it is to stay without them (TL201 is silent or low)
+    and its copies stay blocking (pinned on the main thread, then copied synchronously:
+    what the driver's staging does anyway) or its samples are rows of a Hugging Face
+    dataset processed ahead (token ids: a few KB a batch). A loader TL201 asks to give
+    workers but cannot fix stays high: pinning is half of that change."""
+    workers = loader.arg("num_workers")
+    if workers is not MISSING and int_value(workers) != 0:
+        return None
+    datasets = module.datasets
+    if datasets.wants_workers(loader):
+        persistent = module.restarts_workers(loader)
+        pin = pin_with_workers(module, loader, persistent)
+        if (
+            pin is None
+            or datasets.workers_hazard(loader) is not None
+            or workers_fix(loader, "", persistent, pin) is None
+        ):
+            return None
+        return "no workers yet: TL201's change gives it workers and pins it"
+    if _synchronous(module, loader):
+        return (
+            "no workers, and its batches are copied synchronously: pinning on the main "
+            "thread saves nothing"
+        )
+    if datasets.processed_data(loader):
+        return "no workers, and batches of a Hugging Face dataset processed ahead are a few KB"
+    return None
+
+
+def _synchronous(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """The loader's batches reach the GPU through blocking copies, pinned or not:
+    Accelerate's (unless a `DataLoaderConfiguration` says `non_blocking=True`; Lightning's
+    are non-blocking), or copies seen in the loops over it in this file, none with
+    `non_blocking=` nor one that could take it (TL105's fix, once the loader pins), a
+    legacy CUDA tensor type's `.type(Tensor)` included."""
+    if module.managed:
+        return not (
+            module.frameworks.non_blocking_copies
+            or module.frameworks.trainers
+            or loader.trained_by_framework
+        )
+    copies = [c for lp in loader.loops for c in batch_copies(module, lp)]
+    typed = [c for lp in loader.loops for c in typed_copies(module, lp)]
+    return bool(copies or typed) and all(
+        c.kwarg("non_blocking") is MISSING and non_blocking(module, c) is None for c in copies
+    )
 
 
 def _copies(module: TorchModule, loader: DataLoaderSite) -> tuple[list[Replace], list[Import]]:

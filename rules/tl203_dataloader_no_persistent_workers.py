@@ -35,6 +35,14 @@ each epoch.
 Target torch: `persistent_workers` exists from PyTorch 1.7; with `target-torch`
 below 1.7 the rule is silent.
 
+Impact: low for a loader whose iterator is made again only every N steps, N at least
+100 as the file shows it (`next(iter(val_loader))` in a sampling helper every call of
+which is under `if batches_done % opt.sample_interval == 0:`, an argparse default
+read): the workers' start, a fraction of a second to seconds, is spread over the N
+training steps in between. Where N cannot be read it stays high. Loaders iterated every
+epoch stay high: the length of an epoch (how many steps share one start) is not known
+from the code, so a long epoch's amortized start is not told from a short one's.
+
 Unknown device: not read; workers restarted every epoch cost their start-up (and a copy
 of the dataset) on any device.
 
@@ -50,10 +58,14 @@ import libcst as cst
 
 from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.syntax import argument, int_value
+
+# A loader whose iterator is made again at most once in this many steps: its workers'
+# start (a fraction of a second to seconds) is a small share of the steps in between.
+RARE_STEPS = 100
 
 
 def has_workers(module: TorchModule, loader: DataLoaderSite) -> bool:
@@ -116,6 +128,7 @@ class DataLoaderNoPersistentWorkers(Rule):
                 continue
             if not has_workers(module, loader):
                 continue
+            low = None
             if module.epoch(loader) is not None:
                 what = "is iterated every epoch"
                 when = "at the start of each epoch"
@@ -132,6 +145,9 @@ class DataLoaderNoPersistentWorkers(Rule):
                     f"(`{module.module.code_for_node(again.node)}`{where})"
                 )
                 when = "for each new iterator"
+                every = module.period(again)
+                if every is not None and every >= RARE_STEPS:
+                    low = f"a new iterator every {every} steps: the start is amortized"
             else:
                 continue
             message = (
@@ -144,6 +160,7 @@ class DataLoaderNoPersistentWorkers(Rule):
                 message += " where `num_workers` is set (not fixed: it is on some paths only)"
             yield self.diagnostic(
                 loader.call.node,
-                message,
+                message if low is None else f"{message} (low impact: {low})",
                 fix=_persistent(loader) if loader.passes("num_workers") else None,
+                impact=Impact.HIGH if low is None else Impact.LOW,
             )

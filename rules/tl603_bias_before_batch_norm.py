@@ -41,6 +41,12 @@ fails on the unexpected key), the random initialisation of every later layer shi
 statistics while training the convolution (`bn.eval()` during fine-tuning) does use the
 bias as a shift.
 
+Impact: low for a `Linear` straight into a `BatchNorm1d`: `nn.Linear` adds its bias
+inside the matrix multiply (`addmm`, the GEMM's epilogue), so the cancelled bias costs no
+pass of its own forward, only a small reduction backward. High for convolutions, whose
+bias is a separate broadcast add over the whole activation tensor (cuDNN's convolution
+does not fuse it in training).
+
 Unknown device: not read; the cancelled bias costs a pass over the activations, forward
 and backward, on any device.
 
@@ -60,7 +66,7 @@ import libcst as cst
 
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
 from torchlint.semantic.syntax import bool_value, children, dotted_name
 
@@ -130,11 +136,16 @@ class BiasBeforeBatchNorm(Rule):
                 fixable = not _reads_bias(module.module)
             kind = (layer.qualname or "").rsplit(".", 1)[-1]
             norm_kind = (norm.qualname or "").rsplit(".", 1)[-1]
-            yield self.diagnostic(
-                layer.node,
+            message = (
                 f"the bias of this `{kind}` is cancelled by the `{norm_kind}` right after it "
                 "(it subtracts the per-channel mean): it costs a pass over the activations "
-                "in every forward and backward and changes nothing; pass `bias=False`",
+                "in every forward and backward and changes nothing; pass `bias=False`"
+            )
+            low = _low(layer)
+            yield self.diagnostic(
+                layer.node,
+                message if low is None else f"{message} (low impact: {low})",
+                impact=Impact.HIGH if low is None else Impact.LOW,
                 fix=None
                 if bias is not MISSING or not fixable
                 else fix(
@@ -143,6 +154,14 @@ class BiasBeforeBatchNorm(Rule):
                     Replace(layer.node, set_kwarg(layer.node, "bias", cst.Name("False"))),
                 ),
             )
+
+
+def _low(layer: CallSite) -> str | None:
+    """Why the cancelled bias costs next to nothing: a `Linear`'s bias is added in the
+    matrix multiply's epilogue (cuBLAS/cuBLASLt `addmm`), not in a pass of its own."""
+    if layer.qualname in LINEAR:
+        return "a Linear adds its bias inside the matrix multiply (addmm): no pass of its own"
+    return None
 
 
 def _cancelled(module: TorchModule, layer: CallSite, norm: CallSite) -> bool:

@@ -216,24 +216,24 @@ FACTORIES = """
     device = "cuda"
     model = torch.nn.Linear(3, 3).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(10):
-        a = torch.zeros(3).to(device)
-        b = torch.randn(3).to(device)
-        c = torch.arange(4).cuda()
+    for step in range(10):  # sizes above TL104's low-impact bound (256 elements)
+        a = torch.zeros(300).to(device)
+        b = torch.randn(300).to(device)
+        c = torch.arange(400).cuda()
         d = torch.arange(0.0, 1.0, 0.5).cuda()
-        model(a + b + c[:3] + d.sum()).sum().backward()
+        model(a[:3] + b[:3] + c[:3] + d.sum()).sum().backward()
         optimizer.step()
 """
 
 
 def test_tl104_random_and_inexact_factories_are_unsafe():
     safe = fix(["TL104"], FACTORIES, unsafe=False)
-    assert "torch.zeros(3, device=device)" in safe
-    assert 'torch.arange(4, device="cuda")' in safe
-    assert "torch.randn(3).to(device)" in safe
+    assert "torch.zeros(300, device=device)" in safe
+    assert 'torch.arange(400, device="cuda")' in safe
+    assert "torch.randn(300).to(device)" in safe
     assert "torch.arange(0.0, 1.0, 0.5).cuda()" in safe
     unsafe = fix(["TL104"], FACTORIES, unsafe=True)
-    assert "torch.randn(3, device=device)" in unsafe
+    assert "torch.randn(300, device=device)" in unsafe
     assert 'torch.arange(0.0, 1.0, 0.5, device="cuda")' in unsafe
 
 

@@ -19,7 +19,7 @@ from torchlint.semantic import (
     TorchModule,
 )
 from torchlint.semantic.batches import device_object
-from torchlint.semantic.syntax import argument, dotted_name
+from torchlint.semantic.syntax import argument, bool_value, dotted_name, keyword
 
 # A one-line call that grows longer than this (the call alone: its line holds more) is
 # laid out one argument per line with a trailing comma, as black and ruff format it.
@@ -182,23 +182,53 @@ def set_arg(loader: DataLoaderSite, name: str, value: cst.BaseExpression) -> cst
     return set_kwarg(loader.call.node, name, value, positional=DATALOADER_PARAMS)
 
 
-def workers_fix(loader: DataLoaderSite, title: str, persistent: bool = False) -> Fix | None:
+def workers_fix(
+    loader: DataLoaderSite,
+    title: str,
+    persistent: bool = False,
+    pin: tuple[str, Import | None] | None = None,
+) -> Fix | None:
     """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports; and
     `persistent_workers=True` with it where the loader would restart them (`persistent`,
-    as the caller knows), the edit TL203 would otherwise ask for next."""
+    as the caller knows), the edit TL203 would otherwise ask for next; and, given `pin`
+    (`pin_with_workers`), `pin_memory=<it>()`: with workers, pinning is TL202's half of
+    the same change."""
     call = set_arg(loader, "num_workers", cst.Name(WORKERS_NAME))
     if call is None:
         return None
+    parts = [title]
     if persistent and loader.arg("persistent_workers") is MISSING:
         call = set_kwarg(call, "persistent_workers", cst.Name("True"))
-        title += " and `persistent_workers=True`"
+        parts.append("`persistent_workers=True`")
+    imports = [Import("os")]
+    if pin is not None:
+        call = set_kwarg(call, "pin_memory", cst.parse_expression(f"{pin[0]}()"))
+        parts.append(f"`pin_memory={pin[0]}()`")
+        imports += [pin[1]] if pin[1] is not None else []
     return fix(
-        title,
+        " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else title,
         Applicability.UNSAFE,
         Replace(loader.call.node, call),
-        imports=[Import("os")],
+        imports=imports,
         definitions=[WORKERS_DEFINITION],
     )
+
+
+def pin_with_workers(
+    module: TorchModule, loader: DataLoaderSite, persistent: bool
+) -> tuple[str, Import | None] | None:
+    """What the workers fix pins the loader with (TL202's `torch.cuda.is_available`, as
+    spelled here, and its import), where it does not pin: no `pin_memory`, or `False` as a
+    keyword of the call (not in a `**` dict, where a keyword as well would raise). None
+    where it pins, a value says how, or a Lightning Trainer reloads the loaders it makes
+    persistent (Lightning advises against pinning there)."""
+    if persistent and module.frameworks.reloads_loaders:
+        return None
+    if loader.arg("pin_memory") is not MISSING and (
+        bool_value(keyword(loader.call.node, "pin_memory")) is not False
+    ):
+        return None
+    return spell(module, "torch.cuda.is_available", loader.call.scope)
 
 
 def non_blocking(

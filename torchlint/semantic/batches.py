@@ -12,11 +12,12 @@ from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS
+from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, Scope, bound_names
 from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name, names_read
-from torchlint.walk import walk
+from torchlint.walk import descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
@@ -183,6 +184,12 @@ DEVICE_OBJECTS = frozenset(
 def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
     """The loop's copies of its batches (`x.to(device)`, `batch["x"].cuda()`) to a device
     that is not the CPU, without `non_blocking`: blocking, where the loader pins memory."""
+    return [c for c in batch_copies(module, loop) if c.kwarg("non_blocking") is MISSING]
+
+
+def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's copies of its batches to a device that is not the CPU (`non_blocking`
+    given positionally or through `**` left out)."""
     names = batch_names(module, loop)
     out: list[CallSite] = []
     for call in loop.calls if names else ():
@@ -191,13 +198,52 @@ def blocking_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
             receiver = receiver.value
         if call.method not in ("to", "cuda") or dotted_name(receiver) not in names:
             continue
-        if call.has_star_args or call.kwarg("non_blocking") is not MISSING:
+        if call.has_star_args:
             continue
         if any(bool_value(a) is not None for a in call.positional):
             continue  # `x.to(device, None, True)`: non_blocking given positionally
         found = module.move(call)
         if found is not None and not found.is_cpu:
             out.append(call)
+    return out
+
+
+def host_read(module: TorchModule, loop: Loop) -> CallSite | None:
+    """A read of a tensor on the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`) the
+    loop's body makes on every iteration (not under `if step % N == 0:`): the host waits
+    for the GPU's queue there each batch."""
+    for call in loop.calls:
+        if call.method in HOST_METHODS and not call.node.args and not is_periodic(call):
+            return call
+    return None
+
+
+def read_right_after(module: TorchModule, call: CallSite) -> bool:
+    """The statement after the one holding `call` reads a tensor on the host
+    (`.item()`, `.cpu()`...): the host waits for the copy there anyway."""
+    statement = call.ctx.statement
+    following = module.next_statement(statement) if statement is not None else None
+    return following is not None and any(
+        isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value in HOST_METHODS
+        and not n.args
+        for n in descendants(following)
+    )
+
+
+def typed_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
+    """The loop's `.type(T)` of its batches with `T` a CUDA tensor type (`Tensor =
+    torch.cuda.FloatTensor if cuda else torch.FloatTensor`): blocking copies."""
+    names = batch_names(module, loop)
+    out: list[CallSite] = []
+    for call in loop.calls if names else ():
+        if call.method != "type" or dotted_name(call.receiver) not in names:
+            continue
+        if len(call.node.args) == 1 and call.node.args[0].keyword is None:
+            built = module.devices.tensor_type(call.node.args[0].value, call.scope)
+            if built is not None and built.is_gpu:
+                out.append(call)
     return out
 
 

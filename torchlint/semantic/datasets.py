@@ -30,6 +30,29 @@ DECODING = ("torchvision.", "torchaudio.", "torchtext.")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Datasets that are iterable pipes (torchtext's datasets since 0.12, torchdata's pipes).
 PIPES = ("torchtext.datasets.", "torchdata.datapipes.iter.")
+# Hugging Face `datasets` methods that return a dataset whose rows were computed ahead
+# (`PROCESSED`: `map` stores what it returns; `with_format("torch")` reads them as tensors)
+# or that only select, rename or reorder rows and columns.
+PROCESSED = frozenset({"map", "with_format", "set_format"})
+HF_METHODS = PROCESSED | {
+    "rename_column", "rename_columns", "remove_columns", "select_columns", "filter",
+    "shuffle", "select", "train_test_split", "flatten", "cast", "cast_column", "sort",
+    "shard", "take", "skip",
+}  # fmt: skip
+# What a collate function may call and still only pad and stack the samples it is given.
+PADDING = frozenset({
+    "pad", "pad_sequence", "tensor", "as_tensor", "LongTensor", "stack", "cat", "unsqueeze",
+    "squeeze", "arange", "zeros", "ones", "full", "new_full", "fill_", "view", "long",
+    "int", "float", "size", "clone", "contiguous", "dict", "list", "tuple", "len", "max",
+    "min", "sum", "range", "enumerate", "zip", "sorted", "append", "extend", "items",
+    "keys", "values", "get", "isinstance", "default_collate", "default_data_collator",
+})  # fmt: skip
+# Collators that pad or stack (Hugging Face's, PyTorch's default).
+PADDING_COLLATORS = frozenset({
+    "torch.utils.data.default_collate", "torch.utils.data.dataloader.default_collate",
+    "transformers.default_data_collator", "transformers.DataCollatorWithPadding",
+    "transformers.data.data_collator.default_data_collator",
+})  # fmt: skip
 Guard = Callable[[Context, cst.CSTNode | None], bool]
 
 
@@ -171,6 +194,115 @@ class Datasets:
             elif self.functions.class_scope(func, where) and not self._plain(value, where):
                 return True
         return False
+
+    def wants_workers(self, loader: DataLoaderSite) -> bool:
+        """Worker processes would hide real per-sample work (TL201 asks for them, with
+        high impact): neither plain data, an IterableDataset, nor `cheap_samples`."""
+        return not (
+            self.plain_data(loader)
+            or self.iterable_dataset(loader)
+            or self.cheap_samples(loader) is not None
+        )
+
+    def cheap_samples(self, loader: DataLoaderSite) -> str | None:
+        """Why reading and collating a sample is cheap (workers would hide a few percent):
+        rows of a Hugging Face dataset processed ahead (`.map(tokenize)`,
+        `.with_format("torch")`) or tensors in memory, collated by padding and stacking
+        only (the default collate, `tokenizer.pad`, `pad_sequence`, Hugging Face's padding
+        collators); None otherwise."""
+        hf = self.processed_data(loader)
+
+        def stored(value: cst.BaseExpression, scope: Scope) -> bool:
+            return self._plain(value, scope) or (hf and self._hf(value, scope, set())[0])
+
+        if not self._dataset_is(loader, stored):
+            return None
+        dataset = loader.arg("dataset")
+        assert dataset is not MISSING
+        if self.works_per_sample(dataset, loader.call.scope):
+            return None
+        collate = loader.arg("collate_fn")
+        if collate is not MISSING and not self._padding_only(collate, loader.call.scope):
+            return None
+        what = "a Hugging Face dataset processed ahead" if hf else "tensors in memory"
+        return f"{what}, collated by padding only"
+
+    def processed_data(self, loader: DataLoaderSite) -> bool:
+        """Some origin of the loader's dataset is a Hugging Face dataset processed ahead
+        (its samples are stored rows: token ids where a tokenizer mapped them)."""
+        dataset = loader.arg("dataset")
+        return dataset is not MISSING and any(
+            self.processed(v, s) for v, s in self.values.origins(dataset, loader.call.scope)
+        )
+
+    def processed(self, node: cst.BaseExpression, scope: Scope) -> bool:
+        """A Hugging Face dataset (`datasets.load_dataset(...)`, `Dataset.from_*`...)
+        through `HF_METHODS` and subscripts (`tokenized["train"]`), at least one of them
+        `PROCESSED` (`ds.map(tokenize)`, `ds.with_format("torch")`)."""
+        hf, done = self._hf(node, scope, set())
+        return hf and done
+
+    def _hf(self, node: cst.BaseExpression, scope: Scope, seen: set[int]) -> tuple[bool, bool]:
+        """(a Hugging Face dataset, processed on the way); a name rebound in terms of
+        itself (`ds = ds.map(f)`) is read once, and what it holds on other paths may be
+        tensors in memory (`TensorDataset`)."""
+        done = False
+        while True:
+            while isinstance(node, cst.Subscript):
+                node = node.value
+            if id(node) in seen:
+                return True, False
+            seen.add(id(node))
+            if isinstance(node, cst.Name):
+                found = [(v, s) for v, s in self.values.origins(node, scope) if v is not node]
+                results = [
+                    (True, False) if self._plain(v, s) else self._hf(v, s, seen) for v, s in found
+                ]
+                hf = bool(results) and all(r[0] for r in results)
+                return hf, done or any(r[1] for r in results)
+            if not isinstance(node, cst.Call):
+                return False, False
+            qualname = scope.resolve(node.func)
+            if qualname is not None:
+                return qualname.startswith("datasets."), done
+            if not isinstance(node.func, cst.Attribute) or node.func.attr.value not in HF_METHODS:
+                return False, False
+            done = done or node.func.attr.value in PROCESSED
+            node = node.func.value
+
+    def _padding_only(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """A collate function that only pads and stacks: a known collator, or a function
+        of this file (what a factory returns included) whose calls are all `PADDING`."""
+        if depth > 3:
+            return False
+        if isinstance(node, cst.Call):
+            qualname = scope.resolve(node.func)
+            if qualname in PADDING_COLLATORS:
+                return True
+            target = self.functions.definition(node.func, scope)
+            if target is None or target.kind is not Kind.DEF:
+                return False
+            assert isinstance(target.node, cst.FunctionDef)
+            inner = self.functions.scope_of(target.node)
+            returned = self.functions.returns(target.node)
+            return bool(returned) and all(self._padding_only(r, inner, depth + 1) for r in returned)
+        if scope.resolve(node) in PADDING_COLLATORS:
+            return True
+        found = bindings(node, scope)
+        if not found:
+            return False
+        for b in found:
+            if b.kind is Kind.DEF:
+                assert isinstance(b.node, cst.FunctionDef)
+                if not _pads(b.node):
+                    return False
+            elif not (
+                b.kind is Kind.ASSIGN
+                and b.value is not None
+                and self._padding_only(b.value, b.ctx.scope, depth + 1)
+            ):
+                return False
+        return True
 
     def iterable_dataset(self, loader: DataLoaderSite) -> bool:
         """The dataset is an `IterableDataset` (no sampler; workers need sharding): one of
@@ -367,3 +499,15 @@ class Datasets:
                 continue
             stack.extend(children(n))
         return False
+
+
+def _pads(function: cst.FunctionDef) -> bool:
+    """Every call in the function's body is one that pads or stacks (`PADDING`)."""
+    for node in descendants(function.body):
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else None
+            name = func.value if isinstance(func, cst.Name) else name
+            if name not in PADDING:
+                return False
+    return True

@@ -16,7 +16,7 @@ from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.scopes import Kind, Scope, ScopeKind
-from torchlint.semantic.syntax import MISSING, argument
+from torchlint.semantic.syntax import MISSING, argument, bool_value, int_value
 from torchlint.semantic.values import Constant, Values
 
 LIGHTNING = ("lightning", "pytorch_lightning")
@@ -48,6 +48,11 @@ def hf_trainer(qualname: str | None) -> bool:
         and qualname.split(".", 1)[0] in ("transformers", "trl")
         and qualname.endswith("Trainer")
     )
+
+
+DATALOADER_CONFIGURATION = frozenset(
+    {"accelerate.DataLoaderConfiguration", "accelerate.utils.DataLoaderConfiguration"}
+)
 
 
 class Frameworks:
@@ -220,6 +225,27 @@ class Frameworks:
         """`node` may hold what one of `calls` builds (through names, parameters, helpers)."""
         nodes = {id(c.node) for c in calls}
         return any(id(value) in nodes for value, _ in self.values.origins(node, scope))
+
+    @cached_property
+    def reloads_loaders(self) -> bool:
+        """A Lightning Trainer of the file reloads its loaders every N epochs
+        (`reload_dataloaders_every_n_epochs`): with persistent workers, Lightning advises
+        against pinning memory (pytorch/pytorch#91252)."""
+        return any(
+            (reload := t.kwarg("reload_dataloaders_every_n_epochs")) is not MISSING
+            and int_value(reload) != 0
+            for t in self.trainers
+        )
+
+    @cached_property
+    def non_blocking_copies(self) -> bool:
+        """Accelerate moves batches with non-blocking copies: a `DataLoaderConfiguration`
+        of the file says `non_blocking=True` (its default is False: blocking copies)."""
+        return any(
+            (value := c.kwarg("non_blocking")) is not MISSING and bool_value(value) is not False
+            for c in self.facts.calls
+            if c.qualname in DATALOADER_CONFIGURATION
+        )
 
     @cached_property
     def cpu_only(self) -> bool:

@@ -664,6 +664,37 @@ class TorchModule:
         """An `iter(loader)` run again and again (see loaders.py)."""
         return self._loaders.reiterated(loader)
 
+    def period(self, call: CallSite, _depth: int = 0) -> int | None:
+        """How many steps apart the call runs: the `N` of the `if step % N == 0:` around it
+        (an int constant: a literal, a name, an argparse default), or around every call
+        of the function it is in (two levels; the least of them); 0 where it runs every
+        N steps for an `N` we cannot read; None where it may run every time."""
+        periods = [
+            p
+            for if_ in call.ctx.ifs
+            if (p := self._modulus(if_, call.scope)) is not None and contains(if_.body, call.node)
+        ]
+        if periods:
+            return max(periods)
+        function = call.ctx.function
+        if function is None or _depth >= 2:
+            return None
+        callers = self.functions.callers(function)
+        found = [self.period(c, _depth + 1) for c, _ in callers]
+        if not found or any(p is None for p in found):
+            return None
+        return min(p for p in found if p is not None)
+
+    def _modulus(self, if_: cst.If, scope: Scope) -> int | None:
+        """The `N` of a `% N` in the test (0 when it is not an int constant); None
+        without one."""
+        for node in descendants(if_.test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                found = self.values.constant(node.right, scope)
+                value = found.value if found is not None else None
+                return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return None
+
     def restarts_workers(self, loader: DataLoaderSite) -> bool:
         """Workers of this loader would start again and again without
         `persistent_workers` (it is iterated every epoch here or in another file of the

@@ -81,6 +81,23 @@ class Values:
         self.functions = functions
         self._options: dict[str, list[Option]] | None = None
 
+    def numel(self, sizes: list[cst.BaseExpression], scope: Scope) -> int | None:
+        """The elements of a tensor of the shape these size arguments give, where each
+        is an int constant (a literal, a name bound once, an argparse default): `(2, 3)`,
+        `2, 3`, `[n]`, `()` (a scalar: 1); None otherwise."""
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+            elements = sizes[0].elements
+            if any(isinstance(e, cst.StarredElement) for e in elements):
+                return None
+            sizes = [e.value for e in elements]
+        count = 1
+        for size in sizes:
+            found = self.constant(size, scope)
+            if found is None or not isinstance(found.value, int) or isinstance(found.value, bool):
+                return None
+            count *= max(found.value, 0)
+        return count
+
     def constant(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Constant | None:
         """The value of `node` where it is provably one constant."""
         is_literal, value = literal(node)
