@@ -101,13 +101,14 @@ class DataLoaderSyncLoading(Rule):
                 if workers is MISSING
                 else "`num_workers=0` on a training DataLoader"
             )
-            message = (
-                f"{what} loads every batch on the main process while the GPU waits; set "
-                "`num_workers` to the CPU cores per process minus one"
-            )
             hazard = module.datasets.workers_hazard(loader)
             persistent = module.restarts_workers(loader)
             pin = pin_with_workers(module, loader, persistent)
+            message = (
+                f"{what} loads every batch on the main process while the GPU waits; set "
+                "`num_workers` to the CPU cores per process minus one"
+                + (" (and `pin_memory` with them)" if pin is not None else "")
+            )
             fixed = (
                 None
                 if hazard

@@ -36,10 +36,10 @@ when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword
 well would raise TypeError), and a dict the file does not show is not reported.
 
 Impact: high where the loader has workers (the pin thread pins the next batches while
-the GPU trains) and where TL201 asks for workers it cannot add itself (a script without
-a main guard, a lambda in the dataset: pinning is the half of that change the user makes
-by hand). Low for a loader without workers (`num_workers` absent or 0) where TL201's
-fix gives it workers and pins it in the same edit (one decision, one change); or where
+the GPU trains). Low for a loader without workers (`num_workers` absent or 0) where
+TL201 asks for workers: its fix gives them and pins in the same edit (one decision, one
+change), and where it cannot make the change itself (a script without a main guard, a
+lambda in the dataset) its message asks for `pin_memory` with the workers; or where
 it is to stay without workers (TL201 silent or low: data in memory or processed ahead,
 an IterableDataset) and either its batches reach the GPU through blocking copies only
 (pinned on the main thread, then copied synchronously: what the driver's own staging
@@ -133,8 +133,9 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     gives it workers and pins it, or it is to stay without them (TL201 is silent or low)
     and its copies stay blocking (pinned on the main thread, then copied synchronously:
     what the driver's staging does anyway) or its samples are rows of a Hugging Face
-    dataset processed ahead (token ids: a few KB a batch). A loader TL201 asks to give
-    workers but cannot fix stays high: pinning is half of that change."""
+    dataset processed ahead (token ids: a few KB a batch). Where TL201 asks for workers
+    but cannot make the change itself (no main guard, a lambda), its message asks for the
+    pinning with them: one decision, reported once."""
     workers = loader.arg("num_workers")
     if workers is not MISSING and int_value(workers) != 0:
         return None
@@ -142,12 +143,12 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     if datasets.wants_workers(loader):
         persistent = module.restarts_workers(loader)
         pin = pin_with_workers(module, loader, persistent)
-        if (
-            pin is None
-            or datasets.workers_hazard(loader) is not None
-            or workers_fix(loader, "", persistent, pin) is None
-        ):
+        if pin is None:
             return None
+        if datasets.workers_hazard(loader) is not None or (
+            workers_fix(loader, "", persistent, pin) is None
+        ):
+            return "no workers yet: pinning goes with the workers TL201 asks for"
         return "no workers yet: TL201's change gives it workers and pins it"
     if _synchronous(module, loader):
         return (
