@@ -76,6 +76,7 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import CallSite, Scope, TorchModule
+from torchlint.semantic.batches import batch_size_of
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.syntax import int_value
 
@@ -131,6 +132,53 @@ CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
 # At most this many elements: a tensor whose copy moves a few bytes (labels of a small
 # batch, a mask, a 0-element tensor).
 TINY = 256
+
+
+def _tiny(count: int) -> str:
+    if count == 0:
+        return "an empty tensor: nothing is copied"
+    return f"{count} element{'s' if count > 1 else ''}: the copy moves a few bytes"
+
+
+# Where a NumPy constructor takes its shape: the position of `shape`/`size`, or every
+# positional argument (`np.random.rand(2, 3)`).
+SHAPE_AT = {"zeros": 0, "ones": 0, "empty": 0, "full": 0, "random": 0, "random_sample": 0}
+SHAPE_AT |= {"standard_normal": 0, "normal": 2, "uniform": 2, "randint": 2}
+
+
+def _array_numel(module: TorchModule, name: str, array: CallSite) -> int | None:
+    """The elements of the array a NumPy call builds, where each size is an int constant
+    or the first dimension of a batch of a loader with a constant `batch_size` (at most:
+    `np.random.normal(0, 1, (imgs.shape[0], 10))`); None otherwise."""
+    args = array.node.args
+    if any(a.star for a in args):
+        return None
+    if name in ("rand", "randn"):
+        sizes = [a.value for a in args]
+    else:
+        keyword = next(
+            (a.value for a in args if a.keyword and a.keyword.value in ("size", "shape")), None
+        )
+        positional = [a.value for a in args if a.keyword is None]
+        at = SHAPE_AT.get(name)
+        if keyword is None and (at is None or len(positional) <= at):
+            return None
+        sizes = [keyword if keyword is not None else positional[at or 0]]
+    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+        elements = sizes[0].elements
+        if any(isinstance(e, cst.StarredElement) for e in elements):
+            return None
+        sizes = [e.value for e in elements]
+    count = 1
+    for size in sizes:
+        found = module.constant(size, array.scope)
+        value = found.value if found is not None else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            value = batch_size_of(module, size, array.scope, array.ctx.loops)
+        if value is None:
+            return None
+        count *= max(value, 0)
+    return count
 
 
 def _numel(module: TorchModule, name: str, factory: cst.Call, scope: Scope) -> int | None:
@@ -256,13 +304,7 @@ class CpuTensorThenMoved(Rule):
             safe = _safe(name, factory)
             spelled = module.module.code_for_node(factory.func)
             count = _numel(module, name, factory, move.scope)
-            low = (
-                None
-                if count is None or count > TINY
-                else "an empty tensor: nothing is copied"
-                if count == 0
-                else f"{count} element{'s' if count > 1 else ''}: the copy moves a few bytes"
-            )
+            low = None if count is None or count > TINY else _tiny(count)
             if move.method == "type_as":
                 yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE, low)
                 continue
@@ -326,12 +368,15 @@ class CpuTensorThenMoved(Rule):
             f"step; build it on the device: {NUMPY_ON_DEVICE[name]}"
         )
         edit = _filled(tensor_type, array.node, name) if tensor_type is not None else None
+        count = _array_numel(module, name, array)
+        low = None if count is None or count > TINY else _tiny(count)
         return self.diagnostic(
             at.node,
-            message,
+            message if low is None else f"{message} (low impact: {low})",
             fix=fix("Build the tensor on its device", Applicability.SAFE, Replace(at.node, edit))
             if edit is not None
             else None,
+            impact=Impact.HIGH if low is None else Impact.LOW,
         )
 
     def _typed(

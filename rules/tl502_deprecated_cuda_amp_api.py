@@ -33,10 +33,10 @@ reported where the replacement does not exist yet (`torch.autocast` needs 1.10,
 (`new() if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`, `if
 hasattr(torch, "amp"): ... else: ...`) is left alone: it is there for older releases.
 
-Impact: every case is low on GPU time, though reported high (no condition marks it low
-yet): `torch.autocast` and `torch.amp.GradScaler` run the same kernels as the aliases,
-so the change removes a `FutureWarning` on every call and a break when the aliases go,
-but makes no step faster.
+Impact: always low: `torch.autocast` and `torch.amp.GradScaler` run the same kernels as
+the aliases, so the change removes a `FutureWarning` on every call and a break when the
+aliases go, but makes no step faster. Shown (and fixed) with `--show-low-impact` or
+`min-impact = "low"`: worth it before upgrading PyTorch.
 
 Unknown device: not read; the deprecated names are reported wherever they are called,
 and each replacement keeps the device its old name says (`torch.cuda.amp`: "cuda",
@@ -55,7 +55,7 @@ import libcst as cst
 
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import CallSite, TorchModule
 from torchlint.semantic.syntax import dotted_name
 from torchlint.walk import walk
@@ -82,6 +82,8 @@ for _device in ("cuda", "cpu"):
 DEPRECATED_MODULES = {name.rsplit(".", 1)[0] for name in DEPRECATED}
 # What a `from X import Y` line may import to count as the deprecated API.
 DEPRECATED_IMPORTS = {*DEPRECATED, *DEPRECATED_MODULES}
+# Why every finding is of low impact: the same kernels run under either name.
+LOW = "low impact: the same kernels run; the change silences a FutureWarning"
 
 
 class DeprecatedCudaAmpApi(Rule):
@@ -116,7 +118,8 @@ class DeprecatedCudaAmpApi(Rule):
             yield self.diagnostic(
                 call.node,
                 f"`{old}(...)` is deprecated (a FutureWarning on every call since "
-                f'PyTorch 2.4); use `{new_name}("{device}", ...)`',
+                f'PyTorch 2.4); use `{new_name}("{device}", ...)` ({LOW})',
+                impact=Impact.LOW,
                 fix=fix(
                     f'Use `{new_name}("{device}", ...)`'
                     + (" (and drop the import it leaves unused)" if removed else ""),
@@ -129,7 +132,8 @@ class DeprecatedCudaAmpApi(Rule):
         for stmt in unused:
             yield self.diagnostic(
                 stmt,
-                "unused import of the deprecated `torch.cuda.amp` / `torch.cpu.amp` API",
+                f"unused import of the deprecated `torch.cuda.amp` / `torch.cpu.amp` API ({LOW})",
+                impact=Impact.LOW,
                 fix=fix("Remove the unused import", Applicability.SAFE, Remove(stmt)),
             )
 

@@ -2,7 +2,7 @@
 
 fixtures/<CODE>/bad.py        lines ending in `# error: CODE` must be flagged, those ending
                               in `# low: CODE` flagged with low impact, no others
-fixtures/<CODE>/bad.fixed.py  exact output of `fix --unsafe-fixes` on bad.py
+fixtures/<CODE>/bad.fixed.py  exact output of `fix --unsafe-fixes --show-low-impact` on bad.py
 fixtures/<CODE>/good.py       near misses: nothing may be flagged
 fixtures/<CODE>/bad_<case>.py, good_<case>.py: more of the same, each a whole file (a
 Lightning import, a CPU-only script... changes what the rest of a file means)
@@ -42,10 +42,11 @@ def case(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def linter_for(code: str, path: Path | None = None) -> Linter:
+def linter_for(code: str, path: Path | None = None, low_impact: bool = False) -> Linter:
     m = TARGET.match(path.read_text(encoding="utf-8")) if path is not None else None
     target = (int(m.group(1)), int(m.group(2))) if m else None
-    return Linter(instantiate([code]), Settings(options=default_options(), target_torch=target))
+    settings = Settings(options=default_options(), target_torch=target)
+    return Linter(instantiate([code]), settings, low_impact=low_impact)
 
 
 def expected_marks(path: Path, code: str) -> list[tuple[int, str, str]]:
@@ -92,7 +93,7 @@ def test_good_is_silent(good: Path):
 def test_fix_matches_expected_and_is_idempotent(bad: Path):
     code = bad.parent.name
     expected_path = bad.with_name(bad.stem + ".fixed.py")
-    linter = linter_for(code, bad)
+    linter = linter_for(code, bad, low_impact=True)  # low-impact findings' fixes too
     fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
     if fixed == bad.read_text(encoding="utf-8"):
         assert not expected_path.exists(), "nothing is fixed: no .fixed.py expected"

@@ -11,12 +11,19 @@ import libcst as cst
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
-from torchlint.semantic.loaders import WRAPPERS
+from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, Scope, bound_names
-from torchlint.semantic.syntax import MISSING, bool_value, children, dotted_name, names_read
+from torchlint.semantic.syntax import (
+    MISSING,
+    bool_value,
+    children,
+    dotted_name,
+    int_value,
+    names_read,
+)
 from torchlint.walk import descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -411,3 +418,57 @@ def moved_to(module: TorchModule, loop: Loop, name: str) -> Device | None:
         if call.method in ("to", "cuda") and dotted_name(call.receiver) == name:
             return module.move(call)
     return None
+
+
+def batch_size_of(
+    module: TorchModule, expr: cst.BaseExpression, scope: Scope, loops: tuple[Loop, ...]
+) -> int | None:
+    """At most how many samples `expr` counts where it reads the first dimension of a
+    batch (`x.shape[0]`, `x.size(0)`, `len(x)`, or a name bound once to one of those) for
+    `x` a tensor one of `loops` (those around it) draws from a loader whose `batch_size`
+    is a constant: that batch size (the last batch may be smaller); None otherwise."""
+    values = module.assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
+    if len(values) == 1:
+        expr = values[0]
+    tensor = _first_dimension_of(expr)
+    if tensor is None:
+        return None
+    for loop in reversed(loops):
+        if tensor not in batch_tensors(module, loop, rebound=True):
+            continue
+        sizes = {_constant_batch(module, loader) for loader in loop.loaders}
+        return sizes.pop() if len(sizes) == 1 else None
+    return None
+
+
+def _first_dimension_of(expr: cst.BaseExpression) -> str | None:
+    """The name whose first dimension `expr` reads: `x.shape[0]`, `x.size(0)`, `len(x)`."""
+    if (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Attribute)
+        and expr.value.attr.value == "shape"
+        and isinstance(expr.value.value, cst.Name)
+        and len(expr.slice) == 1
+        and isinstance(expr.slice[0].slice, cst.Index)
+        and int_value(expr.slice[0].slice.value) == 0
+    ):
+        return expr.value.value.value
+    if isinstance(expr, cst.Call) and len(expr.args) == 1:
+        func, arg = expr.func, expr.args[0].value
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "size"
+            and isinstance(func.value, cst.Name)
+            and int_value(arg) == 0
+        ):
+            return func.value.value
+        if isinstance(func, cst.Name) and func.value == "len" and isinstance(arg, cst.Name):
+            return arg.value
+    return None
+
+
+def _constant_batch(module: TorchModule, loader: DataLoaderSite) -> int | None:
+    size = loader.arg("batch_size")
+    found = module.constant(size, loader.call.scope) if size is not MISSING else None
+    value = found.value if found is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
