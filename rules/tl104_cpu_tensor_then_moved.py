@@ -53,8 +53,11 @@ Impact: low where the tensor has at most 256 elements and its shape is visible a
 constants (literals, names bound once, argparse defaults: `torch.zeros(BATCH,
 dtype=torch.long)`, `torch.ones(opt.n_classes)`, `torch.tensor([0.5, 2.0])`,
 `torch.arange(10)`, `torch.randperm(n)`...), or none at all (`torch.empty(0)`: nothing is
-copied): the copy moves a few hundred bytes at most. Shapes known only at run time
-(`x.size(0)`, `imgs.shape[0]`), `*_like`, `*shape`, and the NumPy-built arrays stay high.
+copied): the copy moves a few hundred bytes at most. NumPy-built arrays are low on the
+same terms, a size that reads the first dimension of a batch (`imgs.shape[0]`,
+`imgs.size(0)`, a name bound to one) counting as the constant `batch_size` of the loader
+the batch comes from (`np.random.randint(0, n_classes, imgs.shape[0])` with batches of
+64). Other shapes known only at run time, `*_like` and `*shape` stay high.
 
 Unknown device: reported where a factory is moved on every step to a device that cannot
 be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same

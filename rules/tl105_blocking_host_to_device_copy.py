@@ -44,7 +44,10 @@ right after it anyway: the next statement reads a tensor on the host (`.item()`,
 `.cpu()`, `.tolist()`, `.numpy()`), or the loop over the loader is an evaluation loop
 (no optimizer step) that makes such a read on every batch (not under `if i % N == 0:`);
 TL401 asks to remove per-step syncs in training loops only, so there the sync stays.
-Training loops, and evaluation loops that keep their results on the GPU, stay high.
+Low too where the batches are small images: a torchvision MNIST/CIFAR-like dataset (at
+most 64x64 after a resize or crop of a constant size) whose batches, at the loader's
+constant `batch_size`, hold at most 1 MB: the copy takes microseconds. Training loops
+over other data, and evaluation loops that keep their results on the GPU, stay high.
 
 Unknown device: reported where a pinned batch is copied to a device that cannot be
 named; where the device is a name the fix writes `non_blocking=torch.device(<name>).type
@@ -63,7 +66,12 @@ from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import CallSite, Loop, TorchModule
-from torchlint.semantic.batches import blocking_copies, host_read, read_right_after
+from torchlint.semantic.batches import (
+    blocking_copies,
+    host_read,
+    read_right_after,
+    tiny_batches,
+)
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -108,10 +116,14 @@ class BlockingHostToDeviceCopy(Rule):
 
 def _low(module: TorchModule, loop: Loop, call: CallSite) -> str | None:
     """Why the copy has nothing to overlap: the next statement reads a tensor on the host
-    anyway, or an evaluation loop (no optimizer step) reads one every batch (TL401 does
+    anyway, the batches are of small images (MNIST, CIFAR: a copy of microseconds), or an
+    evaluation loop (no optimizer step) reads one every batch (TL401 does
     not ask to remove that sync outside training)."""
     if read_right_after(module, call):
         return "the next statement waits for the GPU anyway (`.item()`, `.cpu()`)"
+    tiny = tiny_batches(module, loop.loaders)
+    if tiny is not None:
+        return tiny
     if not loop.is_training:
         read = host_read(module, loop)
         if read is not None:

@@ -36,7 +36,9 @@ when the dict itself sets `pin_memory=False` the finding is not fixed (a keyword
 well would raise TypeError), and a dict the file does not show is not reported.
 
 Impact: high where the loader has workers (the pin thread pins the next batches while
-the GPU trains). Low for a loader without workers (`num_workers` absent or 0) where
+the GPU trains), unless its batches are small images (a torchvision MNIST/CIFAR-like
+dataset, at most 64x64, batches of at most 1 MB: a copy of microseconds, pinned or not).
+Low for a loader without workers (`num_workers` absent or 0) where
 TL201 asks for workers: its fix gives them and pins in the same edit (one decision, one
 change), and where it cannot make the change itself (a script without a main guard, a
 lambda in the dataset) its message asks for `pin_memory` with the workers; or where
@@ -67,7 +69,7 @@ from torchlint.edits import non_blocking, pin_with_workers, set_arg, set_kwarg, 
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import batch_copies, blocking_copies, typed_copies
+from torchlint.semantic.batches import batch_copies, blocking_copies, tiny_batches, typed_copies
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -136,6 +138,9 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     dataset processed ahead (token ids: a few KB a batch). Where TL201 asks for workers
     but cannot make the change itself (no main guard, a lambda), its message asks for the
     pinning with them: one decision, reported once."""
+    tiny = tiny_batches(module, [loader])
+    if tiny is not None:
+        return tiny
     workers = loader.arg("num_workers")
     if workers is not MISSING and int_value(workers) != 0:
         return None

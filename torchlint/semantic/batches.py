@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
+from torchlint.semantic.datasets import TINY_BATCH
 from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite
@@ -472,3 +473,14 @@ def _constant_batch(module: TorchModule, loader: DataLoaderSite) -> int | None:
     found = module.constant(size, loader.call.scope) if size is not MISSING else None
     value = found.value if found is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def tiny_batches(module: TorchModule, loaders: list[DataLoaderSite]) -> str | None:
+    """Why copying these loaders' batches costs nothing worth overlapping, said as a
+    finding's low-impact reason: every batch of each is at most `TINY_BATCH` bytes (small
+    images: `Datasets.batch_bytes`); None otherwise."""
+    sizes = [module.datasets.batch_bytes(loader) for loader in loaders]
+    if not sizes or any(size is None or size > TINY_BATCH for size in sizes):
+        return None
+    largest = max(size for size in sizes if size is not None)
+    return f"batches of at most {-(-largest // 1024)} KB of small images: a copy of microseconds"

@@ -27,6 +27,15 @@ TENSOR_DATASET = "torch.utils.data.TensorDataset"
 HF_TRANSFORMS = ("with_transform", "set_transform")
 # Libraries whose datasets decode and transform each sample.
 DECODING = ("torchvision.", "torchaudio.", "torchtext.")
+# torchvision datasets of small images of one size: (channels, height, width).
+SMALL_IMAGES = dict.fromkeys(
+    ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST"), (1, 28, 28)
+) | dict.fromkeys(("CIFAR10", "CIFAR100", "SVHN"), (3, 32, 32))
+# Transforms that set the image size (an int: square), and the largest side kept as tiny.
+RESIZING = ("Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop")
+SMALL_SIDE = 64
+# A batch this small (bytes) is copied in microseconds: nothing worth overlapping.
+TINY_BATCH = 1 << 20
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Datasets that are iterable pipes (torchtext's datasets since 0.12, torchdata's pipes).
 PIPES = ("torchtext.datasets.", "torchdata.datapipes.iter.")
@@ -331,6 +340,47 @@ class Datasets:
                 if any(cls.parent.resolve(b.value) == ITERABLE_DATASET for b in cls.node.bases):
                     return True
         return False
+
+    def batch_bytes(self, loader: DataLoaderSite) -> int | None:
+        """At most how many bytes a batch of the loader holds, where its dataset is a
+        torchvision dataset of small images (MNIST, CIFAR: float32 after `ToTensor`, at
+        most 64x64 after a resize or crop of a constant size) and its `batch_size` a
+        constant; None otherwise."""
+        size = loader.arg("batch_size")
+        found = self.values.constant(size, loader.call.scope) if size is not MISSING else None
+        batch = found.value if found is not None else 1 if size is MISSING else None
+        dataset = loader.arg("dataset")
+        if not isinstance(batch, int) or isinstance(batch, bool) or dataset is MISSING:
+            return None
+        origins = self.values.origins(dataset, loader.call.scope)
+        samples = [self._sample_bytes(value, scope) for value, scope in origins]
+        if not samples or any(s is None for s in samples):
+            return None
+        return batch * max(s for s in samples if s is not None)
+
+    def _sample_bytes(self, value: cst.BaseExpression, scope: Scope) -> int | None:
+        if not isinstance(value, cst.Call):
+            return None
+        qualname = scope.resolve(value.func) or ""
+        shape = SMALL_IMAGES.get(qualname.removeprefix("torchvision.datasets."))
+        if shape is None or not qualname.startswith("torchvision.datasets."):
+            return None
+        channels, height, width = shape
+        for arg in value.args:
+            if arg.keyword is None or "transform" not in arg.keyword.value:
+                continue
+            for transform, _ in self.held(arg.value, scope):
+                for node in descendants(transform):
+                    if not isinstance(node, cst.Call):
+                        continue
+                    name = (scope.resolve(node.func) or "").rpartition(".")[2]
+                    if name not in RESIZING:
+                        continue
+                    side = self.values.constant(node.args[0].value, scope) if node.args else None
+                    if side is None or type(side.value) is not int or side.value > SMALL_SIDE:
+                        return None
+                    height = width = max(side.value, 1)
+        return 4 * channels * height * width + 8  # float32 pixels and an int64 label
 
     def map_style(self, loader: DataLoaderSite) -> bool:
         """The loader has a length: default batching over a dataset known to define
