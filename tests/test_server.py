@@ -609,3 +609,30 @@ async def test_a_cancelled_request_is_answered_as_cancelled(client, tmp_path):
     assert len(await published(client, doc, before, version=1)) > 600
     assert "Ignore TL201 for this line" in [a.title for a in await actions(client, doc, 2)]
     close_document(client, doc)
+
+
+async def test_low_impact_findings_follow_the_config(client, tmp_path):
+    """Hidden by default, as on the command line; with `min-impact = "low"` published as
+    information, the impact in the diagnostic's data."""
+    source = (
+        "import torch.nn as nn\n\n"
+        "head = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128))\n"
+        "body = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16))\n"
+    )
+    config_file = tmp_path / "pyproject.toml"
+    config_file.write_text('[tool.torchlint]\nselect = ["TL603"]\n')
+    doc = uri(tmp_path / "net.py")
+    before = mark(client)
+    open_document(client, doc, source)
+    (high,) = await published(client, doc, before, version=1)
+    assert high.range.start.line == 3 and high.severity == types.DiagnosticSeverity.Warning
+    config_file.write_text('[tool.torchlint]\nselect = ["TL603"]\nmin-impact = "low"\n')
+    before = mark(client)
+    change_document(client, doc, source, 2)
+    found = await published(client, doc, before, version=2)
+    by_line = {d.range.start.line: (d.severity, d.data["impact"]) for d in found}
+    assert by_line == {
+        2: (types.DiagnosticSeverity.Information, "low"),
+        3: (types.DiagnosticSeverity.Warning, "high"),
+    }
+    close_document(client, doc)
