@@ -45,9 +45,10 @@ ran into one that fails (exit 1 if any):
                          did not have (a fix that wrote `\t    ds,` in a tab-indented file).
   syntax                 a fixed file that no longer parses.
 
-It runs twice: with the default rules and with `--select ALL`, both `--unsafe-fixes`,
-and prints for each the cascade ratio: the fixes `fix` applied over the fixable
-findings `check` reported (a fix that enables another finding raises it above 1).
+It runs twice: with the default rules and with `--preview --select ALL` (every rule),
+both `--unsafe-fixes`, and prints for each the cascade ratio: the fixes `fix` applied
+over the fixable findings `check` reported (a fix that enables another finding raises it
+above 1).
 
 Locations are those of the original files, as ecosystem.py writes them
 (`path:line`, `path:cell N:L` in notebooks).
@@ -92,7 +93,7 @@ KINDS = (
     "mixed-indentation",
     "syntax",
 )
-SELECTIONS = {"default": [], "ALL": ["--select", "ALL"]}
+SELECTIONS = {"default": [], "ALL": ["--preview", "--select", "ALL"]}
 FIXED = re.compile(r"\((\d+) fixed, \d+ remaining")
 
 
