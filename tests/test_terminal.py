@@ -25,7 +25,7 @@ from torchlint.semantic import Settings
 
 from .conftest import run_cli, run_cli_process
 
-# TL405 (no fix: an explicit choice) and TL502 (safe fix) on one file
+# TL405 (no fix: an explicit choice) and TL502 (safe fix, of low impact: shown) on one file
 MIXED = """\
 import torch
 from torch.utils.data import DataLoader
@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 opt.zero_grad(set_to_none=False)
 scaler = torch.cuda.amp.GradScaler()
 """
-SELECT = ("--select", "TL405,TL502")
+SELECT = ("--select", "TL405,TL502", "--show-low-impact")
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_statistics_count_per_code_instead_of_the_findings(project):
     assert result.returncode == 1
     assert result.stdout == (
         "2\tTL405\t[ ] zero-grad-keeps-zeros\n"
-        "2\tTL502\t[*] deprecated-cuda-amp-api\n"
+        "2\tTL502\t[*] deprecated-cuda-amp-api  (2 low impact)\n"
         "Found 4 problems.\n"
         "[*] 2 fixable with `--fix`.\n"
     )
@@ -118,7 +118,7 @@ def test_statistics_as_json(project):
             "count": 1,
             "fixable": True,
             "fixable_count": 1,
-            "low_impact_count": 0,
+            "low_impact_count": 1,
             "hidden_count": 0,
         },
     ]
@@ -194,44 +194,39 @@ HINT = "{} unsafe fix{} available with `--fix --unsafe-fixes`"
 
 
 @pytest.mark.parametrize(
-    ("results", "fix_mode", "expected"),
+    ("results", "expected"),
     [
-        ([_result("a", 0, [])], False, ["All checks passed!"]),
+        ([_result("a", 0, [])], ["All checks passed!"]),
         (
             [_result("a", 0, ["safe", "unsafe", None])],
-            False,
             ["Found 3 problems.", f"[*] 1 fixable with `--fix` ({HINT.format(1, '')})."],
         ),
-        ([_result("a", 0, ["safe"])], False, ["Found 1 problem.", "[*] 1 fixable with `--fix`."]),
+        ([_result("a", 0, ["safe"])], ["Found 1 problem.", "[*] 1 fixable with `--fix`."]),
         (
             [_result("a", 0, ["unsafe"] * 2)],
-            False,
             ["Found 2 problems.", HINT.format(2, "es") + "."],
         ),
-        ([_result("a", 0, [None])], False, ["Found 1 problem."]),
-        ([_result("a", 0, [])], True, ["All checks passed!"]),
+        ([_result("a", 0, [None])], ["Found 1 problem."]),
         (
             [_result("a", 3, []), _result("b", 9, [])],
-            True,
             ["Found 12 problems (12 fixed, 0 remaining)."],
         ),
         (
             [_result("a", 12, ["unsafe", "unsafe"]), _result("b", 0, ["unsafe"])],
-            True,
             ["Found 15 problems (12 fixed, 3 remaining).", HINT.format(3, "es") + "."],
         ),
-        ([_result("a", 0, [None, None])], True, ["Found 2 problems."]),
+        ([_result("a", 0, [None, None])], ["Found 2 problems."]),
     ],
 )
-def test_summary_in_ruffs_words(results, fix_mode, expected):
-    assert summary(results, Context(fix_mode=fix_mode)).splitlines() == expected
+def test_summary_in_ruffs_words(results, expected):
+    assert summary(results, Context()).splitlines() == expected
 
 
 def test_fixes_of_findings_other_fixes_brought_about_are_said_and_listed():
     """What `check` showed is what `fix` did, but for these: said, and listed per rule."""
     first = FileResult("a.py", fixed=["TL202", "TL105", "TL105"], later=["TL105"])
     results = [first, FileResult("b.py", fixed=["TL201"])]
-    assert summary(results, Context(fix_mode=True)) == (
+    assert summary(results, Context()) == (
         "Found 4 problems (4 fixed, 0 remaining; 1 found only after other fixes).\n"
     )
     assert summary(results, Context(), diff=True) == (

@@ -486,7 +486,6 @@ def _run(
 
     context = reporters.Context(
         color=_color(out),
-        fix_mode=fix,
         unsafe=config.unsafe_fixes,
         unsafe_hint=options.unsafe_fixes is not False,
         show_fixes=options.show_fixes,

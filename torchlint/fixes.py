@@ -85,10 +85,6 @@ class Import:
     name: str | None = None
     early: bool = False
 
-    @property
-    def bound_name(self) -> str:
-        return self.name if self.name else self.module.split(".")[0]
-
     def statement(self) -> cst.SimpleStatementLine:
         if self.name is None:
             return cst.parse_statement(f"import {self.module}\n")  # type: ignore[return-value]

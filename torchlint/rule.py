@@ -44,7 +44,6 @@ class Rule:
     # Not yet measured on real code (no judged finding in the corpus, docs/precision.md):
     # runs only in preview mode (`--preview`, `preview = true`), as ruff's preview rules.
     preview: ClassVar[bool] = False
-    family: ClassVar[str] = ""
     # The file must contain one of these strings for the rule to have anything to say;
     # files that contain none for every selected rule are never parsed.
     tokens: ClassVar[tuple[str, ...]] = ("torch",)

@@ -41,7 +41,6 @@ ERRORS_URL = TOOL_URL + "/blob/main/docs/output-formats.md#files-that-could-not-
 @dataclass(frozen=True)
 class Context:
     color: bool = False
-    fix_mode: bool = False  # --fix: the fixable markers and summary change wording
     unsafe: bool = False  # --unsafe-fixes: unsafe fixes count as fixable
     unsafe_hint: bool = True  # say what --unsafe-fixes would fix (not after --no-unsafe-fixes)
     show_fixes: bool = False

@@ -24,6 +24,3 @@ class Style:
 
     def green(self, text: str) -> str:
         return self._wrap("32", text)
-
-    def yellow(self, text: str) -> str:
-        return self._wrap("33", text)

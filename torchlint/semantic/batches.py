@@ -10,7 +10,6 @@ import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.datasets import TINY_BATCH
-from torchlint.semantic.devices import Device
 from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite
 from torchlint.semantic.loops import is_periodic
@@ -411,14 +410,6 @@ def unmoved_batch_tensors(
     for statement in loop.body:
         walk(statement, flow)  # a read-only walk of the loop body only
     return batch, flow.needs
-
-
-def moved_to(module: TorchModule, loop: Loop, name: str) -> Device | None:
-    """Where the loop moves the batch tensor `name` (the first move of it)."""
-    for call in loop.calls:
-        if call.method in ("to", "cuda") and dotted_name(call.receiver) == name:
-            return module.move(call)
-    return None
 
 
 def batch_size_of(
