@@ -41,7 +41,7 @@ NUMBER = re.compile(r"-?\d+\.\d+")
 
 
 def linter() -> Linter:
-    config = Config(root=ROOT, select=CODES, options=default_options())
+    config = Config(root=ROOT, select=CODES, options=default_options(), preview=True)
     return Linter(instantiate(config.selected_codes()), config.settings())
 
 

@@ -45,7 +45,9 @@ pytestmark = [
     pytest.mark.slow,
 ]  # the language server over stdio, with a real client
 
-UNSAFE = '[tool.torchlint]\nselect = ["ALL"]\nunsafe-fixes = true\n'
+UNSAFE = '[tool.torchlint]\nselect = ["ALL"]\nunsafe-fixes = true\npreview = true\n'
+EVERY = UNSAFE + 'min-impact = "low"\n'  # low-impact findings shown too, with their fixes
+PREVIEW = "[tool.torchlint]\npreview = true\n"  # the example's TL402/TL403 are preview rules
 EXAMPLE = (ROOT / "examples" / "train_classifier.py").read_text()
 
 
@@ -159,13 +161,13 @@ async def test_diagnostics_follow_the_editor_text_not_the_disk(client, tmp_path)
     assert d.data["fix"]["applicability"] == "unsafe"
     assert (d.range.start.line, d.range.start.character) == (2, 9)
 
-    edited = LOADER.replace(", pin_memory=True", "")
+    edited = LOADER.replace(", pin_memory=True", ", num_workers=2")  # workers, not pinned
     before = mark(client)
     change_document(client, doc, "x = 1\n", 2)
     change_document(client, doc, edited, 3)
     diagnostics = await published(client, doc, before, version=3)
     assert spans(diagnostics) == cli_spans(cli_findings(edited, tmp_path, "train.py"))
-    assert {d.code for d in diagnostics} == {"TL201", "TL202"}
+    assert {d.code for d in diagnostics} == {"TL202"}
 
     before = mark(client)
     client.text_document_did_save(
@@ -181,7 +183,7 @@ async def test_diagnostics_follow_the_editor_text_not_the_disk(client, tmp_path)
 async def test_edits_are_linted_as_the_whole_text_would_be(client, tmp_path):
     """The server parses an edited document again only where it changed: after each edit
     its diagnostics, and then a quick fix, are what the CLI makes of the whole text."""
-    (tmp_path / "pyproject.toml").write_text(UNSAFE)
+    (tmp_path / "pyproject.toml").write_text(EVERY)  # TL202 (low: no workers yet) shown
     text = (ROOT / "examples" / "train_classifier.py").read_text(encoding="utf-8")
     doc = uri(tmp_path / "train.py")
     before = mark(client)
@@ -237,7 +239,7 @@ async def test_a_syntax_error_is_one_diagnostic_at_its_position(client, tmp_path
 async def test_each_quick_fix_makes_what_the_engine_makes(client, tmp_path):
     """For every rule with a fix: the quick fix of a finding in its fixture gives the text
     that finding's edits in `torchlint check --output-format json` give."""
-    (tmp_path / "pyproject.toml").write_text(UNSAFE)
+    (tmp_path / "pyproject.toml").write_text(EVERY)
     files = {}
     for bad in sorted(FIXTURES.glob("TL*/bad.py")):
         files[bad.parent.name] = tmp_path / f"{bad.parent.name.lower()}.py"
@@ -332,6 +334,7 @@ async def test_ignore_for_this_line_adds_a_noqa_comment(client, tmp_path):
 
 
 async def test_fix_all_is_torchlint_fix(client, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     doc = uri(tmp_path / "train.py")
     before = mark(client)
     open_document(client, doc, EXAMPLE)
@@ -517,6 +520,7 @@ def cli_notebook(tmp_path, cells, *command: str) -> tuple[list[str], list[dict]]
 
 
 async def test_notebook_cells(client, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     split = EXAMPLE.index("def main()")
     sources = ["# Training\n", EXAMPLE[:split], EXAMPLE[split:]]
     cells = notebook_cells(tmp_path, sources, ["markdown", "python", "python"])
@@ -583,6 +587,7 @@ async def test_notebook_cells(client, tmp_path):
 async def test_a_cancelled_request_is_answered_as_cancelled(client, tmp_path):
     """The code action waits for the lint of a large file; cancelled, it says so at
     once, the lint goes on, and the server answers what comes next."""
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)  # TL402 on each loop
     big = LOADER + "".join(
         f"\n\ndef train_{i}(ds):\n"
         f"    loader_{i} = DataLoader(ds, batch_size=8)\n"
