@@ -58,7 +58,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import move_statement
+from torchlint.edits import move_statement, pinned_by_workers_fix
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, InsertBefore, fix, statements
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
@@ -93,7 +93,10 @@ class InputNotOnDevice(Rule):
             if not on_device:
                 continue
             batch, needs = unmoved_batch_tensors(module, loop, on_device)
-            pinned = all(module.pins_memory(loader) for loader in loop.loaders)
+            pinned = all(
+                module.pins_memory(loader) or pinned_by_workers_fix(module, loader)
+                for loader in loop.loaders
+            )
             for name, tensor in batch.items():
                 if name not in needs:
                     continue

@@ -33,7 +33,8 @@ minus one for the main process, and at least 1; `persistent_workers=True` with i
 where the loader is iterated every epoch (TL203: the new workers would otherwise
 restart each epoch); and `pin_memory=torch.cuda.is_available()` where the loader does
 not pin (TL202's half of the same decision: with workers, batches are pinned while the
-GPU trains; left out where a Lightning Trainer reloads loaders made persistent).
+GPU trains; left out where a Lightning Trainer reloads loaders made persistent), with the
+loops' copies of its batches made non-blocking as TL105 would once it pins.
 Unsafe because each worker holds a copy of the dataset (memory), random augmentations
 draw from per-worker seeds, and persistent workers keep their state across epochs.
 Offered only where workers can start: under the `spawn` start method (macOS, Windows)
@@ -72,7 +73,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from torchlint.edits import WORKERS_NAME, pin_with_workers, workers_fix
+from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, workers_fix
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, TorchModule
@@ -112,7 +113,13 @@ class DataLoaderSyncLoading(Rule):
             fixed = (
                 None
                 if hazard
-                else workers_fix(loader, f"Set `num_workers={WORKERS_NAME}`", persistent, pin)
+                else workers_fix(
+                    loader,
+                    f"Set `num_workers={WORKERS_NAME}`",
+                    persistent,
+                    pin,
+                    pinned_copies(module, loader) if pin is not None else ([], []),
+                )
             )
             if fixed is None and not hazard:
                 hazard = "the `**` dict sets it: change it there"

@@ -65,11 +65,18 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import non_blocking, pin_with_workers, set_arg, set_kwarg, spell, workers_fix
-from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
+from torchlint.edits import (
+    non_blocking,
+    pin_with_workers,
+    pinned_copies,
+    set_arg,
+    spell,
+    workers_fix,
+)
+from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import batch_copies, blocking_copies, tiny_batches, typed_copies
+from torchlint.semantic.batches import batch_copies, tiny_batches, typed_copies
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -100,7 +107,7 @@ class DataLoaderNoPinMemory(Rule):
                 if not any(lp.is_training for lp in loader.loops) and outside and outside.gpu
                 else "in a file that trains on the GPU"
             )
-            copies, needed = _copies(module, loader)
+            copies, needed = pinned_copies(module, loader)
             title = f"Set `pin_memory={spelled}()`" + (
                 f" and make the {len(copies)} copies of its batches non-blocking"
                 if len(copies) > 1
@@ -182,24 +189,6 @@ def _synchronous(module: TorchModule, loader: DataLoaderSite) -> bool:
     return bool(copies or typed) and all(
         c.kwarg("non_blocking") is MISSING and non_blocking(module, c) is None for c in copies
     )
-
-
-def _copies(module: TorchModule, loader: DataLoaderSite) -> tuple[list[Replace], list[Import]]:
-    """The copies of the loader's batches that pinning makes worth doing without blocking
-    (TL105's), each with the `non_blocking=` it may take on every device (and the imports
-    those need): one change with the pinning, not a finding it would bring about."""
-    edits: list[Replace] = []
-    imports: list[Import] = []
-    for loop in [] if module.managed else loader.loops:
-        if not all(other is loader or module.pins_memory(other) for other in loop.loaders):
-            continue
-        for copy in blocking_copies(module, loop):
-            found = non_blocking(module, copy)
-            if found is None or any(e.node is copy.node for e in edits):
-                continue
-            edits.append(Replace(copy.node, set_kwarg(copy.node, "non_blocking", found[0])))
-            imports += [found[1]] if found[1] is not None else []
-    return edits, imports
 
 
 def _reloaded_persistent(module: TorchModule, loader: DataLoaderSite) -> bool:

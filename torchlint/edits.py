@@ -18,8 +18,9 @@ from torchlint.semantic import (
     Scope,
     TorchModule,
 )
-from torchlint.semantic.batches import device_object
-from torchlint.semantic.syntax import argument, bool_value, dotted_name, keyword
+from torchlint.semantic.batches import blocking_copies, device_object
+from torchlint.semantic.loaders import Loader
+from torchlint.semantic.syntax import argument, bool_value, dotted_name, int_value, keyword
 
 # A one-line call that grows longer than this (the call alone: its line holds more) is
 # laid out one argument per line with a trailing comma, as black and ruff format it.
@@ -187,12 +188,14 @@ def workers_fix(
     title: str,
     persistent: bool = False,
     pin: tuple[str, Import | None] | None = None,
+    copies: tuple[list[Replace], list[Import]] = ([], []),
 ) -> Fix | None:
     """Set `num_workers=NUM_WORKERS`, the constant defined once after the imports; and
     `persistent_workers=True` with it where the loader would restart them (`persistent`,
     as the caller knows), the edit TL203 would otherwise ask for next; and, given `pin`
-    (`pin_with_workers`), `pin_memory=<it>()`: with workers, pinning is TL202's half of
-    the same change."""
+    (`pin_with_workers`), `pin_memory=<it>()` with the `copies` of its batches made
+    non-blocking (`pinned_copies`): with workers, pinning is TL202's half of the same
+    change, and its copies TL105's."""
     call = set_arg(loader, "num_workers", cst.Name(WORKERS_NAME))
     if call is None:
         return None
@@ -201,17 +204,41 @@ def workers_fix(
         call = set_kwarg(call, "persistent_workers", cst.Name("True"))
         parts.append("`persistent_workers=True`")
     imports = [Import("os")]
+    edits: list[Replace] = []
     if pin is not None:
         call = set_kwarg(call, "pin_memory", cst.parse_expression(f"{pin[0]}()"))
         parts.append(f"`pin_memory={pin[0]}()`")
         imports += [pin[1]] if pin[1] is not None else []
+        edits, needed = copies
+        imports += needed
+    title = " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else title
+    if edits:
+        title += " (the copies of its batches made non-blocking)"
     return fix(
-        " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else title,
+        title,
         Applicability.UNSAFE,
         Replace(loader.call.node, call),
+        *edits,
         imports=imports,
         definitions=[WORKERS_DEFINITION],
     )
+
+
+def pinned_by_workers_fix(module: TorchModule, loader: Loader) -> bool:
+    """TL201's fix will pin the loader with the workers it gives it: no workers yet, TL201
+    asks for them with high impact, nothing stops them starting, and the fix can be
+    written. A batch move another fix adds then copies from pinned memory."""
+    if not isinstance(loader, DataLoaderSite):
+        return False  # built in another file: its own file's fixes decide
+    workers = loader.arg("num_workers")
+    if workers is not MISSING and int_value(workers) != 0:
+        return False
+    datasets = module.datasets
+    if not datasets.wants_workers(loader) or datasets.workers_hazard(loader) is not None:
+        return False
+    persistent = module.restarts_workers(loader)
+    pin = pin_with_workers(module, loader, persistent)
+    return pin is not None and workers_fix(loader, "", persistent, pin) is not None
 
 
 def pin_with_workers(
@@ -229,6 +256,26 @@ def pin_with_workers(
     ):
         return None
     return spell(module, "torch.cuda.is_available", loader.call.scope)
+
+
+def pinned_copies(
+    module: TorchModule, loader: DataLoaderSite
+) -> tuple[list[Replace], list[Import]]:
+    """The copies of the loader's batches that pinning makes worth doing without blocking
+    (TL105's), each with the `non_blocking=` it may take on every device (and the imports
+    those need): one change with the pinning, not a finding it would bring about."""
+    edits: list[Replace] = []
+    imports: list[Import] = []
+    for loop in [] if module.managed else loader.loops:
+        if not all(other is loader or module.pins_memory(other) for other in loop.loaders):
+            continue
+        for copy in blocking_copies(module, loop):
+            found = non_blocking(module, copy)
+            if found is None or any(e.node is copy.node for e in edits):
+                continue
+            edits.append(Replace(copy.node, set_kwarg(copy.node, "non_blocking", found[0])))
+            imports += [found[1]] if found[1] is not None else []
+    return edits, imports
 
 
 def non_blocking(
