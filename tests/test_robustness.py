@@ -25,7 +25,8 @@ from torchlint.runner import discover, display, process_file
 from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
-# TL502's fix in the layout tests: it applies wherever the call is.
+# TL502's fix in the layout tests: it applies wherever the call is (of low impact: shown).
+LOW = "--show-low-impact"
 EXPLICIT = "scaler = torch.cuda.amp.GradScaler()"
 NOTEBOOK = json.dumps(
     {
@@ -49,9 +50,9 @@ def _ok(result, code: int = 0) -> None:
 
 def _fix_twice(tmp_path: Path, name: str) -> bytes:
     """`fix --unsafe-fixes` twice: the second run changes nothing; the result compiles."""
-    _ok(run_cli("fix", "--unsafe-fixes", "--no-cache", name, cwd=tmp_path))
+    _ok(run_cli("fix", "--unsafe-fixes", LOW, "--no-cache", name, cwd=tmp_path))
     once = (tmp_path / name).read_bytes()
-    _ok(run_cli("fix", "--unsafe-fixes", "--no-cache", name, cwd=tmp_path))
+    _ok(run_cli("fix", "--unsafe-fixes", LOW, "--no-cache", name, cwd=tmp_path))
     assert (tmp_path / name).read_bytes() == once
     return once
 
@@ -60,7 +61,7 @@ def _fix_twice(tmp_path: Path, name: str) -> bytes:
 def test_line_endings_kept(tmp_path, newline):
     source = (HEAD + f"def f(opt):\n\tif 1:\n\t\t{EXPLICIT}  # tabs\n").replace("\n", newline)
     (tmp_path / "t.py").write_bytes(source.encode())
-    result = run_cli("check", "--output-format", "concise", "t.py", cwd=tmp_path)
+    result = run_cli("check", LOW, "--output-format", "concise", "t.py", cwd=tmp_path)
     _ok(result, 1)
     assert "t.py:5:12: TL502" in result.stdout  # columns count characters
     data = _fix_twice(tmp_path, "t.py")
@@ -291,14 +292,14 @@ def test_a_file_that_cannot_be_written_reports_the_findings_on_disk(tmp_path):
     target = tmp_path / "t.py"
     target.write_text(LOADER + EXPLICIT + "\n")
     target.chmod(0o444)
-    args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", "t.py")
+    args = ("--unsafe-fixes", LOW, "--no-cache", "--output-format", "json", "t.py")
     fixing = run_cli("check", "--fix", *args, cwd=tmp_path)
     _ok(fixing, 2)
     assert _findings(fixing) == [("t.py", 1, 1), ("t.py", 3, 10), ("t.py", 10, 10)]
     assert json.loads(fixing.stdout)[0]["code"] == "TL900"  # the write error, then the findings
     checking = run_cli("check", *args, cwd=tmp_path)
     assert json.loads(fixing.stdout)[1:] == json.loads(checking.stdout)
-    text = run_cli("fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
+    text = run_cli("fix", "--unsafe-fixes", LOW, "--no-cache", "t.py", cwd=tmp_path)
     assert text.stdout.endswith("Found 3 problems.\n[*] 2 fixable with `--fix`.\n")
 
 
@@ -314,7 +315,7 @@ def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
     project.chmod(0o555)
     tmp_path.chmod(0o755)
     try:
-        args = ("--unsafe-fixes", "--no-cache", "--output-format", "json", ".")
+        args = ("--unsafe-fixes", LOW, "--no-cache", "--output-format", "json", ".")
         result = run_cli_unprivileged("check", "--fix", *args, cwd=project)
     finally:
         project.chmod(0o755)

@@ -22,7 +22,9 @@ from .conftest import LOADER, run_cli, run_cli_process
 from .test_notebook import lines, notebook
 from .test_reporters import check_golden
 
-# TL405 (no fix: an explicit choice) and TL502 (safe fix) in one file
+# TL405 (no fix: an explicit choice) and TL502 (safe fix, of low impact: shown with LOW)
+# in one file
+LOW = "--show-low-impact"
 MIXED = "import torch\n\nopt.zero_grad(set_to_none=False)\nscaler = torch.cuda.amp.GradScaler()\n"
 
 
@@ -122,11 +124,13 @@ def test_an_excluded_stdin_file_passes_through_with_force_exclude(project):
 
 
 def test_output_file_gets_the_report(project):
-    result = run_cli("check", "-o", "reports/lint.json", "--output-format", "json", cwd=project)
+    result = run_cli(
+        "check", LOW, "-o", "reports/lint.json", "--output-format", "json", cwd=project
+    )
     assert result.returncode == 1 and result.stdout == ""
     report = json.loads((project / "reports" / "lint.json").read_text())
     assert {item["code"] for item in report} == {"TL201", "TL405", "TL502"}
-    text = run_cli("check", "--output-file", "lint.txt", cwd=project)
+    text = run_cli("check", LOW, "--output-file", "lint.txt", cwd=project)
     written = (project / "lint.txt").read_text()
     assert text.stdout == "" and "\nFound 3 problems.\n" in written
     assert "\x1b[" not in written
@@ -163,15 +167,15 @@ def test_exclude_and_extend_exclude_on_the_command_line(tmp_path):
 
 
 def test_unfixable_and_fixable(project):
-    no_amp = run_cli("check", "--unfixable", "TL502", "--output-format", "json", "mixed.py",
+    no_amp = run_cli("check", LOW, "--unfixable", "TL502", "--output-format", "json", "mixed.py",
                      cwd=project)  # fmt: skip
     assert all(item["fix"] is None for item in json.loads(no_amp.stdout) if item["code"] == "TL502")
-    run_cli("fix", "--unsafe-fixes", "--unfixable", "TL502", ".", cwd=project)
+    run_cli("fix", LOW, "--unsafe-fixes", "--unfixable", "TL502", ".", cwd=project)
     assert "torch.cuda.amp.GradScaler()" in (project / "mixed.py").read_text()
     assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()  # TL201's
     (project / "mixed.py").write_text(MIXED)
     (project / "train.py").write_text(LOADER)
-    only = run_cli("fix", "--unsafe-fixes", "--fixable", "TL502", ".", cwd=project)
+    only = run_cli("fix", LOW, "--unsafe-fixes", "--fixable", "TL502", ".", cwd=project)
     assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
     assert (project / "train.py").read_text() == LOADER
     assert only.returncode == 1 and "[*]" not in only.stdout
@@ -272,12 +276,16 @@ def test_target_torch_must_be_a_string_and_verbose_shows_it(project):
 
 def test_exit_zero_short_flag_and_exit_non_zero_on_fix(project):
     assert run_cli("check", "-e", ".", cwd=project).returncode == 0
-    fixed = run_cli("fix", "--select", "TL502", "mixed.py", cwd=project)
+    fixed = run_cli("fix", LOW, "--select", "TL502", "mixed.py", cwd=project)
     assert fixed.returncode == 0  # all fixed: nothing remains
     (project / "mixed.py").write_text(MIXED)
-    strict = run_cli("fix", "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project)
+    strict = run_cli(
+        "fix", LOW, "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project
+    )
     assert strict.returncode == 1 and "torch.amp.GradScaler" in (project / "mixed.py").read_text()
-    nothing = run_cli("fix", "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project)
+    nothing = run_cli(
+        "fix", LOW, "--exit-non-zero-on-fix", "--select", "TL502", "mixed.py", cwd=project
+    )
     assert nothing.returncode == 0  # nothing left to change
     both = run_cli("check", "-e", "--exit-non-zero-on-fix", cwd=project)
     assert both.returncode == 2 and "cannot be used together" in both.stderr
