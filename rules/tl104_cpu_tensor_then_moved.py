@@ -167,21 +167,9 @@ def _array_numel(module: TorchModule, name: str, array: CallSite) -> int | None:
         if keyword is None and (at is None or len(positional) <= at):
             return None
         sizes = [keyword if keyword is not None else positional[at or 0]]
-    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
-        elements = sizes[0].elements
-        if any(isinstance(e, cst.StarredElement) for e in elements):
-            return None
-        sizes = [e.value for e in elements]
-    count = 1
-    for size in sizes:
-        found = module.constant(size, array.scope)
-        value = found.value if found is not None else None
-        if not isinstance(value, int) or isinstance(value, bool):
-            value = batch_size_of(module, size, array.scope, array.ctx.loops)
-        if value is None:
-            return None
-        count *= max(value, 0)
-    return count
+    return module.values.numel(
+        sizes, array.scope, lambda size: batch_size_of(module, size, array.scope, array.ctx.loops)
+    )
 
 
 def _numel(module: TorchModule, name: str, factory: cst.Call, scope: Scope) -> int | None:

@@ -288,12 +288,10 @@ class Datasets:
             qualname = scope.resolve(node.func)
             if qualname in PADDING_COLLATORS:
                 return True
-            target = self.functions.definition(node.func, scope)
-            if target is None or target.kind is not Kind.DEF:
+            called = self.functions.returned(node.func, scope)
+            if called is None:
                 return False
-            assert isinstance(target.node, cst.FunctionDef)
-            inner = self.functions.scope_of(target.node)
-            returned = self.functions.returns(target.node)
+            returned, inner = called
             return bool(returned) and all(self._padding_only(r, inner, depth + 1) for r in returned)
         if scope.resolve(node) in PADDING_COLLATORS:
             return True
@@ -488,14 +486,10 @@ class Datasets:
         if isinstance(node, cst.Call):
             if scope.resolve(node.func) == "functools.partial" and node.args:
                 return self._picklable(node.args[0].value, scope, depth + 1)
-            target = self.functions.definition(node.func, scope)
-            if target is not None and target.kind is Kind.DEF:
-                assert isinstance(target.node, cst.FunctionDef)
-                inner = self.functions.scope_of(target.node)
-                return all(
-                    self._picklable(r, inner, depth + 1)
-                    for r in self.functions.returns(target.node)
-                )
+            found = self.functions.returned(node.func, scope)
+            if found is not None:
+                returned, inner = found
+                return all(self._picklable(r, inner, depth + 1) for r in returned)
             return True
         for b in bindings(node, scope):
             if b.kind is Kind.DEF and b.symbol.scope.function is not None:

@@ -131,13 +131,10 @@ class Devices:
         export = self.functions.export(func, scope)
         if isinstance(export, Function):  # a function of another file of the project
             return export.returns.device if export.returns is not None else None
-        target = self.functions.definition(func, scope)
-        if target is not None and target.kind is Kind.DEF:
-            assert isinstance(target.node, cst.FunctionDef)
-            inner = self.functions.scope_of(target.node)
-            returned = [
-                self.classify(r, inner, depth + 1) for r in self.functions.returns(target.node)
-            ]
+        called = self.functions.returned(func, scope)
+        if called is not None:
+            values, inner = called
+            returned = [self.classify(r, inner, depth + 1) for r in values]
             known = [d for d in returned if d is not None]
             if known and len(known) == len(returned):
                 return join_all(known)

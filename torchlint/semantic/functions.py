@@ -312,3 +312,14 @@ class Functions:
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The values the function returns (bare `return` and falling off excluded)."""
         return [r.value for r in self.facts.returns.get(id(function), ()) if r.value is not None]
+
+    def returned(
+        self, func: cst.CSTNode, scope: Scope
+    ) -> tuple[list[cst.BaseExpression], Scope] | None:
+        """What the `def` of this file an expression names returns, with the function's
+        scope to read those values in; None where it names no `def` of the file."""
+        target = self.definition(func, scope)
+        if target is None or target.kind is not Kind.DEF:
+            return None
+        assert isinstance(target.node, cst.FunctionDef)
+        return self.returns(target.node), self.scope_of(target.node)

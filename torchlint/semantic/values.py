@@ -4,6 +4,7 @@ this file pass, else the default)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -81,10 +82,16 @@ class Values:
         self.functions = functions
         self._options: dict[str, list[Option]] | None = None
 
-    def numel(self, sizes: list[cst.BaseExpression], scope: Scope) -> int | None:
+    def numel(
+        self,
+        sizes: list[cst.BaseExpression],
+        scope: Scope,
+        otherwise: Callable[[cst.BaseExpression], int | None] | None = None,
+    ) -> int | None:
         """The elements of a tensor of the shape these size arguments give, where each
-        is an int constant (a literal, a name bound once, an argparse default): `(2, 3)`,
-        `2, 3`, `[n]`, `()` (a scalar: 1); None otherwise."""
+        is an int constant (a literal, a name bound once, an argparse default) or what
+        `otherwise` says of it: `(2, 3)`, `2, 3`, `[n]`, `()` (a scalar: 1); None
+        otherwise."""
         if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
             elements = sizes[0].elements
             if any(isinstance(e, cst.StarredElement) for e in elements):
@@ -93,9 +100,12 @@ class Values:
         count = 1
         for size in sizes:
             found = self.constant(size, scope)
-            if found is None or not isinstance(found.value, int) or isinstance(found.value, bool):
+            value = found.value if found is not None else None
+            if not isinstance(value, int) or isinstance(value, bool):
+                value = otherwise(size) if otherwise is not None else None
+            if value is None:
                 return None
-            count *= max(found.value, 0)
+            count *= max(value, 0)
         return count
 
     def constant(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Constant | None:
@@ -351,12 +361,10 @@ class Values:
             return True
         if not isinstance(value, cst.Call):
             return False
-        target = self.functions.definition(value.func, scope)
-        if target is None or target.kind is not Kind.DEF:
+        found = self.functions.returned(value.func, scope)
+        if found is None:
             return False
-        assert isinstance(target.node, cst.FunctionDef)
-        inner = self.functions.scope_of(target.node)
-        returns = self.functions.returns(target.node)
+        returns, inner = found
         return bool(returns) and all(self.is_namespace(r, inner, depth + 1) for r in returns)
 
     @property
