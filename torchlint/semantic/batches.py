@@ -11,7 +11,7 @@ import libcst as cst
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.datasets import TINY_BATCH
 from torchlint.semantic.facts import CallSite, Loop
-from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite
+from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelKind
 from torchlint.semantic.module import TorchModule
@@ -459,18 +459,24 @@ def _first_dimension_of(expr: cst.BaseExpression) -> str | None:
     return None
 
 
-def _constant_batch(module: TorchModule, loader: DataLoaderSite) -> int | None:
+def _constant_batch(module: TorchModule, loader: Loader) -> int | None:
+    if not isinstance(loader, DataLoaderSite):
+        return None  # built in another file: its arguments are not read here
     size = loader.arg("batch_size")
     found = module.constant(size, loader.call.scope) if size is not MISSING else None
     value = found.value if found is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def tiny_batches(module: TorchModule, loaders: list[DataLoaderSite]) -> str | None:
+def tiny_batches(module: TorchModule, loaders: list[Loader]) -> str | None:
     """Why copying these loaders' batches costs nothing worth overlapping, said as a
     finding's low-impact reason: every batch of each is at most `TINY_BATCH` bytes (small
-    images: `Datasets.batch_bytes`); None otherwise."""
-    sizes = [module.datasets.batch_bytes(loader) for loader in loaders]
+    images: `Datasets.batch_bytes`; a loader another file builds is not known small);
+    None otherwise."""
+    sizes = [
+        module.datasets.batch_bytes(loader) if isinstance(loader, DataLoaderSite) else None
+        for loader in loaders
+    ]
     if not sizes or any(size is None or size > TINY_BATCH for size in sizes):
         return None
     largest = max(size for size in sizes if size is not None)
