@@ -65,7 +65,7 @@ from collections.abc import Iterator
 from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic import Loop, TorchModule
 from torchlint.semantic.batches import (
     blocking_copies,
     host_read,
@@ -87,6 +87,7 @@ class BlockingHostToDeviceCopy(Rule):
         for loop in module.loops:
             if not loop.loaders or not all(module.pins_memory(loader) for loader in loop.loaders):
                 continue
+            nothing_to_overlap = _loop_low(module, loop)
             for call in blocking_copies(module, loop):
                 if id(call.node) in seen:
                     continue
@@ -98,7 +99,11 @@ class BlockingHostToDeviceCopy(Rule):
                     f"synchronously; add `non_blocking={spelled}` so the copy overlaps other "
                     "work" + (" where the device is CUDA" if found is None else "")
                 )
-                low = _low(module, loop, call)
+                low = (
+                    "the next statement waits for the GPU anyway (`.item()`, `.cpu()`)"
+                    if read_right_after(module, call)
+                    else nothing_to_overlap
+                )
                 yield self.diagnostic(
                     call.node,
                     message if low is None else f"{message} (low impact: {low})",
@@ -114,13 +119,11 @@ class BlockingHostToDeviceCopy(Rule):
                 )
 
 
-def _low(module: TorchModule, loop: Loop, call: CallSite) -> str | None:
-    """Why the copy has nothing to overlap: the next statement reads a tensor on the host
-    anyway, the batches are of small images (MNIST, CIFAR: a copy of microseconds), or an
-    evaluation loop (no optimizer step) reads one every batch (TL401 does
-    not ask to remove that sync outside training)."""
-    if read_right_after(module, call):
-        return "the next statement waits for the GPU anyway (`.item()`, `.cpu()`)"
+def _loop_low(module: TorchModule, loop: Loop) -> str | None:
+    """Why no copy of the loop has anything to overlap (a copy followed by a host read
+    has nothing either): the batches are of small images (MNIST, CIFAR: a copy of
+    microseconds), or an evaluation loop (no optimizer step) reads a tensor on the host
+    every batch (TL401 does not ask to remove that sync outside training)."""
     tiny = tiny_batches(module, loop.loaders)
     if tiny is not None:
         return tiny

@@ -68,10 +68,10 @@ import libcst as cst
 from torchlint.edits import (
     non_blocking,
     pin_with_workers,
+    pinned_by_workers_fix,
     pinned_copies,
     set_arg,
     spell,
-    workers_fix,
 )
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Impact, Rule
@@ -153,15 +153,11 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
         return None
     datasets = module.datasets
     if datasets.wants_workers(loader):
-        persistent = module.restarts_workers(loader)
-        pin = pin_with_workers(module, loader, persistent)
-        if pin is None:
+        if pinned_by_workers_fix(module, loader):
+            return "no workers yet: TL201's change gives it workers and pins it"
+        if pin_with_workers(module, loader, module.restarts_workers(loader)) is None:
             return None
-        if datasets.workers_hazard(loader) is not None or (
-            workers_fix(loader, "", persistent, pin) is None
-        ):
-            return "no workers yet: pinning goes with the workers TL201 asks for"
-        return "no workers yet: TL201's change gives it workers and pins it"
+        return "no workers yet: pinning goes with the workers TL201 asks for"
     if _synchronous(module, loader):
         return (
             "no workers, and its batches are copied synchronously: pinning on the main "
