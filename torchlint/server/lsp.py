@@ -40,7 +40,7 @@ from pygls.workspace import TextDocument
 from torchlint import __version__
 from torchlint.config import CONFIG_FILES, ConfigError
 from torchlint.parallel import MAX_ROUNDS
-from torchlint.reporters import rule_url
+from torchlint.reporters import low_impact, rule_url
 from torchlint.results import Violation
 from torchlint.semantic.external import Environment
 from torchlint.server import analysis
@@ -681,9 +681,9 @@ def _diagnostic(v: Violation, lines: Lines) -> types.Diagnostic:
         range=_range(lines, v.line, v.column, v.end_line, v.end_column),
         message=v.message,
         # A low-impact finding (shown with `min-impact = "low"`) is information.
-        severity=types.DiagnosticSeverity.Warning
-        if v.impact == "high"
-        else types.DiagnosticSeverity.Information,
+        severity=types.DiagnosticSeverity.Information
+        if low_impact(v)
+        else types.DiagnosticSeverity.Warning,
         code=v.code,
         code_description=types.CodeDescription(href=rule_url(v.code)),
         source=NAME,
@@ -722,9 +722,9 @@ def _analysis(snapshot: Snapshot, chosen: Setup | None, report: Report, encoding
             return cell - 1
         return ours[0] if ours else None
 
-    low = chosen is not None and chosen.low_impact
+    shown_low = chosen is not None and chosen.low_impact
     for v in report.violations:
-        if v.impact != "high" and not low:
+        if low_impact(v) and not shown_low:
             continue  # low impact: found, not shown (`min-impact`)
         if (i := index(v.cell)) is not None:
             diagnostic = _diagnostic(v, lines[i])
