@@ -140,7 +140,7 @@ def codegen_kwargs(node_type: type[cst.CSTNode]) -> frozenset[str]:
     return frozenset(inspect.signature(node_type._codegen_impl).parameters) - {"self", "state"}
 
 
-def code_in_context(
+def code_at(
     module: cst.Module,
     nodes: Iterable[cst.CSTNode],
     indent: Sequence[str],
