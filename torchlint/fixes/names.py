@@ -56,6 +56,7 @@ def top_level_bindings(
 
 
 def dotted_name(node: cst.BaseExpression) -> str:
+    """`a.b.c` for a name or a chain of attributes of one ("" for another expression)."""
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.Attribute):
