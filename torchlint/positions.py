@@ -21,23 +21,19 @@ hold the nodes asked for are generated, each from its own offset.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import functools
-import itertools
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
+from torchlint.libcst_compat import Generation, statement_offsets
 from torchlint.walk import children
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # as libcst counts lines
-_NULL = contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
@@ -115,36 +111,25 @@ class Layout:
 def layout(module: cst.Module, source: str) -> Layout | None:
     """The layout of `module` in `source`, one code generation; None if its code is not
     `source` (text libcst does not give back as it read it: a lone backslash line)."""
-    state = CodegenState(
-        default_indent=module.default_indent, default_newline=module.default_newline
-    )
-    for line in module.header:
-        line._codegen(state)
-    marks = []
-    for stmt in module.body:
-        marks.append(len(state.tokens))
-        stmt._codegen(state)
-    marks.append(len(state.tokens))
-    offsets = list(itertools.accumulate(map(len, state.tokens), initial=0))
-    starts = [offsets[m] for m in marks]
-    for line in module.footer:  # the rest of `Module._codegen_impl`, to compare
-        line._codegen(state)
-    if not module.has_trailing_newline:
-        state.pop_trailing_newline()
-    elif not state.tokens:
-        state.add_token(state.default_newline)
-    if "".join(state.tokens) != source:
+    code, starts = statement_offsets(module)
+    if code != source:
         return None
     # (a module without a last newline: its last statement's was generated, then dropped)
     return Layout(source, tuple(starts[:-1]), min(starts[-1], len(source)))
 
 
 class _Record:
-    """`record_syntactic_position` for one wanted node."""
+    """The syntactic range of one wanted node (`Generation.syntactic`)."""
 
     __slots__ = ("end_node", "node", "start", "start_node", "state")
 
-    def __init__(self, state: _State, node: cst.CSTNode, start_node, end_node) -> None:
+    def __init__(
+        self,
+        state: _State,
+        node: cst.CSTNode,
+        start_node: cst.CSTNode | None,
+        end_node: cst.CSTNode | None,
+    ) -> None:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
 
     def __enter__(self) -> None:
@@ -157,62 +142,30 @@ class _Record:
         ranges[id(self.node)] = (start, end)
 
 
-class _State(CodegenState):
+class _State(Generation):
+    """Records the ranges, extents and contexts of the wanted nodes."""
+
     def __init__(self, module: cst.Module, wanted: set[int]) -> None:
-        super().__init__(
-            default_indent=module.default_indent, default_newline=module.default_newline
-        )
-        self.offset = 0
-        self.wanted = wanted
+        super().__init__(module, wanted)
         self.starts: list[int] = []
         self.ranges: dict[int, tuple[int, int]] = {}
         self.extents: dict[int, tuple[int, int]] = {}
         self.contexts: dict[int, Context] = {}
-        self.blocks: list[cst.IndentedBlock] = []
-        self.popped = ""  # the last newline, when the module has none
 
-    def add_indent_tokens(self) -> None:
-        self.tokens.extend(self.indent_tokens)
-        for token in self.indent_tokens:
-            self.offset += len(token)
+    def entered(self, node: cst.CSTNode, kwargs: dict[str, Any]) -> None:
+        self.starts.append(self.offset)
+        self.contexts[id(node)] = Context(
+            self.indent, kwargs, self.blocks[-1] if self.blocks else None
+        )
 
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self.offset += len(value)
+    def left(self, node: cst.CSTNode) -> None:
+        start = self.starts.pop()
+        self.extents[id(node)] = (start, self.offset)
+        self.ranges.setdefault(id(node), (start, self.offset))  # keep a syntactic range
 
-    def pop_trailing_newline(self) -> None:
-        if self.tokens:
-            self.popped = self.tokens.pop()
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if type(node) is cst.IndentedBlock:
-            self.blocks.append(node)
-        if id(node) in self.wanted:
-            self.starts.append(self.offset)
-            caller = sys._getframe(1).f_locals  # CSTNode._codegen(self, state, **kwargs)
-            self.contexts[id(node)] = Context(
-                tuple(self.indent_tokens),
-                dict(caller.get("kwargs", {})),
-                self.blocks[-1] if self.blocks else None,
-            )
-
-    def after_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.wanted:
-            start = self.starts.pop()
-            self.extents[id(node)] = (start, self.offset)
-            self.ranges.setdefault(id(node), (start, self.offset))  # keep a syntactic range
-        if type(node) is cst.IndentedBlock:
-            self.blocks.pop()
-
-    def record_syntactic_position(
-        self,
-        node: cst.CSTNode,
-        *,
-        start_node: cst.CSTNode | None = None,
-        end_node: cst.CSTNode | None = None,
-    ) -> Any:
-        if id(node) not in self.wanted:
-            return _NULL
+    def syntactic(
+        self, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None
+    ) -> _Record:
         # The range ends (or starts) where a child's does: position that child too.
         for other in (start_node, end_node):
             if other is not None:
@@ -245,8 +198,8 @@ class NodePositions:
         owners = self.layout.holders(body, self.wanted) if self.layout is not None else None
         self.state = _State(self.module, set(self.wanted))
         if owners is None:
-            self.module._codegen(self.state)
-            code = "".join(self.state.tokens)
+            self.state.generate(self.module)
+            code = self.state.code
             self.line_starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
             return
         assert self.layout is not None
@@ -267,7 +220,7 @@ class NodePositions:
             state.contexts[key] = known.context
         for i in sorted(todo):
             state.offset = starts[i]
-            body[i]._codegen(state)
+            state.generate(body[i])
         if not self.wanted <= state.ranges.keys():  # (never seen: a guard, not a path)
             self.layout = None
             self._compute()
@@ -300,10 +253,12 @@ class NodePositions:
     def extent(self, node: cst.CSTNode) -> tuple[int, int]:
         """The offsets of all the text `node` generated (its whitespace included), in the
         module's code followed by `popped`."""
-        return self._lookup("extents", node)
+        extent: tuple[int, int] = self._lookup("extents", node)
+        return extent
 
     def context(self, node: cst.CSTNode) -> Context:
-        return self._lookup("contexts", node)
+        context: Context = self._lookup("contexts", node)
+        return context
 
     @property
     def popped(self) -> str:
