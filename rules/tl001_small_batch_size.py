@@ -44,8 +44,6 @@ memory footprint. Scale the learning rate with the batch size (linear scaling ru
 Goyal et al. 2017) and check convergence; `torchlint verify --tune-batch-size` measures
 the largest batch that fits on your GPU.
 
-Options: `min-batch-size` (int, default 32).
-
 Impact: low where the loader trains a Hugging Face pretrained transformer
 (`from_pretrained`) of 100M parameters or more, or of a size nothing in the file says
 (BERT-base, GPT-2): fine-tuning examples choose the batch that fits beside the weights
@@ -68,9 +66,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 SMALL_NETWORK = 10_000_000  # parameters
 PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
@@ -89,10 +87,10 @@ class SmallBatchSize(Rule):
     preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = int(self.option(module, "min-batch-size"))
+        minimum = self.option(module, MIN_BATCH_SIZE)
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in module.dataloaders:

@@ -43,9 +43,9 @@ import libcst as cst
 
 from torchlint.edits import set_arg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 BATCH_SAMPLERS = ("torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler")
 
@@ -56,10 +56,10 @@ class DefaultBatchSize(Rule):
     preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        size = int(self.option(module, "min-batch-size"))
+        size = self.option(module, MIN_BATCH_SIZE)
         for loader in module.dataloaders:
             if loader.opaque:
                 continue

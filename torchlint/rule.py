@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import libcst as cst
 
 from torchlint.fixes import Fix, FixSafety
-from torchlint.options import Option
+from torchlint.options import Option, T
 from torchlint.results import Impact
 
 if TYPE_CHECKING:
@@ -50,16 +50,18 @@ class Rule:
     # A narrower cheap test, for a rule whose tokens are common in files it has nothing
     # to say about: the file (that has a token) must also match this expression.
     pattern: ClassVar[re.Pattern[str] | None] = None
-    # Options read from the configuration: kebab-case name -> its declaration (default,
-    # range); rules that share an option share its declaration.
-    options: ClassVar[dict[str, Option]] = {}
+    # Options read from the configuration, as declared (options.py); rules that share an
+    # option share its declaration (the registry checks).
+    options: ClassVar[tuple[Option[Any], ...]] = ()
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
-    def option(self, module: TorchModule, name: str) -> Any:
+    def option(self, module: TorchModule, option: Option[T]) -> T:
         """The configured value of one of this rule's options, else its default."""
-        return module.settings.options.get(name, self.options[name].default)
+        if option not in self.options:
+            raise KeyError(f"{self.code} reads `{option.name}` but does not declare it")
+        return option.value(module.settings.options)
 
     def diagnostic(
         self,
