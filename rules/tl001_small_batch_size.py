@@ -28,8 +28,10 @@ unless told otherwise: the finding names where the value comes from.
 Bad:
     BATCH_SIZE = 8
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
+    model = nn.Linear(8, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for x, y in loader:
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
 

@@ -20,11 +20,13 @@ a device we cannot name (`args.device`, which may be "cpu") are left alone: the 
 may happen where we cannot see it.
 
 Bad:
-    model = Net()
+    model = torchvision.models.resnet18()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for x, y in loader:
         loss = criterion(model(x), y)
-        ...
+        loss.backward()
+        optimizer.step()
 
 Good:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

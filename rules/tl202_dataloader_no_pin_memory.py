@@ -20,7 +20,13 @@ thread puts batches in page-locked memory, the copy runs at full PCIe bandwidth 
 nothing to copy to.
 
 Bad:
-    loader = DataLoader(dataset, batch_size=64, shuffle=True)
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=torch.cuda.is_available())

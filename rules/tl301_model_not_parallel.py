@@ -31,7 +31,10 @@ from one process; `DistributedDataParallel`, one process per GPU started by
 bottleneck) and is what the PyTorch docs recommend.
 
 Bad:
+    device = torch.device("cuda")
+    n_gpu = torch.cuda.device_count()
     model = torchvision.models.resnet50().to(device)
+    loader = DataLoader(train_set, batch_size=256, shuffle=True)
     for x, y in loader:
         loss = criterion(model(x.to(device)), y.to(device))
         loss.backward()

@@ -14,6 +14,10 @@ own shard.
 Bad:
     model = DDP(model, device_ids=[local_rank])
     loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
 
 Good:
     model = DDP(model, device_ids=[local_rank])

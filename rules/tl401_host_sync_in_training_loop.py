@@ -33,8 +33,9 @@ large share of the step time on small models. The PyTorch Performance Tuning Gui
 calls it "Avoid unnecessary CPU-GPU synchronization".
 
 Bad:
+    model = Net().cuda()
     for step, (x, y) in enumerate(loader):
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
         print(f"loss {loss.item():.4f}")

@@ -19,6 +19,8 @@ more GPU memory (a smaller batch fits), more allocator work, slower steps. Under
 `torch.no_grad()` (or the stricter `torch.inference_mode()`) none of that happens.
 
 Bad:
+    model = torchvision.models.resnet18().cuda()
+    val_loader = DataLoader(val_set, batch_size=256)
     model.eval()
     for x, y in val_loader:
         correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()

@@ -16,6 +16,12 @@ profilers among the debugging APIs to turn off for regular training. To look at 
 training run, profile a handful of steps with a schedule.
 
 Bad:
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+
     with torch.autograd.profiler.profile(use_cuda=True) as prof:
         for epoch in range(epochs):
             train_one_epoch(model, loader, optimizer)

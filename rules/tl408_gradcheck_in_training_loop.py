@@ -16,7 +16,8 @@ Bad:
     for x, y in loader:
         assert torch.autograd.gradcheck(my_op, (x.double().requires_grad_(),))
         loss = criterion(model(x), y)
-        ...
+        loss.backward()
+        optimizer.step()
 
 Good (in a test, or once before training):
     def test_my_op():

@@ -17,6 +17,11 @@ Bad:
     import os
 
     os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # from chasing a device-side assert
+    model = Net().cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     # nothing: run `CUDA_LAUNCH_BLOCKING=1 python train.py` when debugging

@@ -19,13 +19,15 @@ often markedly faster convolutions, forward and backward. The Performance Tuning
 recommends setting it "before launching the training loop" for convolutional networks.
 
 Bad:
-    model = ResNet18().cuda()
+    model = torchvision.models.resnet18().cuda()
     for images, labels in loader:  # 224x224 crops every step
-        ...
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     torch.backends.cudnn.benchmark = True
-    model = ResNet18().cuda()
+    model = torchvision.models.resnet18().cuda()
     for images, labels in loader:
         ...
 

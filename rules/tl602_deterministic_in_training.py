@@ -20,7 +20,11 @@ number generators alone makes runs repeatable enough for most purposes.
 Bad:
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
-    model = Net().cuda()  # a CNN
+    model = torchvision.models.resnet18().cuda()
+    for images, labels in loader:
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     torch.manual_seed(0)

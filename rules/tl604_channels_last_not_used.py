@@ -21,6 +21,8 @@ Bad:
     for images, labels in loader:
         with torch.autocast("cuda", dtype=torch.float16):
             loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)

@@ -14,7 +14,12 @@ scale without a host sync): fewer launches and one pass over memory. The `torch.
 documentation ranks the implementations "fused > foreach > for-loop" in speed.
 
 Bad:
+    model = torchvision.models.resnet50().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)

@@ -24,7 +24,9 @@ Transformers GPU-training guide lists it under "Data preloading"; PyTorch's tuni
 guide puts async data loading first.
 
 Bad:
+    train_set = load_dataset("beans", split="train").with_transform(augment)
     args = TrainingArguments("out", per_device_train_batch_size=32, bf16=True)
+    Trainer(model=model, args=args, train_dataset=train_set).train()
 
 Good:
     args = TrainingArguments(

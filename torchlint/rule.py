@@ -34,7 +34,10 @@ class Rule:
 
     The module docstring of the rule's file is its documentation: the first line is
     `CODE name: summary`, the rest says why, shows bad and good code, the fix and why
-    the fix is safe or unsafe, and cites sources.
+    the fix is safe or unsafe, and cites sources. The `Bad:` and `Good:` examples run
+    as tests (tests/test_rule_examples.py): the rule reports Bad and not Good, read as
+    scripts with the usual imports of the names they use (`torch`, `nn`, `DataLoader`);
+    what else the rule needs to see (a GPU, a training loop) they write out.
     """
 
     code: ClassVar[str]
