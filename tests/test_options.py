@@ -101,8 +101,12 @@ def test_a_collision_stops_the_rules_being_found(tmp_path, monkeypatch):
     package.__path__ = [str(folder)]
     monkeypatch.setitem(sys.modules, "temporary_rules", package)
     monkeypatch.setattr(registry, "rules_package", lambda: package)
-    with pytest.raises(OptionCollision, match=r"by TL991 .* and TL992 "):
-        registry.all_rules.__wrapped__()
+    try:
+        with pytest.raises(OptionCollision, match=r"by TL991 .* and TL992 "):
+            registry.all_rules.__wrapped__()
+    finally:
+        for name in [n for n in sys.modules if n.startswith("temporary_rules.")]:
+            del sys.modules[name]
 
 
 def test_settings_describe_each_option_with_its_effective_value():
