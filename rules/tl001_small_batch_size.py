@@ -38,6 +38,12 @@ Bad:
 Good:
     BATCH_SIZE = 32  # and the learning rate scaled with it
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
+    model = nn.Linear(8, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): raise the literal (the constant's value, the option's default, the config
 entry: where it is written) to `min-batch-size`. Unsafe because it changes the

@@ -19,6 +19,10 @@ Bad:
 
 Good:
     loader = DataLoader(train_set, batch_size=32, shuffle=True)
+    for x, y in loader:
+        ...
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `batch_size=<min-batch-size>` (the option TL001 reads, default
 32). Unsafe because it changes the optimisation (steps per epoch, gradient noise,

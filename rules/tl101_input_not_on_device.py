@@ -30,6 +30,9 @@ Bad:
         loss = criterion(model(images), labels)
 
 Good:
+    device = torch.device("cuda")
+    model = torchvision.models.resnet18().to(device)
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for images, labels in train_loader:
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)

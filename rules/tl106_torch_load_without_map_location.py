@@ -25,6 +25,7 @@ Bad:
     model.load_state_dict(torch.load("checkpoint.pt"))
 
 Good:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.load_state_dict(torch.load("checkpoint.pt", map_location="cpu"))
     checkpoint = torch.load(path, map_location=device)
 

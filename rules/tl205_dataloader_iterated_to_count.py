@@ -24,7 +24,12 @@ Bad:
 
 Good:
     def train(model, train_dl, optimizer):
-        ...
+        losses = 0.0
+        for src, tgt in train_dl:
+            loss = model(src, tgt)
+            loss.backward()
+            optimizer.step()
+            losses += loss.item()
         return losses / len(train_dl)
 
 Fix (unsafe): `len(loader)`, offered only for a loader of the file with default

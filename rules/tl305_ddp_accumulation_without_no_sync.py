@@ -27,6 +27,7 @@ Bad:
 Good:
     import contextlib
 
+    ddp_model = DDP(model, device_ids=[local_rank])
     for step, (x, y) in enumerate(loader):
         last = (step + 1) % accumulation == 0
         with contextlib.nullcontext() if last else ddp_model.no_sync():

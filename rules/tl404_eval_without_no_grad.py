@@ -26,6 +26,8 @@ Bad:
         correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
 
 Good:
+    model = torchvision.models.resnet18().cuda()
+    val_loader = DataLoader(val_set, batch_size=256)
     model.eval()
     with torch.no_grad():
         for x, y in val_loader:

@@ -28,6 +28,11 @@ Bad:
     print(prof.key_averages().table())
 
 Good:
+    def train_step(x, y):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
     with torch.profiler.profile(schedule=schedule) as prof:
         for step, (x, y) in enumerate(loader):

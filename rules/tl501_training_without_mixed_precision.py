@@ -32,6 +32,7 @@ Bad:
         optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
     for x, y in loader:
         optimizer.zero_grad()
         with torch.autocast("cuda", dtype=torch.bfloat16):

@@ -27,7 +27,10 @@ Bad:
 Good:
     torch.set_float32_matmul_precision("high")
     model = nn.Transformer(d_model=512).cuda()
-    ...
+    for x, y in loader:
+        loss = criterion(model(x.cuda(), y.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `torch.set_float32_matmul_precision("high")` after the imports.
 Unsafe because matmul results change in the low bits (about three decimal digits of

@@ -29,7 +29,9 @@ Good:
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet18().cuda()
     for images, labels in loader:
-        ...
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `torch.backends.cudnn.benchmark = True` after the imports. Unsafe
 because the algorithm the search picks may differ from run to run (results are no

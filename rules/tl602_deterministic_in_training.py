@@ -30,6 +30,11 @@ Good:
     torch.manual_seed(0)
     if args.deterministic:  # bit-for-bit reproducibility, when it is needed
         torch.backends.cudnn.deterministic = True
+    model = torchvision.models.resnet18().cuda()
+    for images, labels in loader:
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): remove the statement. Unsafe because two runs with the same seed no
 longer give bit-for-bit identical results.

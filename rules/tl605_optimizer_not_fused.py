@@ -22,7 +22,12 @@ Bad:
         optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): pass `fused=True` (not offered when the file builds sparse embeddings,
 which the fused kernels reject). Unsafe because the fused kernels round differently

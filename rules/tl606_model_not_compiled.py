@@ -36,7 +36,8 @@ Good:
     model.compile()  # in place: state_dict keys unchanged (PyTorch 2.2+)
     for x, y in loader:
         loss = criterion(model(x.cuda()), y.cuda())
-        ...
+        loss.backward()
+        optimizer.step()
 
 Fix: none. Compiling can fail where eager mode ran (no C++ compiler or Triton, an
 unsupported operation), and the first steps take minutes: a choice for the user.
