@@ -11,9 +11,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from torchlint.options import Option
 from torchlint.registry import all_rules, family
 from torchlint.rule import Rule
 
@@ -81,16 +79,7 @@ def rule_markdown(rule: type[Rule]) -> str:
         f"- Fix: {rule.fix_safety.value}",
         f"- Default: {_default(rule)}",
     ]
-    if rule.options:
-        out.append("- Options:")
-        out.extend(f"  - {o.summary()}{_shared(rule, o)}" for o in rule.options)
     return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"
-
-
-def _shared(rule: type[Rule], option: Option[Any]) -> str:
-    """`; shared with TL002, TL704` where other rules declare the option too."""
-    others = [c for c, r in all_rules().items() if r is not rule and option in r.options]
-    return f"; shared with {', '.join(others)}" if others else ""
 
 
 def rule_table() -> str:

@@ -79,8 +79,11 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
-        text = sys.modules[cls.__module__].__doc__ or cls.__doc__ or ""
-        return text.strip()
+        """The docstring, then an `Options:` section written from the declarations."""
+        text = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
+        if not cls.options:
+            return text
+        return f"{text}\n\nOptions: {'; '.join(o.summary() for o in cls.options)}."
 
     @classmethod
     def summary(cls) -> str:
