@@ -2,9 +2,10 @@
 several rules share, and values spelled as TOML spells them, for the messages that name
 them.
 
-A leaf: rules and the semantic layer declare options with it, the registry checks that
-rules sharing a name share its declaration, the configuration checks values against it,
-and the docs and `--show-settings` describe it.
+A leaf: rules declare their options with it (those several rules share are declared
+here), the registry checks that rules sharing a name share its declaration, the
+configuration checks values against it, and a rule's documentation and
+`--show-settings` describe it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-Value = bool | int | float | str
 T = TypeVar("T", bool, int, float, str)
 # The lowest and highest value a number may take; None: unbounded on that side.
 Range = tuple[int | float | None, int | float | None]
