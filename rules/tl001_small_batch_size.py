@@ -28,14 +28,22 @@ unless told otherwise: the finding names where the value comes from.
 Bad:
     BATCH_SIZE = 8
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
+    model = nn.Linear(8, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for x, y in loader:
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
 
 Good:
     BATCH_SIZE = 32  # and the learning rate scaled with it
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
+    model = nn.Linear(8, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): raise the literal (the constant's value, the option's default, the config
 entry: where it is written) to `min-batch-size`. Unsafe because it changes the
@@ -43,8 +51,6 @@ optimisation: fewer steps per epoch, a different gradient noise scale and a diff
 memory footprint. Scale the learning rate with the batch size (linear scaling rule,
 Goyal et al. 2017) and check convergence; `torchlint verify --tune-batch-size` measures
 the largest batch that fits on your GPU.
-
-Options: `min-batch-size` (int, default 32).
 
 Impact: low where the loader trains a Hugging Face pretrained transformer
 (`from_pretrained`) of 100M parameters or more, or of a size nothing in the file says
@@ -68,9 +74,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Impact, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 SMALL_NETWORK = 10_000_000  # parameters
 PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
@@ -89,10 +95,10 @@ class SmallBatchSize(Rule):
     preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = int(self.option(module, "min-batch-size"))
+        minimum = self.option(module, MIN_BATCH_SIZE)
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in module.dataloaders:

@@ -19,6 +19,10 @@ Bad:
 
 Good:
     loader = DataLoader(train_set, batch_size=32, shuffle=True)
+    for x, y in loader:
+        ...
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `batch_size=<min-batch-size>` (the option TL001 reads, default
 32). Unsafe because it changes the optimisation (steps per epoch, gradient noise,
@@ -43,9 +47,9 @@ import libcst as cst
 
 from torchlint.edits import set_arg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 BATCH_SAMPLERS = ("torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler")
 
@@ -56,10 +60,10 @@ class DefaultBatchSize(Rule):
     preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        size = int(self.option(module, "min-batch-size"))
+        size = self.option(module, MIN_BATCH_SIZE)
         for loader in module.dataloaders:
             if loader.opaque:
                 continue

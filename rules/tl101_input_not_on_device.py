@@ -23,11 +23,16 @@ scatter CPU inputs themselves) and files where Lightning, Accelerate, DeepSpeed 
 the transformers Trainer place batches on the device are never reported.
 
 Bad:
-    model = Net().to(device)
+    device = torch.device("cuda")
+    model = torchvision.models.resnet18().to(device)
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for images, labels in train_loader:
         loss = criterion(model(images), labels)
 
 Good:
+    device = torch.device("cuda")
+    model = torchvision.models.resnet18().to(device)
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for images, labels in train_loader:
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)

@@ -20,20 +20,24 @@ a device we cannot name (`args.device`, which may be "cpu") are left alone: the 
 may happen where we cannot see it.
 
 Bad:
-    model = Net()
+    model = torchvision.models.resnet18()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for x, y in loader:
         loss = criterion(model(x), y)
-        ...
+        loss.backward()
+        optimizer.step()
 
 Good:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = Net()
-    model = model.to(device)
+    model = torchvision.models.resnet18().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
     for x, y in loader:
         x, y = x.to(device), y.to(device)
-        ...
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): in a file with no device handling, define `device =
 torch.device("cuda" if torch.cuda.is_available() else "cpu")` once after the imports,

@@ -23,12 +23,14 @@ pageable memory without `non_blocking` also waits for the GPU to finish its queu
 NumPy-built tensor per step is a host-device sync per step, like `.item()` (TL401).
 
 Bad:
-    def forward(self, x):
-        h0 = torch.zeros(1, x.size(0), self.hidden).cuda()
+    class Encoder(nn.Module):
+        def forward(self, x):
+            h0 = torch.zeros(1, x.size(0), self.hidden).cuda()
 
 Good:
-    def forward(self, x):
-        h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)
+    class Encoder(nn.Module):
+        def forward(self, x):
+            h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)
 
 Fix (sometimes safe): pass `device=` to the factory (`.cuda()` becomes
 `device="cuda"`, `.cuda(1)` becomes `device="cuda:1"`). Safe for deterministic

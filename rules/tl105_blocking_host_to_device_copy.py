@@ -16,11 +16,13 @@ Bad:
         x, y = x.to(device), y.to(device)
 
 Good:
+    loader = DataLoader(train_set, batch_size=64, pin_memory=True)
     for x, y in loader:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 Good, where the device may be an accelerator other than CUDA:
     device = torch.accelerator.current_accelerator()
+    loader = DataLoader(train_set, batch_size=64, pin_memory=True)
     for x, y in loader:
         x = x.to(device, non_blocking=device.type == "cuda")
 

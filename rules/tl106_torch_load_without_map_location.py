@@ -25,10 +25,11 @@ Bad:
     model.load_state_dict(torch.load("checkpoint.pt"))
 
 Good:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.load_state_dict(torch.load("checkpoint.pt", map_location="cpu"))
     checkpoint = torch.load(path, map_location=device)
 
-Fix (sometimes safe): where the result goes straight into `load_state_dict` (directly,
+Fix (safe): where the result goes straight into `load_state_dict` (directly,
 or through a subscript), add `map_location="cpu"`. Safe because
 `Module.load_state_dict` copies every value into the existing parameters and buffers
 in place, on their own device, and `Optimizer.load_state_dict` casts its state to the
@@ -90,7 +91,7 @@ def _template(module: TorchModule, path: cst.BaseExpression) -> str:
 class TorchLoadWithoutMapLocation(Rule):
     code = "TL106"
     name = "torch-load-without-map-location"
-    fix_safety = FixSafety.SOMETIMES
+    fix_safety = FixSafety.SAFE
     tokens = ("load(",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

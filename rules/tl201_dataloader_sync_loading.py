@@ -21,10 +21,22 @@ work; with worker processes the next batches are prepared while the current one
 trains. The PyTorch Performance Tuning Guide puts "enable async data loading" first.
 
 Bad:
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=NUM_WORKERS)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): set `num_workers=NUM_WORKERS`, defined once after the imports as the
 CPU cores this process may use (`os.sched_getaffinity`, else `os.cpu_count()`),

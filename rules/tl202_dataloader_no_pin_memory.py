@@ -20,10 +20,22 @@ thread puts batches in page-locked memory, the copy runs at full PCIe bandwidth 
 nothing to copy to.
 
 Bad:
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(dataset, batch_size=64, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=torch.cuda.is_available())
+    for x, y in loader:
+        loss = criterion(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+        loss.backward()
+        optimizer.step()
 
 Fix (safe): set `pin_memory=torch.cuda.is_available()`: pinned where there is a GPU
 to copy to, and no warning (nor wasted page-locked memory) on CPU-only machines; and,

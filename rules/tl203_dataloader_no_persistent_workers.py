@@ -22,6 +22,9 @@ Bad:
 
 Good:
     loader = DataLoader(train_set, batch_size=64, num_workers=8, persistent_workers=True)
+    for epoch in range(epochs):
+        for x, y in loader:
+            ...
 
 Fix (unsafe): add `persistent_workers=True` (`persistent_workers=opt.n_cpu > 0` where
 the worker count is a name or option a user may set to 0, for which `True` raises). No

@@ -13,12 +13,24 @@ is the same number (it honours `batch_size` and `drop_last`) at no cost; otherwi
 count the batches in the loop that already walks them.
 
 Bad:
-    for src, tgt in train_dl:
-        ...
-    return losses / len(list(train_dl))
+    def train(model, train_dl, optimizer):
+        losses = 0.0
+        for src, tgt in train_dl:
+            loss = model(src, tgt)
+            loss.backward()
+            optimizer.step()
+            losses += loss.item()
+        return losses / len(list(train_dl))
 
 Good:
-    return losses / len(train_dl)
+    def train(model, train_dl, optimizer):
+        losses = 0.0
+        for src, tgt in train_dl:
+            loss = model(src, tgt)
+            loss.backward()
+            optimizer.step()
+            losses += loss.item()
+        return losses / len(train_dl)
 
 Fix (unsafe): `len(loader)`, offered only for a loader of the file with default
 batching over a dataset known to have a length (tensors, a list, a torchvision dataset,

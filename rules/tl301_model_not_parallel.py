@@ -31,16 +31,26 @@ from one process; `DistributedDataParallel`, one process per GPU started by
 bottleneck) and is what the PyTorch docs recommend.
 
 Bad:
+    device = torch.device("cuda")
+    n_gpu = torch.cuda.device_count()
     model = torchvision.models.resnet50().to(device)
+    loader = DataLoader(train_set, batch_size=256, shuffle=True)
     for x, y in loader:
         loss = criterion(model(x.to(device)), y.to(device))
         loss.backward()
         optimizer.step()
 
 Good (one process, all GPUs):
+    device = torch.device("cuda")
+    n_gpu = torch.cuda.device_count()
     model = torchvision.models.resnet50().to(device)
-    if torch.cuda.device_count() > 1:
+    if n_gpu > 1:
         model = torch.nn.DataParallel(model)
+    loader = DataLoader(train_set, batch_size=256, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x.to(device)), y.to(device))
+        loss.backward()
+        optimizer.step()
 
 Best: `torchrun --nproc-per-node=gpu train.py` with
 `dist.init_process_group("nccl")`, `DistributedDataParallel(model,

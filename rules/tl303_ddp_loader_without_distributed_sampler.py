@@ -14,12 +14,19 @@ own shard.
 Bad:
     model = DDP(model, device_ids=[local_rank])
     loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
 
 Good:
     model = DDP(model, device_ids=[local_rank])
     sampler = DistributedSampler(train_set, shuffle=True)
     loader = DataLoader(train_set, batch_size=64, sampler=sampler)
-    # and call sampler.set_epoch(epoch) at the start of every epoch (TL304)
+    for x, y in loader:  # and sampler.set_epoch(epoch) at the start of every epoch (TL304)
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `sampler=DistributedSampler(<dataset>)`, moving `shuffle=` into
 the sampler (`shuffle=False` when the loader did not shuffle, since

@@ -20,6 +20,8 @@ Bad:
             ...
 
 Good:
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:

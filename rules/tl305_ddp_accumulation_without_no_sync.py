@@ -16,6 +16,7 @@ communication by the accumulation factor (the Performance Tuning Guide's "Skip
 unnecessary all-reduce" item).
 
 Bad:
+    ddp_model = DDP(model, device_ids=[local_rank])
     for step, (x, y) in enumerate(loader):
         loss = criterion(ddp_model(x), y) / accumulation
         loss.backward()  # an all-reduce for every micro-batch
@@ -26,6 +27,7 @@ Bad:
 Good:
     import contextlib
 
+    ddp_model = DDP(model, device_ids=[local_rank])
     for step, (x, y) in enumerate(loader):
         last = (step + 1) % accumulation == 0
         with contextlib.nullcontext() if last else ddp_model.no_sync():

@@ -33,16 +33,18 @@ large share of the step time on small models. The PyTorch Performance Tuning Gui
 calls it "Avoid unnecessary CPU-GPU synchronization".
 
 Bad:
+    model = Net().cuda()
     for step, (x, y) in enumerate(loader):
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
         print(f"loss {loss.item():.4f}")
 
 Good:
+    model = Net().cuda()
     running = torch.zeros((), device="cuda")
     for step, (x, y) in enumerate(loader):
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
         running += loss.detach()  # stays on the GPU
@@ -51,10 +53,11 @@ Good:
             running.zero_()
 
 Good (Lightning):
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("train_loss", loss)  # the tensor: Lightning reads it when it logs
-        return loss
+    class Classifier(L.LightningModule):
+        def training_step(self, batch, batch_idx):
+            loss = self.loss(batch)
+            self.log("train_loss", loss)  # the tensor: Lightning reads it when it logs
+            return loss
 
 Fix (safe): only for `.item()` on a value given to Lightning's `self.log(...)` or
 `self.log_dict({...})` (not with `sync_dist=True`: Lightning reduces the value on the

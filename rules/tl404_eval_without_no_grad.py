@@ -19,11 +19,15 @@ more GPU memory (a smaller batch fits), more allocator work, slower steps. Under
 `torch.no_grad()` (or the stricter `torch.inference_mode()`) none of that happens.
 
 Bad:
+    model = torchvision.models.resnet18().cuda()
+    val_loader = DataLoader(val_set, batch_size=256)
     model.eval()
     for x, y in val_loader:
         correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
 
 Good:
+    model = torchvision.models.resnet18().cuda()
+    val_loader = DataLoader(val_set, batch_size=256)
     model.eval()
     with torch.no_grad():
         for x, y in val_loader:

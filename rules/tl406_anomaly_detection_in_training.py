@@ -25,7 +25,9 @@ Good:
     if args.debug:  # only while chasing a NaN
         torch.autograd.set_detect_anomaly(True)
     for x, y in loader:
-        ...
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): remove the `set_detect_anomaly(True)` statement, or the
 `detect_anomaly()` item of a `with` statement (its body moves up a level when it was

@@ -16,12 +16,23 @@ profilers among the debugging APIs to turn off for regular training. To look at 
 training run, profile a handful of steps with a schedule.
 
 Bad:
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+
     with torch.autograd.profiler.profile(use_cuda=True) as prof:
         for epoch in range(epochs):
             train_one_epoch(model, loader, optimizer)
     print(prof.key_averages().table())
 
 Good:
+    def train_step(x, y):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
     with torch.profiler.profile(schedule=schedule) as prof:
         for step, (x, y) in enumerate(loader):

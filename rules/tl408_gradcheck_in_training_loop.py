@@ -16,12 +16,18 @@ Bad:
     for x, y in loader:
         assert torch.autograd.gradcheck(my_op, (x.double().requires_grad_(),))
         loss = criterion(model(x), y)
-        ...
+        loss.backward()
+        optimizer.step()
 
 Good (in a test, or once before training):
     def test_my_op():
         x = torch.randn(4, 3, dtype=torch.double, requires_grad=True)
         assert torch.autograd.gradcheck(my_op, (x,))
+
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): remove the statement when it is the call alone or `assert <call>`.
 Unsafe because a gradient that disagrees with finite differences no longer stops the

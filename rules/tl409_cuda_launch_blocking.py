@@ -17,9 +17,19 @@ Bad:
     import os
 
     os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # from chasing a device-side assert
+    model = Net().cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
-    # nothing: run `CUDA_LAUNCH_BLOCKING=1 python train.py` when debugging
+    # run `CUDA_LAUNCH_BLOCKING=1 python train.py` when debugging, not set in the script
+    model = Net().cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): remove the statement. Unsafe because it can uncover a race the blocking
 launches hid (a host buffer reused right after a `non_blocking=True` copy from it), and

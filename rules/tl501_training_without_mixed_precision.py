@@ -23,6 +23,7 @@ reductions and losses in float32), so most models train to the same accuracy.
 bfloat16 has float32's exponent range and needs no loss scaling.
 
 Bad:
+    model = torchvision.models.resnet50().cuda()
     for x, y in loader:
         optimizer.zero_grad()
         out = model(x.cuda())
@@ -31,6 +32,7 @@ Bad:
         optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
     for x, y in loader:
         optimizer.zero_grad()
         with torch.autocast("cuda", dtype=torch.bfloat16):

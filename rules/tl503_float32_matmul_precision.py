@@ -18,15 +18,19 @@ a 10-bit mantissa and float32 accumulation, typically several times faster;
 by default). The Performance Tuning Guide's "Enable Tensor cores" item shows this line.
 
 Bad:
-    model = Transformer().cuda()
+    model = nn.Transformer(d_model=512).cuda()
     for x, y in loader:
-        loss = criterion(model(x.cuda()), y.cuda())
-        ...
+        loss = criterion(model(x.cuda(), y.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     torch.set_float32_matmul_precision("high")
-    model = Transformer().cuda()
-    ...
+    model = nn.Transformer(d_model=512).cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda(), y.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `torch.set_float32_matmul_precision("high")` after the imports.
 Unsafe because matmul results change in the low bits (about three decimal digits of

@@ -19,15 +19,19 @@ often markedly faster convolutions, forward and backward. The Performance Tuning
 recommends setting it "before launching the training loop" for convolutional networks.
 
 Bad:
-    model = ResNet18().cuda()
+    model = torchvision.models.resnet18().cuda()
     for images, labels in loader:  # 224x224 crops every step
-        ...
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     torch.backends.cudnn.benchmark = True
-    model = ResNet18().cuda()
+    model = torchvision.models.resnet18().cuda()
     for images, labels in loader:
-        ...
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): add `torch.backends.cudnn.benchmark = True` after the imports. Unsafe
 because the algorithm the search picks may differ from run to run (results are no

@@ -20,12 +20,21 @@ number generators alone makes runs repeatable enough for most purposes.
 Bad:
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
-    model = Net().cuda()  # a CNN
+    model = torchvision.models.resnet18().cuda()
+    for images, labels in loader:
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     torch.manual_seed(0)
     if args.deterministic:  # bit-for-bit reproducibility, when it is needed
         torch.backends.cudnn.deterministic = True
+    model = torchvision.models.resnet18().cuda()
+    for images, labels in loader:
+        loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): remove the statement. Unsafe because two runs with the same seed no
 longer give bit-for-bit identical results.

@@ -21,6 +21,8 @@ Bad:
     for images, labels in loader:
         with torch.autocast("cuda", dtype=torch.float16):
             loss = criterion(model(images.cuda()), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
     model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
@@ -28,6 +30,8 @@ Good:
         images = images.cuda().to(memory_format=torch.channels_last)
         with torch.autocast("cuda", dtype=torch.float16):
             loss = criterion(model(images), labels.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix: none. `x.view(...)` on a channels-last activation raises (its strides no longer
 match): a model's `forward` that flattens with `.view` needs `.reshape` or `.flatten`

@@ -14,10 +14,20 @@ scale without a host sync): fewer launches and one pass over memory. The `torch.
 documentation ranks the implementations "fused > foreach > for-loop" in speed.
 
 Bad:
+    model = torchvision.models.resnet50().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Good:
+    model = torchvision.models.resnet50().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
 
 Fix (unsafe): pass `fused=True` (not offered when the file builds sparse embeddings,
 which the fused kernels reject). Unsafe because the fused kernels round differently

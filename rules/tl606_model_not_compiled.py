@@ -25,17 +25,19 @@ Performance Tuning Guide's "Fuse operations" and "Use CUDA Graphs" items both po
 it; speed-ups of 1.3-2x in training are typical for the models PyTorch benchmarks.
 
 Bad:
-    model = Net().cuda()
+    model = torchvision.models.resnet50().cuda()
     for x, y in loader:
         loss = criterion(model(x.cuda()), y.cuda())
-        ...
+        loss.backward()
+        optimizer.step()
 
 Good:
-    model = Net().cuda()
+    model = torchvision.models.resnet50().cuda()
     model.compile()  # in place: state_dict keys unchanged (PyTorch 2.2+)
     for x, y in loader:
         loss = criterion(model(x.cuda()), y.cuda())
-        ...
+        loss.backward()
+        optimizer.step()
 
 Fix: none. Compiling can fail where eager mode ran (no C++ compiler or Triton, an
 unsupported operation), and the first steps take minutes: a choice for the user.

@@ -24,12 +24,16 @@ Transformers GPU-training guide lists it under "Data preloading"; PyTorch's tuni
 guide puts async data loading first.
 
 Bad:
+    train_set = load_dataset("beans", split="train").with_transform(augment)
     args = TrainingArguments("out", per_device_train_batch_size=32, bf16=True)
+    Trainer(model=model, args=args, train_dataset=train_set).train()
 
 Good:
+    train_set = load_dataset("beans", split="train").with_transform(augment)
     args = TrainingArguments(
         "out", per_device_train_batch_size=32, bf16=True, dataloader_num_workers=NUM_WORKERS
     )
+    Trainer(model=model, args=args, train_dataset=train_set).train()
 
 Fix (unsafe): set `dataloader_num_workers=NUM_WORKERS`, the constant TL201 defines once
 after the imports (the CPU cores this process may use, shared by the processes torchrun

@@ -45,8 +45,6 @@ torch.cuda.is_available()`) counts as a GPU where there is one.
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Batch size", and
 `TrainingArguments.per_device_train_batch_size` (defaults to 8) and
 `auto_find_batch_size`.
-
-Options: `min-batch-size` (int, default 32), shared with TL001.
 """
 
 from __future__ import annotations
@@ -57,9 +55,9 @@ import libcst as cst
 
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, Constant, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 
 class HfSmallBatchSize(Rule):
@@ -69,10 +67,10 @@ class HfSmallBatchSize(Rule):
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("TrainingArguments",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = int(self.option(module, "min-batch-size"))
+        minimum = self.option(module, MIN_BATCH_SIZE)
         frameworks = module.frameworks
         for args in frameworks.readable_gpu_arguments:
             if frameworks.integer(args, "gradient_accumulation_steps", 1) != 1:

@@ -37,8 +37,6 @@ torch.cuda.is_available()`) counts as a GPU where there is one.
 
 Sources: Transformers docs, "GPU" (efficient training on GPUs), "Gradient accumulation"
 (a memory saving, not a speed-up) and `TrainingArguments.gradient_accumulation_steps`.
-
-Options: `min-batch-size` (int, default 32), shared with TL001.
 """
 
 from __future__ import annotations
@@ -46,9 +44,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
+from torchlint.options import MIN_BATCH_SIZE
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Constant, TorchModule
-from torchlint.semantic.loaders import BATCH_SIZE_OPTIONS
 
 
 class HfGradientAccumulationSmallBatch(Rule):
@@ -58,10 +56,10 @@ class HfGradientAccumulationSmallBatch(Rule):
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("gradient_accumulation_steps",)
-    options = BATCH_SIZE_OPTIONS
+    options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = int(self.option(module, "min-batch-size"))
+        minimum = self.option(module, MIN_BATCH_SIZE)
         frameworks = module.frameworks
         for args in frameworks.readable_gpu_arguments:
             given = frameworks.integer(args, "gradient_accumulation_steps", 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.config import Config, ConfigError, load_config
-from torchlint.options import Option, toml_value
+from torchlint.options import toml_value
 from torchlint.registry import all_rules
 
 from .conftest import LOADER, run_cli
@@ -114,22 +114,6 @@ def test_missing_config_file_and_bad_target(tmp_path):
     assert result.returncode == 2 and "nope.toml: no such config file" in result.stderr
     result = run_cli("check", "--target-torch", "latest", ".", cwd=tmp_path)
     assert result.returncode == 2 and "--target-torch: target-torch must look like" in result.stderr
-
-
-def test_every_numeric_option_declares_its_range():
-    """Declared with the option (a rule's `options`), checked at config load."""
-    options = {name: o for rule in all_rules().values() for name, o in rule.options.items()}
-    assert options  # min-batch-size, at least
-    for name, option in options.items():
-        if type(option.default) in (int, float):
-            assert option.range(), name
-            assert option.problem(option.default) is None, name
-    with pytest.raises(ValueError, match="declares its range"):
-        Option(3)
-    with pytest.raises(ValueError, match="must be at least 4"):
-        Option(3, minimum=4)
-    assert Option(0.5, minimum=0, maximum=1).problem(1) is None  # a TOML integer is a number
-    assert Option(True).problem(1) == "must be true or false, got 1"
 
 
 def test_values_are_spelled_as_toml_spells_them():

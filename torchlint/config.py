@@ -20,7 +20,7 @@ from typing import Any
 
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
-from torchlint.registry import all_rules
+from torchlint.registry import all_rules, options_of
 from torchlint.rule import Rule
 from torchlint.semantic import Settings
 
@@ -194,12 +194,9 @@ class Config:
         return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
 
 
-def declared_options() -> dict[str, Option]:
+def declared_options() -> dict[str, Option[Any]]:
     """Every rule's options, by name (rules that share one share its declaration)."""
-    options: dict[str, Option] = {}
-    for rule in all_rules().values():
-        options.update(rule.options)
-    return options
+    return options_of(all_rules())
 
 
 def default_options() -> dict[str, Any]:

@@ -9,7 +9,9 @@ import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+from torchlint.options import Option
 from torchlint.rule import Rule
 
 FAMILIES = {
@@ -26,6 +28,10 @@ FAMILIES = {
 
 def family(code: str) -> str:
     return FAMILIES.get(code[:3], "other")
+
+
+class OptionCollision(RuntimeError):
+    """Two rules declare one option name differently."""
 
 
 class RulesMissing(RuntimeError):
@@ -75,4 +81,22 @@ def all_rules() -> dict[str, type[Rule]]:
                 if value.code in found:
                     raise RuntimeError(f"two rules claim {value.code}")
                 found[value.code] = value
-    return dict(sorted(found.items()))
+    rules = dict(sorted(found.items()))
+    options_of(rules)  # raises on a collision
+    return rules
+
+
+def options_of(rules: dict[str, type[Rule]]) -> dict[str, Option[Any]]:
+    """Every option the rules declare, by name, sorted; rules that share a name must
+    share its declaration (type, default, range, doc), else OptionCollision names both."""
+    declared: dict[str, tuple[str, Option[Any]]] = {}
+    for code, rule in rules.items():
+        for option in rule.options:
+            first = declared.setdefault(option.name, (code, option))
+            if first[1] != option:
+                raise OptionCollision(
+                    f"option `{option.name}` is declared differently by {first[0]} "
+                    f"({first[1].summary()}) and {code} ({option.summary()}): rules that "
+                    "share an option share its declaration"
+                )
+    return {name: option for name, (_, option) in sorted(declared.items())}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import libcst as cst
 
 from torchlint.fixes import Fix, FixSafety
-from torchlint.options import Option
+from torchlint.options import Option, T
 from torchlint.results import Impact
 
 if TYPE_CHECKING:
@@ -34,7 +34,10 @@ class Rule:
 
     The module docstring of the rule's file is its documentation: the first line is
     `CODE name: summary`, the rest says why, shows bad and good code, the fix and why
-    the fix is safe or unsafe, and cites sources.
+    the fix is safe or unsafe, and cites sources. The `Bad:` and `Good:` examples run
+    as tests (tests/test_rule_examples.py): the rule reports Bad and not Good, read as
+    scripts with the usual imports of the names they use (`torch`, `nn`, `DataLoader`);
+    what else the rule needs to see (a GPU, a training loop) they write out.
     """
 
     code: ClassVar[str]
@@ -50,16 +53,18 @@ class Rule:
     # A narrower cheap test, for a rule whose tokens are common in files it has nothing
     # to say about: the file (that has a token) must also match this expression.
     pattern: ClassVar[re.Pattern[str] | None] = None
-    # Options read from the configuration: kebab-case name -> its declaration (default,
-    # range); rules that share an option share its declaration.
-    options: ClassVar[dict[str, Option]] = {}
+    # Options read from the configuration, as declared (options.py); rules that share an
+    # option share its declaration (the registry checks).
+    options: ClassVar[tuple[Option[Any], ...]] = ()
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
-    def option(self, module: TorchModule, name: str) -> Any:
+    def option(self, module: TorchModule, option: Option[T]) -> T:
         """The configured value of one of this rule's options, else its default."""
-        return module.settings.options.get(name, self.options[name].default)
+        if option not in self.options:
+            raise KeyError(f"{self.code} reads `{option.name}` but does not declare it")
+        return option.value(module.settings.options)
 
     def diagnostic(
         self,
@@ -74,8 +79,11 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
-        text = sys.modules[cls.__module__].__doc__ or cls.__doc__ or ""
-        return text.strip()
+        """The docstring, then an `Options:` section written from the declarations."""
+        text = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
+        if not cls.options:
+            return text
+        return f"{text}\n\nOptions: {'; '.join(o.summary() for o in cls.options)}."
 
     @classmethod
     def summary(cls) -> str:

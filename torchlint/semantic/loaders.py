@@ -10,7 +10,6 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.options import Option
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses, Value
 from torchlint.semantic.facts import CallSite, Context, Loop
@@ -37,9 +36,6 @@ DATALOADER_PARAMS = (
     "generator",
 )
 MAX_DEPTH = 4
-# The option of the batch-size rules: batches below it are small.
-# A batch below 2 is no batch (TL002's fix writes the value), above 65536 no GPU holds.
-BATCH_SIZE_OPTIONS = {"min-batch-size": Option(32, minimum=2, maximum=65536)}
 
 
 @dataclass(eq=False)
