@@ -36,9 +36,10 @@ from torchlint.results import (
     Violation,
 )
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Settings, build
+from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
+from torchlint.settings import Settings
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer

@@ -12,10 +12,11 @@ from torchlint.semantic.devices import Device, DeviceKind
 from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
 from torchlint.semantic.models import Model, ModelKind, ModelSite
-from torchlint.semantic.module import Settings, TorchModule, build
+from torchlint.semantic.module import TorchModule, build
 from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Constant
+from torchlint.settings import Settings
 
 __all__ = [
     "DATALOADER",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -30,6 +29,7 @@ from torchlint.semantic.syntax import (
     str_value,
 )
 from torchlint.semantic.values import Constant, Values
+from torchlint.settings import Settings
 from torchlint.walk import descendants
 
 # A test of the torch version, or of whether torch has something.
@@ -69,14 +69,6 @@ MANAGED_PREFIXES = (
     "transformers.Seq2SeqTrainer",
     "trl",  # SFTTrainer & co. are transformers Trainers
 )
-
-
-@dataclass
-class Settings:
-    """What rules may read of the configuration."""
-
-    options: dict[str, Any] = field(default_factory=dict)
-    target_torch: tuple[int, int] | None = None
 
 
 class TorchModule:

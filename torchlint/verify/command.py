@@ -434,7 +434,7 @@ def _apply_batch_size(
     from torchlint.config import instantiate
     from torchlint.linter import Linter, LintError, unified_diff
     from torchlint.registry import all_rules
-    from torchlint.semantic import Settings
+    from torchlint.settings import Settings
     from torchlint.source import SourceError, write_source
 
     script = options.script
