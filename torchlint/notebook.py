@@ -46,7 +46,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # (typeshed o
 from typing import Any
 
 from torchlint.fixes import apply_line_edits, line_edits
-from torchlint.linter import LintError, check_syntax
+from torchlint.parser import LintError, check_syntax
 from torchlint.results import INVALID_SYNTAX, FileError, FixRecord, TextEdit, Violation
 from torchlint.source import split_lines
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from torchlint.cache import Cache, Summaries, content_digest
 from torchlint.config import Config
-from torchlint.linter import TOO_DEEP, Linter, LintError, any_applies, parser_thread
+from torchlint.linter import Linter, any_applies
+from torchlint.parser import TOO_DEEP, LintError, parser_thread
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job

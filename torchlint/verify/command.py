@@ -68,7 +68,7 @@ def _checked(options: VerifyOptions) -> VerifyOptions:
 
 
 def _read_script(script: Path) -> tuple[Any, str]:
-    from torchlint.linter import InvalidSyntax
+    from torchlint.parser import InvalidSyntax
     from torchlint.source import SourceError, read_source
 
     try:
@@ -111,7 +111,7 @@ def _linter(options: VerifyOptions) -> tuple[Any, Any]:
 def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
     """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
     fix engine and the script's configuration."""
-    from torchlint.linter import LintError
+    from torchlint.parser import LintError
 
     script = options.script
     linter, config = _linter(options)
@@ -432,7 +432,8 @@ def _apply_batch_size(
 ) -> int:
     """Write `best` into the script through TL001's fix (min-batch-size = best)."""
     from torchlint.config import instantiate
-    from torchlint.linter import Linter, LintError, unified_diff
+    from torchlint.linter import Linter, unified_diff
+    from torchlint.parser import LintError
     from torchlint.registry import all_rules
     from torchlint.settings import Settings
     from torchlint.source import SourceError, write_source
@@ -494,8 +495,8 @@ def _as_the_users(profile: dict[str, Any], ran_in: str, folder: str) -> dict[str
 
 def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int:
     """--profile: the static findings, one profiled run of the script, and their join."""
-    from torchlint.linter import LintError, parse
     from torchlint.noqa import parse_suppressions
+    from torchlint.parser import LintError, parse
     from torchlint.semantic import build
     from torchlint.verify import crosscheck, matcher
     from torchlint.verify.harness import RunSpec, run_once
