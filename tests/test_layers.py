@@ -16,7 +16,7 @@ PACKAGE = ROOT / "torchlint"
 RULES = ROOT / "rules"
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
-    "syntax", "lattice", "scopes", "external", "facts", "builder", "functions", "values",
+    "syntax", "lattice", "scopes", "external", "builder", "functions", "values",
     "devices", "models", "networks", "loops", "loaders", "frameworks", "datasets", "module",
     "batches",
     "exports",

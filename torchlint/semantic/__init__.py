@@ -1,7 +1,7 @@
 """The PyTorch-aware facts every rule shares, built once per file in one walk.
 
 Modules, each importing only those before it: syntax (pure CST helpers) -> scopes
-(bindings, resolution) -> facts (contexts, calls, loops) -> builder (the walk) ->
+(bindings, resolution; contexts, calls, loops) -> builder (the walk) ->
 functions (calls between the file's functions) -> values (constants, origins) -> devices
 (the lattice) -> models (module identity) -> networks (size and shape) -> loops
 (training steps) -> loaders -> frameworks (Lightning, Hugging Face) -> module
@@ -9,11 +9,10 @@ functions (calls between the file's functions) -> values (constants, origins) ->
 docs/architecture.md says more."""
 
 from torchlint.semantic.devices import Device, DeviceKind
-from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
 from torchlint.semantic.models import Model, ModelKind, ModelSite
 from torchlint.semantic.module import TorchModule, build
-from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Constant
 from torchlint.settings import Settings

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.semantic.external import Environment
-from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.scopes import (
     Binding,
+    CallSite,
+    Context,
     Kind,
+    Loop,
     Scope,
     ScopeKind,
     Symbol,

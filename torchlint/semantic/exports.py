@@ -27,13 +27,12 @@ from torchlint.semantic.external import (
     Value,
     join_values,
 )
-from torchlint.semantic.facts import CallSite, Loop
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, str_value
 from torchlint.walk import descendants
 

@@ -8,8 +8,7 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Environment, Function, Value
-from torchlint.semantic.facts import CallSite
-from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind, Symbol
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
 from torchlint.semantic.syntax import MISSING, keyword
 
 MAX_DEPTH = 4

@@ -9,10 +9,9 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import OPTIMIZER, SCALER, Class, Function, Global, Value
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import Model, Models
-from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import children, contains, has_modulo
 from torchlint.semantic.values import Values
 

@@ -11,10 +11,9 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Function, Network
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import ModelKind
-from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, Symbol
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 4

@@ -12,14 +12,24 @@ from torchlint.semantic.builder import collect
 from torchlint.semantic.datasets import Datasets
 from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.external import Callers, Environment, Uses
-from torchlint.semantic.facts import CallSite, Context, Loop, Store
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders
 from torchlint.semantic.loops import Training, is_periodic
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import BILLION, Networks, size_in_name
-from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol, assigned_values, bindings
+from torchlint.semantic.scopes import (
+    Binding,
+    CallSite,
+    Context,
+    Kind,
+    Loop,
+    Scope,
+    Store,
+    Symbol,
+    assigned_values,
+    bindings,
+)
 from torchlint.semantic.syntax import (
     MISSING,
     argument,

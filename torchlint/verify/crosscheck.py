@@ -24,10 +24,10 @@ import libcst as cst
 from torchlint.positions import NodePositions
 from torchlint.results import Violation
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.loaders import Loader
 from torchlint.semantic.loops import OPTIMIZER as BUILT_OPTIMIZER
 from torchlint.semantic.models import ModelSite
+from torchlint.semantic.scopes import CallSite
 from torchlint.semantic.syntax import int_value
 
 LOADER, OPTIMIZER, MODEL, STATEMENT, SCRIPT = (
