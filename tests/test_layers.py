@@ -44,7 +44,8 @@ MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
     "syntax", "lattice", "scopes", "external", "builder", "functions", "values",
-    "devices", "models", "networks", "loops", "loaders", "frameworks", "datasets", "module",
+    "devices", "models", "networks", "loops", "loaders", "frameworks", "runs", "placement",
+    "workload", "datasets", "module",
     "batches",
     "exports",
 ]  # fmt: skip
