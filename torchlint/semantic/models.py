@@ -10,9 +10,10 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.external import Class, Function, Network
+from torchlint.semantic.external import Class, Function
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.portable import Network
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.values import Values
 
