@@ -26,7 +26,7 @@ LAYERS = [
     ["runner", "docs", "verify", "project"],
     ["config", "cache", "reporters", "progress"],
     ["registry", "linter", "rules"],
-    ["incremental", "notebook", "gate"],
+    ["incremental", "notebook", "notebook_json", "gate"],
     ["rule", "edits"],
     ["semantic"],
     ["fixes", "parser"],
