@@ -498,7 +498,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
     from torchlint.noqa import parse_suppressions
     from torchlint.parser import LintError, parse
     from torchlint.semantic import build
-    from torchlint.verify import crosscheck, matcher
+    from torchlint.verify import crosscheck, matcher, profile_report
     from torchlint.verify.harness import RunSpec, run_once
     from torchlint.verify.report import failure, where
 
@@ -532,7 +532,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
         [r.code for r in linter.rules],
         parse_suppressions(text).suppressed,
     )
-    print(crosscheck.render(check), file=out)
+    print(profile_report.render(check), file=out)
     code = EXIT_OK
     if not result.usable:
         print(failure(result), file=out)
@@ -553,7 +553,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
         code = max(code, _write(options.json_out, data, out))
     if options.plot is not None:
         try:
-            options.plot.write_text(crosscheck.html_page(check), encoding="utf-8")
+            options.plot.write_text(profile_report.html_page(check), encoding="utf-8")
             print(f"report written to {options.plot}", file=out)
         except OSError as exc:
             print(f"torchlint verify: error: cannot write {options.plot}: {exc}", file=out)
