@@ -249,7 +249,7 @@ class TorchModule:
         (`cudnn.benchmark = True` with `from torch.backends import cudnn`), in source order."""
         return [s for q in qualnames for s in self._stores.get(q, ())]
 
-    # -- devices ---------------------------------------------------------------------
+    # -- how heavy the work is (workload.py), where it goes (placement.py) --------------
 
     @property
     def reduced_precision(self) -> bool:
@@ -274,6 +274,8 @@ class TorchModule:
     @property
     def runs_without_gpu(self) -> bool:
         return self.placement.runs_without_gpu
+
+    # -- devices ---------------------------------------------------------------------
 
     def device(self, node: cst.CSTNode, scope: Scope) -> Device | None:
         """The device an expression names (see devices.py), None if not known to be one."""
@@ -457,7 +459,7 @@ class TorchModule:
             "torch.accelerator.is_available",
         )
 
-    # -- where code runs ---------------------------------------------------------------
+    # -- where code runs (runs.py) -------------------------------------------------------
 
     @property
     def notebook(self) -> bool:
