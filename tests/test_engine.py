@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import libcst as cst
 import pytest
 
-from torchlint import linter
+from torchlint import linter, parser
 from torchlint.config import default_options
 from torchlint.edits import workers_fix
 from torchlint.fixes import (
@@ -26,8 +26,9 @@ from torchlint.fixes import (
     fix,
     statements,
 )
-from torchlint.linter import InvalidSyntax, Linter
+from torchlint.linter import Linter
 from torchlint.noqa import add_noqa, parse_suppressions
+from torchlint.parser import InvalidSyntax
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
 
@@ -169,7 +170,7 @@ def test_syntax_errors_are_reported_where_cpython_reports_them(source, message, 
 
 
 def test_a_syntax_error_only_libcst_finds_is_reported_at_its_one_position(monkeypatch):
-    monkeypatch.setattr(linter, "_cpython_refusal", lambda source, path: None)
+    monkeypatch.setattr(parser, "_cpython_refusal", lambda source, path: None)
     with pytest.raises(InvalidSyntax) as caught:
         tl201().lint(HEADER + "x = DataLoader(ds) +\n")
     message = str(caught.value)

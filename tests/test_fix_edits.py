@@ -28,7 +28,8 @@ from torchlint.fixes import (
     fix,
     text_edits,
 )
-from torchlint.linter import _diagnostics, _positions, applies, parse
+from torchlint.linter import _diagnostics, _positions, applies
+from torchlint.parser import parse
 from torchlint.positions import NodePositions
 from torchlint.results import TextEdit
 from torchlint.source import split_lines

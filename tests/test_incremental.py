@@ -10,7 +10,8 @@ import pytest
 
 from torchlint.config import instantiate
 from torchlint.incremental import Buffer
-from torchlint.linter import InvalidSyntax, Linter, LintError, parse
+from torchlint.linter import Linter
+from torchlint.parser import InvalidSyntax, LintError, parse
 from torchlint.positions import NodePositions, layout
 
 from .conftest import FIXTURES, ROOT

@@ -1,7 +1,8 @@
-"""The import contract of docs/architecture.md: data flows down the layers, never back.
+"""The import contract of docs/architecture.md: data flows down the layers, never back,
+and every module stays small enough to read.
 
-Every import counts, function-local ones too (they hide cycles as well as any), except
-those under `if TYPE_CHECKING:` (annotations only)."""
+Every import counts: function-local ones (they hide cycles as well as any) and those
+under `if TYPE_CHECKING:` (an annotation that needs a module above is a layer crossed)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,37 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "torchlint"
 RULES = ROOT / "rules"
+# The layers of torchlint/, top to bottom, by module or package (`rules` is `rules/`,
+# `torchlint` the package's own `__init__`): a module imports modules of its own layer
+# or of layers below it.
+LAYERS = [
+    ["__main__"],  # `python -m torchlint`
+    ["cli"],
+    ["server"],
+    ["parallel"],
+    ["runner", "docs", "verify", "project"],
+    ["config", "cache", "reporters", "progress"],
+    ["registry", "linter", "rules"],
+    ["incremental", "notebook", "notebook_json", "gate"],
+    ["rule", "edits"],
+    ["semantic"],
+    ["fixes", "parser"],
+    ["undefined", "positions", "results", "options", "metadata"],
+    ["walk", "source", "noqa", "settings", "libcst_compat", "torchlint"],
+]
+# The one import allowed to run from a lower layer up, and why.
+UPWARD = {
+    ("torchlint.verify.__main__", "torchlint.cli"): (
+        "`python -m torchlint.verify` is an entry point: it runs the CLI's verify command"
+    ),
+}
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
-    "syntax", "lattice", "scopes", "external", "facts", "builder", "functions", "values",
-    "devices", "models", "networks", "loops", "loaders", "frameworks", "datasets", "module",
+    "syntax", "lattice", "portable", "scopes", "external", "builder", "functions", "values",
+    "devices", "models", "networks", "loops", "loaders", "frameworks", "runs", "placement",
+    "workload", "datasets", "module",
     "batches",
     "exports",
 ]  # fmt: skip
@@ -37,20 +65,13 @@ def sources() -> dict[str, Path]:
     return {module_name(p): p for p in [*PACKAGE.rglob("*.py"), *RULES.glob("*.py")]}
 
 
-def _type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def imports(path: Path, name: str, known: set[str], annotations: bool = False) -> set[str]:
-    """The modules of this project that `path` imports at run time (and under
-    `if TYPE_CHECKING:` too with `annotations`)."""
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The modules of this project that `path` imports, anywhere in it."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
     while stack:
         node = stack.pop()
-        if _type_checking(node) and not annotations:
-            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -140,8 +161,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_local_imports_and_cycles(graph):
+def test_the_graph_sees_local_and_annotation_imports_and_cycles(graph):
     assert "torchlint.verify.command" in graph["torchlint.cli"]  # imported in a function
+    assert "torchlint.incremental" in graph["torchlint.linter"]  # under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
@@ -149,8 +171,86 @@ def test_no_import_cycles(graph):
     assert cycles(graph) == []
 
 
-def test_results_is_a_leaf(graph):
-    assert graph["torchlint.results"] == set()
+def test_results_and_settings_are_leaves(graph):
+    """Plain types every layer shares: results reads only the settings (in annotations)."""
+    assert graph["torchlint.settings"] == set()
+    assert graph["torchlint.results"] <= {"torchlint.settings"}
+
+
+def layer_of(module: str) -> str:
+    """The entry of LAYERS a module of torchlint belongs to."""
+    parts = module.split(".")
+    return "torchlint" if len(parts) == 1 else parts[1]
+
+
+def upward(graph: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """The imports that run from a layer up to a higher one, as `importer -> imported`."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    return sorted(
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        for dep in deps
+        if rank[layer_of(dep)] < rank[layer_of(name)]
+    )
+
+
+def test_every_module_has_a_layer(graph):
+    placed = [name for layer in LAYERS for name in layer]
+    assert len(placed) == len(set(placed))
+    missing = sorted({layer_of(m) for m in graph} - set(placed))
+    assert missing == [], f"place these in LAYERS (tests/test_layers.py): {missing}"
+
+
+def test_imports_run_down_the_layers(graph):
+    assert len(UPWARD) <= 1
+    found = upward(graph, LAYERS)
+    allowed = [f"{a} -> {b}" for a, b in UPWARD]
+    assert [i for i in found if i not in allowed] == [], "imports from a lower layer up"
+    assert sorted(allowed) == [i for i in found if i in allowed]  # each still needed
+
+
+def test_an_upward_import_is_seen():
+    graph = {"torchlint.cli": {"torchlint.walk"}, "torchlint.walk": {"torchlint.cli"}}
+    assert upward(graph, [["cli"], ["walk"]]) == ["torchlint.walk -> torchlint.cli"]
+    assert upward(graph, [["cli", "walk"]]) == []
+
+
+def too_long(text: str, where: str) -> list[str]:
+    """The module itself if over MAX_MODULE_LINES, and its functions over
+    MAX_FUNCTION_LINES (nested ones and methods too), with their lengths."""
+    found = []
+    if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+        found.append(f"{where}: {lines} lines")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"{where}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_modules_and_functions_are_small():
+    offenders = [
+        o
+        for path in sorted(sources().values())
+        for o in too_long(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+    ]
+    assert offenders == [], (
+        f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a function:\n"
+        + "\n".join(offenders)
+    )
+
+
+def test_sizes_are_measured():
+    def function(lines: int) -> str:
+        return "class C:\n    def f(self):\n" + "        pass\n" * (lines - 1)
+
+    limit = function(MAX_FUNCTION_LINES)
+    assert too_long(limit, "m.py") == []
+    assert too_long(function(MAX_FUNCTION_LINES + 1), "m.py") == ["m.py:2 f: 81 lines"]
+    longest = limit + "x = 1\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES - 1)
+    assert too_long(longest, "m.py") == []
+    assert too_long(longest + "x = 1\n", "m.py") == ["m.py: 601 lines"]
 
 
 def test_semantic_layers_import_downward_only(graph):
@@ -173,11 +273,7 @@ def test_the_semantic_layer_computes_facts_and_never_builds_fixes():
     known = set(found)
     above = {"torchlint.fixes", "torchlint.edits", "torchlint.project"}
     offenders = {
-        name: sorted(
-            m
-            for m in imports(path, name, known, annotations=True)
-            if ".".join(m.split(".")[:2]) in above
-        )
+        name: sorted(m for m in imports(path, name, known) if ".".join(m.split(".")[:2]) in above)
         for name, path in found.items()
         if name.startswith("torchlint.semantic")
     }

@@ -27,7 +27,8 @@ from torchlint.config import default_options
 from torchlint.edits import workers_fix
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.linter import Linter
-from torchlint.notebook import Notebook, NotebookError, Program, _source_spans
+from torchlint.notebook import Notebook, NotebookError, Program
+from torchlint.notebook_json import source_spans
 from torchlint.results import Job
 from torchlint.rule import Diagnostic, Rule
 from torchlint.runner import lint_notebook
@@ -358,7 +359,7 @@ def test_write_back_changes_only_the_changed_sources(dump):
 
 
 def _without_sources(text: str, cells: tuple[int, ...]) -> str:
-    spans = _source_spans(text)
+    spans = source_spans(text)
     for number in sorted(cells, reverse=True):
         start, end, _ = spans[number]
         text = text[:start] + text[end:]

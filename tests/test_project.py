@@ -23,17 +23,9 @@ from torchlint.config import load_config
 from torchlint.parallel import run_files
 from torchlint.project import Layout, Program
 from torchlint.results import Job
-from torchlint.semantic.external import (
-    OPTIMIZER,
-    Call,
-    Effect,
-    Environment,
-    Function,
-    Summary,
-    Uses,
-    Value,
-)
+from torchlint.semantic.external import Call, Environment, Function, Summary, Uses
 from torchlint.semantic.lattice import CUDA
+from torchlint.semantic.portable import OPTIMIZER, Effect, Value
 
 from .conftest import FIXTURES
 

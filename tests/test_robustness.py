@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from torchlint import linter
+from torchlint import parser
 from torchlint.config import instantiate, load_config
-from torchlint.linter import MAX_SYNTAX_TOKENS, MAX_TOKENS, Linter, LintError, parse
+from torchlint.linter import Linter
+from torchlint.parser import MAX_SYNTAX_TOKENS, MAX_TOKENS, LintError, parse
 from torchlint.results import Job
 from torchlint.runner import discover, display, process_file
 
@@ -245,8 +246,8 @@ def _parsers_refused(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("a parser was run")
 
-    monkeypatch.setattr(linter.parser_thread, "parse", refuse)
-    monkeypatch.setattr(linter, "_cpython_refusal", refuse)
+    monkeypatch.setattr(parser.parser_thread, "parse", refuse)
+    monkeypatch.setattr(parser, "_cpython_refusal", refuse)
 
 
 def test_a_generated_50_mb_file_is_not_parsed_at_all(tmp_path, monkeypatch):
@@ -272,12 +273,12 @@ def test_a_file_above_the_analysis_guard_is_checked_by_cpython_alone(monkeypatch
     megabytes: CPython's parser is the only judge, even where it refuses the text."""
     table = "TABLE = [" + "1, " * MAX_TOKENS + "]\n"
     lint = Linter(instantiate(["TL201"])).lint
-    monkeypatch.setattr(linter.parser_thread, "parse", lambda *a: pytest.fail("libcst parsed"))
+    monkeypatch.setattr(parser.parser_thread, "parse", lambda *a: pytest.fail("libcst parsed"))
     assert lint(table) == []  # no rule's token: a syntax check, passed
-    with pytest.raises(linter.TooLarge, match="checked for syntax only"):
+    with pytest.raises(parser.TooLarge, match="checked for syntax only"):
         lint(LOADER + table)
     for head in ("", LOADER):
-        with pytest.raises(linter.InvalidSyntax) as caught:
+        with pytest.raises(parser.InvalidSyntax) as caught:
             lint(head + table + "x = (\n")
         assert caught.value.line == head.count("\n") + 2
 
@@ -397,7 +398,7 @@ def _rules():
 def test_parser_falls_back_to_the_callers_stack(monkeypatch):
     import threading
 
-    from torchlint.linter import _ParserThread
+    from torchlint.parser import _ParserThread
 
     def refuse(size=0):
         raise ValueError("size not valid")

@@ -23,7 +23,7 @@ from torchlint.noqa import parse_suppressions
 from torchlint.registry import all_rules
 from torchlint.results import Violation
 from torchlint.semantic import build
-from torchlint.verify import command, crosscheck, matcher
+from torchlint.verify import command, crosscheck, matcher, patterns, profile_report
 from torchlint.verify.options import VerifyOptions
 
 from .conftest import ROOT, needs_the_profiler_matcher, run_cli
@@ -36,16 +36,16 @@ NO_RULE = "no torchlint rule for this pattern"
 
 
 def test_the_table_names_real_rules_and_every_pattern_once():
-    assert [p.cls for p in crosscheck.PATTERNS] == list(matcher.PATTERNS)
-    codes = [c for p in crosscheck.PATTERNS for c in p.rules]
+    assert [p.cls for p in patterns.PATTERNS] == list(matcher.PATTERNS)
+    codes = [c for p in patterns.PATTERNS for c in p.rules]
     assert len(codes) == len(set(codes))
     assert set(codes) <= set(all_rules())
-    assert {p.cls for p in crosscheck.PATTERNS if p.cuda} == matcher.CUDA_ONLY
+    assert {p.cls for p in patterns.PATTERNS if p.cuda} == matcher.CUDA_ONLY
 
 
 def test_the_docs_show_the_table():
     docs = (ROOT / "docs" / "verify.md").read_text()
-    assert crosscheck.markdown_table() in docs
+    assert patterns.markdown_table() in docs
 
 
 # -- the join, on profiles written by hand -----------------------------------------------
@@ -128,7 +128,7 @@ def test_findings_are_confirmed_by_entity_not_by_line():
     (train,) = (f for f in check.findings if f.code == "TL201")
     assert train.entity == "DataLoader `train` (line 6)" and train.count == 10
     assert train.ns == 25 * 10**7  # the time of its batches, not of starting its passes
-    assert "25.0%" in crosscheck.render(check)
+    assert "25.0%" in profile_report.render(check)
     assert status(check, "TL405") == [(14, "confirmed")]
     tl405 = next(f for f in check.findings if f.code == "TL405")
     assert tl405.entity == "optimizer `opt` (line 9)" and tl405.count == 19
@@ -299,12 +299,12 @@ def test_an_optimizer_of_a_cpu_script_is_left_alone_by_tl605():
 def test_the_headline_says_what_was_profiled():
     code = "import torch\nw = torch.zeros(3, requires_grad=True)\n"
     found = profile({}, lines=[2])
-    assert "train.py: 20 optimizer step(s) profiled (1.00 s)" in crosscheck.render(
+    assert "train.py: 20 optimizer step(s) profiled (1.00 s)" in profile_report.render(
         join(code, found)
     )
     found["steps"] = 0  # a script without an optimizer: profiled to its end
     assert "train.py: no optimizer step, the run profiled (1.00 s), torch 2.13.0, CPU only" in (
-        crosscheck.render(join(code, found))
+        profile_report.render(join(code, found))
     )
 
 
@@ -350,7 +350,7 @@ def test_a_rule_reporting_at_a_constructor_joins_the_same_entity():
     """
     code = textwrap.dedent(code)
     entities = crosscheck.Entities(build(cst.parse_module(code), SCRIPT))
-    by_class = {p.cls: p for p in crosscheck.PATTERNS}
+    by_class = {p.cls: p for p in patterns.PATTERNS}
     single = by_class["OptimizerSingleTensorPattern"]
     conv = by_class["Conv2dBiasFollowedByBatchNorm2dPattern"]
     at = [
@@ -586,7 +586,7 @@ def test_torch_without_the_matcher_is_bad_input(monkeypatch):
 
 # -- real runs (torch on the CPU) ----------------------------------------------------------
 
-CHECKABLE_ON_CPU = {c for p in crosscheck.PATTERNS if not p.cuda for c in p.rules}
+CHECKABLE_ON_CPU = {c for p in patterns.PATTERNS if not p.cuda for c in p.rules}
 
 
 @pytest.mark.slow

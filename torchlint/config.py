@@ -22,7 +22,7 @@ from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import all_rules, options_of
 from torchlint.rule import Rule
-from torchlint.semantic import Settings
+from torchlint.settings import Settings
 
 if sys.version_info >= (3, 11):
     import tomllib

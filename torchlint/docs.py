@@ -110,7 +110,7 @@ def example_diff(root: Path) -> str:
     """What `torchlint fix --unsafe-fixes --diff` does to the bundled example."""
     from torchlint.config import Config, default_options, instantiate
     from torchlint.linter import Linter, unified_diff
-    from torchlint.semantic import Settings
+    from torchlint.settings import Settings
 
     codes = Config(root=root).selected_codes()
     linter = Linter(instantiate(codes), Settings(options=default_options()))

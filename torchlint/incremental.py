@@ -32,7 +32,7 @@ import bisect
 
 import libcst as cst
 
-from torchlint.linter import LintError, parse
+from torchlint.parser import LintError, parse
 from torchlint.positions import Layout, layout
 from torchlint.source import common_prefix, common_suffix
 
@@ -56,7 +56,7 @@ class Buffer:
         return self._layout
 
     def parse(self, source: str, path: str = "<string>") -> cst.Module:
-        """The tree of `source`, as `torchlint.linter.parse` gives it (and its errors)."""
+        """The tree of `source`, as `torchlint.parser.parse` gives it (and its errors)."""
         if self.module is not None and source == self.source:
             return self.module
         reparsed = self._reparse(source, path) if self.module is not None else None

@@ -6,19 +6,12 @@ Positions are resolved only for files that have something to report: a full
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import functools
-import os
-import queue
-import re
-import threading
-import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -26,19 +19,22 @@ from libcst.metadata import CodeRange
 from torchlint.fixes import Applicability, select_compatible, text_edits
 from torchlint.gate import Gate, apply_checked, later
 from torchlint.noqa import parse_suppressions
-from torchlint.positions import Layout, NodePositions
-from torchlint.results import (
-    ANALYSIS_ERROR,
-    INVALID_SYNTAX,
-    FileError,
-    FixRecord,
-    Impact,
-    Violation,
+from torchlint.parser import (
+    TOO_DEEP,
+    LintError,
+    check_compiles,
+    check_size,
+    parse,
+    refuse_unchecked,
+    too_deep_is_a_lint_error,
 )
+from torchlint.positions import Layout, NodePositions
+from torchlint.results import FixRecord, Impact, Violation
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Settings, build
+from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
+from torchlint.settings import Settings
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
@@ -50,35 +46,6 @@ EditsWanted = bool | Set[tuple[str, int, int]]
 # Told of a rule that raised (its code, the exception), so that the other rules' findings
 # still count; without one, the exception propagates.
 RuleErrorHandler = Callable[[str, Exception], None]
-
-
-class LintError(Exception):
-    """The file cannot be analysed (syntax error, too deeply nested...)."""
-
-    def file_error(self, cell: int | None = None) -> FileError:
-        """This error as the record reports show (in a notebook's `cell`)."""
-        return FileError(ANALYSIS_ERROR, str(self), cell=cell)
-
-
-class InvalidSyntax(LintError):
-    """A syntax error, at one 1-based line and column."""
-
-    def __init__(self, line: int, column: int, message: str) -> None:
-        super().__init__(f"syntax error at {line}:{column}: {message}")
-        self.line, self.column, self.message = line, column, message
-
-    def file_error(self, cell: int | None = None) -> FileError:
-        return FileError(INVALID_SYNTAX, self.message, self.line, self.column, cell)
-
-    @classmethod
-    def from_compile(cls, exc: SyntaxError | ValueError, source: str) -> InvalidSyntax:
-        """What `compile(source, ...)` raised (ValueError: null bytes, before Python 3.12)."""
-        message = str(exc.msg) if isinstance(exc, SyntaxError) else str(exc)
-        line = getattr(exc, "lineno", None)
-        if line is not None:
-            return cls(line, getattr(exc, "offset", None) or 1, message)
-        before = source[: source.find("\0")] if "\0" in source else ""
-        return cls(before.count("\n") + 1, len(before) - before.rfind("\n"), message)
 
 
 @dataclass
@@ -102,200 +69,6 @@ class _Pass:
     fixed: list[str]  # codes of the fixes applied
     fixable: Counter[str]  # the fixable findings of the text before the pass, by code
     remaining: list[Violation] | None  # nothing applied: the findings that remain
-
-
-# libcst's native parser recurses once per nesting level: a few thousand levels overflow
-# an 8 MB stack (1 MB on Windows) and kill the process, and its time grows with the square
-# of the depth. So libcst parses on a thread with a large stack (one long-lived thread: a
-# new one per file costs 10% more CPU), and text that may nest deeper than it parses
-# quickly is first given to CPython's parser, which refuses what CPython cannot compile
-# (a tenth of the libcst parse, so only where needed: `_may_nest_deeply`).
-DEEP_CHARS = 4000  # libcst: about 2 s for 4,000 levels (one character each, at least)
-P = ParamSpec("P")
-R = TypeVar("R")
-PARSE_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; only what is used is paid
-TOO_DEEP = "expression nested too deeply to analyse"
-
-
-class _ParserThread:
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.pid = 0
-
-    def parse(self, source: str) -> cst.Module:
-        if self.thread is None or self.pid != os.getpid():  # none yet, or left in the parent
-            self._start()
-        if self.thread is None:  # no thread with that stack here: the caller's stack
-            return cst.parse_module(source)
-        box: dict[str, Any] = {}
-        done = threading.Event()
-        self.jobs.put((source, box, done))
-        done.wait()
-        if "error" in box:
-            raise box["error"]
-        return box["module"]
-
-    def _start(self) -> None:
-        self.jobs, self.pid, self.thread = queue.SimpleQueue(), os.getpid(), None
-        for size in (PARSE_STACK_BYTES, PARSE_STACK_BYTES // 8):
-            try:
-                previous = threading.stack_size(size)
-            except (ValueError, RuntimeError):  # a platform that refuses the size
-                continue
-            try:
-                thread = threading.Thread(
-                    target=self._serve, args=(self.jobs,), name="torchlint-parse", daemon=True
-                )
-                thread.start()
-            except RuntimeError:  # address space limited (ulimit -v)
-                continue
-            finally:
-                threading.stack_size(previous)
-            self.thread = thread
-            return
-
-    @staticmethod
-    def _serve(jobs: queue.SimpleQueue[Any]) -> None:
-        while (job := jobs.get()) is not None:
-            source, box, done = job
-            try:
-                box["module"] = cst.parse_module(source)
-            except BaseException as exc:  # re-raised on the calling thread
-                box["error"] = exc
-            done.set()
-
-    def stop(self) -> None:
-        """End the thread (before a fork: a process that forks should have no threads)."""
-        if self.thread is not None and self.pid == os.getpid():
-            self.jobs.put(None)
-            self.thread.join()
-        self.thread = None
-
-
-parser_thread = _ParserThread()
-
-
-def _may_nest_deeply(source: str) -> bool:
-    """Can this text hold DEEP_CHARS levels of nesting? Each level takes a character of one
-    statement, and statements hardly ever hold a blank line: the longest stretch without
-    one bounds the depth (a few C-speed scans). Text big enough to exhaust even the large
-    stack is always checked."""
-    if len(source) < DEEP_CHARS:
-        return False
-    if len(source) > PARSE_STACK_BYTES // 2048:
-        return True
-    text = source.replace("\r\n", "\n") if "\r" in source else source
-    return max(map(len, text.split("\n\n"))) >= DEEP_CHARS
-
-
-def parse(source: str, path: str = "<string>") -> cst.Module:
-    """libcst's tree of `source`. A syntax error is reported where CPython reports it
-    when CPython refuses the text too, else (CPython accepts it) where libcst does."""
-    if _may_nest_deeply(source):
-        _cpython_refusal(source, path)  # raises for text too deep to analyse
-    try:
-        return parser_thread.parse(source)
-    except cst.ParserSyntaxError as exc:
-        raise _cpython_refusal(source, path) or _libcst_refusal(exc) from None
-    except RecursionError:
-        raise LintError(TOO_DEEP) from None
-
-
-def check_syntax(source: str, path: str = "<string>") -> None:
-    """Raise `InvalidSyntax` for text that does not parse, at C speed where it does (the
-    check for files no rule needs to read); `TooLarge` for text too large to check. Text
-    CPython refuses is given to libcst, which accepts syntax newer than this Python, when
-    libcst's tree fits in memory (MAX_TOKENS); above that, CPython's error stands."""
-    _refuse_unchecked(source)
-    _check_syntax(source, path)
-
-
-def _check_syntax(source: str, path: str) -> None:
-    refusal = _cpython_refusal(source, path)
-    if refusal is None:
-        return
-    if len(source) > MAX_TOKENS and _tokens(source, MAX_TOKENS) > MAX_TOKENS:
-        raise refusal
-    parse(source, path)
-
-
-def _cpython_refusal(source: str, path: str) -> InvalidSyntax | None:
-    """CPython's syntax error in `source`, if any; LintError for text too deep for it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
-        try:
-            compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        except (RecursionError, MemoryError):
-            raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
-        except (SyntaxError, ValueError) as exc:
-            error = InvalidSyntax.from_compile(exc, source)
-            if "too many" in error.message:  # nested parentheses, levels of indentation
-                raise LintError(f"{TOO_DEEP} ({error.message})") from None
-            return error
-    return None
-
-
-_LIBCST_POSITION = re.compile(r"parser error: error at (\d+):(\d+): ", re.DOTALL)
-
-
-def _libcst_refusal(exc: cst.ParserSyntaxError) -> InvalidSyntax:
-    """libcst's error, at the one position its message holds (its columns are 0-based)."""
-    m = _LIBCST_POSITION.match(exc.message)
-    if m is not None:
-        return InvalidSyntax(int(m.group(1)), int(m.group(2)) + 1, exc.message[m.end() :])
-    message = exc.message.removeprefix("tokenizer error: ")
-    return InvalidSyntax(exc.raw_line, exc.raw_column + 1, message)
-
-
-# libcst's tree takes 2 to 4 KB per token of the text (measured on PyTorch's sources;
-# 3.6 KB at worst, in tables of numbers), so a process's peak memory is bounded by its
-# largest analysed file: about 45 MB + MAX_TOKENS x 3.6 KB x 1.25 (model, positions).
-# A file above that is checked for syntax only (by CPython alone: libcst would need the
-# memory) and reported with a warning. CPython's own parser needs about 0.5 KB and 2 us
-# a token (measured on dense tables of numbers: 1.9 GB and 10 s for 4 million), so a
-# file above MAX_SYNTAX_TOKENS is not even checked for syntax (50 MB of generated data
-# would take 8 GB and a minute), with a warning. A token takes a character at least, so
-# shorter text is never counted, and counting stops at the limit it is counted for.
-MAX_TOKENS = 75_000
-MAX_SYNTAX_TOKENS = 1_000_000
-_TOKEN = re.compile(
-    r"""(?s)[rRbBuUfF]{0,2}(?:'''(?:\\.|[^\\])*?'''|"{3}(?:\\.|[^\\])*?"{3}"""
-    r"""|'(?:\\.|[^'\\\r\n])*'|"(?:\\.|[^"\\\r\n])*")|#[^\r\n]*|\w+|[^\w\s]"""
-)
-
-
-class TooLarge(LintError):
-    """A file too large to analyse in bounded memory: checked for syntax only, or (above
-    MAX_SYNTAX_TOKENS) not at all."""
-
-
-def _tokens(source: str, limit: int) -> int:
-    """The tokens of `source` (a string or a comment counts one), counted up to `limit` + 1."""
-    return _TOKEN.subn("", source, count=limit + 1)[1]
-
-
-def _refuse_unchecked(source: str) -> None:
-    """Raise `TooLarge` for text too large for even CPython's parser (MAX_SYNTAX_TOKENS)."""
-    if len(source) > MAX_SYNTAX_TOKENS and _tokens(source, MAX_SYNTAX_TOKENS) > MAX_SYNTAX_TOKENS:
-        raise TooLarge(
-            f"too large to check (over {MAX_SYNTAX_TOKENS:,} tokens, {len(source) / 1e6:.1f} "
-            "million characters); not analysed, nor checked for syntax"
-        )
-
-
-def _check_size(source: str, path: str) -> None:
-    """Raise `TooLarge` (after CPython's syntax check) for text above MAX_TOKENS."""
-    if len(source) <= MAX_TOKENS:
-        return
-    tokens = _tokens(source, MAX_TOKENS)
-    if tokens > MAX_TOKENS:
-        refusal = _cpython_refusal(source, path)
-        if refusal is not None:
-            raise refusal
-        raise TooLarge(
-            f"too large to analyse (over {MAX_TOKENS:,} tokens); checked for syntax only"
-        )
 
 
 def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
@@ -370,20 +143,6 @@ def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int
     return (r.start.line, r.start.column), (r.end.line, r.end.column)
 
 
-def _too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
-    """libcst recurses in Python too (code generation, positions, fixes): a tree deeper
-    than the recursion limit is a file we cannot analyse, not a crash."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except RecursionError:
-            raise LintError(TOO_DEEP) from None
-
-    return wrapper
-
-
 class Linter:
     """Runs a fixed set of rules over sources."""
 
@@ -430,7 +189,7 @@ class Linter:
     def _shown(self, d: Diagnostic) -> bool:
         return self.low_impact or d.impact is Impact.HIGH
 
-    @_too_deep_is_a_lint_error
+    @too_deep_is_a_lint_error
     def lint(
         self,
         source: str,
@@ -443,19 +202,19 @@ class Linter:
         the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
         again only where it changed since the buffer's last text. `env`: what the rest of
         the project tells the file (and gets its summary)."""
-        _refuse_unchecked(source)  # before anything else reads the whole text
+        refuse_unchecked(source)  # before anything else reads the whole text
         rules = applies(self.rules, source)
         if not rules and not (env is not None and env.reached):
-            _check_syntax(source, path)
+            check_compiles(source, path)
             return []
-        _check_size(source, path)
+        check_size(source, path)
         module = buffer.parse(source, path) if buffer is not None else parse(source, path)
         diagnostics = self._diagnostics(module, path, rules, env)
         return self._violations(module, source, diagnostics, with_edits, buffer)
 
     def summarize(self, source: str, path: str, env: Environment) -> None:
         """The summary of a file no rule reads (a module other files import), into `env`."""
-        _check_size(source, path)
+        check_size(source, path)
         env.summary = summarize(build(parse(source, path), path, self.settings, env))
 
     def _violations(
@@ -509,7 +268,7 @@ class Linter:
         out.sort(key=lambda v: (v.line, v.column, v.code))
         return out
 
-    @_too_deep_is_a_lint_error
+    @too_deep_is_a_lint_error
     def fix(
         self,
         source: str,
@@ -519,13 +278,13 @@ class Linter:
     ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
         Each pass is checked before it is kept (`torchlint.gate`). `env`: as for `lint`."""
-        _refuse_unchecked(source)
+        refuse_unchecked(source)
         rules = applies(self.rules, source)
         outcome = FixOutcome(source)
         if not rules and not (env is not None and env.reached):
-            _check_syntax(source, path)
+            check_compiles(source, path)
             return outcome
-        _check_size(source, path)
+        check_size(source, path)
         text = source
         module = parse(text, path)
         gate = Gate(text)

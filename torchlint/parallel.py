@@ -24,14 +24,15 @@ from typing import Any
 
 from torchlint.cache import Cache, Summaries, content_digest
 from torchlint.config import Config
-from torchlint.linter import TOO_DEEP, Linter, LintError, any_applies, parser_thread
+from torchlint.linter import Linter, any_applies
+from torchlint.parser import TOO_DEEP, LintError, parser_thread
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import discover, display, process_file, rules_of, summarize_file
-from torchlint.semantic import Settings
 from torchlint.semantic.exports import engages, may_tell
 from torchlint.semantic.external import Environment, Summary
+from torchlint.settings import Settings
 from torchlint.source import SourceError, decode, read_bytes
 
 # Below this much source to lint, one process is faster than starting a pool.

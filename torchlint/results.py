@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torchlint.semantic import Settings
+    from torchlint.settings import Settings
 
 
 class Impact(str, Enum):

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 import pathspec
 
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, LintError, RuleErrorHandler, TooLarge, unified_diff
+from torchlint.linter import Linter, RuleErrorHandler, unified_diff
 from torchlint.noqa import add_noqa
 from torchlint.notebook import Notebook, NotebookError
+from torchlint.parser import LintError, TooLarge
 from torchlint.results import ANALYSIS_ERROR, IO_ERROR, FileError, FileResult, Job
 from torchlint.source import (
     SourceError,

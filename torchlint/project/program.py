@@ -30,9 +30,8 @@ from torchlint.semantic.external import (
     Function,
     Summary,
     Uses,
-    Value,
-    join_values,
 )
+from torchlint.semantic.portable import Value, join_values
 
 MAX_DEPTH = 8  # re-exports followed; calls chained
 

@@ -1,21 +1,23 @@
 """The PyTorch-aware facts every rule shares, built once per file in one walk.
 
-Modules, each importing only those before it: syntax (pure CST helpers) -> scopes
-(bindings, resolution) -> facts (contexts, calls, loops) -> builder (the walk) ->
+Modules, each importing only those before it: syntax (pure CST helpers) -> lattice ->
+portable (values as other files see them) -> scopes (bindings, resolution; contexts,
+calls, loops) -> external (what the project tells a file) -> builder (the walk) ->
 functions (calls between the file's functions) -> values (constants, origins) -> devices
 (the lattice) -> models (module identity) -> networks (size and shape) -> loops
-(training steps) -> loaders -> frameworks (Lightning, Hugging Face) -> module
-(`TorchModule`, what rules read) -> batches (data flow in loader loops).
-docs/architecture.md says more."""
+(training steps) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where and
+how often code runs) -> placement (where the file puts work) -> workload (precision,
+size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
+in loader loops) -> exports (a file's summary). docs/architecture.md says more."""
 
 from torchlint.semantic.devices import Device, DeviceKind
-from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
 from torchlint.semantic.models import Model, ModelKind, ModelSite
-from torchlint.semantic.module import Settings, TorchModule, build
-from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.module import TorchModule, build
+from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Constant
+from torchlint.settings import Settings
 
 __all__ = [
     "DATALOADER",

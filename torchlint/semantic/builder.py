@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.semantic.external import Environment
-from torchlint.semantic.facts import CallSite, Context, Loop
 from torchlint.semantic.scopes import (
     Binding,
+    CallSite,
+    Context,
     Kind,
+    Loop,
     Scope,
     ScopeKind,
     Symbol,
@@ -52,6 +54,17 @@ class Facts:
         default_factory=list
     )
     stars: list[str] = field(default_factory=list)  # modules imported `*` at module level
+
+    def calls_to(self, *qualnames: str) -> list[CallSite]:
+        found = [c for q in qualnames for c in self.calls_by_qualname.get(q, ())]
+        return sorted(found, key=lambda c: c.order) if len(qualnames) > 1 else found
+
+    def method_calls(self, *methods: str) -> list[CallSite]:
+        found = [c for m in methods for c in self.calls_by_method.get(m, ())]
+        return sorted(found, key=lambda c: c.order) if len(methods) > 1 else found
+
+    def imports_any(self, *prefixes: str) -> bool:
+        return any(m == p or m.startswith(p + ".") for m in self.imported_modules for p in prefixes)
 
 
 def collect(module: cst.Module, env: Environment | None = None) -> Facts:

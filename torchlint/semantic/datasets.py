@@ -14,10 +14,9 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Dataset
-from torchlint.semantic.facts import CallSite, Context
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite
-from torchlint.semantic.scopes import Kind, Scope, assigned_values, bindings
+from torchlint.semantic.scopes import CallSite, Context, Kind, Scope, assigned_values, bindings
 from torchlint.semantic.syntax import MISSING, children
 from torchlint.semantic.values import Values
 from torchlint.walk import descendants

@@ -16,7 +16,6 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import (
     ACCELERATOR,
@@ -27,7 +26,7 @@ from torchlint.semantic.lattice import (
     DeviceKind,
     join_all,
 )
-from torchlint.semantic.scopes import Kind, Scope, Symbol
+from torchlint.semantic.scopes import CallSite, Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, int_value, str_value
 from torchlint.semantic.values import Values
 

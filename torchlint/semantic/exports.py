@@ -12,28 +12,14 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.semantic.datasets import ITERABLE_DATASET
-from torchlint.semantic.external import (
-    OPTIMIZER,
-    SCALER,
-    Call,
-    Class,
-    Dataset,
-    Effect,
-    Function,
-    Global,
-    Network,
-    Summary,
-    Uses,
-    Value,
-    join_values,
-)
-from torchlint.semantic.facts import CallSite, Loop
+from torchlint.semantic.external import Call, Class, Dataset, Function, Global, Summary, Uses
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, str_value
 from torchlint.walk import descendants
 

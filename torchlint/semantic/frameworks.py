@@ -12,10 +12,9 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
-from torchlint.semantic.scopes import Kind, Scope, ScopeKind
+from torchlint.semantic.scopes import CallSite, Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import MISSING, argument, bool_value, int_value
 from torchlint.semantic.values import Constant, Values
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.external import Class, Environment, Function, Value
-from torchlint.semantic.facts import CallSite
-from torchlint.semantic.scopes import Binding, Kind, Scope, ScopeKind, Symbol
+from torchlint.semantic.external import Class, Environment, Function
+from torchlint.semantic.portable import Value
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
 from torchlint.semantic.syntax import MISSING, keyword
 
 MAX_DEPTH = 4

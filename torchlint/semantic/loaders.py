@@ -11,10 +11,10 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.external import Function, Global, Uses, Value
-from torchlint.semantic.facts import CallSite, Context, Loop
+from torchlint.semantic.external import Function, Global, Uses
 from torchlint.semantic.functions import WRAPPERS, Functions
-from torchlint.semantic.scopes import Kind, Scope, Symbol
+from torchlint.semantic.portable import Value
+from torchlint.semantic.scopes import CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 from torchlint.semantic.values import Values
 

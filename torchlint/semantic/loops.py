@@ -8,11 +8,11 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.external import OPTIMIZER, SCALER, Class, Function, Global, Value
-from torchlint.semantic.facts import CallSite
+from torchlint.semantic.external import Class, Function, Global
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import Model, Models
-from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
+from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import children, contains, has_modulo
 from torchlint.semantic.values import Values
 

@@ -10,11 +10,11 @@ from functools import cached_property
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.external import Class, Function, Network
-from torchlint.semantic.facts import CallSite
+from torchlint.semantic.external import Class, Function
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import ModelKind
-from torchlint.semantic.scopes import Binding, Kind, Scope, Symbol
+from torchlint.semantic.portable import Network
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.values import Values
 
 MAX_DEPTH = 4
@@ -366,6 +366,24 @@ class Models:
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return None
         return self.of(func, call.scope)
+
+    @cached_property
+    def _method_calls_on_models(self) -> dict[int, list[CallSite]]:
+        found: dict[int, list[CallSite]] = {}
+        for call in self.facts.calls:
+            if call.receiver is not None:
+                site = self.of(call.receiver, call.scope)
+                if site is not None:
+                    found.setdefault(id(site), []).append(call)
+        return found
+
+    def method_calls_on(self, site: Model) -> list[CallSite]:
+        """The method calls whose receiver is the model (`model.eval()`, `model.to(...)`)."""
+        return self._method_calls_on_models.get(id(site), [])
+
+    def network_calls(self, loop: Loop) -> list[CallSite]:
+        """Calls of networks (not losses) in the loop's body."""
+        return [c for c in loop.calls if (m := self.called(c)) is not None and m.is_network]
 
 
 def _library_kind(qualname: str) -> ModelKind | None:

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.models import ZOO_PREFIXES, Model, ModelKind, Models, ModelSite
-from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import (
     MISSING,
     argument,

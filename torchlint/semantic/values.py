@@ -10,9 +10,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.scopes import Binding, Kind, Scope
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope
 from torchlint.semantic.syntax import (
     MISSING,
     bool_value,

@@ -22,15 +22,9 @@ from typing import Any
 from torchlint.config import instantiate
 from torchlint.fixes import apply_line_edits
 from torchlint.incremental import Buffer
-from torchlint.linter import (
-    InvalidSyntax,
-    Linter,
-    LintError,
-    RuleErrorHandler,
-    TooLarge,
-    check_syntax,
-)
+from torchlint.linter import Linter, RuleErrorHandler
 from torchlint.noqa import add_noqa
+from torchlint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
 from torchlint.reporters import Context, fixable
 from torchlint.results import FileError, Job, Violation
 from torchlint.runner import lint_notebook

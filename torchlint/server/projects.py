@@ -24,9 +24,9 @@ from torchlint.parallel import INTERNAL, Rounds, stands
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import display
-from torchlint.semantic import Settings
 from torchlint.semantic.external import Environment
 from torchlint.server.settings import Configs, EditorSettings, setup
+from torchlint.settings import Settings
 
 if TYPE_CHECKING:
     from torchlint.parallel import _Task

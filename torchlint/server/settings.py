@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint.config import CONFIG_FILES, Config, ConfigError, expand, find_config, load_config
-from torchlint.semantic import Settings
+from torchlint.settings import Settings
 
 # Setting names, as the config file spells them and in camelCase (VS Code's convention).
 _KEYS = {

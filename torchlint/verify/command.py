@@ -68,7 +68,7 @@ def _checked(options: VerifyOptions) -> VerifyOptions:
 
 
 def _read_script(script: Path) -> tuple[Any, str]:
-    from torchlint.linter import InvalidSyntax
+    from torchlint.parser import InvalidSyntax
     from torchlint.source import SourceError, read_source
 
     try:
@@ -111,7 +111,7 @@ def _linter(options: VerifyOptions) -> tuple[Any, Any]:
 def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
     """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
     fix engine and the script's configuration."""
-    from torchlint.linter import LintError
+    from torchlint.parser import LintError
 
     script = options.script
     linter, config = _linter(options)
@@ -432,9 +432,10 @@ def _apply_batch_size(
 ) -> int:
     """Write `best` into the script through TL001's fix (min-batch-size = best)."""
     from torchlint.config import instantiate
-    from torchlint.linter import Linter, LintError, unified_diff
+    from torchlint.linter import Linter, unified_diff
+    from torchlint.parser import LintError
     from torchlint.registry import all_rules
-    from torchlint.semantic import Settings
+    from torchlint.settings import Settings
     from torchlint.source import SourceError, write_source
 
     script = options.script
@@ -494,10 +495,10 @@ def _as_the_users(profile: dict[str, Any], ran_in: str, folder: str) -> dict[str
 
 def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int:
     """--profile: the static findings, one profiled run of the script, and their join."""
-    from torchlint.linter import LintError, parse
     from torchlint.noqa import parse_suppressions
+    from torchlint.parser import LintError, parse
     from torchlint.semantic import build
-    from torchlint.verify import crosscheck, matcher
+    from torchlint.verify import crosscheck, matcher, profile_report
     from torchlint.verify.harness import RunSpec, run_once
     from torchlint.verify.report import failure, where
 
@@ -531,7 +532,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
         [r.code for r in linter.rules],
         parse_suppressions(text).suppressed,
     )
-    print(crosscheck.render(check), file=out)
+    print(profile_report.render(check), file=out)
     code = EXIT_OK
     if not result.usable:
         print(failure(result), file=out)
@@ -552,7 +553,7 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
         code = max(code, _write(options.json_out, data, out))
     if options.plot is not None:
         try:
-            options.plot.write_text(crosscheck.html_page(check), encoding="utf-8")
+            options.plot.write_text(profile_report.html_page(check), encoding="utf-8")
             print(f"report written to {options.plot}", file=out)
         except OSError as exc:
             print(f"torchlint verify: error: cannot write {options.plot}: {exc}", file=out)

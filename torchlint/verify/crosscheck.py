@@ -6,14 +6,12 @@ cause is written (the `DataLoader(...)` call, the optimizer's constructor). Both
 mapped to the entity the semantic layer knows (a DataLoader site, an optimizer's
 construction, a model site, a statement, the script) and compared there: each static
 finding gets a run-time status, and each pattern no finding accounts for is listed as
-seen at run time only. `PATTERNS` is the rule <-> pattern table (docs/verify.md shows it;
-a test keeps the two equal).
+seen at run time only. The rule <-> pattern table is patterns.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,118 +22,23 @@ import libcst as cst
 from torchlint.positions import NodePositions
 from torchlint.results import Violation
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.facts import CallSite
 from torchlint.semantic.loaders import Loader
-from torchlint.semantic.loops import OPTIMIZER as BUILT_OPTIMIZER
 from torchlint.semantic.models import ModelSite
+from torchlint.semantic.portable import OPTIMIZER as BUILT_OPTIMIZER
+from torchlint.semantic.scopes import CallSite
 from torchlint.semantic.syntax import int_value
-
-LOADER, OPTIMIZER, MODEL, STATEMENT, SCRIPT = (
-    "DataLoader",
-    "optimizer",
-    "model",
-    "statement",
-    "script",
+from torchlint.verify.patterns import (
+    BY_RULE,
+    LOADER,
+    MODEL,
+    OPTIMIZER,
+    PATTERNS,
+    SCRIPT,
+    STATEMENT,
+    Pattern,
 )
+
 CONFIRMED, NOT_SEEN, NOT_CHECKABLE = "confirmed", "not seen", "not checkable"
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """One of PyTorch's pattern classes and what torchlint knows of it."""
-
-    cls: str  # the class in torch.profiler._pattern_matcher
-    label: str
-    rules: tuple[str, ...]  # the rules that find it statically
-    entity: str  # what both sides are mapped to
-    reported_at: str  # where PyTorch's matcher puts it
-    cuda: bool = False  # about CUDA tensors: checked only where the run used CUDA
-    prefer: tuple[str, ...] = ()  # MODEL: on a line calling several, the one built so
-    narrower: str = ""  # where the pattern finds less than its rules: why "not seen" clears none
-
-
-PATTERNS = (
-    Pattern(
-        "SynchronizedDataLoaderPattern",
-        "DataLoader without worker processes",
-        ("TL201",),
-        LOADER,
-        "the loop (or `iter(...)`) that starts each pass over the loader",
-    ),
-    Pattern(
-        "GradNotSetToNonePattern",
-        "gradients zeroed instead of set to None",
-        ("TL405",),
-        OPTIMIZER,
-        "the `zero_grad(...)` call",
-    ),
-    Pattern(
-        "OptimizerSingleTensorPattern",
-        "single-tensor optimizer (neither foreach nor fused)",
-        ("TL605",),
-        OPTIMIZER,
-        "the `step()` call",
-        narrower=(
-            "PyTorch's pattern sees single-tensor steps only, and a foreach optimizer "
-            "(the default on a GPU) is not fused either"
-        ),
-    ),
-    Pattern(
-        "Conv2dBiasFollowedByBatchNorm2dPattern",
-        "Conv2d with a bias, followed by BatchNorm2d",
-        ("TL603",),
-        MODEL,
-        "the call of the convolution (in `forward`, or the model's call)",
-        prefer=("torch.nn.Conv2d",),
-    ),
-    Pattern(
-        "ExtraCUDACopyPattern",
-        "tensor filled on the CPU, then copied to the GPU",
-        ("TL104",),
-        STATEMENT,
-        "the `.to(...)`/`.cuda()` call",
-        cuda=True,
-    ),
-    Pattern(
-        "FP32MatMulPattern",
-        "FP32 matmul on a GPU with TF32",
-        ("TL503",),
-        SCRIPT,
-        "the call that runs the matmul",
-        cuda=True,
-    ),
-    Pattern(
-        "MatMulDimInFP16Pattern",
-        "fp16/bf16 matmul with dimensions not multiples of 8",
-        (),
-        MODEL,
-        "the call of the layer or model doing the matmul",
-        cuda=True,
-    ),
-)
-BY_RULE = {code: p for p in PATTERNS for code in p.rules}
-# What each side is mapped to, for the docs' table.
-JOINED_BY = {
-    LOADER: "the DataLoader (a finding sits at its constructor)",
-    OPTIMIZER: (
-        "the optimizer a `step()`/`zero_grad()` acts on (or the model, for `model.zero_grad()`)"
-    ),
-    MODEL: "the model or layer called (a finding sits at its constructor)",
-    STATEMENT: "the statement",
-    SCRIPT: "the script (one setting for all of it)",
-}
-
-
-def markdown_table() -> str:
-    """The rule <-> pattern table of docs/verify.md."""
-    header = ["PyTorch's pattern class", "what it finds", "rule", "joined by"]
-    rows = [[*header, "PyTorch reports it at", "checked"]]
-    for p in PATTERNS:
-        rules = ", ".join(p.rules) or "none yet: seen at run time only"
-        where = "with a CUDA GPU" if p.cuda else "on the CPU and GPUs"
-        rows.append([f"`{p.cls}`", p.label, rules, JOINED_BY[p.entity], p.reported_at, where])
-    lines = ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join([lines[0], "|---" * len(rows[0]) + "|", *lines[1:]])
 
 
 @dataclass(frozen=True)
@@ -626,126 +529,3 @@ def _notes(profile: dict[str, Any], result: CrossCheck) -> list[str]:
             "PyTorch issue with code freed after an import) and were skipped"
         )
     return out
-
-
-def fmt_ns(ns: int) -> str:
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    return f"{ns / 1e3:.0f} µs"
-
-
-# -- reports ---------------------------------------------------------------------------
-
-
-def _time(check: CrossCheck, ns: int) -> str:
-    if not ns:
-        return "-"
-    share = check.share(ns)
-    if share is None:
-        return fmt_ns(ns)
-    return fmt_ns(ns) + (f" ({share:.1%})" if share >= 0.001 else " (<0.1%)")
-
-
-def headline(check: CrossCheck) -> str:
-    where = "CUDA" if check.cuda else "CPU only"
-    steps = f"{check.steps} optimizer step(s)" if check.steps else "no optimizer step, the run"
-    return (
-        f"{os.path.basename(check.script)}: {steps} profiled "
-        f"({fmt_ns(check.span_ns)}), torch {check.torch}, {where}"
-    )
-
-
-def finding_cells(check: CrossCheck) -> list[list[str]]:
-    rows = [["finding", "rule", "at run time", "seen", "time", "detail"]]
-    for f in check.findings:
-        detail = f.detail if f.entity is None else f"{f.entity}: {f.detail}"
-        seen = str(f.count) if f.status == CONFIRMED else "-"
-        where = f"{f.line}:{f.column}"
-        rows.append([where, f"{f.code} {f.name}", f.status, seen, _time(check, f.ns), detail])
-    return rows
-
-
-def runtime_cells(check: CrossCheck) -> list[list[str]]:
-    rows = [["where", "pattern", "seen", "time", "in", "no finding because"]]
-    for r in check.runtime_only:
-        rows.append([r.where, r.label, str(r.count), _time(check, r.ns), r.entity or "-", r.why])
-    return rows
-
-
-def _aligned(rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell, except the last (free text)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    numeric = {3, 4} if rows[0][2] == "at run time" else {2, 3}
-    lines = []
-    for i, row in enumerate(rows):
-        cells = [
-            c.rjust(w) if j in numeric else c.ljust(w)
-            for j, (c, w) in enumerate(zip(row, widths, strict=False))
-        ]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in [*widths, len(row[-1])]))
-    return lines
-
-
-def render(check: CrossCheck) -> str:
-    out = [f"torchlint verify --profile: {headline(check)}", ""]
-    if check.findings:
-        out.append("Static findings, checked against PyTorch's run-time anti-pattern matcher:")
-        out.extend(_aligned(finding_cells(check)))
-    else:
-        out.append("No static findings.")
-    out.append("")
-    if check.runtime_only:
-        out.append("Seen at run time only (no static finding for it):")
-        out.extend(_aligned(runtime_cells(check)))
-    else:
-        out.append("Seen at run time only: nothing.")
-    counts = {s: sum(f.status == s for f in check.findings) for s in (CONFIRMED, NOT_SEEN)}
-    checkable = sum(f.pattern is not None for f in check.findings)
-    out.append("")
-    out.append(
-        f"summary: {counts[CONFIRMED]} of {checkable} checkable finding(s) confirmed, "
-        f"{counts[NOT_SEEN]} not seen; {len(check.runtime_only)} run-time pattern(s) "
-        "without a finding"
-    )
-    out.extend(f"note: {n}" for n in check.notes)
-    return "\n".join(out)
-
-
-def _html_table(rows: list[list[str]]) -> str:
-    out = ["<table style='border-collapse:collapse'>"]
-    for i, cols in enumerate(rows):
-        tag = "th" if i == 0 else "td"
-        out.append(
-            "<tr>"
-            + "".join(
-                f"<{tag} style='padding:2px 8px;text-align:left;vertical-align:top'>"
-                f"{html.escape(c)}</{tag}>"
-                for c in cols
-            )
-            + "</tr>"
-        )
-    out.append("</table>")
-    return "\n".join(out)
-
-
-def html_page(check: CrossCheck) -> str:
-    """The same report as a self-contained HTML page."""
-    title = f"torchlint verify --profile {os.path.basename(check.script)}"
-    body = [f"<h2>{html.escape(title)}</h2>", f"<p>{html.escape(headline(check))}</p>"]
-    body.append("<h3>Static findings and what the run showed</h3>")
-    body.append(_html_table(finding_cells(check)) if check.findings else "<p>None.</p>")
-    body.append("<h3>Seen at run time only</h3>")
-    body.append(_html_table(runtime_cells(check)) if check.runtime_only else "<p>Nothing.</p>")
-    if check.notes:
-        body.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in check.notes) + "</ul>")
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title></head>\n"
-        "<body style='font-family:sans-serif;max-width:1200px'>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )

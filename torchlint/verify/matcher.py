@@ -306,6 +306,36 @@ class _Groups:
         ]
 
 
+def _matched(cls: Any, name: str, prof: Any, reader: _Reader, torch: Any) -> dict[str, Any]:
+    """What one pattern class (`cls`, None where this torch lacks it) matched, grouped by
+    where it was."""
+    entry: dict[str, Any] = {"matches": []}
+    if cls is None:
+        entry["error"] = "not in this torch"
+        return entry
+    try:
+        pattern = cls(prof)
+        entry["title"], entry["url"] = str(pattern.name), str(pattern.url)
+        if _skipped(name, pattern, torch):
+            entry["skipped"] = True
+            return entry
+        hits = []
+        for event in pattern.eventTreeTraversal():
+            try:
+                hit = pattern.match(event)
+            except UnicodeDecodeError:
+                continue  # the event's name (or a neighbour's) is unreadable
+            if hit and _applies(name, event, torch):
+                hits.append(event)
+        groups = _Groups()
+        for event in _outermost(hits):
+            groups.add(reader.frames(event), int(event.duration_time_ns))
+        entry["matches"] = groups.to_json()
+    except Exception as exc:  # one pattern's failure is reported, the others still run
+        entry["error"] = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
+    return entry
+
+
 def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
     """Stop the profiler and run the pattern classes: what matched where, what ran.
 
@@ -347,34 +377,7 @@ def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
             unreadable += 1
         elif name.endswith(": __next__") and name.startswith(os.path.join(*LOADER_NEXT)):
             loading.add(reader.frames(event), int(event.duration_time_ns))
-    found: dict[str, Any] = {}
-    for name in PATTERNS:
-        entry: dict[str, Any] = {"matches": []}
-        found[name] = entry
-        cls = getattr(module, name, None)
-        if cls is None:
-            entry["error"] = "not in this torch"
-            continue
-        try:
-            pattern = cls(prof)
-            entry["title"], entry["url"] = str(pattern.name), str(pattern.url)
-            if _skipped(name, pattern, torch):
-                entry["skipped"] = True
-                continue
-            hits = []
-            for event in pattern.eventTreeTraversal():
-                try:
-                    hit = pattern.match(event)
-                except UnicodeDecodeError:
-                    continue  # the event's name (or a neighbour's) is unreadable
-                if hit and _applies(name, event, torch):
-                    hits.append(event)
-            groups = _Groups()
-            for event in _outermost(hits):
-                groups.add(reader.frames(event), int(event.duration_time_ns))
-            entry["matches"] = groups.to_json()
-        except Exception as exc:  # one pattern's failure is reported, the others still run
-            entry["error"] = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
+    found = {n: _matched(getattr(module, n, None), n, prof, reader, torch) for n in PATTERNS}
     cuda = False
     with contextlib.suppress(Exception):
         cuda = bool(torch.cuda.is_initialized())

@@ -72,10 +72,7 @@ def search(
     first = trial(None)
     start = first.original_batch_size
     tuning = Tuning(start)
-    for e in first.events:
-        if e.get("event") == "batch_size" and e.get("dataset_len"):
-            tuning.dataset_len = int(e["dataset_len"])
-            break
+    tuning.dataset_len = _dataset_len(first)
     if start is None:
         tuning.trials.append(Trial(0, first, {}))
         tuning.stopped = (
@@ -138,6 +135,19 @@ def search(
             tuning.stopped = f"stopped after {max_trials} trials"
             break
         probe((lo + hi) // 2)
+    return _concluded(tuning, lo, hi, max_trials)
+
+
+def _dataset_len(result: RunResult) -> int | None:
+    """The length of the dataset the script's loader reads, as the run reported it."""
+    for e in result.events:
+        if e.get("event") == "batch_size" and e.get("dataset_len"):
+            return int(e["dataset_len"])
+    return None
+
+
+def _concluded(tuning: Tuning, lo: int | None, hi: int | None, max_trials: int) -> Tuning:
+    """The search's outcome: why it stopped, the largest size that ran, the fastest."""
     if not tuning.stopped:
         tuning.stopped = (
             f"batch size {hi} runs out of memory"

@@ -1,0 +1,224 @@
+"""How heavy the work is: computation below float32 (autocast, a GradScaler, `.half()`, a
+model loaded in reduced precision or quantized) and what refuses it; networks whose
+memory sets the batch size; steps that run a large network; full-batch teaching loops;
+a file that says it runs on several GPUs."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import libcst as cst
+
+from torchlint.semantic.builder import Facts
+from torchlint.semantic.frameworks import Frameworks
+from torchlint.semantic.functions import Functions
+from torchlint.semantic.loops import Training
+from torchlint.semantic.models import Model, Models, ModelSite
+from torchlint.semantic.networks import BILLION, Networks, size_in_name
+from torchlint.semantic.scopes import CallSite, Kind, Loop, Scope
+from torchlint.semantic.syntax import MISSING, argument, str_value
+from torchlint.semantic.values import Values
+from torchlint.walk import descendants
+
+LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
+LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
+# `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
+LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
+QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+# Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
+AUTOCAST_REFUSED = ("torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy")
+# What says a script runs on several GPUs: an option, variable or key naming their number
+# or list, or a launcher's variable (`--ngpu`, `args.gpu_ids`, "LOCAL_RANK", "WORLD_SIZE").
+MULTI_GPU_NAME = re.compile(
+    r"^-*(n_?gpus?|num_?gpus?|gpus|gpu_ids|device_ids|world_size|local_rank|nproc_per_node"
+    r"|multi_?gpus?|num_devices|n_devices)$",
+    re.IGNORECASE,
+)
+DEVICE_COUNTS = ("torch.cuda.device_count", "torch.accelerator.device_count")
+HEAVY_STEP = 100_000_000  # parameters
+
+
+class Workload:
+    """How heavy one file's work is (see the module's docstring)."""
+
+    def __init__(
+        self,
+        facts: Facts,
+        functions: Functions,
+        values: Values,
+        models: Models,
+        networks: Networks,
+        training: Training,
+        frameworks: Frameworks,
+    ) -> None:
+        self.facts = facts
+        self.functions = functions
+        self.values = values
+        self.models = models
+        self.networks = networks
+        self.training = training
+        self.frameworks = frameworks
+
+    @cached_property
+    def reduced_precision(self) -> bool:
+        """Some computation is set to run below float32: autocast, a GradScaler, `.half()`,
+        `.bfloat16()`, a float16/bfloat16 dtype passed, a model loaded in reduced precision
+        or quantized (`from_pretrained(..., torch_dtype="bfloat16")`, `dtype="auto"`,
+        `load_in_4bit=True`, `quantization_config=...`)."""
+        for qualname in self.facts.calls_by_qualname:
+            last = qualname.rsplit(".", 1)[-1]
+            if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
+                return True
+        if self.facts.method_calls(*LOW_PRECISION_METHODS):
+            return True
+        if any(self.loaded_below_float32(site) for site in self.models.sites):
+            return True
+        for call in self.facts.calls:
+            for arg in call.node.args:
+                if call.scope.resolve(arg.value) in LOW_PRECISION:
+                    return True
+                name = arg.keyword.value if arg.keyword is not None else None
+                if name in QUANTIZED or (
+                    name in ("torch_dtype", "dtype") and str_value(arg.value) in LOW_PRECISION_NAMES
+                ):
+                    return True
+        return False
+
+    def autocast_refused(self, calls: list[CallSite]) -> CallSite | None:
+        """The construction of a binary cross-entropy on probabilities (`nn.BCELoss()`,
+        `F.binary_cross_entropy`) that one of `calls` (or of the calls in a function of
+        this file one of them runs) computes: autocast refuses it with a RuntimeError on
+        CUDA, so the code cannot run under mixed precision as written."""
+        found = list(calls)
+        for call in calls:
+            target = self.functions.target(call)
+            if target is not None:
+                found += self.training.calls_in(target.function)
+        for call in found:
+            site = self.models.called(call)
+            made = site.construction if isinstance(site, ModelSite) else call
+            if made.qualname in AUTOCAST_REFUSED:
+                return made
+        return None
+
+    def loaded_below_float32(self, site: Model) -> bool:
+        """The network is loaded or cast below float32: `from_pretrained(...,
+        torch_dtype=torch.bfloat16)` (through names and options), `dtype="auto"`,
+        quantized, `.half()`, `.bfloat16()` or `.to(torch.float16)` on it."""
+        if self.networks.loaded_precision(site) is not None:
+            return True
+        for call in self.models.method_calls_on(site):
+            if call.method in ("half", "bfloat16"):
+                return True
+            if call.method == "to" and any(
+                self.networks.dtype(a.value, call.scope) not in (None, "auto")
+                for a in call.node.args
+            ):
+                return True
+        return False
+
+    def memory_bound(self, site: Model) -> bool:
+        """The network's memory, not per-step overhead, sets its batch size: it has a
+        billion parameters or more (counted from its layers, or as its pretrained model id
+        says: "Llama-2-7b", a "llama") or it is loaded quantized (4/8-bit)."""
+        size = self.networks.estimated_parameters(site)
+        if size is not None and size >= BILLION:
+            return True
+        return self.networks.loaded_precision(site) == "quantized"
+
+    def trains_memory_bound(self, arguments: CallSite) -> bool:
+        """A Hugging Face trainer built with these `TrainingArguments` trains a
+        `memory_bound` model: one the file builds, or a model id given as a string
+        (TRL's `SFTTrainer(model="meta-llama/Llama-2-7b-hf")`) whose name says a billion
+        parameters or more."""
+        for trainer in self.frameworks.trainers_given(arguments):
+            model = argument(trainer.node, "model", ("model",))
+            if model is MISSING:
+                continue
+            site = self.models.of(model, trainer.scope)
+            if site is not None and self.memory_bound(site):
+                return True
+            found = self.values.constant(model, trainer.scope)
+            size = size_in_name(found.value) if found and isinstance(found.value, str) else None
+            if size is not None and size >= BILLION:
+                return True
+        return False
+
+    @cached_property
+    def multi_gpu(self) -> bool:
+        """Something in the file says it runs on several GPUs: it counts them
+        (`torch.cuda.device_count()`), or an option, variable, attribute or string names
+        their number or list or a launcher's rank (`--ngpu`, `args.gpu_ids`, `n_gpu`,
+        "LOCAL_RANK", "WORLD_SIZE")."""
+        if self.facts.calls_to(*DEVICE_COUNTS):
+            return True
+        for node in descendants(self.facts.module):
+            if isinstance(node, cst.Name):
+                text: str | None = node.value
+            elif isinstance(node, cst.Attribute):
+                text = node.attr.value
+            elif isinstance(node, cst.SimpleString):
+                text = str_value(node)
+            else:
+                continue
+            if text and MULTI_GPU_NAME.match(text):
+                return True
+        return False
+
+    def heavy_step(self, loop: Loop) -> bool:
+        """A training step of the loop runs a large network (called, or handed to a
+        function that runs it: `forward(model, batch)`): 100M parameters or more (counted,
+        or as its pretrained model id says), or a Hugging Face pretrained transformer
+        (`from_pretrained`, `from_config`, through `accelerator.prepare`) whose size
+        nothing says is smaller."""
+        for call in loop.calls:
+            given = [a.value for a in call.node.args if isinstance(a.value, cst.Name)]
+            for node in [call.node.func, *given]:
+                if isinstance(node, (cst.Name, cst.Attribute)) and self._large(node, call.scope):
+                    return True
+        return False
+
+    def _large(self, node: cst.Name | cst.Attribute, scope: Scope) -> bool:
+        site = self.models.of(node, scope)
+        size = self.networks.estimated_parameters(site) if site is not None else None
+        if size is not None:
+            return size >= HEAVY_STEP
+        if isinstance(site, ModelSite) and self.networks.pretrained_transformer(
+            site.construction.node, site.construction.scope
+        ):
+            return True
+        return any(
+            isinstance(value, cst.Call) and self.networks.pretrained_transformer(value, where)
+            for value, where in self.values.origins(node, scope)
+        )
+
+    def full_batch(self, loop: Loop) -> bool:
+        """A teaching loop that fits the whole data set every step: `for epoch in
+        range(n):` iterating no loader, whose network calls read only tensors bound
+        before the loop (`model(X)` on the whole in-memory `X`)."""
+        node = loop.node
+        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+            return False
+        if loop.ctx.scope.resolve(node.iter.func) != "range" or loop.loaders:
+            return False
+        if any(outer.loaders or not isinstance(outer.node, cst.For) for outer in loop.ctx.loops):
+            return False
+        calls = self.models.network_calls(loop)
+        return bool(calls) and all(
+            call.node.args and all(self._bound_before(a.value, loop) for a in call.node.args)
+            for call in calls
+        )
+
+    def _bound_before(self, node: cst.BaseExpression, loop: Loop) -> bool:
+        """A whole tensor bound outside the loop (`X`, `X.cuda()`), not a slice of it."""
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        if not isinstance(node, cst.Name) or node.value in loop.bound:
+            return False
+        symbol = loop.ctx.scope.lookup(node.value)
+        return (
+            symbol is not None
+            and any(b.kind is Kind.ASSIGN for b in symbol.bindings)
+            and all(b.kind in (Kind.ASSIGN, Kind.PARAM) for b in symbol.bindings)
+        )
