@@ -38,7 +38,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from torchlint import __version__
-from torchlint.config import CONFIG_FILES, ConfigError
+from torchlint.config import CONFIG_FILES, ConfigError, RunPlan
 from torchlint.parallel import MAX_ROUNDS
 from torchlint.reporters import low_impact, rule_url
 from torchlint.results import Violation
@@ -46,7 +46,7 @@ from torchlint.semantic.external import Environment
 from torchlint.server import analysis
 from torchlint.server.analysis import Cell, Problem, Report
 from torchlint.server.projects import Opened, Projects
-from torchlint.server.settings import SECTION, Configs, EditorSettings, Setup, setup
+from torchlint.server.settings import SECTION, Configs, EditorSettings, setup
 from torchlint.server.text import Lines, minimal_edits
 
 NAME = "torchlint"
@@ -122,7 +122,7 @@ class Told:
 @dataclass
 class Analysis:
     snapshot: Snapshot
-    setup: Setup | None  # None: the config excludes the document (or is invalid)
+    setup: RunPlan | None  # None: the config excludes the document (or is invalid)
     report: Report
     # By URI (each of the snapshot's): the diagnostics, and the findings behind them.
     diagnostics: dict[str, list[types.Diagnostic]]
@@ -395,7 +395,7 @@ class TorchlintServer(LanguageServer):
 
     def analyze(self, snapshot: Snapshot, encoding: str) -> Analysis:
         """(worker thread) Lint a snapshot; never raises."""
-        chosen: Setup | None = None
+        chosen: RunPlan | None = None
         report = Report()
         first = 1 if snapshot.cells else None
         try:
@@ -706,7 +706,9 @@ def _problem(p: Problem, lines: Lines) -> types.Diagnostic:
     )
 
 
-def _analysis(snapshot: Snapshot, chosen: Setup | None, report: Report, encoding: str) -> Analysis:
+def _analysis(
+    snapshot: Snapshot, chosen: RunPlan | None, report: Report, encoding: str
+) -> Analysis:
     """Diagnostics for each of the snapshot's documents that holds Python (a notebook's
     other cells get none), findings and problems placed in their cells."""
     cells = snapshot.cells
