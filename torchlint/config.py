@@ -78,7 +78,8 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    """Everything a run needs to know, after merging file and command line."""
+    """A config file's settings (the defaults without one); `resolve` merges a command
+    line's or an editor's on top."""
 
     root: Path  # directory that relative patterns are resolved against
     source: Path | None = None  # the config file read, if any
