@@ -66,7 +66,9 @@ def report(
     return exit_code(options, results)
 
 
-def _write(options: CheckOptions, results: list[FileResult], context: Context, out: TextIO):
+def _write(
+    options: CheckOptions, results: list[FileResult], context: Context, out: TextIO
+) -> TextIO:
     """The report, or the diff; the stream the report went to (fixing standard input
     prints the fixed code, and the report then goes to stderr)."""
     from torchlint import reporters
