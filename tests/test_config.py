@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import Config, ConfigError, load_config
+from torchlint.cli.check import plan as cli_plan
+from torchlint.cli.flags import CheckOptions
+from torchlint.config import Config, ConfigError, Overrides, load_config, resolve
 from torchlint.options import toml_value
 from torchlint.registry import all_rules
+from torchlint.server.settings import Configs, EditorSettings, setup
 
 from .conftest import LOADER, run_cli
 
@@ -158,6 +161,11 @@ def test_show_settings_shows_the_effective_rules(tmp_path):
     codes = [c for c in all_rules() if c.startswith("TL20")]
     assert rules == ["rules = [" + ", ".join(f'"{c}"' for c in codes) + "]"]
     assert "force-exclude = false" in result.stdout  # TOML's spelling
+    options = [line for line in result.stdout.splitlines() if line.startswith("min-batch-size")]
+    assert options == [
+        "min-batch-size = 32  # int from 2 to 65536, default 32: the batch size below which a "
+        "training batch is small, and what a fix raises it to"
+    ]
     found = run_cli("check", "--output-format", "concise", "--select", "TL20", ".", cwd=tmp_path)
     assert {line.split()[1] for line in found.stdout.splitlines() if ": TL" in line} <= set(codes)
 
@@ -195,3 +203,77 @@ def test_min_impact_is_high_or_low(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nmin-impact = "low"\n')
     assert load_config(tmp_path / "pyproject.toml").low_impact
     assert not Config(root=tmp_path).low_impact
+
+
+def test_overrides_layer_on_the_config_as_ruffs_command_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchlint]\nfixable = ["TL2"]\nunfixable = ["TL203"]\nexclude = ["gen"]\n'
+        'extend-exclude = ["old"]\ntarget-torch = "2.1"\n'
+    )
+    config = load_config(tmp_path / "pyproject.toml")
+    before = dataclasses.replace(config, exclude=list(config.exclude))
+    plan = resolve(config, Overrides())
+    assert plan.unfixable == frozenset(all_rules()) - (
+        {c for c in all_rules() if c[:3] == "TL2"} - {"TL203"}
+    )
+    assert not plan.unsafe and not plan.low_impact and plan.settings.target_torch == (2, 1)
+    plan = resolve(
+        config,
+        Overrides(
+            fixable=("TL201",),
+            extend_fixable=("TL205",),
+            unfixable=("TL205",),
+            exclude=(),
+            extend_exclude=("new",),
+            unsafe_fixes=True,
+            preview=True,
+            min_impact="low",
+            target_torch=(2, 4),
+            target_torch_source="--target-torch",
+        ),
+    )
+    assert plan.unfixable == frozenset(all_rules()) - {"TL201"}
+    assert plan.config.exclude == [] and plan.config.extend_exclude == ["old", "new"]
+    assert plan.unsafe and plan.low_impact and plan.config.preview
+    assert plan.settings.target_torch == (2, 4)
+    assert plan.config.target_torch_source == "--target-torch"
+    assert config == before  # the discovered config (an editor keeps it) is left as it was
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        None,
+        '[tool.torchlint]\npreview = true\nselect = ["TL3", "TL2"]\nignore = ["TL302"]\n',
+        '[tool.torchlint]\nmin-impact = "low"\nunsafe-fixes = true\nmin-batch-size = 8\n',
+        '[tool.torchlint]\nextend-select = ["TL501"]\nunfixable = ["TL201"]\n'
+        'per-file-ignores = { "src/*" = ["TL202"] }\ntarget-torch = "1.13"\n',
+    ],
+)
+@pytest.mark.parametrize("editor", [{}, {"select": ["TL2"], "extendSelect": ["TL301"]}])
+def test_the_editor_gets_the_plan_the_command_line_gets(tmp_path, monkeypatch, config, editor):
+    """One config and the same overrides give the language server exactly the rules and
+    settings `torchlint check` runs with."""
+    monkeypatch.chdir(tmp_path)  # without a config file, both are rooted at the cwd
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(LOADER)
+    if config is not None:
+        (tmp_path / "pyproject.toml").write_text(config)
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n")
+    path = tmp_path / "src" / "train.py"
+    options = CheckOptions(
+        paths=[str(path)], select=editor.get("select"), extend_select=editor.get("extendSelect")
+    )
+    command_line = cli_plan(options).for_file(path)
+    server = setup(Configs(), EditorSettings.parse(editor), path, tmp_path)
+    assert server == command_line
+    assert command_line.settings.target_torch == (
+        (1, 13) if config and "1.13" in config else (2, 0)
+    )
+    if config and "preview" in config:
+        assert "TL301" in command_line.codes and "TL302" not in command_line.codes
+    if config and "min-impact" in config:
+        assert command_line.low_impact and command_line.unsafe
+        assert command_line.settings.options["min-batch-size"] == 8
+    if config and "per-file-ignores" in config:
+        assert "TL202" not in command_line.codes and "TL201" in command_line.unfixable

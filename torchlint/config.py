@@ -1,5 +1,6 @@
 """Configuration: `[tool.torchlint]` in pyproject.toml (or a torchlint.toml), merged with
-command-line options, validated, and turned into the set of rules to run.
+command-line options or editor settings (`resolve`), validated, and turned into the plan
+of a run: the rules to run, their settings, what may be fixed, what is shown.
 
 Keys are spelled as ruff spells them. Unknown keys, unknown rule codes and values of
 the wrong type are errors (exit 2), never silently ignored.
@@ -77,7 +78,8 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    """Everything a run needs to know, after merging file and command line."""
+    """A config file's settings (the defaults without one); `resolve` merges a command
+    line's or an editor's on top."""
 
     root: Path  # directory that relative patterns are resolved against
     source: Path | None = None  # the config file read, if any
@@ -192,6 +194,75 @@ class Config:
                 for p in (*self.exclude, *self.extend_exclude)
             )
         return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What a command line or an editor sets on top of the config file, as ruff layers
+    them: `select` replaces the file's selection, the `extend-*`, `ignore` and
+    `unfixable` lists add to it; None (or empty) leaves the file's setting as it is."""
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fixable: tuple[str, ...] | None = None
+    extend_fixable: tuple[str, ...] = ()
+    unfixable: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    unsafe_fixes: bool | None = None
+    preview: bool | None = None
+    min_impact: str | None = None  # one of IMPACTS
+    target_torch: tuple[int, int] | None = None
+    target_torch_source: str | None = None  # where it was set (`--target-torch`)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How a run (the command line's) or a document (the editor's) is linted: one answer
+    from one config and its overrides, whoever asks."""
+
+    config: Config  # merged: the files (exclude, per-file-ignores) and where it came from
+    codes: tuple[str, ...]  # the rules to run
+    settings: Settings  # what the rules read: options, target-torch
+    unfixable: frozenset[str]  # codes whose fixes are never applied nor offered
+    unsafe: bool  # unsafe fixes are applied and offered
+    low_impact: bool  # low-impact findings are shown (and fixed) too
+    preview_left_out: tuple[str, ...]  # preview rules named exactly that do not run
+
+    def for_file(self, path: Path) -> RunPlan:
+        """This plan for the file at `path`: its per-file ignores left out."""
+        return dataclasses.replace(self, codes=tuple(self.config.rules_for(path, self.codes)))
+
+
+def resolve(config: Config, overrides: Overrides) -> RunPlan:
+    """The plan of a run under `config` (discovered, its project's metadata read) with
+    the command line's or the editor's `overrides` on top (ConfigError if a selector is
+    unknown)."""
+    o = overrides
+    merged = config.selecting(o.select, o.extend_select, o.ignore)
+    merged = dataclasses.replace(
+        merged,
+        fixable=merged.fixable if o.fixable is None else list(o.fixable),
+        extend_fixable=[*merged.extend_fixable, *o.extend_fixable],
+        unfixable=[*merged.unfixable, *o.unfixable],
+        exclude=merged.exclude if o.exclude is None else list(o.exclude),
+        extend_exclude=[*merged.extend_exclude, *o.extend_exclude],
+        unsafe_fixes=merged.unsafe_fixes if o.unsafe_fixes is None else o.unsafe_fixes,
+        preview=merged.preview if o.preview is None else o.preview,
+        min_impact=o.min_impact or merged.min_impact,
+    )
+    if o.target_torch is not None:
+        merged.target_torch, merged.target_torch_source = o.target_torch, o.target_torch_source
+    return RunPlan(
+        config=merged,
+        codes=tuple(merged.selected_codes()),
+        settings=merged.settings(),
+        unfixable=merged.unfixable_codes(),
+        unsafe=merged.unsafe_fixes,
+        low_impact=merged.low_impact,
+        preview_left_out=tuple(merged.preview_left_out()),
+    )
 
 
 def declared_options() -> dict[str, Option[Any]]:

@@ -14,7 +14,7 @@ def serve(cache: bool = True) -> int:
     """Run the server until the client exits; 2 when its dependencies are missing
     (`cache`: read and write the projects' summary caches)."""
     try:
-        from torchlint.server.lsp import run
+        from torchlint.server.protocol import run
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
             raise

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchlint.config import instantiate
+from torchlint.config import RunPlan, instantiate
 from torchlint.fixes import apply_line_edits
 from torchlint.incremental import Buffer
 from torchlint.linter import Linter, RuleErrorHandler
@@ -29,7 +29,6 @@ from torchlint.reporters import Context, fixable
 from torchlint.results import FileError, Job, Violation
 from torchlint.runner import lint_notebook
 from torchlint.semantic.external import Environment
-from torchlint.server.settings import Setup
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class Report:
     failures: list[str] = field(default_factory=list)  # rules that raised, with tracebacks
 
 
-def offered(v: Violation, setup: Setup) -> bool:
+def offered(v: Violation, setup: RunPlan) -> bool:
     """Whether the finding's fix is offered: safe, or unsafe with unsafe fixes on."""
     return fixable(v, Context(unsafe=setup.unsafe))
 
@@ -71,7 +70,7 @@ def _collect(report: Report) -> RuleErrorHandler:
     return failed
 
 
-def _linter(setup: Setup, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
+def _linter(setup: RunPlan, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
     """The engine for an editor's text: its project learns the file from its saved text
     (`projects`), so a lint leaves out the file's summary."""
     handler = _collect(report) if report is not None else None
@@ -118,7 +117,7 @@ class Buffers:
 def lint_python(
     text: str,
     path: str,
-    setup: Setup,
+    setup: RunPlan,
     buffer: Buffer | None = None,
     env: Environment | None = None,
 ) -> Report:
@@ -139,7 +138,7 @@ def lint_python(
 
 
 def fix_all_python(
-    text: str, path: str, setup: Setup, env: Environment | None = None
+    text: str, path: str, setup: RunPlan, env: Environment | None = None
 ) -> str | None:
     """What `torchlint fix` (with the document's safety) makes of `text`, a rule that
     raises left out as in the diagnostics; None if it would change nothing for an error."""
@@ -152,7 +151,7 @@ def fix_all_python(
 def fix_python(
     text: str,
     path: str,
-    setup: Setup,
+    setup: RunPlan,
     key: tuple[str, int, int],
     buffer: Buffer | None = None,
     env: Environment | None = None,
@@ -231,7 +230,7 @@ def cell_problems(errors: Sequence[FileError], cells: Sequence[Cell]) -> list[Pr
 def lint_cells(
     cells: Sequence[Cell],
     path: str,
-    setup: Setup,
+    setup: RunPlan,
     buffer: Buffer | None = None,
     env: Environment | None = None,
 ) -> Report:
@@ -259,7 +258,7 @@ def lint_cells(
 
 
 def fix_all_cells(
-    cells: Sequence[Cell], path: str, setup: Setup, env: Environment | None = None
+    cells: Sequence[Cell], path: str, setup: RunPlan, env: Environment | None = None
 ) -> list[str] | None:
     """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
     out); None if it would not fix."""
@@ -282,7 +281,7 @@ def fix_all_cells(
 def fix_cells(
     cells: Sequence[Cell],
     path: str,
-    setup: Setup,
+    setup: RunPlan,
     key: tuple[str, int, int, int],
     buffer: Buffer | None = None,
     env: Environment | None = None,

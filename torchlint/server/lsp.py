@@ -16,6 +16,9 @@ A document of a workspace folder is linted with what the rest of its project tel
 in the background between lints (`_converge`); a file saved or changed on disk is read
 again. Each time the project settles, the open documents told what it no longer says
 are linted again.
+
+The messages of the protocol are in protocol.py, code actions in actions.py, what is held
+of a document and the LSP shapes of findings and fixes in shapes.py.
 """
 
 from __future__ import annotations
@@ -24,8 +27,7 @@ import asyncio
 import contextlib
 import functools
 import gc
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,22 +40,16 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from torchlint import __version__
-from torchlint.config import CONFIG_FILES, ConfigError
+from torchlint.config import ConfigError, RunPlan
 from torchlint.parallel import MAX_ROUNDS
-from torchlint.reporters import low_impact, rule_url
-from torchlint.results import Violation
 from torchlint.semantic.external import Environment
-from torchlint.server import analysis
+from torchlint.server import actions, analysis
 from torchlint.server.analysis import Cell, Problem, Report
 from torchlint.server.projects import Opened, Projects
-from torchlint.server.settings import SECTION, Configs, EditorSettings, Setup, setup
-from torchlint.server.text import Lines, minimal_edits
+from torchlint.server.settings import SECTION, Configs, EditorSettings, setup
+from torchlint.server.shapes import NAME, Analysis, Snapshot, Told, analysed
 
-NAME = "torchlint"
 DEBOUNCE_S = 0.05
-FIX_ALL = "source.fixAll.torchlint"
-FIX_ALL_TITLE = "Fix all safe torchlint problems"
-FIX_ALL_UNSAFE_TITLE = "Fix all torchlint problems (unsafe fixes included)"
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[
         types.NotebookDocumentFilterWithNotebook(
@@ -62,8 +58,6 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     ],
     save=True,
 )
-PYTHON_SUFFIXES = (".py", ".pyi")
-PYTHON_FILES = "**/*.py"  # watched: the files of the documents' projects
 
 
 R = TypeVar("R")
@@ -85,49 +79,6 @@ def _collect() -> None:
     """(worker, its next job after an answer) The young generations, collected at once."""
     gc.enable()
     gc.collect(1)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A document's text at one generation: one text (a .py document) or its cells."""
-
-    key: str  # the document's URI, or the notebook's
-    generation: int
-    path: Path | None  # None: not a file (an unsaved buffer)
-    root: Path  # the workspace folder holding it (else the file's folder)
-    folder: Path | None  # the workspace folder holding it, if any
-    uris: tuple[str, ...]  # the text document, or each cell's
-    versions: tuple[int | None, ...]
-    texts: tuple[str, ...]
-    cells: tuple[Cell, ...] | None  # None: a .py document
-
-    @property
-    def name(self) -> str:
-        if self.path is not None:
-            return str(self.path)
-        return "untitled.ipynb" if self.cells is not None else "untitled.py"
-
-
-@dataclass(frozen=True)
-class Told:
-    """What a lint was told by the document's project: when it no longer holds, the
-    document is linted again."""
-
-    opened: Opened
-    path: Path
-    answers: dict[str, Any]
-    checked: bool  # the file was analysed (else the project may reach into it later)
-
-
-@dataclass
-class Analysis:
-    snapshot: Snapshot
-    setup: Setup | None  # None: the config excludes the document (or is invalid)
-    report: Report
-    # By URI (each of the snapshot's): the diagnostics, and the findings behind them.
-    diagnostics: dict[str, list[types.Diagnostic]]
-    findings: dict[str, list[tuple[Violation, types.Diagnostic]]]
-    told: Told | None = None  # None: analysed alone
 
 
 @dataclass
@@ -395,7 +346,7 @@ class TorchlintServer(LanguageServer):
 
     def analyze(self, snapshot: Snapshot, encoding: str) -> Analysis:
         """(worker thread) Lint a snapshot; never raises."""
-        chosen: Setup | None = None
+        chosen: RunPlan | None = None
         report = Report()
         first = 1 if snapshot.cells else None
         try:
@@ -405,7 +356,7 @@ class TorchlintServer(LanguageServer):
         except Exception as exc:
             analysis.internal_error(report, exc, first)
         if chosen is None:
-            return _analysis(snapshot, chosen, report, encoding)
+            return analysed(snapshot, chosen, report, encoding)
         opened, env, trouble = self.project(snapshot)
         buffer = self.buffers.get(snapshot.key)
         if snapshot.cells is None:
@@ -415,7 +366,7 @@ class TorchlintServer(LanguageServer):
             report = analysis.lint_cells(snapshot.cells, snapshot.name, chosen, buffer, env)
         if trouble is not None:
             report.failures.append(trouble)
-        result = _analysis(snapshot, chosen, report, encoding)
+        result = analysed(snapshot, chosen, report, encoding)
         if opened is not None and env is not None and snapshot.path is not None:
             opened.learn_fetched()
             checked = env.checked or bool(report.problems)  # (a file it cannot analyse)
@@ -540,33 +491,10 @@ class TorchlintServer(LanguageServer):
         self, result: Analysis, data: dict[str, Any], encoding: str, versioned: bool
     ) -> types.WorkspaceEdit | None:
         """(worker thread) The edit of one code action, from the engine."""
-        snapshot, chosen = result.snapshot, result.setup
-        if chosen is None:
+        if result.setup is None:
             return None
-        kind, code = data["action"], data.get("code", "")
-        new: dict[int, str | None] = {}
-        index = snapshot.uris.index(data["uri"]) if data.get("uri") in snapshot.uris else 0
-        env = self.project(snapshot)[1] if result.told is not None else None
-        if kind == "ignore":
-            new[index] = analysis.ignore(snapshot.texts[index], data["line"], code)
-        elif snapshot.cells is None:
-            text = snapshot.texts[0]
-            if kind == "fixAll":
-                new[0] = analysis.fix_all_python(text, snapshot.name, chosen, env)
-            else:
-                key = (code, data["line"], data["column"])
-                buffer = self.buffers.get(snapshot.key)
-                new[0] = analysis.fix_python(text, snapshot.name, chosen, key, buffer, env)
-        else:
-            cells, name = snapshot.cells, snapshot.name
-            if kind == "fixAll":
-                sources = analysis.fix_all_cells(cells, name, chosen, env)
-            else:
-                key4 = (code, index + 1, data["line"], data["column"])
-                buffer = self.buffers.get(snapshot.key)
-                sources = analysis.fix_cells(cells, name, chosen, key4, buffer, env)
-            new = dict(enumerate(sources or []))
-        return _workspace_edit(snapshot, new, encoding, versioned)
+        env = self.project(result.snapshot)[1] if result.told is not None else None
+        return actions.edit(result, data, encoding, versioned, self.buffers, env)
 
     async def resolve(self, action: types.CodeAction) -> types.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
@@ -600,8 +528,8 @@ class TorchlintServer(LanguageServer):
     @property
     def resolves(self) -> bool:
         text = self.client_capabilities.text_document
-        actions = text.code_action if text is not None else None
-        support = actions.resolve_support if actions is not None else None
+        code_action = text.code_action if text is not None else None
+        support = code_action.resolve_support if code_action is not None else None
         return support is not None and "edit" in support.properties
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -611,298 +539,10 @@ class TorchlintServer(LanguageServer):
         result = await self.current(key)
         if result is None or result.setup is None or uri not in result.findings:
             return []
-        only = params.context.only
-        first, last = params.range.start.line, params.range.end.line
-        base = {"key": key, "generation": result.snapshot.generation, "uri": uri}
-        actions: list[types.CodeAction] = []
-        ignores: list[types.CodeAction] = []
-        if _wanted(types.CodeActionKind.QuickFix, only):
-            for v, diagnostic in result.findings[uri]:
-                if v.end_line - 1 < first or v.line - 1 > last:
-                    continue
-                where = {"code": v.code, "line": v.line, "column": v.column}
-                if v.fix is not None and analysis.offered(v, result.setup):
-                    actions.append(
-                        types.CodeAction(
-                            title=f"{v.code}: {v.fix.title} ({v.fix.applicability} fix)",
-                            kind=types.CodeActionKind.QuickFix,
-                            diagnostics=[diagnostic],
-                            is_preferred=v.fix.applicability == "safe",
-                            data={**base, **where, "action": "fix"},
-                        )
-                    )
-                ignores.append(
-                    types.CodeAction(
-                        title=f"Ignore {v.code} for this line",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diagnostic],
-                        data={**base, **where, "action": "ignore"},
-                    )
-                )
-        actions += ignores
-        # "fix all" is for the asking, or (clients that resolve) offered with the others:
-        # computing its edit for every cursor move would cost a whole fix each time.
-        if (only is not None or self.resolves) and _wanted(FIX_ALL, only):
-            fixable = any(
-                v.fix is not None and analysis.offered(v, result.setup)
-                for pairs in result.findings.values()
-                for v, _ in pairs
-            )
-            if fixable:
-                title = FIX_ALL_UNSAFE_TITLE if result.setup.unsafe else FIX_ALL_TITLE
-                actions.append(
-                    types.CodeAction(title=title, kind=FIX_ALL, data={**base, "action": "fixAll"})
-                )
+        listed = actions.listed(result, params, key, self.resolves)
         if not self.resolves:
-            for action in actions:
+            for action in listed:
                 await self.resolve(action)
                 action.data = None
-            actions = [a for a in actions if a.edit is not None]
-        return actions
-
-
-def _wanted(kind: str, only: Sequence[str] | None) -> bool:
-    """Whether a code action of `kind` is asked for (`only` names kinds or their parents)."""
-    return only is None or any(kind == k or kind.startswith(f"{k}.") for k in only)
-
-
-# -- LSP shapes ----------------------------------------------------------------------------
-
-
-def _range(lines: Lines, line: int, column: int, end_line: int, end_column: int) -> types.Range:
-    """An LSP range from 1-based line and code-point column positions."""
-    start = lines.position(line - 1, column - 1)
-    end = lines.position(end_line - 1, end_column - 1)
-    return types.Range(types.Position(*start), types.Position(*end))
-
-
-def _diagnostic(v: Violation, lines: Lines) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=_range(lines, v.line, v.column, v.end_line, v.end_column),
-        message=v.message,
-        # A low-impact finding (shown with `min-impact = "low"`) is information.
-        severity=types.DiagnosticSeverity.Information
-        if low_impact(v)
-        else types.DiagnosticSeverity.Warning,
-        code=v.code,
-        code_description=types.CodeDescription(href=rule_url(v.code)),
-        source=NAME,
-        data={
-            "name": v.name,
-            "impact": v.impact,
-            "fix": None
-            if v.fix is None
-            else {"title": v.fix.title, "applicability": v.fix.applicability},
-        },
-    )
-
-
-def _problem(p: Problem, lines: Lines) -> types.Diagnostic:
-    return types.Diagnostic(
-        range=_range(lines, p.line, p.column, p.line, p.column + 1),
-        message=p.message,
-        severity=types.DiagnosticSeverity.Warning if p.warning else types.DiagnosticSeverity.Error,
-        source=NAME,
-    )
-
-
-def _analysis(snapshot: Snapshot, chosen: Setup | None, report: Report, encoding: str) -> Analysis:
-    """Diagnostics for each of the snapshot's documents that holds Python (a notebook's
-    other cells get none), findings and problems placed in their cells."""
-    cells = snapshot.cells
-    ours = [i for i in range(len(snapshot.uris)) if cells is None or cells[i].python]
-    lines = {i: Lines(snapshot.texts[i], encoding) for i in ours}
-    diagnostics: dict[str, list[types.Diagnostic]] = {snapshot.uris[i]: [] for i in ours}
-    findings: dict[str, list[tuple[Violation, types.Diagnostic]]] = {
-        snapshot.uris[i]: [] for i in ours
-    }
-
-    def index(cell: int | None) -> int | None:
-        if cell is not None and cell - 1 in lines:
-            return cell - 1
-        return ours[0] if ours else None
-
-    shown_low = chosen is not None and chosen.low_impact
-    for v in report.violations:
-        if low_impact(v) and not shown_low:
-            continue  # low impact: found, not shown (`min-impact`)
-        if (i := index(v.cell)) is not None:
-            diagnostic = _diagnostic(v, lines[i])
-            diagnostics[snapshot.uris[i]].append(diagnostic)
-            findings[snapshot.uris[i]].append((v, diagnostic))
-    for p in report.problems:
-        if (i := index(p.cell)) is not None:
-            diagnostics[snapshot.uris[i]].append(_problem(p, lines[i]))
-    return Analysis(snapshot, chosen, report, diagnostics, findings)
-
-
-def _workspace_edit(
-    snapshot: Snapshot, new: dict[int, str | None], encoding: str, versioned: bool
-) -> types.WorkspaceEdit | None:
-    """Minimal text edits that turn each of the snapshot's texts into its new text."""
-    changes: list[tuple[str, int | None, list[types.TextEdit]]] = []
-    for i, text in sorted(new.items()):
-        if text is None or i >= len(snapshot.texts) or text == snapshot.texts[i]:
-            continue
-        lines = Lines(snapshot.texts[i], encoding)
-        edits = [
-            types.TextEdit(
-                range=types.Range(
-                    types.Position(*lines.at_offset(r.start)),
-                    types.Position(*lines.at_offset(r.end)),
-                ),
-                new_text=r.text,
-            )
-            for r in minimal_edits(snapshot.texts[i], text)
-        ]
-        changes.append((snapshot.uris[i], snapshot.versions[i], edits))
-    if not changes:
-        return None
-    if versioned:
-        return types.WorkspaceEdit(
-            document_changes=[
-                types.TextDocumentEdit(
-                    text_document=types.OptionalVersionedTextDocumentIdentifier(
-                        uri=uri, version=version
-                    ),
-                    edits=list(edits),
-                )
-                for uri, version, edits in changes
-            ]
-        )
-    return types.WorkspaceEdit(changes={uri: edits for uri, _, edits in changes})
-
-
-# -- the protocol ----------------------------------------------------------------------------
-
-
-def _python(doc: types.TextDocumentItem) -> bool:
-    return doc.language_id == "python" or unquote(doc.uri).endswith(PYTHON_SUFFIXES)
-
-
-def _python_file(uri: str) -> Path | None:
-    """The path of a `.py` file (the files of a project), else None."""
-    path = to_fs_path(uri) if uri.startswith("file:") else None
-    return Path(path) if path and path.endswith(".py") else None
-
-
-def create_server(cache: bool = True) -> TorchlintServer:
-    server = TorchlintServer(cache)
-
-    @server.feature(types.INITIALIZE)
-    def initialize(params: types.InitializeParams) -> None:
-        server.apply_settings(params.initialization_options)
-
-    @server.feature(types.INITIALIZED)
-    async def initialized(params: types.InitializedParams) -> None:
-        if server.pulls:
-            await server.pull_settings()
-        workspace = server.client_capabilities.workspace
-        watched = workspace.did_change_watched_files if workspace is not None else None
-        if watched is None or not watched.dynamic_registration:
-            return  # config files are still re-read when they change, at the next lint
-        globs = [f"**/{name}" for name in CONFIG_FILES] + [PYTHON_FILES]
-        watchers = [types.FileSystemWatcher(glob_pattern=glob) for glob in globs]
-        registration = types.Registration(
-            id="torchlint-files",
-            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
-        )
-        try:
-            await server.client_register_capability_async(
-                types.RegistrationParams(registrations=[registration])
-            )
-        except Exception as exc:  # the client refused: nothing is lost but a faster reload
-            server.log(f"torchlint: cannot watch files: {exc}", types.MessageType.Warning)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        if _python(params.text_document):
-            server.track(params.text_document.uri)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(params: types.DidChangeTextDocumentParams) -> None:
-        server.changed(params.text_document.uri)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(params: types.DidSaveTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        if unquote(uri).rsplit("/", 1)[-1] in CONFIG_FILES:
-            server.relint_all(reload=True)
-            return
-        if (t := server.tracked.get(uri)) is not None:
-            server.saved(t)
-        if (path := _python_file(uri)) is not None:
-            server.file_changed(path)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(params: types.DidCloseTextDocumentParams) -> None:
-        server.forget(params.text_document.uri)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
-    def notebook_did_open(params: types.DidOpenNotebookDocumentParams) -> None:
-        server.track(params.notebook_document.uri)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
-    def notebook_did_change(params: types.DidChangeNotebookDocumentParams) -> None:
-        server.changed(params.notebook_document.uri)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
-    def notebook_did_save(params: types.DidSaveNotebookDocumentParams) -> None:
-        if (t := server.tracked.get(params.notebook_document.uri)) is not None:
-            server.saved(t)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
-    def notebook_did_close(params: types.DidCloseNotebookDocumentParams) -> None:
-        server.forget(params.notebook_document.uri)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
-        if params.settings is None and server.pulls:  # "changed: ask for them"
-            await server.pull_settings()
-        elif server.apply_settings(params.settings):
-            server.relint_all()
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
-        if any(unquote(c.uri).rsplit("/", 1)[-1] in CONFIG_FILES for c in params.changes):
-            server.relint_all(reload=True)
-            return
-        for change in params.changes:
-            if (path := _python_file(change.uri)) is not None:
-                server.file_changed(path, moved=change.type != types.FileChangeType.Changed)
-
-    @server.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True
-        ),
-    )
-    async def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
-        return await server.code_actions(params)
-
-    @server.feature(types.CODE_ACTION_RESOLVE)
-    async def code_action_resolve(action: types.CodeAction) -> types.CodeAction:
-        return await server.resolve(action)
-
-    @server.feature(types.SHUTDOWN)
-    def shutdown(params: None) -> None:
-        server.stopping = True
-        tasks = [t.task for t in server.tracked.values()]
-        tasks += [s.task for s in server.settling.values()]
-        for task in tasks:
-            if task is not None:
-                task.cancel()
-        server.worker.shutdown(wait=False, cancel_futures=True)
-
-    return server
-
-
-def run(cache: bool = True) -> int:
-    """Serve one client over stdin/stdout until it exits (`cache`: read and write the
-    summary cache of each project, as `torchlint check` does)."""
-    stdout = sys.stdout.buffer
-    sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    server = create_server(cache)
-    server.start_io(sys.stdin.buffer, stdout)
-    return 0
+            listed = [a for a in listed if a.edit is not None]
+        return listed

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchlint.config import CONFIG_FILES, Config, ConfigError, expand, find_config, load_config
-from torchlint.settings import Settings
+from torchlint.config import (
+    CONFIG_FILES,
+    Config,
+    ConfigError,
+    Overrides,
+    RunPlan,
+    expand,
+    find_config,
+    load_config,
+    resolve,
+)
 
 # Setting names, as the config file spells them and in camelCase (VS Code's convention).
 _KEYS = {
@@ -31,11 +39,8 @@ SECTION = "torchlint"
 
 
 @dataclass(frozen=True)
-class EditorSettings:
-    select: tuple[str, ...] | None = None
-    ignore: tuple[str, ...] = ()
-    extend_select: tuple[str, ...] = ()
-    unsafe_fixes: bool | None = None
+class EditorSettings(Overrides):
+    """The overrides an editor may set: those of `_KEYS`."""
 
     @classmethod
     def parse(cls, raw: Any) -> EditorSettings:
@@ -64,17 +69,6 @@ class EditorSettings:
                 expand(value)  # validates
                 values[name] = tuple(value)
         return cls(**values)
-
-
-@dataclass(frozen=True)
-class Setup:
-    """How one document is linted."""
-
-    codes: tuple[str, ...]
-    settings: Settings
-    unsafe: bool
-    unfixable: frozenset[str] = frozenset()  # the config's `fixable`/`unfixable`
-    low_impact: bool = False  # the config's `min-impact = "low"`: low-impact findings shown
 
 
 _Stamp = tuple[int, int] | None
@@ -128,17 +122,13 @@ def _stamps(directory: Path) -> tuple[_Stamp, ...]:
     return tuple(out)
 
 
-def setup(configs: Configs, editor: EditorSettings, path: Path | None, root: Path) -> Setup | None:
+def setup(
+    configs: Configs, editor: EditorSettings, path: Path | None, root: Path
+) -> RunPlan | None:
     """How to lint the document at `path` (None: not a file on disk, linted as if in
     `root`), or None when its config excludes it. ConfigError for a bad config."""
     config = configs.config(path.parent if path else root, root)
     if path is not None and config.excluded(path):
         return None
-    config = config.selecting(editor.select, editor.extend_select, editor.ignore)
-    codes: Sequence[str] = config.selected_codes()
-    if path is not None:
-        codes = config.rules_for(path, codes)
-    unsafe = config.unsafe_fixes if editor.unsafe_fixes is None else editor.unsafe_fixes
-    return Setup(
-        tuple(codes), config.settings(), unsafe, config.unfixable_codes(), config.low_impact
-    )
+    plan = resolve(config, editor)
+    return plan if path is None else plan.for_file(path)

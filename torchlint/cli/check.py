@@ -1,0 +1,225 @@
+"""`check` and `fix` (and `clean`, which empties what they cache): the command line made
+a run plan, the files found or standard input read, linted, and reported (output.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import typer
+
+from torchlint.cli import output, settings
+from torchlint.cli.app import (
+    EXIT_CLEAN,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    error,
+    load,
+    note,
+    run_time,
+    split,
+    start,
+    warn,
+)
+from torchlint.cli.flags import CheckOptions
+from torchlint.progress import Progress
+from torchlint.progress import wanted as progress_wanted
+
+if TYPE_CHECKING:
+    from torchlint.config import RunPlan
+    from torchlint.results import FileResult, Job
+
+
+def plan(options: CheckOptions) -> RunPlan:
+    """The run plan: the config file with the command line on top (ConfigError if bad)."""
+    from torchlint.config import Overrides, parse_target, resolve
+
+    paths = options.paths or ["."]
+    stdin_filename = options.stdin_filename if options.stdin else None
+    config = load(options.config, paths, stdin_filename)
+    target = options.target_torch
+    overrides = Overrides(
+        select=split(options.select),
+        extend_select=split(options.extend_select) or (),
+        ignore=split(options.ignore) or (),
+        fixable=split(options.fixable),
+        extend_fixable=split(options.extend_fixable) or (),
+        unfixable=split(options.unfixable) or (),
+        exclude=split(options.exclude),
+        extend_exclude=split(options.extend_exclude) or (),
+        unsafe_fixes=options.unsafe_fixes,
+        preview=options.preview,
+        min_impact="low" if options.show_low_impact else None,
+        target_torch=None if target is None else parse_target(target, "--target-torch"),
+        target_torch_source=None if target is None else "--target-torch",
+    )
+    config.read_project_torch(start(paths, stdin_filename))
+    return resolve(config, overrides)
+
+
+def check(options: CheckOptions) -> int:
+    """`check` and `fix`: the exit code of the run (as ruff's)."""
+    from torchlint.config import ConfigError
+
+    problem = options.conflict()
+    if problem is not None:
+        error(problem)
+        return EXIT_ERROR
+    paths = options.paths or ["."]
+    if options.stdin_filename is not None and not options.quiet:
+        for path in paths:
+            if path not in ("-", "."):
+                warn(f"ignoring {path} in favour of standard input (--stdin-filename)")
+    try:
+        run_plan = plan(options)
+    except ConfigError as exc:
+        error(str(exc))
+        return EXIT_ERROR
+    if not options.quiet:
+        for code in run_plan.preview_left_out:
+            warn(f"{code} is a preview rule: it runs only with `--preview` (or `preview = true`)")
+    force_exclude = options.force_exclude or run_plan.config.force_exclude
+    if options.show_files or options.show_settings:
+        return settings.show(options, run_plan, paths, force_exclude)
+    try:
+        out = output.open_report(options.output_file)
+    except OSError as exc:
+        error(f"cannot write {options.output_file}: {exc.strerror or exc}")
+        return EXIT_ERROR
+    try:
+        return _run(options, run_plan, paths, force_exclude, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _run(
+    options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool, out: TextIO
+) -> int:
+    from torchlint.parallel import Interrupted
+
+    started = time.monotonic()
+    job = _job(options, plan)
+    if options.verbose:
+        settings.verbose(plan)
+    if options.add_noqa:
+        return _add_noqa(options, plan, job, paths, force_exclude)
+    warnings: list[str] = []
+    if options.stdin:
+        results = _stdin(options, plan, job, force_exclude)
+        if results is None:
+            return EXIT_CLEAN
+    else:
+        try:
+            results, warnings = _files(options, plan, job, paths, force_exclude)
+        except Interrupted as exc:
+            output.interrupted(exc)
+            return EXIT_INTERRUPTED
+    if options.verbose:
+        note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
+    return output.report(options, plan, results, warnings, out)
+
+
+def _job(options: CheckOptions, plan: RunPlan) -> Job:
+    from torchlint import reporters
+    from torchlint.results import Job
+
+    text_like = options.output_format in ("text", "full")
+    return Job(
+        codes=plan.codes,
+        settings=plan.settings,
+        fix=options.fix or options.diff,
+        unsafe=plan.unsafe,
+        diff=options.diff,
+        # --show-fixes without --fix shows each fix as a diff under its finding
+        with_edits=options.output_format in reporters.WITH_EDITS
+        or (options.show_fixes and not options.fix and text_like and not options.statistics),
+        unfixable=plan.unfixable,
+        low_impact=plan.low_impact,
+    )
+
+
+def _stdin(
+    options: CheckOptions, plan: RunPlan, job: Job, force_exclude: bool
+) -> list[FileResult] | None:
+    """Standard input linted; None where it is excluded (then passed through when fixed,
+    as ruff does)."""
+    from torchlint.runner import run_stdin
+
+    name = options.stdin_filename or "-"
+    data = sys.stdin.buffer.read()
+    if force_exclude and name != "-" and plan.config.excluded(Path(name)):
+        if options.fix and not options.diff:
+            sys.stdout.buffer.write(data)
+        return None
+    return [run_stdin(data, name, job, plan.config)]
+
+
+def _files(
+    options: CheckOptions, plan: RunPlan, job: Job, paths: list[str], force_exclude: bool
+) -> tuple[list[FileResult], list[str]]:
+    """The files under `paths` linted (with progress on a terminal), and the warnings
+    their discovery gave."""
+    from torchlint.cache import location
+    from torchlint.parallel import run_files
+    from torchlint.reporters.summary import plural
+    from torchlint.runner import discover
+
+    found = discover(paths, plan.config, force_exclude=force_exclude)
+    if options.verbose:
+        note(f"{plural(len(found.files), 'file')} to check")
+    on_result = None
+    progress = None
+    if options.verbose:
+        on_result = output.verbose_line
+    elif not options.quiet and progress_wanted(sys.stderr):
+        on_result = progress = Progress(len(found.files), sys.stderr)
+    try:
+        cache_dir = None if options.no_cache else location(plan.config.root)
+        results = found.errors + run_files(
+            found.files, job, plan.config, on_result, cache_dir, found.bases, found.walked
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    return results, found.warnings
+
+
+def _add_noqa(
+    options: CheckOptions, plan: RunPlan, job: Job, paths: list[str], force_exclude: bool
+) -> int:
+    """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's)."""
+    from torchlint.runner import add_noqa_file, discover
+
+    found = discover(paths, plan.config, force_exclude=force_exclude)
+    errors = list(found.errors)
+    added = 0
+    for path in sorted(found.files, key=str):
+        result, n = add_noqa_file(path, job, plan.for_file(path).codes)
+        added += n
+        if result.errors:
+            errors.append(result)
+    for r in sorted(errors, key=lambda r: r.path):
+        error(f"{r.path}: {r.error}")
+    if not options.quiet:
+        for w in found.warnings:
+            warn(w)
+        if added:
+            note(f"added {added} noqa directive{'' if added == 1 else 's'}")
+    return EXIT_ERROR if errors else EXIT_CLEAN
+
+
+def clean_command() -> None:
+    """Remove the result cache (.torchlint_cache) of the project around the cwd."""
+    from torchlint.cache import clean, location
+    from torchlint.config import ConfigError
+
+    try:
+        root = load(None, []).root
+    except ConfigError:
+        root = Path.cwd()
+    directory = location(root)
+    if clean(directory):
+        typer.echo(f"Removed {directory}")

@@ -1,0 +1,88 @@
+"""What a run would do, shown instead of doing it: `--show-files`, `--show-settings`, and
+the settings `--verbose` prints first."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchlint.cli.app import EXIT_CLEAN, EXIT_ERROR, error, note
+from torchlint.cli.flags import CheckOptions
+
+if TYPE_CHECKING:
+    from torchlint.config import Config, RunPlan
+
+
+def show(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool) -> int:
+    """`--show-files` (every file a run would check) or `--show-settings` (the settings
+    for the first of them)."""
+    from torchlint.runner import discover, display
+
+    found = discover(paths, plan.config, force_exclude=force_exclude)
+    for r in found.errors:
+        error(f"{r.path}: {r.error}")
+    files = sorted(found.files, key=lambda p: display(p))
+    if options.show_files:
+        sys.stdout.write("".join(display(p) + "\n" for p in files))
+        return EXIT_ERROR if found.errors else EXIT_CLEAN
+    if not files:
+        error("no Python files found under the given paths")
+        return EXIT_ERROR
+    sys.stdout.write(_settings_text(plan, files[0]))
+    return EXIT_ERROR if found.errors else EXIT_CLEAN
+
+
+def _settings_text(plan: RunPlan, path: Path) -> str:
+    """The resolved settings for `path`, as TOML keys."""
+    from torchlint.config import declared_options
+    from torchlint.options import describe, toml_value
+    from torchlint.runner import display
+
+    config = plan.config
+    rows: dict[str, Any] = {
+        "rules": list(plan.for_file(path).codes),
+        "unsafe-fixes": plan.unsafe,
+        "preview": config.preview,
+        "min-impact": config.min_impact,
+        "unfixable": sorted(plan.unfixable & set(plan.codes)),
+        "target-torch": ".".join(map(str, config.target_torch or ())) or "not set",
+        "per-file-ignores": config.per_file_ignores,
+        "exclude": config.exclude,
+        "extend-exclude": config.extend_exclude,
+        "force-exclude": config.force_exclude,
+        "respect-gitignore": config.respect_gitignore,
+    }
+    source = {"target-torch": config.target_torch_source} if config.target_torch else {}
+    lines = [
+        f"Resolved settings for: {display(path)}",
+        f"Settings path: {config.source or 'none (defaults)'}",
+        "",
+        *(
+            f"{key} = {toml_value(value)}" + (f"  # from {source[key]}" if source.get(key) else "")
+            for key, value in rows.items()
+        ),
+        *describe(declared_options().values(), plan.settings.options),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def verbose(plan: RunPlan) -> None:
+    """`--verbose`: the settings of the run, first."""
+    config = plan.config
+    note(f"config: {config.source or 'defaults (no config file found)'}")
+    note(f"rules: {', '.join(plan.codes) or 'none'}")
+    note(f"target-torch: {_target(config)}")
+    note(f"unsafe-fixes: {'on' if plan.unsafe else 'off'}")
+    note(f"preview: {'on' if config.preview else 'off'}; min-impact: {config.min_impact}")
+    unfixable = plan.unfixable & set(plan.codes)
+    if unfixable:
+        note(f"unfixable: {', '.join(sorted(unfixable))}")
+
+
+def _target(config: Config) -> str:
+    """`target-torch` and where it comes from (a setting, or the project's metadata)."""
+    if config.target_torch is None:
+        return "not set"
+    target = ".".join(map(str, config.target_torch))
+    return f"{target} (from {config.target_torch_source})" if config.target_torch_source else target
