@@ -35,7 +35,7 @@ LAYERS = [
 ]
 # The one import allowed to run from a lower layer up, and why.
 UPWARD = {
-    ("torchlint.verify.__main__", "torchlint.cli"): (
+    ("torchlint.verify.__main__", "torchlint.cli.app"): (
         "`python -m torchlint.verify` is an entry point: it runs the CLI's verify command"
     ),
 }
