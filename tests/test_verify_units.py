@@ -628,3 +628,36 @@ def test_too_few_steps_names_verifys_options_not_the_scripts():
     assert "(30 = torchlint verify's --warmup 10 + --steps 20): lower those" in result.message
     assert "`torchlint verify --warmup N --steps N SCRIPT`, before the `--`" in result.message
     assert "its own arguments, after the `--`" in result.message
+
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+dataset = TensorDataset(torch.randn(64, 8))
+loader = DataLoader(dataset, batch_size=64)
+model = torch.nn.Linear(8, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for (x,) in loader:
+    model(x.cuda()).sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "fixed"),
+    [
+        ("", {"TL202"}),
+        ('unfixable = ["TL202"]\n', set()),
+    ],
+)
+def test_the_fixed_script_is_what_fix_makes_of_it_under_its_config(tmp_path, config, fixed):
+    """verify fixes the script as `torchlint fix` would: the same run plan (config.resolve),
+    its `unfixable` list included."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.torchlint]\n{config}")
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    options = VerifyOptions(script=script, select=("TL202",), unsafe_fixes=True)
+    text, codes, _ = command.build_fixed(options, SCRIPT)
+    assert set(codes) == fixed
+    assert ("pin_memory" in text) == bool(fixed)

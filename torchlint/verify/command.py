@@ -19,9 +19,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from torchlint.verify.options import UsageError, VerifyOptions
+
+if TYPE_CHECKING:
+    from torchlint.config import RunPlan
+    from torchlint.linter import Linter
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
@@ -91,21 +95,25 @@ def _load_config(script: Path, config_file: Path | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _linter(options: VerifyOptions) -> tuple[Any, Any]:
-    """The linter of the script's configuration with verify's --select/--ignore, and the
-    configuration."""
-    from torchlint.config import ConfigError, instantiate
+def _linter(options: VerifyOptions) -> tuple[Linter, RunPlan]:
+    """The linter `torchlint fix` would run on the script (its configuration, the project's
+    torch, verify's --select/--ignore/--preview), and its plan."""
+    from torchlint.config import ConfigError, Overrides, instantiate, resolve
     from torchlint.linter import Linter
 
     script = options.script
     config = _load_config(script, options.config_file)
-    config.preview = config.preview or options.preview
+    config.read_project_torch(script.parent)
+    overrides = Overrides(
+        select=options.select, ignore=options.ignore or (), preview=options.preview or None
+    )
     try:
-        config = config.selecting(options.select, (), options.ignore or ())
-        codes = config.rules_for(script, config.selected_codes())
+        plan = resolve(config, overrides).for_file(script)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    return Linter(instantiate(codes), config.settings()), config
+    rules = instantiate(plan.codes)
+    linter = Linter(rules, plan.settings, plan.unfixable, low_impact=plan.low_impact)
+    return linter, plan
 
 
 def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
@@ -114,9 +122,9 @@ def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list
     from torchlint.parser import LintError
 
     script = options.script
-    linter, config = _linter(options)
+    linter, plan = _linter(options)
     try:
-        outcome = linter.fix(text, str(script), unsafe=options.unsafe_fixes or config.unsafe_fixes)
+        outcome = linter.fix(text, str(script), unsafe=options.unsafe_fixes or plan.unsafe)
     except LintError as exc:
         raise UsageError(f"{script}: {exc}") from None
     held = sorted(
@@ -503,10 +511,10 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
     from torchlint.verify.report import failure, where
 
     script = options.script
-    linter, config = _linter(options)
+    linter, plan = _linter(options)
     try:
         violations = linter.lint(text, str(script))
-        module = build(parse(text, str(script)), str(script), config.settings())
+        module = build(parse(text, str(script)), str(script), plan.settings)
     except LintError as exc:
         raise UsageError(f"{script}: {exc}") from None
     problem = matcher.problem()
