@@ -54,7 +54,8 @@ class Context:
 
 def render(fmt: str, results: list[FileResult], context: Context) -> str:
     module = importlib.import_module(f"torchlint.reporters.{_MODULES[fmt]}")
-    return module.render(results, replace(context, format=fmt))
+    text: str = module.render(results, replace(context, format=fmt))
+    return text
 
 
 def rule_url(code: str) -> str:

@@ -308,7 +308,8 @@ class Counter:
             try:
                 bound = signature.bind(loader, *args, **kwargs)
             except TypeError:  # let DataLoader report the bad call itself
-                return original_init(loader, *args, **kwargs)
+                original_init(loader, *args, **kwargs)
+                return
             size = bound.arguments.get("batch_size", 1)
             if size is not None and bound.arguments.get("batch_sampler") is None:
                 try:

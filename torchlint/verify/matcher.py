@@ -380,7 +380,7 @@ def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
     found = {n: _matched(getattr(module, n, None), n, prof, reader, torch) for n in PATTERNS}
     cuda = False
     with contextlib.suppress(Exception):
-        cuda = bool(torch.cuda.is_initialized())
+        cuda = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
     return {
         "torch": str(torch.__version__),
         "cuda": cuda,
