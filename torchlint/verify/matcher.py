@@ -37,8 +37,8 @@ import os
 import site
 import sys
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 MODULE = "torch.profiler._pattern_matcher"
 # The first and last torch releases --profile is checked on (the verifier itself needs
@@ -378,9 +378,9 @@ def finish(prof: Any, script: str, paths: list[str]) -> dict[str, Any]:
         elif name.endswith(": __next__") and name.startswith(os.path.join(*LOADER_NEXT)):
             loading.add(reader.frames(event), int(event.duration_time_ns))
     found = {n: _matched(getattr(module, n, None), n, prof, reader, torch) for n in PATTERNS}
-    cuda = False
+    cuda, initialized = False, cast(Callable[[], bool], torch.cuda.is_initialized)
     with contextlib.suppress(Exception):
-        cuda = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
+        cuda = bool(initialized())
     return {
         "torch": str(torch.__version__),
         "cuda": cuda,
