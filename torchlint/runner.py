@@ -221,6 +221,7 @@ def lint_text(
         result.warning = str(exc)
     except LintError as exc:
         result.errors = [file_error(exc)]
+    result.errors += [FileError(ANALYSIS_ERROR, said) for said in linter.failures.values()]
     if env is not None and env.path is not None:
         result.summary = env.summary.to_json() if env.summary is not None else None
         result.answers = env.answers

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.registry import all_rules, family
+from torchlint.registry import all_rules, family, find
 from torchlint.reporters import (
     TOOL_URL,
     Context,
@@ -161,6 +161,8 @@ def error_descriptor(code: str) -> dict[str, Any]:
 
 def render(results: list[FileResult], context: Context) -> str:
     rules = all_rules()
+    local = {v.code for r in results for v in r.violations if v.code not in rules}
+    rules = {**rules, **{code: find(code) for code in sorted(local)}}
     index = {code: i for i, code in enumerate([*rules, *ERROR_NAMES])}
     out = []
     notifications = []

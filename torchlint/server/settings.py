@@ -66,7 +66,7 @@ class EditorSettings(Overrides):
             elif value is not None:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ConfigError(f"setting `{key}` must be a list of rule codes")
-                expand(value)  # validates
+                expand(value, unchecked=True)  # validates (the config's rules: `resolve`)
                 values[name] = tuple(value)
         return cls(**values)
 
