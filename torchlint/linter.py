@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
@@ -193,8 +194,9 @@ class Linter:
         rule = next(r for r in self.rules if r.code == code)
         if rule.origin == BUILT_IN:
             raise exc
+        where = getattr(sys.modules.get(type(rule).__module__), "__file__", rule.origin)
         self.failures[code] = (
-            f"rule {code} ({rule.origin}) raised {type(exc).__name__}: {exc}; "
+            f"rule {code} ({where}) raised {type(exc).__name__}: {exc}; "
             "the other rules' findings are reported"
         )
 

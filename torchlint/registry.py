@@ -89,6 +89,7 @@ def builtin_rules() -> dict[str, type[Rule]]:
             if rule.code in found:
                 raise RuntimeError(f"two rules claim {rule.code}")
             found[rule.code] = rule
+    options_of(found)  # raises on a collision
     return dict(sorted(found.items()))
 
 

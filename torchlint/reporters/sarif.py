@@ -28,6 +28,7 @@ from torchlint.reporters import (
 )
 from torchlint.results import (
     ANALYSIS_ERROR,
+    RULE_ERROR,
     ERROR_NAMES,
     INVALID_SYNTAX,
     IO_ERROR,
@@ -145,6 +146,7 @@ _ERRORS = {
     INVALID_SYNTAX: "The file is not valid Python: it could not be checked.",
     IO_ERROR: "The file could not be read or written (or is not a notebook).",
     ANALYSIS_ERROR: "Valid code that torchlint could not analyse or fix.",
+    RULE_ERROR: "A local or installed rule raised on the file; the others' findings are kept.",
 }
 
 
