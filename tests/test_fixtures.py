@@ -45,10 +45,10 @@ from torchlint.registry import all_rules
 from torchlint.reporters.json_format import violation_dict
 from torchlint.results import Violation
 from torchlint.semantic import Settings
+from torchlint.testing import marks
 
 from .conftest import FIXTURES, ROOT, run_cli
 
-ERROR_MARK = re.compile(r"#\s*(?P<impact>error|low):\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
 BAD = sorted(p for p in FIXTURES.glob("TL*/bad*.py") if not p.name.endswith(".fixed.py"))
@@ -92,17 +92,8 @@ def findings(bad: Path) -> list[Violation]:
 
 
 def expected_marks(path: Path, code: str) -> list[tuple[int, str, str]]:
-    """(line, code, impact) of each mark: `# error:` is high impact, `# low:` low."""
-    marks: list[tuple[int, str, str]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        for m in ERROR_MARK.finditer(line):
-            impact = "high" if m.group("impact") == "error" else "low"
-            marks.extend(
-                (number, c.strip(), impact)
-                for c in m.group("codes").split(",")
-                if c.strip() == code
-            )
-    return marks
+    """(line, code, impact) of each mark (as `torchlint.testing` reads them)."""
+    return marks(path.read_text(encoding="utf-8"), code)
 
 
 def test_every_rule_has_fixtures():

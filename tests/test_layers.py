@@ -23,7 +23,7 @@ LAYERS = [
     ["cli"],
     ["server"],
     ["parallel"],
-    ["runner", "docs", "verify", "project"],
+    ["runner", "docs", "verify", "project", "testing"],
     # `torchlint`: the package's `__version__`, and the public API (`api`) it forwards
     ["config", "cache", "reporters", "progress", "torchlint"],
     ["registry", "linter", "rules"],
