@@ -85,8 +85,10 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
-        """The docstring, then an `Options:` section written from the declarations."""
-        text = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
+        """The docstring (the class's own, else its module's: a module of several rules
+        documents each in its class), then an `Options:` section from the declarations."""
+        own = cls.__dict__.get("__doc__")
+        text = (own or sys.modules[cls.__module__].__doc__ or "").strip()
         if not cls.options:
             return text
         return f"{text}\n\nOptions: {'; '.join(o.summary() for o in cls.options)}."

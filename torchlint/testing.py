@@ -21,10 +21,11 @@ from typing import Any
 
 from torchlint.config import default_options
 from torchlint.linter import Linter
+from torchlint.registry import local_rules
 from torchlint.rule import Rule
 from torchlint.settings import Settings
 
-__all__ = ["check_fixtures", "marks"]
+__all__ = ["check_fixtures", "load_rules", "marks"]
 
 MARK = re.compile(r"#\s*(?P<impact>error|low):\s*(?P<codes>[A-Z]+\d+(?:\s*,\s*[A-Z]+\d+)*)")
 
@@ -39,6 +40,13 @@ def marks(text: str, code: str) -> list[tuple[int, str, str]]:
             codes = (c.strip() for c in m.group("codes").split(","))
             found.extend((number, c, impact) for c in codes if c == code)
     return found
+
+
+def load_rules(folder: Path | str) -> dict[str, type[Rule]]:
+    """The rules of a local rules folder, by code (RuleLoadError names a module that
+    cannot be loaded)."""
+    rules = local_rules((Path(folder).resolve(),))
+    return {code: rule for code, rule in rules.items() if rule.origin.startswith("local ")}
 
 
 def check_fixtures(
