@@ -90,7 +90,7 @@ def venv(tmp_path: Path) -> Path:
     return folder / "bin" / "python"
 
 
-RAISES = '''
+RAISES = """
 from torchlint import Rule
 
 
@@ -100,7 +100,7 @@ class Broken(Rule):
 
     def check(self, module):
         raise ValueError("a bug of the rule")
-'''
+"""
 ADAM = "import torch\n\noptimizer = torch.optim.Adam(params)\n"
 
 

@@ -180,7 +180,9 @@ class Linter:
         env: Environment | None = None,
     ) -> list[Diagnostic]:
         handler = self.on_rule_error or self._failed
-        found = _diagnostics(module, path, rules, self.settings, handler, env, self.rules, self.summary)
+        found = _diagnostics(
+            module, path, rules, self.settings, handler, env, self.rules, self.summary
+        )
         if self.unfixable or not self.low_impact:
             found = [
                 dataclasses.replace(d, fix=None)

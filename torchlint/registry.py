@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from torchlint.options import Option
-from torchlint.rule import BUILT_IN, Rule
+from torchlint.rule import Rule
 
 FAMILIES = {
     "TL0": "batch size",
@@ -249,8 +249,8 @@ def _add(rules: dict[str, type[Rule]], found: list[type[Rule]]) -> None:
         if taken is not None and taken is not rule:
             where = _file(sys.modules[rule.__module__])
             raise RuleLoadError(
-                f"{where}: rule {rule.code} is already defined ({taken.origin}: "
-                f"{_file(sys.modules[taken.__module__])}); codes are unique"
+                f"{where}: rule {rule.code} is already defined by "
+                f"{_file(sys.modules[taken.__module__])}; codes are unique"
             )
         rules[rule.code] = rule
 

@@ -28,10 +28,10 @@ from torchlint.reporters import (
 )
 from torchlint.results import (
     ANALYSIS_ERROR,
-    RULE_ERROR,
     ERROR_NAMES,
     INVALID_SYNTAX,
     IO_ERROR,
+    RULE_ERROR,
     FileResult,
     FixRecord,
     Violation,

@@ -3,8 +3,9 @@
 The editor's settings (`initializationOptions`, `workspace/didChangeConfiguration`) act
 as the command line's options do: `select` replaces the config's selection, `ignore`
 and `extend-select` add to it, `unsafe-fixes` overrides it. `trustLocalRules` lets the
-configs' local rules run (Python of the repository: off unless the editor trusts it). A config file is read once
-and again whenever it, or any candidate file above the document, changes on disk.
+configs' local rules run (Python of the repository: off unless the editor trusts it). A
+config file is read once and again whenever it, or any candidate file above the document,
+changes on disk.
 """
 
 from __future__ import annotations
