@@ -41,7 +41,7 @@ import pytest
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import FixSafety
 from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.registry import builtin_rules
 from torchlint.reporters.json_format import violation_dict
 from torchlint.results import Violation
 from torchlint.semantic import Settings
@@ -97,7 +97,7 @@ def expected_marks(path: Path, code: str) -> list[tuple[int, str, str]]:
 
 
 def test_every_rule_has_fixtures():
-    missing = [code for code in all_rules() if not (FIXTURES / code / "bad.py").is_file()]
+    missing = [code for code in builtin_rules() if not (FIXTURES / code / "bad.py").is_file()]
     assert not missing, f"rules without fixtures: {missing}"
 
 
@@ -126,7 +126,7 @@ def test_fix_matches_expected_and_is_idempotent(bad: Path):
     fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
     if fixed == bad.read_text(encoding="utf-8"):
         assert not expected_path.exists(), "nothing is fixed: no .fixed.py expected"
-        assert all_rules()[code].fix_safety is FixSafety.NONE or bad.name != "bad.py", (
+        assert builtin_rules()[code].fix_safety is FixSafety.NONE or bad.name != "bad.py", (
             "the bad.py of a rule with a fix must exercise it"
         )
         return

@@ -66,6 +66,7 @@ def rules_package() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules["torchlint.rules"] = module
     spec.loader.exec_module(module)
+    sys.modules["torchlint"].rules = module  # type: ignore[attr-defined]  # as an import binds it
     return module
 
 
