@@ -222,3 +222,21 @@ def test_the_server_logs_the_local_rules_it_skipped(tmp_path, monkeypatch):
     )
     server.skipped(resolve(load_config(root / "pyproject.toml"), Overrides()))
     assert len(logged) == 1
+
+
+def test_plugins_are_found_through_their_entry_points(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from torchlint import registry
+
+    (tmp_path / "acme_plugin_rules.py").write_text(RULE.replace("X100", "ACME7"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = EntryPoint("acme", "acme_plugin_rules", registry.ENTRY_POINTS)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [found])
+    rules = registry.all_rules.__wrapped__()
+    assert rules["ACME7"].origin == "plugin acme" and "TL201" in rules
+    broken = EntryPoint("acme", "no_such_plugin_module", registry.ENTRY_POINTS)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [broken])
+    said = r"plugin acme: entry point `no_such_plugin_module` cannot be imported: ModuleNotF"
+    with pytest.raises(registry.RuleLoadError, match=said):
+        registry.all_rules.__wrapped__()
