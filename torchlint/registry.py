@@ -179,7 +179,7 @@ def _load(path: Path) -> ModuleType:
     if path in _local_modules:
         return _local_modules[path]
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    name = f"torchlint_local_rules.{path.stem}_{digest}"
+    name = f"torchlint_local_{path.stem}_{digest}"  # one per file, whatever its folder
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise RuleLoadError(f"{path}: cannot be imported")
