@@ -7,7 +7,7 @@ import re
 import pytest
 
 from torchlint.docs import expected_files
-from torchlint.registry import all_rules
+from torchlint.registry import builtin_rules
 
 from .conftest import ROOT, run_cli
 
@@ -18,9 +18,9 @@ UNKNOWN_DEVICE = re.compile(r"^Unknown device: (\S.*?)\n\nSources:", re.M | re.S
 IMPACT = re.compile(r"^Impact: (\S.*?)\n\nUnknown device:", re.M | re.S)
 
 
-@pytest.mark.parametrize("code", list(all_rules()))
+@pytest.mark.parametrize("code", list(builtin_rules()))
 def test_rule_doc_has_every_section(code):
-    rule = all_rules()[code]
+    rule = builtin_rules()[code]
     doc = rule.doc()
     assert doc.startswith(f"{code} {rule.name}: ")
     for section in SECTIONS:
@@ -31,16 +31,16 @@ def test_rule_doc_has_every_section(code):
         )
 
 
-@pytest.mark.parametrize("code", list(all_rules()))
+@pytest.mark.parametrize("code", list(builtin_rules()))
 def test_rule_doc_says_what_it_assumes_of_an_unknown_device(code):
-    assert UNKNOWN_DEVICE.search(all_rules()[code].doc()), (
+    assert UNKNOWN_DEVICE.search(builtin_rules()[code].doc()), (
         f"{code} doc lacks an 'Unknown device:' section just before 'Sources:'"
     )
 
 
-@pytest.mark.parametrize("code", list(all_rules()))
+@pytest.mark.parametrize("code", list(builtin_rules()))
 def test_rule_doc_says_what_makes_a_finding_low_impact(code):
-    found = IMPACT.search(all_rules()[code].doc())
+    found = IMPACT.search(builtin_rules()[code].doc())
     assert found, f"{code} doc lacks an 'Impact:' section just before 'Unknown device:'"
     reports_low = "Impact.LOW" in (ROOT / "rules").joinpath(_file(code)).read_text()
     assert not reports_low or "low" in found.group(1).lower(), (
@@ -56,7 +56,7 @@ def test_rule_command_prints_the_unknown_device_section():
     result = run_cli("rule", "TL401")
     printed = UNKNOWN_DEVICE.search(result.stdout)
     assert result.returncode == 0 and printed is not None
-    documented = UNKNOWN_DEVICE.search(all_rules()["TL401"].doc())
+    documented = UNKNOWN_DEVICE.search(builtin_rules()["TL401"].doc())
     assert documented is not None and printed.group(1) == documented.group(1)
 
 

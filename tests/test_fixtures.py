@@ -41,14 +41,14 @@ import pytest
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import FixSafety
 from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.registry import builtin_rules
 from torchlint.reporters.json_format import violation_dict
 from torchlint.results import Violation
 from torchlint.semantic import Settings
+from torchlint.testing import marks
 
 from .conftest import FIXTURES, ROOT, run_cli
 
-ERROR_MARK = re.compile(r"#\s*(?P<impact>error|low):\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
 BAD = sorted(p for p in FIXTURES.glob("TL*/bad*.py") if not p.name.endswith(".fixed.py"))
@@ -92,21 +92,12 @@ def findings(bad: Path) -> list[Violation]:
 
 
 def expected_marks(path: Path, code: str) -> list[tuple[int, str, str]]:
-    """(line, code, impact) of each mark: `# error:` is high impact, `# low:` low."""
-    marks: list[tuple[int, str, str]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        for m in ERROR_MARK.finditer(line):
-            impact = "high" if m.group("impact") == "error" else "low"
-            marks.extend(
-                (number, c.strip(), impact)
-                for c in m.group("codes").split(",")
-                if c.strip() == code
-            )
-    return marks
+    """(line, code, impact) of each mark (as `torchlint.testing` reads them)."""
+    return marks(path.read_text(encoding="utf-8"), code)
 
 
 def test_every_rule_has_fixtures():
-    missing = [code for code in all_rules() if not (FIXTURES / code / "bad.py").is_file()]
+    missing = [code for code in builtin_rules() if not (FIXTURES / code / "bad.py").is_file()]
     assert not missing, f"rules without fixtures: {missing}"
 
 
@@ -135,7 +126,7 @@ def test_fix_matches_expected_and_is_idempotent(bad: Path):
     fixed = linter.fix(bad.read_text(encoding="utf-8"), str(bad), unsafe=True).text
     if fixed == bad.read_text(encoding="utf-8"):
         assert not expected_path.exists(), "nothing is fixed: no .fixed.py expected"
-        assert all_rules()[code].fix_safety is FixSafety.NONE or bad.name != "bad.py", (
+        assert builtin_rules()[code].fix_safety is FixSafety.NONE or bad.name != "bad.py", (
             "the bad.py of a rule with a fix must exercise it"
         )
         return

@@ -103,7 +103,7 @@ def test_a_collision_stops_the_rules_being_found(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "rules_package", lambda: package)
     try:
         with pytest.raises(OptionCollision, match=r"by TL991 .* and TL992 "):
-            registry.all_rules.__wrapped__()
+            registry.builtin_rules.__wrapped__()
     finally:
         for name in [n for n in sys.modules if n.startswith("temporary_rules.")]:
             del sys.modules[name]

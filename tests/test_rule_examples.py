@@ -16,7 +16,7 @@ import pytest
 from torchlint.config import Config, default_options, instantiate
 from torchlint.docs import Example, examples
 from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.registry import builtin_rules
 
 from .conftest import ROOT
 
@@ -38,7 +38,7 @@ IMPORTS = {
 }
 CASES = [
     pytest.param(code, example, id=f"{code}-{example.heading}")
-    for code, rule in all_rules().items()
+    for code, rule in builtin_rules().items()
     for example in examples(rule)
 ]
 
@@ -67,9 +67,9 @@ def reported(code: str, example: Example) -> list[str]:
     return [f"{v.line}: {v.message}" for v in found if v.code == code]
 
 
-@pytest.mark.parametrize("code", list(all_rules()))
+@pytest.mark.parametrize("code", list(builtin_rules()))
 def test_every_rule_shows_bad_and_good_code(code: str):
-    kinds = {example.bad for example in examples(all_rules()[code])}
+    kinds = {example.bad for example in examples(builtin_rules()[code])}
     assert True in kinds, f"{code}'s docstring has no `Bad:` example"
     assert False in kinds, f"{code}'s docstring has no `Good:` example"
 

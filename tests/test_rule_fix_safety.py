@@ -14,7 +14,7 @@ import pytest
 from torchlint.config import default_options, instantiate
 from torchlint.fixes import Applicability, FixSafety
 from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.registry import builtin_rules
 from torchlint.semantic import Settings
 
 from .conftest import FIXTURES
@@ -57,9 +57,9 @@ def _applicabilities(code: str, path: Path) -> list[str]:
     return [v.fix.applicability if v.fix else NO_FIX for v in linter.lint(text, str(path))]
 
 
-@pytest.mark.parametrize("code", list(all_rules()))
+@pytest.mark.parametrize("code", list(builtin_rules()))
 def test_declared_fix_safety_matches_the_fixes(code: str):
-    declared = all_rules()[code].fix_safety
+    declared = builtin_rules()[code].fix_safety
     found = applicabilities(code)
     assert found, f"{code}: its bad fixtures report nothing"
     assert set(found) <= ALLOWED[declared], f"{code} declares {declared.value}: {dict(found)}"

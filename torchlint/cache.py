@@ -47,15 +47,15 @@ def location(root: Path) -> Path:
 
 
 def code_fingerprint() -> str:
-    """A hash of the engine's and the rules' source files: editing a rule in
-    development invalidates what it computed."""
+    """A hash of the engine's and the rules' source files (local rules' and plugins'
+    too): editing a rule in development invalidates what it computed."""
     import torchlint
-    from torchlint.registry import rules_package
+    from torchlint.registry import extension_files, rules_package
 
     digest = hashlib.sha256(__version__.encode())
     dirs = [Path(torchlint.__file__).parent, *map(Path, rules_package().__path__)]
-    for directory in dirs:
-        for path in sorted(directory.glob("*.py")):
+    for files in (*(sorted(d.glob("*.py")) for d in dirs), extension_files()):
+        for path in files:
             try:
                 digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
             except OSError:

@@ -21,7 +21,7 @@ from typing import Any
 
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
-from torchlint.registry import all_rules, options_of
+from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
 from torchlint.rule import Rule
 from torchlint.settings import Settings
 
@@ -102,18 +102,24 @@ class Config:
     # the project's metadata.
     target_torch_source: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # `local-rules`: folders of rule modules, loaded (with the built-in and installed
+    # rules in `rules`) unless the config is read untrusted (the editor's, by default):
+    # then they are `skipped_local`, and selectors of codes not known pass unchecked.
+    local_rules: tuple[Path, ...] = ()
+    skipped_local: tuple[Path, ...] = ()
+    rules: dict[str, type[Rule]] = field(default_factory=all_rules, repr=False, compare=False)
 
     # -- rules -------------------------------------------------------------------------
 
     def selected_codes(self) -> list[str]:
         """The codes selected; preview rules only in preview mode, as ruff's."""
-        rules = all_rules()
+        rules = self.rules
         if self.select is None:
             chosen = {code for code, rule in rules.items() if rule.default_enabled}
         else:
-            chosen = set(expand(self.select))
-        chosen |= set(expand(self.extend_select))
-        chosen -= set(expand(self.ignore))
+            chosen = set(self.expand(self.select))
+        chosen |= set(self.expand(self.extend_select))
+        chosen -= set(self.expand(self.ignore))
         if not self.preview:
             chosen = {code for code in chosen if not rules[code].preview}
         return sorted(chosen)
@@ -123,9 +129,9 @@ class Config:
         not run because preview mode is off (a prefix or `ALL` selects them quietly)."""
         if self.preview:
             return []
-        rules = all_rules()
+        rules = self.rules
         named = {s.strip().upper() for s in (*(self.select or ()), *self.extend_select)}
-        ignored = set(expand(self.ignore))
+        ignored = set(self.expand(self.ignore))
         return sorted(c for c in named & set(rules) if rules[c].preview and c not in ignored)
 
     @property
@@ -151,10 +157,10 @@ class Config:
 
     def unfixable_codes(self) -> frozenset[str]:
         """Codes whose fixes are never applied nor offered (`fixable`/`unfixable`, as ruff)."""
-        fixable = set(expand(self.fixable if self.fixable is not None else ["ALL"]))
-        fixable |= set(expand(self.extend_fixable))
-        fixable -= set(expand(self.unfixable))
-        return frozenset(all_rules()) - fixable
+        fixable = set(self.expand(self.fixable if self.fixable is not None else ["ALL"]))
+        fixable |= set(self.expand(self.extend_fixable))
+        fixable -= set(self.expand(self.unfixable))
+        return frozenset(self.rules) - fixable
 
     def rules_for(self, path: Path | None, codes: Sequence[str]) -> list[str]:
         """The selected codes minus the per-file ignores matching `path`."""
@@ -163,8 +169,12 @@ class Config:
         ignored: set[str] = set()
         for pattern, selectors in self.per_file_ignores.items():
             if matches(path, pattern, self.root):
-                ignored |= set(expand(selectors))
+                ignored |= set(self.expand(selectors))
         return [c for c in codes if c not in ignored]
+
+    def expand(self, selectors: Iterable[str]) -> list[str]:
+        """The codes of this config's rules that `selectors` match (see `expand`)."""
+        return expand(selectors, self.rules, unchecked=bool(self.skipped_local))
 
     def settings(self) -> Settings:
         return Settings(options=self.options, target_torch=self.target_torch)
@@ -265,29 +275,45 @@ def resolve(config: Config, overrides: Overrides) -> RunPlan:
     )
 
 
-def declared_options() -> dict[str, Option[Any]]:
-    """Every rule's options, by name (rules that share one share its declaration)."""
-    return options_of(all_rules())
+def declared_options(rules: dict[str, type[Rule]] | None = None) -> dict[str, Option[Any]]:
+    """Every rule's options (of `rules`, else the built-in and installed ones), by name
+    (rules that share one share its declaration)."""
+    return options_of(all_rules() if rules is None else rules)
 
 
-def default_options() -> dict[str, Any]:
-    return {name: option.default for name, option in declared_options().items()}
+def default_options(rules: dict[str, type[Rule]] | None = None) -> dict[str, Any]:
+    return {name: option.default for name, option in declared_options(rules).items()}
 
 
-def expand(selectors: Iterable[str]) -> list[str]:
-    """Rule codes matched by selectors (`ALL`, a code, or a prefix such as `TL2`)."""
-    codes = list(all_rules())
+_SELECTOR = re.compile(r"([A-Z]+)([0-9]*)")
+
+
+def expand(
+    selectors: Iterable[str], rules: Iterable[str] | None = None, unchecked: bool = False
+) -> list[str]:
+    """The codes of `rules` (else the built-in and installed ones) that selectors match:
+    `ALL`, a code, or a prefix of one (`TL2`, `X1`: letters, then the first digits).
+    ConfigError for a selector that matches nothing, unless `unchecked` (a config whose
+    local rules were not loaded) and it is not a built-in's (TL)."""
+    codes = list(all_rules() if rules is None else rules)
     out: list[str] = []
     for selector in selectors:
         s = selector.strip().upper()
         if s == "ALL":
             out.extend(codes)
             continue
-        matched = [c for c in codes if c.startswith(s)] if re.fullmatch(r"TL\d*", s) else []
-        if not matched:
+        wanted = _SELECTOR.fullmatch(s)
+        matched = [c for c in codes if wanted and _prefix(wanted, c)]
+        if not matched and not (unchecked and wanted and wanted.group(1) != "TL"):
             raise ConfigError(f"unknown rule selector {selector!r} (see `torchlint rules`)")
         out.extend(matched)
     return out
+
+
+def _prefix(wanted: re.Match[str], code: str) -> bool:
+    """`code` is selected by the selector `wanted` (its letters exactly, then a prefix)."""
+    letters, digits = wanted.groups()
+    return code.startswith(letters + digits) and code[len(letters) : len(letters) + 1].isdigit()
 
 
 def relative(path: Path, root: Path) -> PurePosixPath:
@@ -343,8 +369,16 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
-def load_config(path: Path | None) -> Config:
-    """Read and validate a config file; `None` gives the defaults rooted at the cwd."""
+def load_config(path: Path | None, trusted: bool = True) -> Config:
+    """Read and validate a config file; `None` gives the defaults rooted at the cwd.
+    Its local rules are loaded (Python run) only when `trusted`."""
+    try:
+        return _load(path, trusted)
+    except RuleLoadError as exc:  # an installed plugin that cannot be loaded
+        raise ConfigError(str(exc)) from None
+
+
+def _load(path: Path | None, trusted: bool) -> Config:
     if path is None:
         return Config(root=Path.cwd(), options=default_options())
     try:
@@ -361,6 +395,7 @@ def load_config(path: Path | None) -> Config:
         table = data.get("tool", {}).get("torchlint", data)
     config = Config(root=path.parent.resolve(), source=path, options=default_options())
     try:
+        _local_rules(config, table, str(path), trusted)
         apply_table(config, table, str(path))
     except ConfigError as exc:
         message = str(exc)
@@ -370,16 +405,32 @@ def load_config(path: Path | None) -> Config:
     return config
 
 
+def _local_rules(config: Config, table: Any, where: str, trusted: bool) -> None:
+    """`local-rules`: folders relative to the config file; their rules join the config's
+    (and their options its defaults) when `trusted`, else they are only noted."""
+    value = table.get("local-rules", []) if isinstance(table, dict) else []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: `local-rules` must be a list of folders")
+    config.local_rules = tuple((config.root / folder).resolve() for folder in value)
+    if not trusted:
+        config.skipped_local = config.local_rules
+        return
+    config.rules = local_rules(config.local_rules)
+    config.options = default_options(config.rules)
+
+
 def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [tool.torchlint] must be a table")
-    options = declared_options()
+    options = declared_options(config.rules)
     for key, value in table.items():
+        if key == "local-rules":
+            continue  # read first: `_local_rules`
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{where}: `{key}` must be a list of strings")
             if key in _SELECTOR_KEYS:
-                expand(value)  # validates
+                config.expand(value)  # validates
             if key == "select":
                 config.select = value
             elif key == "extend-select":
@@ -406,7 +457,7 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
             for pattern, codes in value.items():
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
                     raise ConfigError(f"{where}: `{key}.{pattern}` must be a list of codes")
-                expand(codes)
+                config.expand(codes)
                 config.per_file_ignores.setdefault(pattern, []).extend(codes)
         elif key == "min-impact":
             if value not in IMPACTS:
@@ -427,14 +478,16 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
             if problem is not None:
                 raise ConfigError(f"{where}: `{key}` {problem}")
             config.options[key] = value
+        elif config.skipped_local:
+            continue  # perhaps an option of a local rule not loaded
         else:
-            fixed_keys = ["per-file-ignores", "target-torch", "min-impact"]
+            fixed_keys = ["per-file-ignores", "target-torch", "min-impact", "local-rules"]
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
             raise ConfigError(f"{where}: unknown key `{key}`{hint}")
 
 
-def instantiate(codes: Sequence[str]) -> list[Rule]:
-    rules = all_rules()
-    return [rules[c]() for c in codes]
+def instantiate(codes: Sequence[str], rules: dict[str, type[Rule]] | None = None) -> list[Rule]:
+    """The rules of `codes`: of `rules` (a config's), else built-in, installed or local."""
+    return [rules[c]() if rules is not None else find(c)() for c in codes]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from torchlint.parser import (
 )
 from torchlint.positions import Layout, NodePositions
 from torchlint.results import FixRecord, Impact, Violation
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
@@ -44,7 +45,8 @@ MAX_FIX_PASSES = 16
 # (code, line, column: the finding's start, 1-based), as an editor asks for one.
 EditsWanted = bool | Set[tuple[str, int, int]]
 # Told of a rule that raised (its code, the exception), so that the other rules' findings
-# still count; without one, the exception propagates.
+# still count; without one, a built-in rule's exception propagates (a bug of torchlint's)
+# and a local or installed rule's is kept in the linter's `failures`.
 RuleErrorHandler = Callable[[str, Exception], None]
 
 
@@ -163,6 +165,9 @@ class Linter:
         # they carry no fix: `fix` changes nothing `check` did not show.
         self.low_impact = low_impact
         self.on_rule_error = on_rule_error
+        # Local and installed rules that raised (without `on_rule_error`): code -> what
+        # happened, said on the file with the other rules' findings.
+        self.failures: dict[str, str] = {}
         # False: a lint with an environment leaves out the file's summary (an editor's
         # unsaved text: the rest of its project sees the file as saved).
         self.summary = summary
@@ -174,8 +179,9 @@ class Linter:
         rules: Sequence[Rule],
         env: Environment | None = None,
     ) -> list[Diagnostic]:
+        handler = self.on_rule_error or self._failed
         found = _diagnostics(
-            module, path, rules, self.settings, self.on_rule_error, env, self.rules, self.summary
+            module, path, rules, self.settings, handler, env, self.rules, self.summary
         )
         if self.unfixable or not self.low_impact:
             found = [
@@ -185,6 +191,16 @@ class Linter:
                 for d in found
             ]
         return found
+
+    def _failed(self, code: str, exc: Exception) -> None:
+        rule = next(r for r in self.rules if r.code == code)
+        if rule.origin == BUILT_IN:
+            raise exc
+        where = getattr(sys.modules.get(type(rule).__module__), "__file__", rule.origin)
+        self.failures[code] = (
+            f"rule {code} ({where}) raised {type(exc).__name__}: {exc}; "
+            "the other rules' findings are reported"
+        )
 
     def _shown(self, d: Diagnostic) -> bool:
         return self.low_impact or d.impact is Impact.HIGH

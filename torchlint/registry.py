@@ -1,12 +1,17 @@
-"""Finds every rule in the `torchlint.rules` package (the repository's `rules/`)."""
+"""Finds the rules: the built-in ones (the `torchlint.rules` package, the repository's
+`rules/`), those of installed plugins (entry points of the group `torchlint.rules`), and
+a config's local rules (`local-rules`: folders of rule modules)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import pkgutil
+import re
 import sys
 from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -61,29 +66,202 @@ def rules_package() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules["torchlint.rules"] = module
     spec.loader.exec_module(module)
+    sys.modules["torchlint"].rules = module  # type: ignore[attr-defined]  # as an import binds it
     return module
 
 
+ENTRY_POINTS = "torchlint.rules"  # the group a plugin's entry point is in
+# A rule's code: letters, then digits; `TL` is the built-in rules' prefix only.
+CODE = re.compile(r"[A-Z]+[0-9]+")
+
+
+class RuleLoadError(RuntimeError):
+    """A local rule module or a plugin that cannot be loaded; the message names its file."""
+
+
 @cache
-def all_rules() -> dict[str, type[Rule]]:
-    """code -> rule class, sorted by code."""
+def builtin_rules() -> dict[str, type[Rule]]:
+    """The built-in rules: code -> rule class, sorted by code."""
     package = rules_package()
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, Rule)
-                and value is not Rule
-                and value.__module__ == module.__name__
-            ):
-                if value.code in found:
-                    raise RuntimeError(f"two rules claim {value.code}")
-                found[value.code] = value
-    rules = dict(sorted(found.items()))
-    options_of(rules)  # raises on a collision
+        for rule in _defined(module):
+            if rule.code in found:
+                raise RuntimeError(f"two rules claim {rule.code}")
+            found[rule.code] = rule
+    options_of(found)  # raises on a collision
+    return dict(sorted(found.items()))
+
+
+@cache
+def all_rules() -> dict[str, type[Rule]]:
+    """The built-in rules and those of the installed plugins: code -> rule class, sorted
+    by code (RuleLoadError for a plugin that cannot be loaded or claims a code taken)."""
+    rules = dict(builtin_rules())
+    for entry in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+        origin = f"plugin {entry.dist.name if entry.dist else entry.name}"
+        try:
+            module = entry.load()
+        except Exception as exc:
+            raise RuleLoadError(
+                f"{origin}: entry point `{entry.value}` cannot be imported: {_said(exc)}"
+            ) from None
+        if not isinstance(module, ModuleType):
+            raise RuleLoadError(f"{origin}: entry point `{entry.value}` must name a module")
+        for each in _package_modules(module, origin):
+            _add(rules, _checked(each, origin, _file(each)))
+    return _consistent(rules)
+
+
+def _consistent(rules: dict[str, type[Rule]]) -> dict[str, type[Rule]]:
+    """`rules` sorted by code; RuleLoadError if two declare an option differently."""
+    try:
+        options_of(rules)
+    except OptionCollision as exc:
+        raise RuleLoadError(str(exc)) from None
+    return dict(sorted(rules.items()))
+
+
+# Every local rule module loaded in this process, by the file it was loaded from; and
+# every local rule, by code (the latest loaded of a code: a process lints one config's
+# files, or, in the editor, instantiates a plan's rules from its config).
+_local_modules: dict[Path, ModuleType] = {}
+_local_rules: dict[str, type[Rule]] = {}
+
+
+def local_rules(folders: tuple[Path, ...]) -> dict[str, type[Rule]]:
+    """The rules of the modules (`*.py`, but not `_*.py`) of `folders`, by code, with the
+    built-in and installed ones (RuleLoadError names a module that cannot be loaded, a
+    class without a code, a code taken twice)."""
+    rules = _with_local(folders)
+    _local_rules.update((c, r) for c, r in rules.items() if r.origin.startswith("local "))
     return rules
+
+
+@cache
+def _with_local(folders: tuple[Path, ...]) -> dict[str, type[Rule]]:
+    rules = dict(all_rules())
+    for folder in folders:
+        if not folder.is_dir():
+            raise RuleLoadError(f"{folder}: local rules folder not found")
+        for path in sorted(folder.glob("*.py")):
+            if not path.name.startswith("_"):
+                _add(rules, _checked(_load(path), f"local {folder}", str(path)))
+    return _consistent(rules)
+
+
+def find(code: str) -> type[Rule]:
+    """The rule of `code`: built-in, installed, or a local rule loaded (KeyError)."""
+    rule = known(code)
+    if rule is None:
+        raise KeyError(code)
+    return rule
+
+
+def known(code: str) -> type[Rule] | None:
+    """The rule of `code` (built-in, installed, or a local rule loaded), if any."""
+    return all_rules().get(code) or _local_rules.get(code)
+
+
+def extension_files() -> list[Path]:
+    """The files of the local rules loaded and of the installed plugins' rules: what they
+    compute depends on them (the result cache's key)."""
+    files = {Path(_file(sys.modules[rule.__module__])) for rule in all_rules().values()}
+    files |= set(_local_modules)
+    builtin = {Path(_file(sys.modules[rule.__module__])) for rule in builtin_rules().values()}
+    return sorted(files - builtin)
+
+
+def _load(path: Path) -> ModuleType:
+    """A local rule module, imported from its file (once per process)."""
+    path = path.resolve()
+    if path in _local_modules:
+        return _local_modules[path]
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    name = f"torchlint_local_{path.stem}_{digest}"  # one per file, whatever its folder
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RuleLoadError(f"{path}: cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        del sys.modules[name]
+        raise RuleLoadError(f"{path}:{exc.lineno}: invalid syntax: {exc.msg}") from None
+    except Exception as exc:
+        del sys.modules[name]
+        raise RuleLoadError(f"{path}: cannot be imported: {_said(exc)}") from None
+    _local_modules[path] = module
+    return module
+
+
+def _package_modules(module: ModuleType, origin: str) -> list[ModuleType]:
+    """A plugin's module, or a package's modules (its own and each of its submodules)."""
+    if not hasattr(module, "__path__"):
+        return [module]
+    found = [module]
+    for info in pkgutil.iter_modules(module.__path__):
+        name = f"{module.__name__}.{info.name}"
+        try:
+            found.append(importlib.import_module(name))
+        except Exception as exc:
+            raise RuleLoadError(f"{origin}: `{name}` cannot be imported: {_said(exc)}") from None
+    return found
+
+
+def _defined(module: ModuleType) -> list[type[Rule]]:
+    """The Rule subclasses a module defines (not those it imports)."""
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Rule)
+        and value is not Rule
+        and value.__module__ == module.__name__
+    ]
+
+
+def _checked(module: ModuleType, origin: str, where: str) -> list[type[Rule]]:
+    """The rules of a local or plugin module, each marked with its origin; RuleLoadError
+    (naming `where`) for one without a code and a name, or with a built-in's prefix."""
+    rules = _defined(module)
+    for rule in rules:
+        code = getattr(rule, "code", None)
+        if not isinstance(code, str) or not CODE.fullmatch(code):
+            raise RuleLoadError(
+                f"{where}: rule class `{rule.__name__}` needs a `code`: letters then digits, "
+                f"such as X100 (got {code!r})"
+            )
+        if code.startswith("TL"):
+            raise RuleLoadError(
+                f"{where}: rule {code}: the TL prefix is the built-in rules'; choose another"
+            )
+        if not isinstance(getattr(rule, "name", None), str):
+            raise RuleLoadError(f"{where}: rule {code} needs a `name`, such as `no-save-in-step`")
+        rule.origin = origin
+    return rules
+
+
+def _add(rules: dict[str, type[Rule]], found: list[type[Rule]]) -> None:
+    for rule in found:
+        taken = rules.get(rule.code)
+        if taken is not None and taken is not rule:
+            where = _file(sys.modules[rule.__module__])
+            raise RuleLoadError(
+                f"{where}: rule {rule.code} is already defined by "
+                f"{_file(sys.modules[taken.__module__])}; codes are unique"
+            )
+        rules[rule.code] = rule
+
+
+def _file(module: ModuleType) -> str:
+    return getattr(module, "__file__", None) or module.__name__
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def options_of(rules: dict[str, type[Rule]]) -> dict[str, Option[Any]]:

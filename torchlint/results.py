@@ -63,10 +63,12 @@ class Violation:
 INVALID_SYNTAX = "TL000"  # the text does not parse
 IO_ERROR = "TL900"  # the file cannot be read or written (or is not a notebook)
 ANALYSIS_ERROR = "TL901"  # valid code that could not be analysed or fixed
+RULE_ERROR = "TL902"  # a local or installed rule raised (the others' findings are kept)
 ERROR_NAMES = {
     INVALID_SYNTAX: "invalid-syntax",
     IO_ERROR: "io-error",
     ANALYSIS_ERROR: "analysis-error",
+    RULE_ERROR: "rule-error",
 }
 
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from torchlint.semantic import TorchModule
 
 
+BUILT_IN = "built-in"  # a rule's origin when it ships with torchlint
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """A finding on one CST node, before positions are resolved."""
@@ -30,7 +33,7 @@ class Diagnostic:
 
 
 class Rule:
-    """Base class of every rule in `rules/`.
+    """Base class of every rule: the built-in ones in `rules/`, local rules and plugins.
 
     The module docstring of the rule's file is its documentation: the first line is
     `CODE name: summary`, the rest says why, shows bad and good code, the fix and why
@@ -56,6 +59,9 @@ class Rule:
     # Options read from the configuration, as declared (options.py); rules that share an
     # option share its declaration (the registry checks).
     options: ClassVar[tuple[Option[Any], ...]] = ()
+    # Where the rule comes from, as `torchlint rules` and `--show-settings` say: set by
+    # the registry ("built-in", "local <folder>", "plugin <distribution>").
+    origin: ClassVar[str] = BUILT_IN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
@@ -79,8 +85,10 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
-        """The docstring, then an `Options:` section written from the declarations."""
-        text = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
+        """The docstring (the class's own, else its module's: a module of several rules
+        documents each in its class), then an `Options:` section from the declarations."""
+        own = cls.__dict__.get("__doc__")
+        text = (own or sys.modules[cls.__module__].__doc__ or "").strip()
         if not cls.options:
             return text
         return f"{text}\n\nOptions: {'; '.join(o.summary() for o in cls.options)}."

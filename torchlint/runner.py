@@ -21,7 +21,7 @@ from torchlint.linter import Linter, RuleErrorHandler, unified_diff
 from torchlint.noqa import add_noqa
 from torchlint.notebook import Notebook, NotebookError
 from torchlint.parser import LintError, TooLarge
-from torchlint.results import ANALYSIS_ERROR, IO_ERROR, FileError, FileResult, Job
+from torchlint.results import ANALYSIS_ERROR, IO_ERROR, RULE_ERROR, FileError, FileResult, Job
 from torchlint.source import (
     SourceError,
     SourceFile,
@@ -221,6 +221,7 @@ def lint_text(
         result.warning = str(exc)
     except LintError as exc:
         result.errors = [file_error(exc)]
+    result.errors += [FileError(RULE_ERROR, said) for said in linter.failures.values()]
     if env is not None and env.path is not None:
         result.summary = env.summary.to_json() if env.summary is not None else None
         result.answers = env.answers

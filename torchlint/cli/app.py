@@ -134,9 +134,10 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except RuntimeError as exc:
-        from torchlint.registry import RulesMissing  # not at start-up: it imports libcst
+        # not at start-up: it imports libcst
+        from torchlint.registry import RuleLoadError, RulesMissing
 
-        if not isinstance(exc, RulesMissing):
+        if not isinstance(exc, (RulesMissing, RuleLoadError)):
             raise
         error(str(exc))
         sys.exit(EXIT_ERROR)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from torchlint.cli.app import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, error, note, warn
 from torchlint.cli.flags import CheckOptions
+from torchlint.results import RULE_ERROR
 
 if TYPE_CHECKING:
     from torchlint.config import RunPlan
@@ -43,8 +44,8 @@ def report(
     to_file = out is not sys.stdout
     # Errors are records of every report (TL000 invalid-syntax...); a report read on the
     # terminal shows them already, one read by a program gets them on stderr too.
-    if not human or to_file:
-        for r in errors:
+    for r in errors:  # a rule that raised: said on stderr whatever the report
+        if not human or to_file or any(e.code == RULE_ERROR for e in r.errors):
             error(f"{r.path}: {r.error}")
     warnings = [*warnings, *(f"{r.path}: {r.warning}" for r in results if r.warning is not None)]
     if not options.quiet:

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from torchlint.cli.app import EXIT_ERROR, error
+from torchlint.cli.app import EXIT_ERROR, ConfigOpt, error, load
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
+
+
+def _rules(config_file: Path | None) -> dict[str, type[Rule]]:
+    """The rules of the config given, else of the one nearest the working directory:
+    built-in, installed (plugins) and local."""
+    from torchlint.config import ConfigError
+
+    try:
+        return load(config_file, []).rules
+    except ConfigError as exc:
+        error(str(exc))
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def origin(rule: type[Rule]) -> str:
+    """Where a rule comes from; a local rules folder relative to the working directory."""
+    kind, _, where = rule.origin.partition(" ")
+    return f"local {os.path.relpath(where)}" if kind == "local" else rule.origin
 
 
 def rules_command(
+    config_file: ConfigOpt = None,
     output_format: Annotated[
         str,
         typer.Option(
@@ -17,10 +41,11 @@ def rules_command(
         ),
     ] = "text",
 ) -> None:
-    """List every rule: code, name, family, fix safety, default on/off, preview."""
+    """List every rule: code, name, family, fix safety, default on/off, preview, origin
+    (built-in, a local rules folder, a plugin)."""
     import json
 
-    from torchlint.registry import all_rules, family
+    from torchlint.registry import family
 
     rows = [
         {
@@ -30,9 +55,10 @@ def rules_command(
             "fix": rule.fix_safety.value,
             "default": "on" if rule.default_enabled else "off",
             "preview": "yes" if rule.preview else "no",
+            "origin": origin(rule),
             "summary": rule.summary(),
         }
-        for code, rule in all_rules().items()
+        for code, rule in _rules(config_file).items()
     ]
     if output_format == "json":
         typer.echo(json.dumps(rows, indent=2))
@@ -47,6 +73,7 @@ def rules_command(
         "fix": "Fix",
         "default": "Default",
         "preview": "Preview",
+        "origin": "Origin",
     }
     widths = {k: max(len(h), *(len(r[k]) for r in rows)) for k, h in headers.items()}
     typer.echo("  ".join(h.ljust(widths[k]) for k, h in headers.items()).rstrip())
@@ -56,17 +83,18 @@ def rules_command(
 
 def rule_command(
     code: Annotated[str, typer.Argument(metavar="RULE", help="A rule code or name, e.g. TL201.")],
+    config_file: ConfigOpt = None,
 ) -> None:
     """Print a rule's documentation."""
-    from torchlint.registry import all_rules
-
-    rule = all_rules().get(code.upper()) or next(
-        (r for r in all_rules().values() if r.name == code), None
-    )
+    rules = _rules(config_file)
+    rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
     if rule is None:
         error(f"unknown rule {code!r} (see `torchlint rules`)")
         raise typer.Exit(EXIT_ERROR)
     typer.echo(rule.doc())
     default = "on" if rule.default_enabled else "off"
     preview = " Preview: runs only with `--preview`." if rule.preview else ""
-    typer.echo(f"\nFix safety: {rule.fix_safety.value}. Default: {default}.{preview}")
+    typer.echo(
+        f"\nFix safety: {rule.fix_safety.value}. Default: {default}.{preview} "
+        f"Origin: {origin(rule)}."
+    )

@@ -3,6 +3,7 @@ the settings `--verbose` prints first."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,9 +63,32 @@ def _settings_text(plan: RunPlan, path: Path) -> str:
             f"{key} = {toml_value(value)}" + (f"  # from {source[key]}" if source.get(key) else "")
             for key, value in rows.items()
         ),
-        *describe(declared_options().values(), plan.settings.options),
+        *describe(declared_options(config.rules).values(), plan.settings.options),
+        *_origins(plan),
     ]
     return "\n".join(lines) + "\n"
+
+
+TRUST = (
+    "# Local rules and plugins are Python that torchlint runs: the command line runs the\n"
+    "# config's local rules, the language server only in a trusted workspace (the editor\n"
+    "# setting `trustLocalRules`); installed plugins are trusted as installed."
+)
+
+
+def _origins(plan: RunPlan) -> list[str]:
+    """Where the rules come from (those not built in by code), and what runs as trusted."""
+    from torchlint.cli.rules import origin
+    from torchlint.options import toml_value
+    from torchlint.rule import BUILT_IN
+
+    rules = plan.config.rules
+    built_in = sum(rules[c].origin == BUILT_IN for c in plan.codes)
+    lines = ["", "# Where the rules of the run come from:", f"#   built-in: {built_in} rules"]
+    lines += [f"#   {c}: {origin(rules[c])}" for c in plan.codes if rules[c].origin != BUILT_IN]
+    folders = [os.path.relpath(folder, plan.config.root) for folder in plan.config.local_rules]
+    lines += ["", f"local-rules = {toml_value(folders)}", TRUST]
+    return lines
 
 
 def verbose(plan: RunPlan) -> None:

@@ -35,6 +35,7 @@ WITH_EDITS = frozenset({"json", "json-lines", "sarif", "rdjson", "rdjsonl"})
 
 TOOL_URL = "https://github.com/torchlint/torchlint"
 DOCS_URL = TOOL_URL + "/blob/main/docs/rules/{code}.md"
+EXTENDING_URL = TOOL_URL + "/blob/main/docs/extending.md"
 ERRORS_URL = TOOL_URL + "/blob/main/docs/output-formats.md#files-that-could-not-be-checked"
 
 
@@ -59,7 +60,11 @@ def render(fmt: str, results: list[FileResult], context: Context) -> str:
 
 
 def rule_url(code: str) -> str:
-    return ERRORS_URL if code in ERROR_NAMES else DOCS_URL.format(code=code)
+    """A built-in rule's page; for a local or installed rule, how such rules are written
+    (`torchlint rule CODE` prints its own documentation)."""
+    if code in ERROR_NAMES:
+        return ERRORS_URL
+    return DOCS_URL.format(code=code) if code.startswith("TL") else EXTENDING_URL
 
 
 def is_error(v: Violation) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.registry import all_rules, family
+from torchlint.registry import all_rules, family, find
 from torchlint.reporters import (
     TOOL_URL,
     Context,
@@ -31,6 +31,7 @@ from torchlint.results import (
     ERROR_NAMES,
     INVALID_SYNTAX,
     IO_ERROR,
+    RULE_ERROR,
     FileResult,
     FixRecord,
     Violation,
@@ -145,6 +146,7 @@ _ERRORS = {
     INVALID_SYNTAX: "The file is not valid Python: it could not be checked.",
     IO_ERROR: "The file could not be read or written (or is not a notebook).",
     ANALYSIS_ERROR: "Valid code that torchlint could not analyse or fix.",
+    RULE_ERROR: "A local or installed rule raised on the file; the others' findings are kept.",
 }
 
 
@@ -161,6 +163,8 @@ def error_descriptor(code: str) -> dict[str, Any]:
 
 def render(results: list[FileResult], context: Context) -> str:
     rules = all_rules()
+    local = {v.code for r in results for v in r.violations if v.code not in rules}
+    rules = {**rules, **{code: find(code) for code in sorted(local)}}
     index = {code: i for i, code in enumerate([*rules, *ERROR_NAMES])}
     out = []
     notifications = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from torchlint.registry import all_rules
+from torchlint.registry import known
 from torchlint.reporters import Context, fixable, low_impact
 from torchlint.reporters.style import Style
 from torchlint.results import FileResult
@@ -24,9 +24,9 @@ def rows(results: list[FileResult], context: Context) -> list[dict[str, object]]
     can_fix = Counter(v.code for v in violations if fixable(v, context))
     low = Counter(v.code for v in violations if low_impact(v))
     names = {v.code: v.name for v in violations}
-    rules = all_rules()
     for code in context.hidden:
-        names.setdefault(code, rules[code].name if code in rules else "")
+        rule = known(code)
+        names.setdefault(code, rule.name if rule else "")
     total = {code: counts[code] + context.hidden.get(code, 0) for code in names}
     ordered = sorted(names, key=lambda code: (-counts[code], -total[code], code))
     return [

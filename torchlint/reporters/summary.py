@@ -62,13 +62,12 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
 def fixes_applied(results: list[FileResult], context: Context) -> str:
     """`--fix --show-fixes`: per file (by path), each rule fixed and how often, and how
     many of those findings only other fixes brought about."""
-    from torchlint.registry import all_rules
+    from torchlint.registry import known
 
     fixed = sorted((r for r in results if r.fixed), key=lambda r: r.path)
     if not fixed:
         return ""
     s = Style(context.color)
-    rules = all_rules()
     counts = [Counter(r.fixed) for r in fixed]
     width = len(str(max(max(c.values()) for c in counts)))
     total = sum(len(r.fixed) for r in fixed)
@@ -77,7 +76,8 @@ def fixes_applied(results: list[FileResult], context: Context) -> str:
         lines.append(f"{s.cyan('-')} {s.bold(result.path)}{s.cyan(':')}")
         later = Counter(result.later)
         for code, n in sorted(count.items(), key=lambda item: (-item[1], item[0])):
-            name = rules[code].name if code in rules else "?"
+            rule = known(code)
+            name = rule.name if rule else "?"
             after = f", {later[code]} found only after other fixes" if later[code] else ""
             lines.append(f"    {n:>{width}} x {s.red(code)} ({name}){after}")
     return "\n".join(lines) + "\n\n"

@@ -76,7 +76,7 @@ def _linter(setup: RunPlan, codes: Sequence[str] = (), report: Report | None = N
     handler = _collect(report) if report is not None else None
     codes = codes or setup.codes
     return Linter(
-        instantiate(codes),
+        instantiate(codes, setup.config.rules),
         setup.settings,
         setup.unfixable,
         handler,

@@ -141,7 +141,29 @@ class TorchlintServer(LanguageServer):
         except ConfigError as exc:
             self.once(f"torchlint: invalid settings, not applied: {exc}")
             return False
+        if self.editor.trust_local_rules != self.configs.trusted:  # configs read again
+            self.worker.submit(self.configs.trust, self.editor.trust_local_rules)
+            self.worker.submit(self.projects.clear)
         return True
+
+    def skipped(self, plan: RunPlan | None) -> None:
+        """Log, once, the local rules a config names that are not loaded, and why."""
+        if plan is None or not plan.config.skipped_local:
+            return
+        modules = [
+            str(path)
+            for folder in plan.config.skipped_local
+            for path in sorted(folder.glob("*.py"))
+            if not path.name.startswith("_")
+        ]
+        message = (
+            f"torchlint: {plan.config.source}: local rules not run, the workspace is not "
+            "trusted (they are Python of the repository; the setting `trustLocalRules` "
+            f"runs them): {', '.join(modules) or 'no rule modules'}"
+        )
+        if message not in self.said:
+            self.said.add(message)
+            self.log(message, types.MessageType.Warning)
 
     @property
     def pulls(self) -> bool:
@@ -279,6 +301,7 @@ class TorchlintServer(LanguageServer):
         encoding = str(self.workspace.position_encoding or "utf-16")
         try:
             result = await self.engine(self.analyze, snapshot, encoding)
+            self.skipped(result.setup)
             for failure in result.report.failures:
                 if failure not in self.said:
                     self.said.add(failure)

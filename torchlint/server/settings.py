@@ -2,8 +2,10 @@
 
 The editor's settings (`initializationOptions`, `workspace/didChangeConfiguration`) act
 as the command line's options do: `select` replaces the config's selection, `ignore`
-and `extend-select` add to it, `unsafe-fixes` overrides it. A config file is read once
-and again whenever it, or any candidate file above the document, changes on disk.
+and `extend-select` add to it, `unsafe-fixes` overrides it. `trustLocalRules` lets the
+configs' local rules run (Python of the repository: off unless the editor trusts it). A
+config file is read once and again whenever it, or any candidate file above the document,
+changes on disk.
 """
 
 from __future__ import annotations
@@ -34,13 +36,20 @@ _KEYS = {
     "extendSelect": "extend_select",
     "unsafe-fixes": "unsafe_fixes",
     "unsafeFixes": "unsafe_fixes",
+    "trust-local-rules": "trust_local_rules",
+    "trustLocalRules": "trust_local_rules",
 }
+_SWITCHES = ("unsafe_fixes", "trust_local_rules")
 SECTION = "torchlint"
 
 
 @dataclass(frozen=True)
 class EditorSettings(Overrides):
     """The overrides an editor may set: those of `_KEYS`."""
+
+    # Load the local rules of the configs (the workspace is trusted: a client sets it
+    # from its workspace trust, or the user does).
+    trust_local_rules: bool = False
 
     @classmethod
     def parse(cls, raw: Any) -> EditorSettings:
@@ -57,16 +66,17 @@ class EditorSettings(Overrides):
         for key, value in raw.items():
             name = _KEYS.get(key)
             if name is None:
-                known = "select, ignore, extend-select, unsafe-fixes"
+                known = "select, ignore, extend-select, unsafe-fixes, trust-local-rules"
                 raise ConfigError(f"unknown setting `{key}` (known: {known})")
-            if name == "unsafe_fixes":
+            if name in _SWITCHES:
                 if value is not None and not isinstance(value, bool):
                     raise ConfigError(f"setting `{key}` must be true or false")
-                values[name] = value
+                if value is not None:
+                    values[name] = value
             elif value is not None:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ConfigError(f"setting `{key}` must be a list of rule codes")
-                expand(value)  # validates
+                expand(value, unchecked=True)  # validates (the config's rules: `resolve`)
                 values[name] = tuple(value)
         return cls(**values)
 
@@ -79,9 +89,16 @@ class Configs:
 
     def __init__(self) -> None:
         self._cache: dict[Path, tuple[tuple[_Stamp, ...], Config | ConfigError]] = {}
+        self.trusted = False  # local rules are loaded (`trustLocalRules`)
 
     def clear(self) -> None:
         self._cache.clear()
+
+    def trust(self, trusted: bool) -> None:
+        """Load local rules (or not) from now on: every config is read again."""
+        if trusted != self.trusted:
+            self.trusted = trusted
+            self.clear()
 
     def fresh(self, directory: Path) -> bool:
         """Whether the config last read for `directory` is still what is on disk."""
@@ -98,7 +115,9 @@ class Configs:
             try:
                 path = find_config(directory)
                 found = (
-                    load_config(path) if path else dataclasses.replace(load_config(None), root=root)
+                    load_config(path, self.trusted)
+                    if path
+                    else dataclasses.replace(load_config(None), root=root)
                 )
                 found.read_project_torch(directory)
             except ConfigError as exc:
