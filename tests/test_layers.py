@@ -30,7 +30,7 @@ LAYERS = [
     ["rule", "edits"],
     ["semantic"],
     ["fixes", "parser"],
-    ["undefined", "positions", "results", "options", "metadata"],
+    ["undefined", "positions", "results", "options", "metadata", "knowledge"],
     ["walk", "source", "noqa", "settings", "libcst_compat", "torchlint"],
 ]
 # The one import allowed to run from a lower layer up, and why.

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchlint.knowledge import KnowledgeError, read_knowledge
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import all_rules, options_of
 from torchlint.rule import Rule
-from torchlint.settings import Settings
+from torchlint.settings import Knowledge, Settings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,6 +103,7 @@ class Config:
     # the project's metadata.
     target_torch_source: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    knowledge: Knowledge = field(default_factory=Knowledge)  # [tool.torchlint.semantic]
 
     # -- rules -------------------------------------------------------------------------
 
@@ -167,7 +169,7 @@ class Config:
         return [c for c in codes if c not in ignored]
 
     def settings(self) -> Settings:
-        return Settings(options=self.options, target_torch=self.target_torch)
+        return Settings(self.options, self.target_torch, self.knowledge)
 
     def read_project_torch(self, start: Path) -> None:
         """Without a `target-torch` setting, the oldest torch the project around `start`
@@ -422,13 +424,18 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                     f"got {toml_value(value)}{hint}"
                 )
             config.target_torch = parse_target(value, where)
+        elif key == "semantic":
+            try:
+                config.knowledge = read_knowledge(value, config.root)
+            except KnowledgeError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         elif key in options:
             problem = options[key].problem(value)
             if problem is not None:
                 raise ConfigError(f"{where}: `{key}` {problem}")
             config.options[key] = value
         else:
-            fixed_keys = ["per-file-ignores", "target-torch", "min-impact"]
+            fixed_keys = ["per-file-ignores", "target-torch", "min-impact", "semantic"]
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""

@@ -398,7 +398,7 @@ class Rounds:
         self.job = job
         self.config = config
         self.cache_dir = cache_dir
-        self.store = Summaries(cache_dir) if cache_dir is not None else None
+        self.store = Summaries(cache_dir, job.settings.knowledge) if cache_dir is not None else None
         self.rules = rules_of(job.codes)
         self.projects: list[Project] = []
         self.texts: list[_Texts] = []  # by project
