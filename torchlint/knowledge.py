@@ -43,7 +43,7 @@ def read_knowledge(table: Any, root: Path) -> Knowledge:
     for key, value in table.items():
         if key not in OPTIONS:
             close = difflib.get_close_matches(key, list(OPTIONS), n=1)
-            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            hint = f" (did you mean `semantic.{close[0]}`?)" if close else ""
             raise KnowledgeError(f"unknown key `semantic.{key}`{hint}")
         where = f"`semantic.{key}`"
         if not isinstance(value, list):
