@@ -76,6 +76,46 @@ def test_names_match_through_any_import(tmp_path):
     assert _codes(result.stdout) == [("train.py", 9, "TL401")]
 
 
+def test_a_file_calling_a_named_helper_is_checked_without_the_rules_tokens(tmp_path):
+    """TL401 looks at files that say `backward`: one that steps only through a helper
+    named otherwise is checked too when the helper is named (read from stdin: a file
+    alone, whose rules are chosen by their tokens)."""
+    text = STEPPED.format(module="mylib.train").replace("backward_and_step", "apply_update")
+    for config, expected in (
+        ("", []),
+        (STEP_FUNCTIONS.replace("backward_and_step", "apply_update"), [("train.py", 9, "TL401")]),
+    ):
+        _project(tmp_path, config, {})
+        result = run_cli("check", "--stdin-filename", "train.py", "-", input=text, cwd=tmp_path)
+        assert _codes(result.stdout) == expected
+
+
+def test_the_project_layer_carries_what_a_factory_returns_to_another_file(tmp_path):
+    """A pinned loader a factory returns in one file, iterated by a function of another
+    file that copies its batches synchronously (TL105 there), run after run (cached)."""
+    engine = (
+        "def train(model, loader, opt):\n"
+        "    for x in loader:\n"
+        "        model(x.cuda()).sum().backward()\n"
+        "        opt.step()\n"
+    )
+    main = (
+        "import torch\nfrom mylib.data import build_loader\nfrom engine import train\n\n"
+        "model = torch.nn.Linear(10, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "train(model, build_loader(range(10), pin=True), opt)\n"
+    )
+    config = (
+        "[tool.torchlint.semantic]\n"
+        'loader-factories = [{ name = "mylib.data.build_loader", pin-memory = "pin" }]\n'
+    )
+    _project(tmp_path, config, {"engine.py": engine, "main.py": main})
+    for _ in range(2):
+        assert _codes(run_cli("check", ".", cwd=tmp_path).stdout) == [("engine.py", 3, "TL105")]
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    assert _codes(run_cli("check", ".", cwd=tmp_path).stdout) == []
+
+
 # One program per key, with the finding the key makes (TL404, TL202, TL105).
 MODEL = """\
 import torch

@@ -42,6 +42,13 @@ class Knowledge:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def named_in(self, text: str) -> bool:
+        """The text may call one of the callables named (its last name is in it: an
+        import or a call must spell it), for the cheap tests that skip a file."""
+        names = [*self.model_factories, *self.device_functions]
+        names += [s.name for s in self.step_functions] + [f.name for f in self.loader_factories]
+        return any(name.rpartition(".")[2] in text for name in names)
+
 
 @dataclass
 class Settings:

@@ -380,7 +380,7 @@ class Loaders:
         factory the project's knowledge names) returns (the `element`-th of a tuple)."""
         factory = self.functions.entry(call.func, scope)
         if isinstance(factory, LoaderFactory):
-            return [self._made(call, scope, factory)] if element is None else []
+            return self._made(call, scope, factory) if element is None else []
         export = self.functions.export(call.func, scope)
         if isinstance(export, Function):
             return self.elsewhere(export.returned(element))
@@ -398,16 +398,24 @@ class Loaders:
             found.extend(self.of(value, inner, depth + 1))
         return found
 
-    def _made(self, call: cst.Call, scope: Scope, factory: LoaderFactory) -> Elsewhere:
-        """The loader one call of a loader factory returns: pinned as its `pin-memory`
-        argument says."""
-        ref = f"{factory.name}@{id(call)}"  # one loader per call
+    def _made(self, call: cst.Call, scope: Scope, factory: LoaderFactory) -> list[Loader]:
+        """The loader one call of a loader factory returns (a site of this file, numbered
+        after its DataLoaders by the call's rank), pinned as its `pin-memory` argument
+        says."""
+        rank = self._call_ranks.get(id(call))
+        if rank is None:
+            return []
+        ref = self.functions.env.site(f"#{len(self.sites) + rank}")
         site = self._elsewhere.get(ref)
         if site is None:
             where = factory.pin_memory
             value = MISSING if where is None else given(call, where)
             site = self._elsewhere[ref] = Elsewhere(ref, pinning(value, scope))
-        return site
+        return [site]
+
+    @cached_property
+    def _call_ranks(self) -> dict[int, int]:
+        return {id(c.node): i for i, c in enumerate(self.facts.calls)}
 
     def elsewhere(self, value: Value | None) -> list[Loader]:
         """The loaders of other files a value another file passes or returns holds."""
