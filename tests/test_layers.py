@@ -31,7 +31,7 @@ LAYERS = [
     ["rule", "edits", "api"],
     ["semantic"],
     ["fixes", "parser"],
-    ["undefined", "positions", "results", "options", "metadata"],
+    ["undefined", "positions", "results", "options", "metadata", "knowledge"],
     ["walk", "source", "noqa", "settings", "libcst_compat"],
 ]
 # The one import allowed to run from a lower layer up, and why.

@@ -1,13 +1,13 @@
 """Per-file result cache in `.torchlint_cache/` (under the config root, or the cwd).
 
 An entry holds one file's result for one way of running (torchlint version, a hash of
-torchlint's and the rules' source, the selected codes, rule options, target torch,
-check/fix/diff, unsafe, with_edits, the file's path) and is valid only for the exact
-bytes it was computed from (their SHA-256 is stored and compared). Entries are JSON
-(never pickle: a cache directory can come from anywhere, and loading it must not run
-code), written to a temporary file and renamed into place, so concurrent runs never
-see a partial entry; an unreadable or corrupt entry is a miss, never an error. A
-directory that cannot be written disables the cache silently.
+torchlint's and the rules' source, the selected codes, rule options, target torch, the
+project's knowledge, check/fix/diff, unsafe, with_edits, the file's path) and is valid
+only for the exact bytes it was computed from (their SHA-256 is stored and compared).
+Entries are JSON (never pickle: a cache directory can come from anywhere, and loading
+it must not run code), written to a temporary file and renamed into place, so
+concurrent runs never see a partial entry; an unreadable or corrupt entry is a miss,
+never an error. A directory that cannot be written disables the cache silently.
 
 Only results that leave the file as it is are stored (checks, diffs, and fix runs
 that had nothing to change): the result of a run that rewrote the file is the input
@@ -28,6 +28,7 @@ from typing import Any
 
 from torchlint import __version__
 from torchlint.results import FileError, FileResult, FixRecord, Job, TextEdit, Violation
+from torchlint.settings import Knowledge
 from torchlint.source import SourceError, decode
 
 DIRNAME = ".torchlint_cache"
@@ -73,6 +74,7 @@ class Cache:
             "code": code_fingerprint(),
             "options": job.settings.options,
             "target_torch": job.settings.target_torch,
+            "knowledge": job.settings.knowledge.to_json(),
             "fix": job.fix,
             "unsafe": job.unsafe,
             "diff": job.diff,
@@ -123,12 +125,14 @@ class Cache:
 class Summaries:
     """Project files' summaries, each with the answers about the rest of the project it
     was computed from (`Environment.answers`), by the file's key and content: valid while
-    those answers hold. Independent of the rules selected and of their options."""
+    those answers hold. Independent of the rules selected and of their options; keyed on
+    the project's knowledge (`[tool.torchlint.semantic]`), which summaries read."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, knowledge: Knowledge) -> None:
         self.directory = directory
         self.entries = directory / f"project-v{FORMAT}"
-        self.salt = f"{code_fingerprint()}\0".encode()
+        told = json.dumps(knowledge.to_json(), sort_keys=True)  # what summaries are read with
+        self.salt = f"{code_fingerprint()}\0{told}\0".encode()
         self.writable = True
 
     def _entry(self, root: Path, key: str, content: str) -> Path:

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchlint.knowledge import KnowledgeError, read_knowledge
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
 from torchlint.rule import Rule
-from torchlint.settings import Settings
+from torchlint.settings import Knowledge, Settings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -108,6 +109,7 @@ class Config:
     local_rules: tuple[Path, ...] = ()
     skipped_local: tuple[Path, ...] = ()
     rules: dict[str, type[Rule]] = field(default_factory=all_rules, repr=False, compare=False)
+    knowledge: Knowledge = field(default_factory=Knowledge)  # [tool.torchlint.semantic]
 
     # -- rules -------------------------------------------------------------------------
 
@@ -177,7 +179,7 @@ class Config:
         return expand(selectors, self.rules, unchecked=bool(self.skipped_local))
 
     def settings(self) -> Settings:
-        return Settings(options=self.options, target_torch=self.target_torch)
+        return Settings(self.options, self.target_torch, self.knowledge)
 
     def read_project_torch(self, start: Path) -> None:
         """Without a `target-torch` setting, the oldest torch the project around `start`
@@ -473,6 +475,11 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                     f"got {toml_value(value)}{hint}"
                 )
             config.target_torch = parse_target(value, where)
+        elif key == "semantic":
+            try:
+                config.knowledge = read_knowledge(value, config.root)
+            except KnowledgeError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         elif key in options:
             problem = options[key].problem(value)
             if problem is not None:
@@ -482,6 +489,7 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
             continue  # perhaps an option of a local rule not loaded
         else:
             fixed_keys = ["per-file-ignores", "target-torch", "min-impact", "local-rules"]
+            fixed_keys += ["semantic"]
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""

@@ -35,7 +35,7 @@ from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
-from torchlint.settings import Settings
+from torchlint.settings import Knowledge, Settings
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
@@ -73,13 +73,18 @@ class _Pass:
     remaining: list[Violation] | None  # nothing applied: the findings that remain
 
 
-def applies(rules: Sequence[Rule], source: str) -> list[Rule]:
-    """The rules that may have something to say about this text (a cheap test)."""
+def applies(rules: Sequence[Rule], source: str, knowledge: Knowledge | None = None) -> list[Rule]:
+    """The rules that may have something to say about this text (a cheap test); all of
+    them where it names a callable the project's knowledge tells of."""
+    if knowledge is not None and knowledge.named_in(source):
+        return list(rules)
     return [r for r in rules if _may_apply(r, source)]
 
 
-def any_applies(rules: Sequence[Rule], source: str) -> bool:
+def any_applies(rules: Sequence[Rule], source: str, knowledge: Knowledge) -> bool:
     """Some rule may have something to say about this text (`applies`, stopping early)."""
+    if rules and knowledge.named_in(source):
+        return True
     return any(_may_apply(r, source) for r in rules)
 
 
@@ -219,7 +224,7 @@ class Linter:
         again only where it changed since the buffer's last text. `env`: what the rest of
         the project tells the file (and gets its summary)."""
         refuse_unchecked(source)  # before anything else reads the whole text
-        rules = applies(self.rules, source)
+        rules = applies(self.rules, source, self.settings.knowledge)
         if not rules and not (env is not None and env.reached):
             check_compiles(source, path)
             return []
@@ -295,7 +300,7 @@ class Linter:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
         Each pass is checked before it is kept (`torchlint.gate`). `env`: as for `lint`."""
         refuse_unchecked(source)
-        rules = applies(self.rules, source)
+        rules = applies(self.rules, source, self.settings.knowledge)
         outcome = FixOutcome(source)
         if not rules and not (env is not None and env.reached):
             check_compiles(source, path)
@@ -324,7 +329,7 @@ class Linter:
             text = step.text
             # A fix may bring in what another rule looks for (TL303 adds a
             # DistributedSampler that TL304 checks): re-select on the new text.
-            rules = applies(self.rules, text)
+            rules = applies(self.rules, text, self.settings.knowledge)
         else:
             diagnostics = self._diagnostics(module, path, rules, env)
             outcome.remaining = self._violations(module, text, diagnostics, False, None, refused)

@@ -398,7 +398,7 @@ class Rounds:
         self.job = job
         self.config = config
         self.cache_dir = cache_dir
-        self.store = Summaries(cache_dir) if cache_dir is not None else None
+        self.store = Summaries(cache_dir, job.settings.knowledge) if cache_dir is not None else None
         self.rules = rules_of(job.codes)
         self.projects: list[Project] = []
         self.texts: list[_Texts] = []  # by project
@@ -534,13 +534,17 @@ class Rounds:
                 "stamp": list(stamp) if stamp is not None else None,
                 "digest": content_digest(raw),
                 "names": imported(text),
-                "told": any_applies(self.rules, text),
-                "engages": engages(text),
+                "told": any_applies(self.rules, text, self.job.settings.knowledge),
+                "engages": engages(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text,
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not
             try:
-                found = {**found, "told": any_applies(self.rules, decode(read_bytes(path))[0])}
+                text = decode(read_bytes(path))[0]
+                found = {
+                    **found,
+                    "told": any_applies(self.rules, text, self.job.settings.knowledge),
+                }
             except SourceError:
                 return
         if before.get("layout") == scan["layout"] and "imports" in found:

@@ -37,6 +37,7 @@ def show(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: 
 def _settings_text(plan: RunPlan, path: Path) -> str:
     """The resolved settings for `path`, as TOML keys."""
     from torchlint.config import declared_options
+    from torchlint.knowledge import written
     from torchlint.options import describe, toml_value
     from torchlint.runner import display
 
@@ -53,6 +54,7 @@ def _settings_text(plan: RunPlan, path: Path) -> str:
         "extend-exclude": config.extend_exclude,
         "force-exclude": config.force_exclude,
         "respect-gitignore": config.respect_gitignore,
+        **{f"semantic.{k}": v for k, v in written(plan.settings.knowledge).items()},
     }
     source = {"target-torch": config.target_torch_source} if config.target_torch else {}
     lines = [

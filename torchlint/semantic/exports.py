@@ -21,6 +21,7 @@ from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, str_value
+from torchlint.settings import Knowledge
 from torchlint.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
@@ -62,8 +63,10 @@ def may_tell(text: str) -> bool:
 ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
 
 
-def engages(text: str) -> bool:
-    return any(token in text for token in ENGAGING)
+def engages(text: str, knowledge: Knowledge) -> bool:
+    """The file may train, evaluate or load data: a token of it, or a callable the
+    project's knowledge names."""
+    return any(token in text for token in ENGAGING) or knowledge.named_in(text)
 
 
 def summarize(module: TorchModule) -> Summary:

@@ -8,9 +8,11 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Environment, Function
-from torchlint.semantic.portable import Value
+from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
+from torchlint.semantic.portable import Network, Value
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
-from torchlint.semantic.syntax import MISSING, keyword
+from torchlint.semantic.syntax import MISSING, keyword, positional
+from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 MAX_DEPTH = 4
 # Iterables that yield what the loader yields, one item per batch.
@@ -30,10 +32,45 @@ class Target:
     offset: int
 
 
+def told(knowledge: Knowledge) -> dict[str, Function]:
+    """The callables `[tool.torchlint.semantic]` names, as the functions of another file
+    they stand for: what a call of each does or returns."""
+    found = {
+        s.name: Function(s.name, (), steps=s.step, backward=s.backward)
+        for s in knowledge.step_functions
+    }
+    for factory in knowledge.loader_factories:
+        found[factory.name] = Function(
+            factory.name, (), returns=Value(loaders=frozenset({factory.name}))
+        )
+    for name in knowledge.model_factories:
+        network = Network(ModelKind.NETWORK, cls=name)
+        found[name] = Function(name, (), returns=Value(network=network))
+    gpu = Device(DeviceKind.ACCELERATOR, cpu_path=True)  # a GPU where there is one
+    for name in knowledge.device_functions:
+        found[name] = Function(name, (), returns=Value(device=gpu))
+    return found
+
+
+def given(call: cst.Call, where: str | int) -> cst.BaseExpression:
+    """The argument a call passes by keyword `where`, or at position `where`; else
+    MISSING."""
+    if isinstance(where, str):
+        return keyword(call, where)
+    args = positional(call)
+    return args[where] if where < len(args) else MISSING
+
+
 class Functions:
-    def __init__(self, facts: Facts, env: Environment) -> None:
+    def __init__(self, facts: Facts, env: Environment, knowledge: Knowledge | None = None) -> None:
         self.facts = facts
         self.env = env
+        knowledge = knowledge or Knowledge()
+        self._told = told(knowledge)
+        self._entries: dict[str, StepFunction | LoaderFactory] = {
+            s.name: s for s in knowledge.step_functions
+        }
+        self._entries.update((f.name, f) for f in knowledge.loader_factories)
         self._callers: dict[int, list[tuple[CallSite, int]]] | None = None
         self._targets: dict[int, Target | None] = {}
         self._names: dict[int, str] | None = None
@@ -197,13 +234,22 @@ class Functions:
         return self.passed(param) is None
 
     def export(self, node: cst.CSTNode, scope: Scope) -> Class | Function | None:
-        """The class or function of another file of the project an expression names."""
+        """The class or function of another file of the project an expression names, or
+        a callable the project's knowledge names (`told`)."""
         key = id(node)  # a node is read in one scope
         if key not in self._exports:
             qualname = scope.resolve(node)
-            found = self.env.export(qualname) if qualname is not None else None
+            found = (
+                None if qualname is None else self._told.get(qualname) or self.env.export(qualname)
+            )
             self._exports[key] = found if isinstance(found, (Class, Function)) else None
         return self._exports[key]
+
+    def entry(self, node: cst.CSTNode, scope: Scope) -> StepFunction | LoaderFactory | None:
+        """The step function or loader factory of the project's knowledge an expression
+        names (what its arguments mean)."""
+        qualname = scope.resolve(node)
+        return self._entries.get(qualname) if qualname is not None else None
 
     def instance_export(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> Class | None:
         """The class of another file whose instance `node` holds: built here from an

@@ -12,11 +12,12 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses
-from torchlint.semantic.functions import WRAPPERS, Functions
+from torchlint.semantic.functions import WRAPPERS, Functions, given
 from torchlint.semantic.portable import Value
 from torchlint.semantic.scopes import CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 from torchlint.semantic.values import Values
+from torchlint.settings import LoaderFactory
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Positional parameters of torch.utils.data.DataLoader, in order.
@@ -375,8 +376,11 @@ class Loaders:
     def _returned(
         self, call: cst.Call, scope: Scope, element: int | None, depth: int
     ) -> list[Loader]:
-        """Loaders a function of this file (or of another file of the project) returns
-        (the `element`-th of a tuple)."""
+        """Loaders a function of this file (or of another file of the project, or a loader
+        factory the project's knowledge names) returns (the `element`-th of a tuple)."""
+        factory = self.functions.entry(call.func, scope)
+        if isinstance(factory, LoaderFactory):
+            return self._made(call, scope, factory) if element is None else []
         export = self.functions.export(call.func, scope)
         if isinstance(export, Function):
             return self.elsewhere(export.returned(element))
@@ -393,6 +397,25 @@ class Loaders:
                 value = value.elements[element].value
             found.extend(self.of(value, inner, depth + 1))
         return found
+
+    def _made(self, call: cst.Call, scope: Scope, factory: LoaderFactory) -> list[Loader]:
+        """The loader one call of a loader factory returns (a site of this file, numbered
+        after its DataLoaders by the call's rank), pinned as its `pin-memory` argument
+        says."""
+        rank = self._call_ranks.get(id(call))
+        if rank is None:
+            return []
+        ref = self.functions.env.site(f"#{len(self.sites) + rank}")
+        site = self._elsewhere.get(ref)
+        if site is None:
+            where = factory.pin_memory
+            value = MISSING if where is None else given(call, where)
+            site = self._elsewhere[ref] = Elsewhere(ref, pinning(value, scope))
+        return [site]
+
+    @cached_property
+    def _call_ranks(self) -> dict[int, int]:
+        return {id(c.node): i for i, c in enumerate(self.facts.calls)}
 
     def elsewhere(self, value: Value | None) -> list[Loader]:
         """The loaders of other files a value another file passes or returns holds."""
@@ -452,6 +475,17 @@ class Loaders:
         index = param.index - offset if param.index is not None else None
         value = argument(caller.node, param.symbol.name, index=index)
         return value is not MISSING and site in self.of(value, caller.scope)
+
+
+def pinning(value: cst.BaseExpression, scope: Scope) -> bool:
+    """A `pin_memory` argument that pins: `True`, or whether an accelerator is there to
+    copy to."""
+    if isinstance(value, cst.Name) and value.value == "True":
+        return True
+    return isinstance(value, cst.Call) and scope.resolve(value.func) in (
+        "torch.cuda.is_available",
+        "torch.accelerator.is_available",
+    )
 
 
 _ItemStore = tuple[cst.Subscript, cst.BaseExpression | None, Context]

@@ -9,12 +9,13 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Function, Global
-from torchlint.semantic.functions import Functions
+from torchlint.semantic.functions import Functions, given
 from torchlint.semantic.models import Model, Models
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
 from torchlint.semantic.scopes import CallSite, Kind, Scope
-from torchlint.semantic.syntax import children, contains, has_modulo
+from torchlint.semantic.syntax import MISSING, children, contains, has_modulo
 from torchlint.semantic.values import Values
+from torchlint.settings import StepFunction
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
@@ -124,8 +125,14 @@ class Training:
         return next(iter(found.values())) if len(found) == 1 else None
 
     def stepped(self, call: CallSite) -> cst.Call | None:
-        """The call that built the optimizer that `opt.step()`, `opt.zero_grad()` or
-        `scaler.step(opt)` acts on."""
+        """The call that built the optimizer that `opt.step()`, `opt.zero_grad()`,
+        `scaler.step(opt)` or a step function of the project's knowledge (its `optimizer`
+        argument) acts on."""
+        entry = self.functions.entry(call.node.func, call.scope)
+        if isinstance(entry, StepFunction) and entry.optimizer is not None:
+            passed = given(call.node, entry.optimizer)
+            origin = self.built(passed, call.scope) if passed is not MISSING else None
+            return origin[0] if origin is not None and origin[1] == OPTIMIZER else None
         if call.receiver is None:
             return None
         origin = self.built(call.receiver, call.scope)

@@ -13,7 +13,7 @@ from torchlint.semantic.devices import Device, Devices
 from torchlint.semantic.external import Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders
+from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders, pinning
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import Networks
@@ -56,7 +56,7 @@ class TorchModule:
         self.scope: Scope = facts.scope
         self.calls: list[CallSite] = facts.calls
         self.loops: list[Loop] = facts.loops
-        self.functions = Functions(facts, env)
+        self.functions = Functions(facts, env, settings.knowledge)
         self.values = Values(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
         self._models = Models(facts, self.functions, self.values)
@@ -451,13 +451,7 @@ class TorchModule:
         another file of the project says, for a loader built there)."""
         if isinstance(loader, Elsewhere):
             return loader.pinned
-        value = loader.arg("pin_memory")
-        if isinstance(value, cst.Name) and value.value == "True":
-            return True
-        return isinstance(value, cst.Call) and loader.call.scope.resolve(value.func) in (
-            "torch.cuda.is_available",
-            "torch.accelerator.is_available",
-        )
+        return pinning(loader.arg("pin_memory"), loader.call.scope)
 
     # -- where code runs (runs.py) -------------------------------------------------------
 

@@ -443,7 +443,6 @@ def _apply_batch_size(
     from torchlint.linter import Linter, unified_diff
     from torchlint.parser import LintError
     from torchlint.registry import all_rules
-    from torchlint.settings import Settings
     from torchlint.source import SourceError, write_source
 
     script = options.script
@@ -454,8 +453,8 @@ def _apply_batch_size(
         print(f"--apply: rule TL001 is not available; set batch_size={best} by hand", file=out)
         return EXIT_FAILED
     config = _load_config(script, options.config_file)
-    settings = Settings(
-        options={**config.options, "min-batch-size": best}, target_torch=config.target_torch
+    settings = dataclasses.replace(
+        config.settings(), options={**config.options, "min-batch-size": best}
     )
     try:
         outcome = Linter(instantiate(["TL001"]), settings).fix(
