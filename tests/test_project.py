@@ -323,10 +323,10 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     """models.py (no rule reads it) is read once for train.py's sake: the summary cache
     keeps it, and a run with nothing changed reads no file again, whether models.py is
     asked too or not."""
-    import torchlint.parallel as parallel
+    import torchlint.rounds as rounds
 
     reads: list[str] = []
-    real = parallel._Fetch.__call__
+    real = rounds._Fetch.__call__
 
     def counted(self, key: str):
         found = real(self, key)
@@ -334,7 +334,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
             reads.append(key)
         return found
 
-    monkeypatch.setattr(parallel._Fetch, "__call__", counted)
+    monkeypatch.setattr(rounds._Fetch, "__call__", counted)
     monkeypatch.setenv("TORCHLINT_WORKERS", "1")  # the reads happen in this process
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     (tmp_path / "models.py").write_text(MODELS)
@@ -385,7 +385,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     stored: no file is analysed (a cached result stands where its answers are those
     stored with the file's summary, else they are asked again). With other rules
     selected (results not cached), the findings are those of a run without a cache."""
-    import torchlint.parallel as parallel
+    import torchlint.pool as pool
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)
@@ -395,7 +395,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     first = _check(root, _files(root), cache)
     assert ("mypkg/engine.py", 12, "TL401") in first
     work: list[str] = []
-    for name, owner in (("lint_one", parallel),):
+    for name, owner in (("lint_one", pool),):
         real = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)

@@ -17,7 +17,7 @@ from lsprotocol import types
 
 from torchlint.config import ConfigError
 from torchlint.incremental import Buffer
-from torchlint.parallel import MAX_ROUNDS
+from torchlint.rounds import MAX_ROUNDS
 from torchlint.results import ANALYSIS_ERROR, FileError
 from torchlint.server.analysis import (
     Buffers,

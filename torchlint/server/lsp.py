@@ -39,7 +39,7 @@ from pygls.workspace import TextDocument
 
 from torchlint import __version__
 from torchlint.config import CONFIG_FILES, ConfigError
-from torchlint.parallel import MAX_ROUNDS
+from torchlint.rounds import MAX_ROUNDS
 from torchlint.reporters import low_impact, rule_url
 from torchlint.results import Violation
 from torchlint.semantic.external import Environment

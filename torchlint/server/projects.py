@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from torchlint.cache import location
 from torchlint.config import Config, ConfigError
-from torchlint.parallel import INTERNAL, Rounds, stands
+from torchlint.pool import INTERNAL
+from torchlint.rounds import Rounds, stands
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import display
@@ -29,7 +30,7 @@ from torchlint.semantic.external import Environment
 from torchlint.server.settings import Configs, EditorSettings, setup
 
 if TYPE_CHECKING:
-    from torchlint.parallel import _Task
+    from torchlint.pool import Task as _Task
 
 _ids = itertools.count(1)  # openings, in order: a later one replaces an earlier one
 How = tuple[tuple[str, ...], Settings]  # the rules a project is read for, and their settings
