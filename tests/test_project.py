@@ -382,9 +382,11 @@ def test_a_value_is_something_when_any_of_its_facts_is():
 
 def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Path, monkeypatch):
     """Once a run has reached a fixed point, a run over the same bytes trusts what it
-    stored: no file is analysed (a cached result stands where its answers are those
-    stored with the file's summary, else they are asked again). With other rules
-    selected (results not cached), the findings are those of a run without a cache."""
+    stored: no file is analysed, and no stored summary is read (a cached result stands
+    where its answers are those of the fixed point, else they are asked again). With
+    other rules selected (results not cached), the findings are those of a run without
+    a cache."""
+    import torchlint.cache as store
     import torchlint.pool as pool
 
     root = tmp_path / "engine_layout"
@@ -395,7 +397,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     first = _check(root, _files(root), cache)
     assert ("mypkg/engine.py", 12, "TL401") in first
     work: list[str] = []
-    for name, owner in (("lint_one", pool),):
+    for name, owner in (("lint_one", pool), ("get", store.Summaries)):
         real = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)

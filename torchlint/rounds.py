@@ -14,7 +14,7 @@ from torchlint.cache import Cache, Summaries, content_digest
 from torchlint.config import Config
 from torchlint.linter import Linter, LintError, any_applies
 from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
-from torchlint.project import Layout, Project, find_root
+from torchlint.project import Layout, Project, answers_digest, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, rules_of
@@ -85,6 +85,15 @@ def _fingerprint(data: Any) -> str:
 def _state(keys: Iterable[str], digests: Mapping[str, str | None]) -> str:
     """Files and the digests of their bytes (None: unreadable), as one digest."""
     return _fingerprint([[k, digests.get(k)] for k in sorted(keys)])
+
+
+def _settled(project: Project) -> dict[str, str]:
+    """The answers of a project's files at the fixed point it is in, as digests: where
+    trusted, those of the last, but for the files asked again."""
+    found = dict(project.settled) if project.trusted else {}
+    keys = project.recheck if project.trusted else project.answers
+    found.update({k: answers_digest(project.answers[k]) for k in keys if k in project.answers})
+    return found
 
 
 def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
@@ -182,8 +191,9 @@ class Rounds:
             # Byte for byte as at the last fixed point, or but for files asked (a commit's,
             # an editor's): nothing is read until needed, and what the files asked tell is
             # compared with what they told then.
-            project.trusted = before.get("fixed") == state
+            project.trusted = before.get("fixed") == state and "answers" in before
             project.reached = set(before.get("reached", ()))
+            project.settled = dict(before.get("answers", {}))
             changed = None if project.trusted else self._changed(index, before)
             if changed is not None and changed <= {t.key for t in asked}:
                 project.trusted = True
@@ -198,7 +208,7 @@ class Rounds:
     def _changed(self, index: int, before: dict[str, Any]) -> set[str] | None:
         """The files of a project whose bytes differ from those of its last fixed point;
         None if there is none, or files were added or removed since."""
-        if "fixed" not in before or "layout" not in before:
+        if not {"fixed", "layout", "answers"} <= before.keys():
             return None
         scan = self.scans[index]
         if scan["layout"] != before["layout"]:
@@ -222,11 +232,12 @@ class Rounds:
             return
         for index, project in enumerate(self.projects):
             scan = dict(self.scans[index])
-            if fixed:  # the state, and the files another file reaches into in it
+            if fixed:  # the state, the files another file reaches into, the answers
                 scan["fixed"] = self._state(index)
                 scan["reached"] = sorted(
                     project.reached if project.trusted else project.program.reached
                 )
+                scan["answers"] = _settled(project)
             if scan["files"] and scan != self.before[index]:
                 self.store.put_scan(project.layout.root, scan)
 

@@ -39,9 +39,9 @@ from pygls.workspace import TextDocument
 
 from torchlint import __version__
 from torchlint.config import CONFIG_FILES, ConfigError
-from torchlint.rounds import MAX_ROUNDS
 from torchlint.reporters import low_impact, rule_url
 from torchlint.results import Violation
+from torchlint.rounds import MAX_ROUNDS
 from torchlint.semantic.external import Environment
 from torchlint.server import analysis
 from torchlint.server.analysis import Cell, Problem, Report

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from torchlint.cache import location
 from torchlint.config import Config, ConfigError
 from torchlint.pool import INTERNAL
-from torchlint.rounds import Rounds, stands
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
+from torchlint.rounds import Rounds, stands
 from torchlint.runner import display
 from torchlint.semantic import Settings
 from torchlint.semantic.external import Environment
