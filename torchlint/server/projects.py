@@ -73,7 +73,7 @@ class Opened:
     # -- the rounds, a step at a time --------------------------------------------------
 
     def batches(self, round_: int) -> list[list[_Task]]:
-        return self.rounds.batches(self.rounds.due(), round_)
+        return self.rounds.batches(self.rounds.due())
 
     def analyse(self, task: _Task) -> FileResult:
         """One file's summary; a bug in torchlint is an error of that file (as in a run),
