@@ -413,6 +413,32 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     assert found == _check(root, _files(root)) == {f for f in first if f[2] != "TL202"}
 
 
+def test_a_file_asked_after_an_edit_that_tells_what_it_told_reads_nothing_stored(
+    tmp_path: Path, monkeypatch
+):
+    """A hook asks about an edited file (a comment) that the project does not reach:
+    its summary is the one the fixed point has, so its result needs neither the other
+    files' stored summaries nor the linked program (what the fixed point stored for the
+    file's old bytes is read, once), and is that of a run without a cache."""
+    import torchlint.cache as store
+
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    cache = tmp_path / "cache"
+    models = root / "mypkg" / "models.py"
+    _check(root, _files(root), cache)
+    models.write_text(models.read_text() + "# a comment\n")
+    reads: list[str] = []
+    real = store.Summaries.get
+    monkeypatch.setattr(store.Summaries, "get", lambda *a: reads.append(a[2]) or real(*a))
+    assert _check(root, [models], cache) == set()
+    assert reads == ["mypkg/models.py"], reads
+    monkeypatch.undo()
+    assert _check(root, [models]) == set()
+
+
 def test_a_file_asked_after_an_edit_is_checked_against_the_last_fixed_point(
     tmp_path: Path, monkeypatch
 ):

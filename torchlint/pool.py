@@ -152,8 +152,8 @@ def analyse(project: Project, item: _Item, job: Job) -> FileResult:
     assert key is not None
     env = project.environment(key)
     result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
-    program = project.program
-    if program.fetched:
+    program = project.linked
+    if program is not None and program.fetched:
         result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
         program.fetched.clear()
     return result

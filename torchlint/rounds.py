@@ -100,7 +100,7 @@ def _settled(project: Project) -> dict[str, str]:
 def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
     """A result of a file of `project` still stands: its answers hold, and it analysed
     the file (`checked`) if another file now reaches into it."""
-    reached = project.reached if project.trusts(key) else project.program.reached
+    reached = project.reached if project.trusted else project.program.reached
     if not checked and key in reached:
         return False
     return project.holds(key, answers)
@@ -304,12 +304,19 @@ class Rounds:
         self.levels.update({(index, k): n for k, n in levels(graph).items()})
 
     def _seed(self, project: Project, index: int, root: Path) -> None:
-        """The summaries stored for the bytes each file holds now."""
+        """The summaries stored for the bytes each file holds now; for a file asked again
+        since the fixed point, the one it had there until it is analysed (what the
+        fixed point's answers were computed from)."""
         assert self.store is not None
+        files = self.before[index].get("files", {})
         for (i, key), digest in list(self.digests.items()):
-            stored = self.store.get(root, key, digest) if i == index else None
-            if stored is not None:
-                project.update(key, *stored)
+            if i != index:
+                continue
+            stored = self.store.get(root, key, digest)
+            if stored is None and key in project.recheck and files.get(key, {}).get("digest"):
+                stored = self.store.get(root, key, files[key]["digest"])
+            if stored is not None:  # answers recorded already are this run's
+                project.update(key, stored[0], project.answers.get(key, stored[1]))
 
     def reread(self, index: int, key: str) -> bool:
         """Read a file of a project (not asked) again after it changed on disk: its
@@ -431,7 +438,9 @@ class Rounds:
         project = self.projects[task.project]
         if result.summary is None and result.error is not None:
             project.unreadable.add(task.key)
-        elif result.summary is None and task.key in project.summaries:
+        elif result.summary is None and (
+            task.key in project.summaries or task.key in project.recheck
+        ):
             return  # not analysed (no rule reads it): what was read for another file stands
         if project.trusts(task.key):
             return  # a stored result, of the bytes the stored summaries are of

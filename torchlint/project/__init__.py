@@ -72,6 +72,11 @@ class Project:
             self._program = Program(self.layout, dict(self.summaries), fetch)
         return self._program
 
+    @property
+    def linked(self) -> Program | None:
+        """The program, if linked already (`program` links it)."""
+        return self._program
+
     def _fetch(self, key: str) -> Summary | None:
         assert self.fetch is not None
         summary = self.fetch(key)
@@ -88,7 +93,8 @@ class Project:
     def environment(self, key: str) -> Environment:
         """What a file of the project is told: all of it where it engages or the project
         reaches it, else nothing but its own name (for the summary it gives)."""
-        if key in self.engaged or self.program.reaches(key):
+        reached = key in self.reached if self.trusted else self.program.reaches(key)
+        if key in self.engaged or reached:
             return self.program.environment(key)
         return Environment(path=key)
 
@@ -103,6 +109,10 @@ class Project:
     def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
         """Keep a file's new summary; True when it differs from the one the program was
         linked from (the program is linked again when next asked)."""
+        fixed = self.trusted and key in self.recheck and self.recheck[key] == summary
+        if fixed and self.seed is not None:
+            self.answers[key] = answers  # as at the fixed point: nothing to read or link
+            return False
         self.ready()
         self.answers[key] = answers
         old = self.summaries.get(key)
