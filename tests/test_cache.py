@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import torchlint.parallel as parallel
+import torchlint.pool as pool
 from torchlint.cache import DIRNAME, FORMAT, TAG, Cache, code_fingerprint
 from torchlint.config import load_config
 from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
@@ -175,12 +176,12 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     files = _many(tmp_path)
     config = load_config(None)
     job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
-    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    monkeypatch.setenv(pool.WORKERS_ENV, "1")
     seen_alone: list[str] = []
     alone = parallel.run_files(files, job, config, lambda r: seen_alone.append(r.path))
-    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
-    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
-    assert parallel._pool_size([parallel._Task(i, f, ()) for i, f in enumerate(files)]) == 3
+    monkeypatch.setenv(pool.WORKERS_ENV, "3")
+    monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
+    assert pool._pool_size([pool.Task(i, f, ()) for i, f in enumerate(files)]) == 3
     seen_pool: list[str] = []
     pooled = parallel.run_files(files, job, config, lambda r: seen_pool.append(r.path))
     assert pooled == alone
@@ -192,8 +193,8 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
 def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
     files = _many(tmp_path, 24)
     config = load_config(None)
-    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
-    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
+    monkeypatch.setenv(pool.WORKERS_ENV, "2")
+    monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
     job = Job(codes=("TL201",), settings=config.settings(), fix=True, unsafe=True)
     cache = tmp_path / "cache"
     fixable = [f for f in files if "DataLoader(ds" in f.read_text() and "(:" not in f.read_text()]
@@ -208,6 +209,6 @@ def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
 
 
 def test_small_runs_stay_in_process(tmp_path, monkeypatch):
-    monkeypatch.setenv(parallel.WORKERS_ENV, "4")
-    tasks = [parallel._Task(i, p, ()) for i, p in enumerate(_many(tmp_path, 10))]
-    assert parallel._pool_size(tasks) == 1
+    monkeypatch.setenv(pool.WORKERS_ENV, "4")
+    tasks = [pool.Task(i, p, ()) for i, p in enumerate(_many(tmp_path, 10))]
+    assert pool._pool_size(tasks) == 1

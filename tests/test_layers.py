@@ -23,6 +23,8 @@ LAYERS = [
     ["cli"],
     ["server"],
     ["parallel"],
+    ["rounds"],
+    ["pool"],
     ["runner", "docs", "verify", "project", "testing"],
     # `torchlint`: the package's `__version__`, and the public API (`api`) it forwards
     ["config", "cache", "reporters", "progress", "torchlint"],

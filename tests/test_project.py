@@ -315,10 +315,10 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     """models.py (no rule reads it) is read once for train.py's sake: the summary cache
     keeps it, and a run with nothing changed reads no file again, whether models.py is
     asked too or not."""
-    import torchlint.parallel as parallel
+    import torchlint.rounds as rounds
 
     reads: list[str] = []
-    real = parallel._Fetch.__call__
+    real = rounds._Fetch.__call__
 
     def counted(self, key: str):
         found = real(self, key)
@@ -326,7 +326,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
             reads.append(key)
         return found
 
-    monkeypatch.setattr(parallel._Fetch, "__call__", counted)
+    monkeypatch.setattr(rounds._Fetch, "__call__", counted)
     monkeypatch.setenv("TORCHLINT_WORKERS", "1")  # the reads happen in this process
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     (tmp_path / "models.py").write_text(MODELS)
@@ -374,10 +374,12 @@ def test_a_value_is_something_when_any_of_its_facts_is():
 
 def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Path, monkeypatch):
     """Once a run has reached a fixed point, a run over the same bytes trusts what it
-    stored: no file is analysed (a cached result stands where its answers are those
-    stored with the file's summary, else they are asked again). With other rules
-    selected (results not cached), the findings are those of a run without a cache."""
-    import torchlint.parallel as parallel
+    stored: no file is analysed, and no stored summary is read (a cached result stands
+    where its answers are those of the fixed point, else they are asked again). With
+    other rules selected (results not cached), the findings are those of a run without
+    a cache."""
+    import torchlint.cache as store
+    import torchlint.pool as pool
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)
@@ -387,7 +389,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     first = _check(root, _files(root), cache)
     assert ("mypkg/engine.py", 12, "TL401") in first
     work: list[str] = []
-    for name, owner in (("lint_one", parallel),):
+    for name, owner in (("lint_one", pool), ("get", store.Summaries)):
         real = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)
@@ -401,6 +403,32 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     found = _check(root, _files(root), cache)
     assert "lint_one" in work
     assert found == _check(root, _files(root)) == {f for f in first if f[2] != "TL202"}
+
+
+def test_a_file_asked_after_an_edit_that_tells_what_it_told_reads_nothing_stored(
+    tmp_path: Path, monkeypatch
+):
+    """A hook asks about an edited file (a comment) that the project does not reach:
+    its summary is the one the fixed point has, so its result needs neither the other
+    files' stored summaries nor the linked program (what the fixed point stored for the
+    file's old bytes is read, once), and is that of a run without a cache."""
+    import torchlint.cache as store
+
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    cache = tmp_path / "cache"
+    models = root / "mypkg" / "models.py"
+    _check(root, _files(root), cache)
+    models.write_text(models.read_text() + "# a comment\n")
+    reads: list[str] = []
+    real = store.Summaries.get
+    monkeypatch.setattr(store.Summaries, "get", lambda *a: reads.append(a[2]) or real(*a))
+    assert _check(root, [models], cache) == set()
+    assert reads == ["mypkg/models.py"], reads
+    monkeypatch.undo()
+    assert _check(root, [models]) == set()
 
 
 def test_a_file_asked_after_an_edit_is_checked_against_the_last_fixed_point(

@@ -17,8 +17,8 @@ from lsprotocol import types
 
 from torchlint.config import ConfigError
 from torchlint.incremental import Buffer
-from torchlint.parallel import MAX_ROUNDS
 from torchlint.results import ANALYSIS_ERROR, FileError
+from torchlint.rounds import MAX_ROUNDS
 from torchlint.server.analysis import (
     Buffers,
     Cell,

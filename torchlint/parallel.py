@@ -1,250 +1,21 @@
-"""Many files: answer from the cache what it knows, lint the rest in worker processes.
-
-Results always come back in the order of the input files (the pool maps in order,
-in chunks), so output is the same with one process or many. A pool is started only
-when the work to do pays for it: below `MIN_POOL_BYTES` of source to lint (cache misses),
-starting processes costs more than it saves (measured: benchmarks/README.md). Workers
-are forked where that is safe (Linux), so they import nothing; elsewhere they import
-only what `torchlint.runner` needs (never torch).
-"""
+"""Many files: answer from the cache what it knows, lint the rest in worker processes
+(`pool`), each with what the rest of its project tells it (`rounds`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import multiprocessing
-import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from torchlint.cache import Cache, Summaries, content_digest
+from torchlint.cache import Cache
 from torchlint.config import Config
-from torchlint.linter import Linter, any_applies
-from torchlint.parser import TOO_DEEP, LintError, parser_thread
-from torchlint.project import Layout, Project, find_root
-from torchlint.project.layout import imported, levels
-from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
-from torchlint.runner import discover, display, process_file, rules_of, summarize_file
-from torchlint.semantic.exports import engages, may_tell
-from torchlint.semantic.external import Environment, Summary
-from torchlint.settings import Settings
-from torchlint.source import SourceError, decode, read_bytes
+from torchlint.pool import Interrupted, Stop, Task, cacheable, compute, use_projects
+from torchlint.project import Project
+from torchlint.results import FileResult, Job
+from torchlint.rounds import Rounds, cached
 
-# Below this much source to lint, one process is faster than starting a pool.
-MIN_POOL_BYTES = 256 * 1024
-WORKERS_ENV = "TORCHLINT_WORKERS"  # a number; 1 runs everything in this process
-INTERNAL = "internal error"
-
-
-def workers() -> int:
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-@dataclass
-class _Task:
-    index: int  # position among the files asked; -1: a file read for its summary only
-    path: Path
-    codes: tuple[str, ...]
-    raw: bytes | None = None  # what the cache key was computed from
-    stamp: tuple[int, int, int] | None = None  # (mtime_ns, size, inode) when read
-    project: int | None = None  # the index of its project in the run, if any
-    key: str | None = None  # its key in that project
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
-
-
-def lint_one(
-    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
-) -> FileResult:
-    """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
-    (one bad file must not cost the results of a thousand others)."""
-    try:
-        result = process_file(path, job, codes, env)
-        if not result.records():
-            result.text = None  # only reporters read it, for code frames: not worth shipping
-        return result
-    except RecursionError:
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
-    except Exception as exc:  # reported on the file, with what to do about it
-        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
-
-
-class Interrupted(Exception):
-    """Ctrl-C ended a run that rewrites files. `results` holds every file finished before
-    the run stopped, so every file written is among them (`exact`); after a second Ctrl-C
-    a file in progress may have been written too (not `exact`)."""
-
-    def __init__(self, results: list[FileResult], exact: bool) -> None:
-        super().__init__("interrupted")
-        self.results, self.exact = results, exact
-
-
-class _Stop:
-    """While files are rewritten, the first Ctrl-C asks the run to stop once the files in
-    progress are done (a file is never cut off between its read and its write); a second
-    Ctrl-C raises KeyboardInterrupt at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.shared: Any = None  # a multiprocessing Event the workers read, once there are any
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        if self.shared is not None:
-            self.shared.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield  # signals reach the main thread only: an embedding caller handles them
-            return
-        previous = signal.signal(signal.SIGINT, self)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-
-_job: Job | None = None
-_stop: Any = None  # the parent's stop Event, in a worker
-_projects: list[Project] = []  # the run's projects (forked workers inherit them)
-
-_Item = tuple[Path, tuple[str, ...], int | None, str | None, bool]
-
-
-def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
-    global _job, _stop, _projects
-    _job, _stop = job, stop
-    if projects is not None:  # spawned: sent; forked: inherited
-        _projects = projects
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-
-
-def _run(item: _Item, job: Job) -> FileResult:
-    path, codes, project, key, _ = item
-    if project is None or not key:
-        return lint_one(path, job, codes)
-    return _analyse(_projects[project], item, job)
-
-
-def _analyse(project: Project, item: _Item, job: Job) -> FileResult:
-    """A file of `project` linted (or read for its summary only) with what the project
-    tells it; the summaries its program read meanwhile (`Program.fetch`) go with it."""
-    path, codes, _, key, summary_only = item
-    assert key is not None
-    env = project.environment(key)
-    result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
-    program = project.program
-    if program.fetched:
-        result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
-        program.fetched.clear()
-    return result
-
-
-@dataclass(frozen=True)
-class _Fetch:
-    """Reads the summary of a file of a project on its own, where its text may tell
-    something (what a file that imports it asks about), unless the run analyses that file
-    anyway (`analysed`: it holds a token of a rule)."""
-
-    settings: Settings
-    paths: dict[str, Path]
-    analysed: set[str]
-
-    def __call__(self, key: str) -> Summary | None:
-        if key in self.analysed:
-            return None
-        try:
-            text = decode(read_bytes(self.paths[key]))[0]
-        except (KeyError, SourceError):
-            return None
-        if not may_tell(text):
-            return Summary()
-        env = Environment(path=key)
-        try:
-            Linter([], self.settings).summarize(text, key, env)
-        except LintError:
-            return None
-        return env.summary
-
-
-def _work(item: _Item) -> FileResult | None:
-    assert _job is not None
-    if _stop is not None and _stop.is_set():
-        return None  # the run was interrupted: not started
-    return _run(item, _job)
-
-
-def _pool_size(tasks: Sequence[_Task]) -> int:
-    n = workers()
-    if n < 2 or len(tasks) < 2:
-        return 1
-    size = 0
-    for task in tasks:
-        if task.raw is not None:
-            size += len(task.raw)
-        else:
-            with contextlib.suppress(OSError):
-                size += task.path.stat().st_size
-        if size >= MIN_POOL_BYTES:
-            return min(n, len(tasks))
-    return 1
-
-
-def _item(task: _Task) -> _Item:
-    return task.path, task.codes, task.project, task.key, task.index < 0
-
-
-def _compute(
-    tasks: Sequence[_Task], job: Job, stop: _Stop | None
-) -> Generator[FileResult | None, None, None]:
-    """Results for `tasks`, in their order; None for a task not started because `stop`
-    was requested."""
-    items = [_item(t) for t in tasks]
-    size = _pool_size(tasks)
-    if size == 1:
-        for item in items:
-            yield None if stop is not None and stop.requested else _run(item, job)
-        return
-    parser_thread.stop()  # fork a process without threads
-    method = "fork" if sys.platform == "linux" else "spawn"
-    context = multiprocessing.get_context(method)
-    if stop is not None:
-        stop.shared = context.Event()
-        if stop.requested:
-            stop.shared.set()
-    chunksize = max(1, min(8, len(tasks) // (size * 8)))
-    shared = stop.shared if stop is not None else None
-    sent = None if method == "fork" else _projects
-    with context.Pool(size, initializer=_init_worker, initargs=(job, shared, sent)) as pool:
-        yield from pool.imap(_work, items, chunksize=chunksize)
-
-
-def _cacheable(job: Job, task: _Task, result: FileResult) -> bool:
-    if task.raw is None or (result.error or "").startswith(INTERNAL):
-        return False
-    if job.fix and not job.diff and (result.fixed or result.error):
-        return False  # the file was (or should have been) rewritten
-    return _stamp(task.path) == task.stamp  # not changed while we linted it
+__all__ = ["Interrupted", "run_files"]
 
 
 def run_files(
@@ -264,10 +35,9 @@ def run_files(
     calls of `on_result` (progress bar, --verbose), come in the order of `files`. A run
     that rewrites files stops at Ctrl-C once the files in progress are done, and raises
     `Interrupted` with the results of every file finished."""
-    global _projects
-    tasks = [_Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
+    tasks = [Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
     rounds = Rounds(tasks, job, config, bases or {}, cache_dir, walked)
-    _projects = rounds.projects
+    use_projects(rounds.projects)
     try:
         if not (job.fix or job.diff):
             results = rounds.converge(job)
@@ -276,33 +46,34 @@ def run_files(
                     on_result(result)
             return results
         rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
-        return _rewrite(tasks, job, on_result, cache_dir)
+        return _rewrite(tasks, job, on_result, cache_dir, rounds.projects)
     finally:
-        _projects = []
+        use_projects([])
 
 
 def _rewrite(
-    tasks: Sequence[_Task],
+    tasks: Sequence[Task],
     job: Job,
     on_result: Callable[[FileResult], None] | None,
     cache_dir: Path | None,
+    projects: Sequence[Project],
 ) -> list[FileResult]:
-    """Fix (or diff) every file with what its project tells it."""
+    """Fix (or diff) every file with what its project (among `projects`) tells it."""
     results: list[FileResult | None] = [None] * len(tasks)
     cache = Cache(cache_dir, job) if cache_dir is not None else None
     todo = list(tasks)
     if cache is not None:
         todo = []
         for task in tasks:
-            hit = _cached(cache, task)
+            hit = cached(cache, task, projects)
             if hit is None:
                 todo.append(task)
             else:
                 results[task.index] = hit
-    stop = _Stop() if job.fix and not job.diff else None
+    stop = Stop() if job.fix and not job.diff else None
     out: list[FileResult] = []
     with stop.installed() if stop is not None else contextlib.nullcontext():
-        computed = _compute(todo, job, stop)
+        computed = compute(todo, job, stop)
         pending = iter(todo)
         try:
             for known in results:
@@ -312,7 +83,7 @@ def _rewrite(
                     result = next(computed)
                     if result is None:  # not started: the run was interrupted
                         continue
-                    if cache is not None and _cacheable(job, task, result):
+                    if cache is not None and cacheable(job, task, result):
                         cache.put(task.path, result.path, task.codes, task.raw or b"", result)
                 if on_result is not None:
                     on_result(result)
@@ -326,405 +97,3 @@ def _rewrite(
     if stop is not None and stop.requested:
         raise Interrupted(out, exact=True)
     return out
-
-
-def _cached(cache: Cache, task: _Task) -> FileResult | None:
-    """The cached result of a task, if it holds: the same bytes, the same answers from
-    its project."""
-    task.stamp = _stamp(task.path)
-    try:
-        task.raw = read_bytes(task.path)
-    except SourceError:
-        return None  # process_file reports why
-    hit = cache.get(task.path, display(task.path), task.codes, task.raw)
-    if hit is None or task.project is None or task.key is None:
-        return hit
-    return hit if _projects[task.project].holds(task.key, hit.answers or {}) else None
-
-
-MAX_ROUNDS = 4
-
-
-@dataclass
-class _Texts:
-    """What the texts of a project's files say before any is analysed (`Rounds._read`)."""
-
-    imports: dict[str, set[str]] = field(default_factory=dict)  # the import graph
-    analysed: set[str] = field(default_factory=set)  # hold a token of a selected rule
-    engaging: set[str] = field(default_factory=set)  # train, evaluate or load data
-    scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
-
-
-def _fingerprint(data: Any) -> str:
-    return content_digest(json.dumps(data).encode())
-
-
-def _state(keys: Iterable[str], digests: Mapping[str, str | None]) -> str:
-    """Files and the digests of their bytes (None: unreadable), as one digest."""
-    return _fingerprint([[k, digests.get(k)] for k in sorted(keys)])
-
-
-def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
-    """A result of a file of `project` still stands: its answers hold, and it analysed
-    the file (`checked`) if another file now reaches into it."""
-    reached = project.reached if project.trusts(key) else project.program.reached
-    if not checked and key in reached:
-        return False
-    return project.holds(key, answers)
-
-
-class Rounds:
-    """The projects of a run's files, and the rounds that bring their summaries to a
-    fixed point: every file asked is analysed with what the rest of its project tells it,
-    and analysed again while that changes (at most MAX_ROUNDS times). Besides the files
-    asked, each project's files that hold a token of a selected rule are read for their
-    summaries (what they pass to the others, how they use what the others build), and
-    any other file of the project once another file needs what it defines. Summaries are
-    stored by content with the answers they were computed from, and reused while those
-    answers hold. The language server keeps one for each project of a session (`open`
-    with no file asked), runs its rounds a file at a time (`due`, `batches`, `analyse`,
-    `learn`), and reads a saved file again (`reread`)."""
-
-    def __init__(
-        self,
-        tasks: list[_Task],
-        job: Job,
-        config: Config,
-        bases: dict[Path, Path],
-        cache_dir: Path | None,
-        walked: Sequence[Path] = (),
-    ) -> None:
-        self.tasks = tasks
-        self.job = job
-        self.config = config
-        self.cache_dir = cache_dir
-        self.store = Summaries(cache_dir, job.settings.knowledge) if cache_dir is not None else None
-        self.rules = rules_of(job.codes)
-        self.projects: list[Project] = []
-        self.texts: list[_Texts] = []  # by project
-        # Each project file, read for its summary only where no analysis gives it: files not
-        # asked that hold a token of a selected rule, any file another file needs.
-        self.others: dict[tuple[int, str], _Task] = {}
-        self.telling: set[tuple[int, str]] = set()  # files not asked that may tell something
-        self.digests: dict[tuple[int, str], str] = {}  # of each file's bytes, as read
-        # What was read off each project's files (`_read`), kept in the store for the next
-        # run: a file whose stamp is unchanged is not read again.
-        self.scans: list[dict[str, Any]] = []
-        self.before: list[dict[str, Any]] = []  # the scans of the last run
-        self.selected = ",".join(sorted(job.codes))  # what `analysed` depends on
-        self.levels: dict[tuple[int, str], int] = {}  # in the import graph (`levels`)
-        by_root: dict[Path, list[_Task]] = {}
-        roots: dict[tuple[Path, Path], Path] = {}  # (folder, base) -> root
-        for task in tasks:
-            base = bases.get(task.path, task.path.parent).absolute()
-            folder = task.path.absolute().parent
-            if (folder, base) not in roots:
-                roots[(folder, base)] = find_root(task.path.absolute(), base)
-            by_root.setdefault(roots[(folder, base)], []).append(task)
-        # The files found under each folder the run searched: a project rooted there has
-        # them already (the same walk, with the same configuration).
-        self.found: dict[Path, list[Path]] = {d.absolute(): [] for d in walked}
-        for path, base in bases.items():
-            if base.absolute() in self.found:
-                self.found[base.absolute()].append(path)
-        for root, asked in by_root.items():
-            self.open(root, asked)
-
-    def open(self, root: Path, asked: Sequence[_Task] = ()) -> int:
-        """Add the project at `root`, with the files of the run in it; its index."""
-        walked = self.found.get(root.absolute())
-        if walked is None:
-            walked = discover([str(root)], self.config).files
-        files = [f for f in walked if f.suffix == ".py"]
-        layout = Layout(root, [*files, *(t.path for t in asked)])
-        index = len(self.projects)
-        texts = _Texts()
-        project = Project(layout, fetch=_Fetch(self.job.settings, layout.paths, texts.analysed))
-        self.projects.append(project)
-        self.texts.append(texts)
-        before = self.store.scan(root) if self.store is not None else {}
-        self.before.append(before)
-        header = {"selected": self.selected, "layout": _fingerprint(sorted(layout.paths))}
-        self.scans.append({**header, "files": {}})
-        mine = {t.path.absolute() for t in asked}
-        for task in asked:
-            task.project, task.key = index, layout.key(task.path) or task.path.name
-        for key, path in layout.paths.items():
-            self.others[(index, key)] = _Task(-1, path, (), project=index, key=key)
-            self._read(index, key, asked=path.absolute() in mine)
-        self._link(index)
-        if self.store is not None:
-            state = self._state(index)
-            project.seed = lambda: self._seed(project, index, root)
-            # Byte for byte as at the last fixed point, or but for files asked (a commit's,
-            # an editor's): nothing is read until needed, and what the files asked tell is
-            # compared with what they told then.
-            project.trusted = before.get("fixed") == state
-            project.reached = set(before.get("reached", ()))
-            changed = None if project.trusted else self._changed(index, before)
-            if changed is not None and changed <= {t.key for t in asked}:
-                project.trusted = True
-                for key in changed:
-                    digest = before["files"][key]["digest"]
-                    stored = self.store.get(root, key, digest) if digest else None
-                    project.recheck[key] = stored[0] if stored is not None else None
-            if not project.trusted:
-                project.ready()
-        return index
-
-    def _changed(self, index: int, before: dict[str, Any]) -> set[str] | None:
-        """The files of a project whose bytes differ from those of its last fixed point;
-        None if there is none, or files were added or removed since."""
-        if "fixed" not in before or "layout" not in before:
-            return None
-        scan = self.scans[index]
-        if scan["layout"] != before["layout"]:
-            return None
-        keys = self.projects[index].layout.paths
-        then = {k: found.get("digest") for k, found in before["files"].items()}
-        if _state(keys, then) != before["fixed"]:
-            return None  # the scan is not the fixed point's
-        return {k for k in keys if then.get(k) != self.digests.get((index, k))}
-
-    def _state(self, index: int) -> str:
-        """The files of a project and their bytes, as one digest."""
-        keys = self.projects[index].layout.paths
-        return _state(keys, {k: self.digests.get((index, k)) for k in keys})
-
-    def settled(self, fixed: bool = True) -> None:
-        """Store what was read off each project's files; with `fixed` (every answer
-        holds), the state they are in as a fixed point, which the next run over the same
-        bytes trusts."""
-        if self.store is None:
-            return
-        for index, project in enumerate(self.projects):
-            scan = dict(self.scans[index])
-            if fixed:  # the state, and the files another file reaches into in it
-                scan["fixed"] = self._state(index)
-                scan["reached"] = sorted(
-                    project.reached if project.trusted else project.program.reached
-                )
-            if scan["files"] and scan != self.before[index]:
-                self.store.put_scan(project.layout.root, scan)
-
-    def _read(self, index: int, key: str, asked: bool = False) -> None:
-        """What a file's text says before it is analysed: what it imports, whether a
-        selected rule reads it, whether it trains or is a script; the bytes of a file not
-        asked (its analysis would give its summary)."""
-        texts = self.texts[index]
-        for kind in (texts.analysed, texts.engaging, texts.scripts):
-            kind.discard(key)
-        texts.imports.pop(key, None)
-        self.telling.discard((index, key))
-        self.digests.pop((index, key), None)
-        scan = self.scans[index]
-        scan["files"].pop(key, None)
-        layout = self.projects[index].layout
-        path = layout.paths[key]
-        stamp = _stamp(path)
-        before = self.before[index]
-        found = before.get("files", {}).get(key)
-        if not (found and stamp is not None and found["stamp"] == list(stamp)):
-            try:
-                raw = read_bytes(path)
-                text = decode(raw)[0]
-            except SourceError:
-                return
-            found = {
-                "stamp": list(stamp) if stamp is not None else None,
-                "digest": content_digest(raw),
-                "names": imported(text),
-                "told": any_applies(self.rules, text, self.job.settings.knowledge),
-                "engages": engages(text, self.job.settings.knowledge),
-                "script": "__main__" in text or "parse_args" in text,
-            }
-        elif before.get("selected") != self.selected:  # its text is the same, the rules not
-            try:
-                text = decode(read_bytes(path))[0]
-                found = {
-                    **found,
-                    "told": any_applies(self.rules, text, self.job.settings.knowledge),
-                }
-            except SourceError:
-                return
-        if before.get("layout") == scan["layout"] and "imports" in found:
-            resolved = set(found["imports"])
-        else:
-            resolved = layout.imports(key, found["names"])
-        scan["files"][key] = {**found, "imports": sorted(resolved)}
-        self.digests[(index, key)] = found["digest"]
-        texts.imports[key] = resolved
-        if found["told"]:
-            texts.analysed.add(key)
-        if found["engages"]:
-            texts.engaging.add(key)
-        elif found["script"]:
-            texts.scripts.add(key)
-        if not asked and found["told"]:
-            self.telling.add((index, key))
-
-    def _link(self, index: int) -> None:
-        """The files of a project that engage it, and their levels in its import graph."""
-        texts = self.texts[index]
-        graph, engaging = texts.imports, texts.engaging
-        # A script that imports a file that trains wires it (`train.py` calling the engine).
-        wiring = {k for k in texts.scripts if graph.get(k, set()) & engaging}
-        self.projects[index].engaged = engaging | wiring
-        self.levels.update({(index, k): n for k, n in levels(graph).items()})
-
-    def _seed(self, project: Project, index: int, root: Path) -> None:
-        """The summaries stored for the bytes each file holds now."""
-        assert self.store is not None
-        for (i, key), digest in list(self.digests.items()):
-            stored = self.store.get(root, key, digest) if i == index else None
-            if stored is not None:
-                project.update(key, *stored)
-
-    def reread(self, index: int, key: str) -> bool:
-        """Read a file of a project (not asked) again after it changed on disk: its
-        summary is the one stored for its new bytes, else computed by the next round.
-        False if its bytes are those read before."""
-        before = self.digests.get((index, key))
-        self.before[index] = {}  # read it whatever its stamp says
-        self._read(index, key)
-        digest = self.digests.get((index, key))
-        if digest is not None and digest == before:
-            return False
-        self._link(index)
-        project = self.projects[index]
-        stored = None
-        if self.store is not None and digest is not None:
-            stored = self.store.get(project.layout.root, key, digest)
-        project.unreadable.discard(key)
-        project.update(key, *(stored or (None, {})))
-        return True
-
-    def converge(self, job: Job) -> list[FileResult]:
-        """The results of the files asked, each computed with answers that hold."""
-        cache = Cache(self.cache_dir, job) if self.cache_dir is not None else None
-        results: list[FileResult | None] = [None] * len(self.tasks)
-        fresh: set[int] = set()  # computed in this run (to be cached)
-        for round_ in range(MAX_ROUNDS + 1):  # the last only checks what the others did
-            todo: list[_Task] = []
-            for task in self.tasks:
-                result = results[task.index]
-                if result is None and round_ == 0 and cache is not None:
-                    result = results[task.index] = _cached(cache, task)
-                    if result is not None:
-                        self._record(task, result)
-                if result is None or not self._holds(task, result):
-                    todo.append(task)
-            todo += self.due()
-            if not todo or round_ == MAX_ROUNDS:
-                self.settled(fixed=not todo)
-                break
-            # Every file is analysed with the program as its batch began (the same answers
-            # in one process or many); what they tell is linked after.
-            for batch in self.batches(todo, round_):
-                computed = list(_compute(batch, job, None))
-                for task, result in zip(batch, computed, strict=True):
-                    assert result is not None
-                    self.learn(task, result)
-                    if task.index >= 0:
-                        results[task.index] = result
-                        fresh.add(task.index)
-        out = [r for r in results if r is not None]
-        if cache is not None:
-            for task in self.tasks:
-                result = results[task.index]
-                if task.index in fresh and result is not None and _cacheable(job, task, result):
-                    cache.put(task.path, result.path, task.codes, task.raw or b"", result)
-        return out
-
-    def due(self) -> list[_Task]:
-        """The files read for their summaries only that a round analyses: those that may
-        tell something or that another file needs, with no summary that holds."""
-        todo: list[_Task] = []
-        demanded = [set() if p.trusted else p.demanded() for p in self.projects]
-        for (index, key), task in self.others.items():
-            project = self.projects[index]
-            if project.trusted:
-                continue  # every summary it needs is stored and holds
-            if key in demanded[index] and not self._may_tell(task):
-                project.update(key, Summary().to_json(), {})  # nothing to read there
-                continue
-            wanted = (index, key) in self.telling or key in demanded[index]
-            known = key in project.summaries or key in project.unreadable
-            if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
-                todo.append(task)
-        self.store_fetched()  # what checking the answers read
-        return todo
-
-    def batches(self, todo: list[_Task], round_: int) -> list[list[_Task]]:
-        """The batches of a round: the first goes up the import graph a level at a time,
-        so that what a file imports is known when it is analysed."""
-        if not todo:
-            return []
-        return self._by_level(todo) if round_ == 0 else [todo]
-
-    def analyse(self, task: _Task) -> FileResult:
-        """One task of a round, in this process."""
-        assert task.project is not None
-        return _analyse(self.projects[task.project], _item(task), self.job)
-
-    def _may_tell(self, task: _Task) -> bool:
-        assert task.project is not None and task.key is not None
-        if (task.project, task.key) in self.telling:
-            return True
-        try:
-            return may_tell(decode(read_bytes(task.path))[0])
-        except SourceError:
-            return False
-
-    def _by_level(self, tasks: list[_Task]) -> list[list[_Task]]:
-        found: dict[int, list[_Task]] = {}
-        for task in tasks:
-            level = self.levels.get((task.project or 0, task.key or ""), 0)
-            found.setdefault(level, []).append(task)
-        return [found[n] for n in sorted(found)]
-
-    def _holds(self, task: _Task, result: FileResult) -> bool:
-        if task.project is None or not task.key:
-            return True
-        checked = result.checked or result.error is not None
-        return stands(self.projects[task.project], task.key, result.answers or {}, checked)
-
-    def store_fetched(self) -> None:
-        """Store the summaries the projects read on demand (in this process or a worker)."""
-        for index, project in enumerate(self.projects):
-            for key, summary in project.take_fetched().items():
-                digest = self.digests.get((index, key))
-                if self.store is not None and digest is not None:
-                    self.store.put(project.layout.root, key, digest, summary.to_json(), {})
-
-    def _record(self, task: _Task, result: FileResult) -> None:
-        """What a file's result tells its project."""
-        if task.project is None or not task.key:
-            return
-        project = self.projects[task.project]
-        if result.summary is None and result.error is not None:
-            project.unreadable.add(task.key)
-        elif result.summary is None and task.key in project.summaries:
-            return  # not analysed (no rule reads it): what was read for another file stands
-        if project.trusts(task.key):
-            return  # a stored result, of the bytes the stored summaries are of
-        project.update(task.key, result.summary, result.answers or {})
-
-    def learn(self, task: _Task, result: FileResult) -> None:
-        """Keep what a task's analysis tells its project (and store it)."""
-        if task.project is None or not task.key:
-            return
-        project = self.projects[task.project]
-        for key, summary in (result.fetched or {}).items():  # read by a worker process
-            if key not in project.summaries:
-                project.update(key, summary, {})
-                project.fetched[key] = project.summaries[key]
-        self.store_fetched()
-        self._record(task, result)
-        digest = (
-            content_digest(task.raw) if task.raw else self.digests.get((task.project, task.key))
-        )
-        if self.store is not None and result.summary is not None and digest is not None:
-            self.store.put(
-                project.layout.root, task.key, digest, result.summary, result.answers or {}
-            )

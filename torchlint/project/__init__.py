@@ -6,6 +6,8 @@ whose answers changed are the ones analysed again."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +16,12 @@ from torchlint.project.layout import Layout, find_root
 from torchlint.project.program import Fetch, Program
 from torchlint.semantic.external import Environment, Summary
 
-__all__ = ["Layout", "Program", "Project", "find_root"]
+__all__ = ["Layout", "Program", "Project", "answers_digest", "find_root"]
+
+
+def answers_digest(answers: dict[str, Any]) -> str:
+    """A file's answers, as a short digest (what a fixed point keeps of them)."""
+    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -40,6 +47,9 @@ class Project:
     trusted: bool = False
     recheck: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)  # `Program.reaches` at the fixed point
+    # Each file's answers at the fixed point (`answers_digest`): a result asking the same
+    # holds without reading a stored summary.
+    settled: dict[str, str] = field(default_factory=dict)
     seed: Callable[[], None] | None = None
     _program: Program | None = None
 
@@ -62,6 +72,11 @@ class Project:
             self._program = Program(self.layout, dict(self.summaries), fetch)
         return self._program
 
+    @property
+    def linked(self) -> Program | None:
+        """The program, if linked already (`program` links it)."""
+        return self._program
+
     def _fetch(self, key: str) -> Summary | None:
         assert self.fetch is not None
         summary = self.fetch(key)
@@ -78,23 +93,26 @@ class Project:
     def environment(self, key: str) -> Environment:
         """What a file of the project is told: all of it where it engages or the project
         reaches it, else nothing but its own name (for the summary it gives)."""
-        if key in self.engaged or self.program.reaches(key):
+        reached = key in self.reached if self.trusted else self.program.reaches(key)
+        if key in self.engaged or reached:
             return self.program.environment(key)
         return Environment(path=key)
 
     def holds(self, key: str, answers: dict[str, Any]) -> bool:
         """Answers recorded for `key` are still what the program answers: where trusted,
-        those stored with its summary at the fixed point (a result computed before it,
-        while another file differed, is checked)."""
-        if self.trusts(key):
-            self.ready()
-            if self.answers.get(key) == answers:
-                return True
+        those of the fixed point (a result computed before it, while another file
+        differed, is checked)."""
+        if self.trusts(key) and self.settled.get(key) == answers_digest(answers):
+            return True
         return self.environment(key).holds(answers)
 
     def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
         """Keep a file's new summary; True when it differs from the one the program was
         linked from (the program is linked again when next asked)."""
+        fixed = self.trusted and key in self.recheck and self.recheck[key] == summary
+        if fixed and self.seed is not None:
+            self.answers[key] = answers  # as at the fixed point: nothing to read or link
+            return False
         self.ready()
         self.answers[key] = answers
         old = self.summaries.get(key)

@@ -41,7 +41,7 @@ from pygls.workspace import TextDocument
 
 from torchlint import __version__
 from torchlint.config import ConfigError, RunPlan
-from torchlint.parallel import MAX_ROUNDS
+from torchlint.rounds import MAX_ROUNDS
 from torchlint.semantic.external import Environment
 from torchlint.server import actions, analysis
 from torchlint.server.analysis import Cell, Problem, Report

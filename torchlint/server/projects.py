@@ -20,16 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from torchlint.cache import location
 from torchlint.config import Config, ConfigError
-from torchlint.parallel import INTERNAL, Rounds, stands
+from torchlint.pool import INTERNAL
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
+from torchlint.rounds import Rounds, stands
 from torchlint.runner import display
 from torchlint.semantic.external import Environment
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.settings import Settings
 
 if TYPE_CHECKING:
-    from torchlint.parallel import _Task
+    from torchlint.pool import Task as _Task
 
 _ids = itertools.count(1)  # openings, in order: a later one replaces an earlier one
 How = tuple[tuple[str, ...], Settings]  # the rules a project is read for, and their settings
@@ -72,7 +73,7 @@ class Opened:
     # -- the rounds, a step at a time --------------------------------------------------
 
     def batches(self, round_: int) -> list[list[_Task]]:
-        return self.rounds.batches(self.rounds.due(), round_)
+        return self.rounds.batches(self.rounds.due())
 
     def analyse(self, task: _Task) -> FileResult:
         """One file's summary; a bug in torchlint is an error of that file (as in a run),

@@ -1,0 +1,219 @@
+"""The worker pool: lint files (or read their summaries) in worker processes.
+
+Results always come back in the order of the tasks (the pool maps in order, in chunks),
+so output is the same with one process or many. A pool is started only when the work
+to do pays for it: below `MIN_POOL_BYTES` of source to lint (cache misses), starting
+processes costs more than it saves (measured: benchmarks/README.md). Workers are forked
+where that is safe (Linux), so they import nothing; elsewhere they import only what
+`torchlint.runner` needs (never torch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchlint.parser import TOO_DEEP, parser_thread
+from torchlint.project import Project
+from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
+from torchlint.runner import display, process_file, summarize_file
+from torchlint.semantic.external import Environment
+
+# Below this much source to lint, one process is faster than starting a pool.
+MIN_POOL_BYTES = 256 * 1024
+WORKERS_ENV = "TORCHLINT_WORKERS"  # a number; 1 runs everything in this process
+INTERNAL = "internal error"
+
+
+def workers() -> int:
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Task:
+    index: int  # position among the files asked; -1: a file read for its summary only
+    path: Path
+    codes: tuple[str, ...]
+    raw: bytes | None = None  # what the cache key was computed from
+    stamp: tuple[int, int, int] | None = None  # (mtime_ns, size, inode) when read
+    project: int | None = None  # the index of its project in the run, if any
+    key: str | None = None  # its key in that project
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def lint_one(
+    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
+) -> FileResult:
+    """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
+    (one bad file must not cost the results of a thousand others)."""
+    try:
+        result = process_file(path, job, codes, env)
+        if not result.records():
+            result.text = None  # only reporters read it, for code frames: not worth shipping
+        return result
+    except RecursionError:
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
+    except Exception as exc:  # reported on the file, with what to do about it
+        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
+        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
+
+
+class Interrupted(Exception):
+    """Ctrl-C ended a run that rewrites files. `results` holds every file finished before
+    the run stopped, so every file written is among them (`exact`); after a second Ctrl-C
+    a file in progress may have been written too (not `exact`)."""
+
+    def __init__(self, results: list[FileResult], exact: bool) -> None:
+        super().__init__("interrupted")
+        self.results, self.exact = results, exact
+
+
+class Stop:
+    """While files are rewritten, the first Ctrl-C asks the run to stop once the files in
+    progress are done (a file is never cut off between its read and its write); a second
+    Ctrl-C raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.shared: Any = None  # a multiprocessing Event the workers read, once there are any
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        if self.shared is not None:
+            self.shared.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only: an embedding caller handles them
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+_job: Job | None = None
+_stop: Any = None  # the parent's stop Event, in a worker
+_projects: list[Project] = []  # the run's projects (forked workers inherit them)
+
+
+def use_projects(projects: list[Project]) -> None:
+    """The projects the tasks of the pools started from now on belong to."""
+    global _projects
+    _projects = projects
+
+
+_Item = tuple[Path, tuple[str, ...], int | None, str | None, bool]
+
+
+def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
+    global _job, _stop, _projects
+    _job, _stop = job, stop
+    if projects is not None:  # spawned: sent; forked: inherited
+        _projects = projects
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+
+def _run(item: _Item, job: Job) -> FileResult:
+    path, codes, project, key, _ = item
+    if project is None or not key:
+        return lint_one(path, job, codes)
+    return analyse(_projects[project], item, job)
+
+
+def analyse(project: Project, item: _Item, job: Job) -> FileResult:
+    """A file of `project` linted (or read for its summary only) with what the project
+    tells it; the summaries its program read meanwhile (`Program.fetch`) go with it."""
+    path, codes, _, key, summary_only = item
+    assert key is not None
+    env = project.environment(key)
+    result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
+    program = project.linked
+    if program is not None and program.fetched:
+        result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
+        program.fetched.clear()
+    return result
+
+
+def _work(item: _Item) -> FileResult | None:
+    assert _job is not None
+    if _stop is not None and _stop.is_set():
+        return None  # the run was interrupted: not started
+    return _run(item, _job)
+
+
+def _pool_size(tasks: Sequence[Task]) -> int:
+    n = workers()
+    if n < 2 or len(tasks) < 2:
+        return 1
+    size = 0
+    for task in tasks:
+        if task.raw is not None:
+            size += len(task.raw)
+        else:
+            with contextlib.suppress(OSError):
+                size += task.path.stat().st_size
+        if size >= MIN_POOL_BYTES:
+            return min(n, len(tasks))
+    return 1
+
+
+def item_of(task: Task) -> _Item:
+    return task.path, task.codes, task.project, task.key, task.index < 0
+
+
+def compute(
+    tasks: Sequence[Task], job: Job, stop: Stop | None
+) -> Generator[FileResult | None, None, None]:
+    """Results for `tasks`, in their order; None for a task not started because `stop`
+    was requested."""
+    items = [item_of(t) for t in tasks]
+    size = _pool_size(tasks)
+    if size == 1:
+        for item in items:
+            yield None if stop is not None and stop.requested else _run(item, job)
+        return
+    parser_thread.stop()  # fork a process without threads
+    method = "fork" if sys.platform == "linux" else "spawn"
+    context = multiprocessing.get_context(method)
+    if stop is not None:
+        stop.shared = context.Event()
+        if stop.requested:
+            stop.shared.set()
+    chunksize = max(1, min(8, len(tasks) // (size * 8)))
+    shared = stop.shared if stop is not None else None
+    sent = None if method == "fork" else _projects
+    with context.Pool(size, initializer=_init_worker, initargs=(job, shared, sent)) as pool:
+        yield from pool.imap(_work, items, chunksize=chunksize)
+
+
+def cacheable(job: Job, task: Task, result: FileResult) -> bool:
+    if task.raw is None or (result.error or "").startswith(INTERNAL):
+        return False
+    if job.fix and not job.diff and (result.fixed or result.error):
+        return False  # the file was (or should have been) rewritten
+    return file_stamp(task.path) == task.stamp  # not changed while we linted it
