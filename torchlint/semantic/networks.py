@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 import libcst as cst
 
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.models import ZOO_PREFIXES, Model, ModelKind, Models, ModelSite
+from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.models import ZOO_PREFIXES, Model, Models, ModelSite
 from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import MISSING, argument, bool_value, dotted_name, keyword
 from torchlint.semantic.values import Values
