@@ -78,7 +78,8 @@ def _conv(dims: int) -> Count:
         cin, cout, kernel = sizes[:3]
         if cin is None or cout is None or kernel is None:
             return None
-        return cin * cout * kernel**dims + cout
+        weights: int = cin * cout * kernel**dims  # (int ** int is typed Any: may be a float)
+        return weights + cout
 
     return count
 

@@ -306,7 +306,9 @@ class CallSite:
     def kwarg(self, name: str) -> cst.BaseExpression:
         return keyword(self.node, name)
 
-    def arg(self, name: str, params: tuple[str, ...] = (), index: int | None = None):
+    def arg(
+        self, name: str, params: tuple[str, ...] = (), index: int | None = None
+    ) -> cst.BaseExpression:
         """The argument for parameter `name` (keyword or positional), else MISSING."""
         return argument(self.node, name, params, index)
 
