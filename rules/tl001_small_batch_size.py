@@ -75,7 +75,8 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.options import MIN_BATCH_SIZE
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
 
 SMALL_NETWORK = 10_000_000  # parameters

@@ -76,6 +76,7 @@ from torchlint.fixes import (
     Definition,
     Edit,
     FixSafety,
+    Import,
     InsertAfter,
     InsertBefore,
     fix,
@@ -86,7 +87,7 @@ from torchlint.semantic import CallSite, ModelSite, TorchModule
 from torchlint.semantic.batches import Origin, batch_names, unmoved_batch_tensors
 
 
-def device_definition(module: TorchModule) -> tuple[Definition, list]:
+def device_definition(module: TorchModule) -> tuple[Definition, list[Import]]:
     """`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`, spelled
     the way this file imports torch, and the imports it needs."""
     device, imp1 = spell(module, "torch.device")

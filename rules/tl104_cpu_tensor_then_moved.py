@@ -79,7 +79,8 @@ import libcst as cst
 
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Scope, TorchModule
 from torchlint.semantic.batches import batch_size_of
 from torchlint.semantic.loops import is_periodic

@@ -66,7 +66,8 @@ from collections.abc import Iterator
 
 from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Loop, TorchModule
 from torchlint.semantic.batches import (
     blocking_copies,

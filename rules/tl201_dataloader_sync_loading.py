@@ -87,7 +87,8 @@ from collections.abc import Iterator
 
 from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, workers_fix
 from torchlint.fixes import FixSafety
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, TorchModule
 from torchlint.semantic.syntax import int_value
 

@@ -86,7 +86,8 @@ from torchlint.edits import (
     spell,
 )
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.batches import batch_copies, tiny_batches, typed_copies
 from torchlint.semantic.syntax import bool_value, int_value

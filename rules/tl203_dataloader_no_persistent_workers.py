@@ -61,7 +61,8 @@ import libcst as cst
 
 from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.syntax import argument, int_value

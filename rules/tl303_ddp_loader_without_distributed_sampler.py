@@ -56,7 +56,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, TorchModule
+from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, Scope, TorchModule
 from torchlint.semantic.syntax import dotted_name, is_none
 
 SAMPLER = "torch.utils.data.DistributedSampler"
@@ -69,7 +69,7 @@ SHARDED_WRAPPERS = (
 )
 
 
-def spell_sampler(module: TorchModule, scope) -> tuple[str, Import | None]:
+def spell_sampler(module: TorchModule, scope: Scope) -> tuple[str, Import | None]:
     """`DistributedSampler` as this file can write it, importing it by name if free."""
     for local, symbol in module.scope.symbols.items():
         if symbol.imported == SAMPLER and scope.lookup(local) is symbol:

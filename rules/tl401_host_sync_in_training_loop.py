@@ -99,10 +99,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
 from torchlint.semantic.loops import is_periodic, runs_once
-from torchlint.semantic.syntax import MISSING, children, contains, dotted_name, names_read
+from torchlint.semantic.syntax import MISSING, contains, dotted_name, names_read
+from torchlint.walk import children
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.

@@ -55,7 +55,8 @@ import libcst as cst
 
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
 from torchlint.semantic.syntax import dotted_name
 from torchlint.walk import walk

@@ -66,9 +66,11 @@ import libcst as cst
 
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.rule import Diagnostic, Impact, Rule
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
-from torchlint.semantic.syntax import bool_value, children, dotted_name
+from torchlint.semantic.syntax import bool_value, dotted_name
+from torchlint.walk import children
 
 # Layers with a bias -> the position of `bias` among their positional parameters.
 CONVOLUTIONS = {

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -145,7 +146,7 @@ def _positions(
     return NodePositions(module, nodes, layout)
 
 
-def _span(positions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+def _span(positions: NodePositions, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
     r: CodeRange = positions[node]
     return (r.start.line, r.start.column), (r.end.line, r.end.column)
 
@@ -365,10 +366,10 @@ class Linter:
         if refused:
             candidates = [d for d in candidates if _key(module, d) not in refused]
         while candidates:
+            assert positions is not None  # found for the first candidate
             by_fix = {id(d.fix): d for d in candidates}  # by identity: fixes may be equal
             chosen = select_compatible(
-                [d.fix for d in candidates if d.fix is not None],
-                lambda n, p=positions: _span(p, n),
+                [d.fix for d in candidates if d.fix is not None], partial(_span, positions)
             )
             checked = apply_checked(module, chosen, gate)
             for fix, why in checked.refused:

@@ -78,7 +78,8 @@ class _ParserThread:
         done.wait()
         if "error" in box:
             raise box["error"]
-        return box["module"]
+        module: cst.Module = box["module"]
+        return module
 
     def _start(self) -> None:
         self.jobs, self.pid, self.thread = queue.SimpleQueue(), os.getpid(), None

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:  # the types of the click this typer is built on (its own copy)
+    from typer._click import Context, HelpFormatter, Parameter
 
 # click's exceptions, wherever this typer takes click from (a copy of its own lately).
 _CLICK_ERRORS = sys.modules[typer.BadParameter.__module__]
@@ -20,10 +25,10 @@ class Command(typer.core.TyperCommand):
     twins (each description names its opposite); a required argument reads `<CODE>`.
     A mistyped option is offered only the options whose names are close to it."""
 
-    def collect_usage_pieces(self, ctx) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return [_required(piece) for piece in super().collect_usage_pieces(ctx)]
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except _CLICK_ERRORS.NoSuchOption as exc:
@@ -32,7 +37,7 @@ class Command(typer.core.TyperCommand):
                 exc.option_name, possibilities=close, ctx=ctx
             ) from None
 
-    def format_options(self, ctx, formatter) -> None:
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         arguments: list[tuple[str, str]] = []
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
@@ -65,11 +70,11 @@ class Command(typer.core.TyperCommand):
 class ScriptCommand(Command):
     """`verify`: the script's own arguments follow `--`."""
 
-    def collect_usage_pieces(self, ctx) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return [*super().collect_usage_pieces(ctx), "[-- ARGS]..."]
 
 
-def _option_name(param) -> str:
+def _option_name(param: Parameter) -> str:
     """`-o, --output-file <OUTPUT_FILE>`; a flag shows the spelling that changes its
     default (`fix --no-fix`)."""
     names = param.secondary_opts if param.default is True else param.opts
@@ -82,7 +87,7 @@ def _option_name(param) -> str:
     return name
 
 
-def _close_options(name: str, params) -> list[str]:
+def _close_options(name: str, params: Iterable[Parameter]) -> list[str]:
     """The visible long options spelled like `name`, compared without their dashes
     (click compares them with, which makes `--bogus` look like `--verbose`)."""
     import difflib

@@ -10,9 +10,9 @@ how often code runs) -> placement (where the file puts work) -> workload (precis
 size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
 in loader loops) -> exports (a file's summary). docs/architecture.md says more."""
 
-from torchlint.semantic.devices import Device, DeviceKind
+from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
 from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
-from torchlint.semantic.models import Model, ModelKind, ModelSite
+from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule, build
 from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING

@@ -10,20 +10,15 @@ import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.datasets import TINY_BATCH
-from torchlint.semantic.loaders import WRAPPERS, DataLoaderSite, Loader
+from torchlint.semantic.functions import WRAPPERS
+from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.loaders import DataLoaderSite, Loader
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.models import Model, ModelKind
+from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
-from torchlint.semantic.syntax import (
-    MISSING,
-    bool_value,
-    children,
-    dotted_name,
-    int_value,
-    names_read,
-)
-from torchlint.walk import descendants, walk
+from torchlint.semantic.syntax import MISSING, bool_value, dotted_name, int_value, names_read
+from torchlint.walk import children, descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"

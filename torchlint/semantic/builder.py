@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -25,6 +26,7 @@ from torchlint.semantic.syntax import dotted_name
 from torchlint.walk import walk
 
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+T = TypeVar("T")
 
 
 @dataclass
@@ -113,11 +115,11 @@ class _Builder(cst.CSTVisitor):
             )
         return self._context
 
-    def _push(self, stack: list, item) -> None:
+    def _push(self, stack: list[T], item: T) -> None:
         stack.append(item)
         self._context = None
 
-    def _pop(self, stack: list) -> None:
+    def _pop(self, stack: list[T]) -> None:
         stack.pop()
         self._context = None
 

@@ -17,9 +17,9 @@ from torchlint.semantic.external import Class, Dataset
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite
 from torchlint.semantic.scopes import CallSite, Context, Kind, Scope, assigned_values, bindings
-from torchlint.semantic.syntax import MISSING, children
+from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Values
-from torchlint.walk import descendants
+from torchlint.walk import children, descendants
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 # Hugging Face datasets: a function run on each sample as it is read.

@@ -198,7 +198,7 @@ class Global:
 
 
 Export = Class | Function | Global
-_EXPORTS: dict[str, Any] = {"class": Class, "function": Function, "value": Global}
+_EXPORTS: dict[str, type[Export]] = {"class": Class, "function": Function, "value": Global}
 
 
 def export_from_json(data: dict[str, Any]) -> Export:

@@ -7,6 +7,7 @@ them and their `.train()` calls."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import libcst as cst
@@ -216,7 +217,7 @@ class Frameworks:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _calls(self, test) -> list[CallSite]:
+    def _calls(self, test: Callable[[str], bool]) -> list[CallSite]:
         found = [c for q, calls in self.facts.calls_by_qualname.items() if test(q) for c in calls]
         return sorted(found, key=lambda c: c.order)
 

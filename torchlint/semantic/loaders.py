@@ -14,7 +14,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses
 from torchlint.semantic.functions import WRAPPERS, Functions, given
 from torchlint.semantic.portable import Value
-from torchlint.semantic.scopes import CallSite, Context, Kind, Loop, Scope, Symbol
+from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 from torchlint.semantic.values import Values
 from torchlint.settings import LoaderFactory
@@ -471,7 +471,7 @@ class Loaders:
                     return call
         return None
 
-    def _passes(self, caller: CallSite, offset: int, param, site: DataLoaderSite) -> bool:
+    def _passes(self, caller: CallSite, offset: int, param: Binding, site: DataLoaderSite) -> bool:
         index = param.index - offset if param.index is not None else None
         value = argument(caller.node, param.symbol.name, index=index)
         return value is not MISSING and site in self.of(value, caller.scope)

@@ -13,9 +13,10 @@ from torchlint.semantic.functions import Functions, given
 from torchlint.semantic.models import Model, Models
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
 from torchlint.semantic.scopes import CallSite, Kind, Scope
-from torchlint.semantic.syntax import MISSING, children, contains, has_modulo
+from torchlint.semantic.syntax import MISSING, contains, has_modulo
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
+from torchlint.walk import children
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")

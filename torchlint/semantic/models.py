@@ -163,7 +163,9 @@ class Models:
 
     # -- identity ------------------------------------------------------------------------
 
-    def _unwrap(self, value: cst.BaseExpression, scope: Scope) -> tuple[cst.BaseExpression, list]:
+    def _unwrap(
+        self, value: cst.BaseExpression, scope: Scope
+    ) -> tuple[cst.BaseExpression, list[cst.Call]]:
         """The module expression under `.to()`/`.cuda()`/`DataParallel(...)` and the
         calls peeled off."""
         peeled: list[cst.Call] = []

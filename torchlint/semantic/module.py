@@ -9,10 +9,11 @@ import libcst as cst
 
 from torchlint.semantic.builder import collect
 from torchlint.semantic.datasets import Datasets
-from torchlint.semantic.devices import Device, Devices
+from torchlint.semantic.devices import Devices
 from torchlint.semantic.external import Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
+from torchlint.semantic.lattice import Device
 from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders, pinning
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite

@@ -14,17 +14,12 @@ from collections.abc import Callable, Iterable, Iterator
 import libcst as cst
 
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.models import ZOO_PREFIXES, Model, ModelKind, Models, ModelSite
+from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.models import ZOO_PREFIXES, Model, Models, ModelSite
 from torchlint.semantic.scopes import CallSite, Kind, Scope
-from torchlint.semantic.syntax import (
-    MISSING,
-    argument,
-    bool_value,
-    children,
-    dotted_name,
-    keyword,
-)
+from torchlint.semantic.syntax import MISSING, argument, bool_value, dotted_name, keyword
 from torchlint.semantic.values import Values
+from torchlint.walk import children
 
 MAX_DEPTH = 6
 # Parameters below which a network is a toy: its kernels are too small to keep a GPU
@@ -83,7 +78,8 @@ def _conv(dims: int) -> Count:
         cin, cout, kernel = sizes[:3]
         if cin is None or cout is None or kernel is None:
             return None
-        return cin * cout * kernel**dims + cout
+        weights: int = cin * cout * kernel**dims  # (int ** int is typed Any: may be a float)
+        return weights + cout
 
     return count
 

@@ -13,9 +13,9 @@ from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.scopes import CallSite, Context, Scope
-from torchlint.semantic.syntax import bool_value, children, contains, str_value
+from torchlint.semantic.syntax import bool_value, contains, str_value
 from torchlint.semantic.values import Values
-from torchlint.walk import descendants
+from torchlint.walk import children, descendants
 
 # A test of the torch version, or of whether torch has something.
 VERSION_TEST = re.compile(r"version|TORCH_\w*\d|hasattr\(\s*torch\b", re.IGNORECASE)

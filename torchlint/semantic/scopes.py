@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -306,7 +307,9 @@ class CallSite:
     def kwarg(self, name: str) -> cst.BaseExpression:
         return keyword(self.node, name)
 
-    def arg(self, name: str, params: tuple[str, ...] = (), index: int | None = None):
+    def arg(
+        self, name: str, params: tuple[str, ...] = (), index: int | None = None
+    ) -> cst.BaseExpression:
         """The argument for parameter `name` (keyword or positional), else MISSING."""
         return argument(self.node, name, params, index)
 
@@ -347,7 +350,8 @@ class Loop:
     # Linked after the walk (see loops.py and loaders.py).
     steps: list[CallSite] = field(default_factory=list)  # optimizer steps in the body
     backwards: list[CallSite] = field(default_factory=list)  # backward passes in the body
-    loaders: list = field(default_factory=list)  # DataLoaderSites the `for` iterates
+    # The DataLoaderSites the `for` iterates (Any: loaders.py, after this module, has them).
+    loaders: list[Any] = field(default_factory=list)
 
     @property
     def is_training(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 
@@ -99,7 +99,7 @@ def keyword(call: cst.Call, name: str) -> cst.BaseExpression:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg.value
-    return MISSING
+    return cast(cst.BaseExpression, MISSING)  # (MISSING is Any, to stand for any value)
 
 
 def argument(

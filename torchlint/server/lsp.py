@@ -191,7 +191,8 @@ class TorchlintServer(LanguageServer):
 
     def _document(self, uri: str) -> TextDocument | None:
         # (the workspace's getter makes up a document, read from disk, for an unknown URI)
-        return self.workspace.text_documents.get(unquote(uri))
+        documents: dict[str, TextDocument] = self.workspace.text_documents
+        return documents.get(unquote(uri))
 
     def _folders(self) -> list[str]:
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
