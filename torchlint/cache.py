@@ -91,7 +91,9 @@ class Cache:
         hexdigest = key.hexdigest()
         return self.entries / hexdigest[:2] / hexdigest[2:]
 
-    def get(self, path: Path, name: str, codes, raw: bytes) -> FileResult | None:
+    def get(
+        self, path: Path, name: str, codes: tuple[str, ...] | list[str], raw: bytes
+    ) -> FileResult | None:
         """The stored result for this file, if it was computed from these bytes."""
         try:
             data = json.loads(self._entry(path, name, codes).read_bytes())
@@ -104,7 +106,14 @@ class Cache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, SourceError):
             return None  # missing or corrupt: recompute
 
-    def put(self, path: Path, name: str, codes, raw: bytes, result: FileResult) -> None:
+    def put(
+        self,
+        path: Path,
+        name: str,
+        codes: tuple[str, ...] | list[str],
+        raw: bytes,
+        result: FileResult,
+    ) -> None:
         if not self.writable:
             return
         encoded = encode_result(result)

@@ -74,9 +74,9 @@ class _GitIgnore:
     """`.gitignore` files from the repository root down, evaluated per directory."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, pathspec.PathSpec | None] = {}
+        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
 
-    def _spec(self, directory: Path) -> pathspec.PathSpec | None:
+    def _spec(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
         if directory not in self._specs:
             lines: list[str] = []
             for name in (".gitignore", ".git/info/exclude"):
