@@ -22,6 +22,7 @@ Bad:
             loss.backward()
             optimizer.step()
 
+
     with torch.autograd.profiler.profile(use_cuda=True) as prof:
         for epoch in range(epochs):
             train_one_epoch(model, loader, optimizer)
@@ -32,6 +33,7 @@ Good:
         loss = criterion(model(x), y)
         loss.backward()
         optimizer.step()
+
 
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
     with torch.profiler.profile(schedule=schedule) as prof:

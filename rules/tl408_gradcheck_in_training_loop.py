@@ -24,6 +24,7 @@ Good (in a test, or once before training):
         x = torch.randn(4, 3, dtype=torch.double, requires_grad=True)
         assert torch.autograd.gradcheck(my_op, (x,))
 
+
     for x, y in loader:
         loss = criterion(model(x), y)
         loss.backward()

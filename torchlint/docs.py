@@ -79,7 +79,19 @@ def rule_markdown(rule: type[Rule]) -> str:
         f"- Fix: {rule.fix_safety.value}",
         f"- Default: {_default(rule)}",
     ]
-    return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"
+    return "\n".join(_single_blank_lines(out)) + "\n"
+
+
+def _single_blank_lines(lines: list[str]) -> list[str]:
+    """`lines` with runs of blank lines made one, outside code blocks (PEP 8's two blank
+    lines after a definition stay)."""
+    kept: list[str] = []
+    in_code = False
+    for line in lines:
+        in_code ^= line.startswith("```")
+        if in_code or line or (kept and kept[-1]):
+            kept.append(line)
+    return kept
 
 
 def rule_table() -> str:
