@@ -144,6 +144,24 @@ def test_a_raising_local_rule_is_named_and_the_others_still_report(tmp_path):
     assert f"a.py: rule X200 ({module}) raised KeyError: 'k'" in result.stderr
 
 
+@pytest.mark.slow  # starts worker processes the way macOS and Windows do
+def test_spawned_worker_processes_load_the_local_rules(tmp_path, monkeypatch):
+    from torchlint import parallel, pool
+    from torchlint.results import Job
+
+    root = local_project(tmp_path)
+    for i in range(4):
+        (root / f"s{i}.py").write_text(SCRIPT)
+    config = load_config(root / "pyproject.toml")
+    job = Job(codes=("X100",), settings=config.settings())
+    files = sorted(root.glob("*.py"))
+    monkeypatch.setenv(pool.WORKERS_ENV, "2")
+    monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
+    monkeypatch.setattr(pool, "START_METHOD", "spawn")
+    results = parallel.run_files(files, job, config, lambda r: None)
+    assert [(r.error, [v.code for v in r.violations]) for r in results] == [(None, ["X100"])] * 5
+
+
 def test_the_cache_key_holds_the_local_rules_sources(tmp_path):
     from torchlint.cache import code_fingerprint
 

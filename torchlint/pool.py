@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchlint import registry
 from torchlint.parser import TOO_DEEP, parser_thread
 from torchlint.project import Project
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
@@ -30,6 +31,9 @@ from torchlint.semantic.external import Environment
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
 WORKERS_ENV = "TORCHLINT_WORKERS"  # a number; 1 runs everything in this process
+# How worker processes start: forked where that is safe, else spawned (they inherit
+# nothing: the projects and the local rules are sent).
+START_METHOD = "fork" if sys.platform == "linux" else "spawn"
 INTERNAL = "internal error"
 
 
@@ -130,11 +134,15 @@ def use_projects(projects: list[Project]) -> None:
 _Item = tuple[Path, tuple[str, ...], int | None, str | None, bool]
 
 
-def _init_worker(job: Job, stop: Any, projects: list[Project] | None) -> None:
+def _init_worker(
+    job: Job, stop: Any, projects: list[Project] | None, local: tuple[Path, ...]
+) -> None:
     global _job, _stop, _projects
     _job, _stop = job, stop
     if projects is not None:  # spawned: sent; forked: inherited
         _projects = projects
+    if local:  # spawned: the local rules loaded again
+        registry.local_rules(local)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
 
@@ -198,7 +206,7 @@ def compute(
             yield None if stop is not None and stop.requested else _run(item, job)
         return
     parser_thread.stop()  # fork a process without threads
-    method = "fork" if sys.platform == "linux" else "spawn"
+    method = START_METHOD
     context = multiprocessing.get_context(method)
     if stop is not None:
         stop.shared = context.Event()
@@ -206,8 +214,9 @@ def compute(
             stop.shared.set()
     chunksize = max(1, min(8, len(tasks) // (size * 8)))
     shared = stop.shared if stop is not None else None
-    sent = None if method == "fork" else _projects
-    with context.Pool(size, initializer=_init_worker, initargs=(job, shared, sent)) as pool:
+    sent, local = (None, ()) if method == "fork" else (_projects, registry.local_folders())
+    initargs = (job, shared, sent, local)
+    with context.Pool(size, initializer=_init_worker, initargs=initargs) as pool:
         yield from pool.imap(_work, items, chunksize=chunksize)
 
 
