@@ -102,8 +102,8 @@ class SmallBatchSize(Rule):
         minimum = self.option(module, MIN_BATCH_SIZE)
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
-        for loader in module.dataloaders:
-            if loader.opaque or loader.arg("batch_sampler") is not MISSING:
+        for loader in [*module.dataloaders, *module.factory_loaders]:
+            if not loader.sees("batch_size") or loader.arg("batch_sampler") is not MISSING:
                 continue
             value = loader.arg("batch_size")
             if value is MISSING:
@@ -122,12 +122,16 @@ class SmallBatchSize(Rule):
             if any(module.memory_bound(site) for site in trained):
                 continue  # a billion parameters or quantized: memory sets the batch
             low = any(_pretrained(module, site) for site in trained)
-            where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
+            where = (
+                loader.said("batch_size", str(size))
+                if found.origin == "literal"
+                else f"`{_code(value)}={size}`"
+            )
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
             yield self.diagnostic(
                 loader.call.node,
-                f"{where}={size}` feeds a training loop: batches this small leave the GPU "
+                f"{where} feeds a training loop: batches this small leave the GPU "
                 f"waiting on per-step overhead; raise it to at least {minimum} and rescale "
                 "the learning rate with it (or find the largest batch that fits with "
                 "`torchlint verify --tune-batch-size`)"

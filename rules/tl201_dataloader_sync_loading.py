@@ -102,8 +102,8 @@ class DataLoaderSyncLoading(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.uses_gpu:
             return
-        for loader in module.dataloaders:
-            if loader.opaque or not loader.trains:
+        for loader in [*module.dataloaders, *module.factory_loaders]:
+            if not loader.sees("num_workers") or not loader.trains:
                 continue
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:
@@ -113,7 +113,7 @@ class DataLoaderSyncLoading(Rule):
             what = (
                 "DataLoader without `num_workers`"
                 if workers is MISSING
-                else "`num_workers=0` on a training DataLoader"
+                else f"{loader.said('num_workers', '0')} on a training DataLoader"
             )
             hazard = module.datasets.workers_hazard(loader)
             persistent = module.restarts_workers(loader)
@@ -128,7 +128,7 @@ class DataLoaderSyncLoading(Rule):
                 if hazard
                 else workers_fix(
                     loader,
-                    f"Set `num_workers={WORKERS_NAME}`",
+                    f"Set {loader.said('num_workers', WORKERS_NAME)}",
                     persistent,
                     pin,
                     pinned_copies(module, loader) if pin is not None else ([], []),
