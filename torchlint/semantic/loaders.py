@@ -61,7 +61,9 @@ class DataLoaderSite:
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
-        if self.arg(name) is not MISSING:
+        if self.factory is not None:
+            return self.arg(name) is not MISSING
+        if argument(self.call.node, name, DATALOADER_PARAMS) is not MISSING:
             return True
         return self.spread is not None and name in self.spread and name not in self.maybe
 
