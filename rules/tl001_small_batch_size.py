@@ -17,6 +17,10 @@ CPU a bigger batch buys no GPU utilisation), and networks whose memory sets the 
 a billion parameters or more (counted from their layers, or as a pretrained model id
 says: "Llama-2-7b", "opt-1.3b", a family released only that large such as "llama" or
 "mistral") or loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`).
+A call of a loader factory the project names (`loader-factories` with `batch-size` in
+`[tool.torchlint.semantic]`, see docs/extending.md) counts as a DataLoader with the batch
+size it passes for that parameter; one that passes none has the factory's own default,
+which cannot be read: silent.
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on

@@ -14,7 +14,11 @@ only add start-up and transfer overhead there; an `IterableDataset` (workers wou
 yield the whole stream unless it shards itself); loaders only evaluated or used once;
 CPU-only scripts; loaders built from `*args` or from a `**` dict the file does not
 fully show (a dict literal, `dict(...)`, `d.update(...)` and `d["key"] = v` are read
-like keywords).
+like keywords). A call of a loader factory the project names (`loader-factories` with
+`workers` in `[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes 0
+for that parameter; one that passes nothing, or whose entry names no `workers`, has
+workers we cannot see: silent. Its fix sets the factory's parameter only (no
+`persistent_workers` or `pin_memory`, which the factory may not take).
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one

@@ -11,7 +11,11 @@ which trains on the GPU when there is one (unless every Lightning Trainer of the
 says `accelerator="cpu"`). Loaders only evaluated, or used for a batch of samples now
 and then, are left alone: their copies are not on the training path; so are loaders
 with persistent workers in a file whose Lightning Trainer reloads them
-(`reload_dataloaders_every_n_epochs`), where Lightning advises against pinning.
+(`reload_dataloaders_every_n_epochs`), where Lightning advises against pinning. A call
+of a loader factory the project names (`loader-factories` with `pin-memory` in
+`[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes `False` for
+that parameter (the fix sets the factory's parameter); one that passes nothing has the
+factory's own default: silent.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin

@@ -13,7 +13,7 @@ import pytest
 
 from torchlint.config import load_config
 from torchlint.semantic import build
-from torchlint.settings import Knowledge, StepFunction
+from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 from .conftest import ROOT, run_cli, run_cli_process
 
@@ -437,4 +437,6 @@ def test_the_documented_snippets_load(tmp_path):
     assert knowledge.step_functions[1] == StepFunction(
         "mylib.train.clip_and_step", backward=False, optimizer="optimizer"
     )
-    assert knowledge.loader_factories[0].pin_memory == "pin"
+    assert knowledge.loader_factories[0] == LoaderFactory(
+        "mylib.data.build_loader", batch_size=1, workers="workers", pin_memory="pin"
+    )
