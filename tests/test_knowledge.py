@@ -264,6 +264,23 @@ def test_fixes_on_a_factory_call_write_the_factorys_parameters(tmp_path, entry, 
     assert f"in {fixed}:" in after and "persistent" not in after and "pin" not in after
 
 
+def test_a_factory_loader_another_file_trains_on_is_read_where_it_is_built(tmp_path):
+    engine = (
+        "def train(model, loader, opt):\n    for x in loader:\n"
+        "        model(x.cuda()).sum().backward()\n        opt.step()\n"
+    )
+    main = (
+        "import torch\nfrom mylib.data import build_loader\nfrom engine import train\n\n"
+        "model = torch.nn.Linear(10, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "train(model, build_loader(range(10), bs=8), opt)\n"
+    )
+    config = FACTORIES.format(f'{{ {BUILD}, batch-size = "bs" }}')
+    _project(tmp_path, config, {"engine.py": engine, "main.py": main})
+    for _ in range(2):  # the second run from the cache
+        assert _codes(run_cli("check", ".", cwd=tmp_path).stdout) == [("main.py", 7, "TL001")]
+
+
 def test_results_and_summaries_are_cached_per_knowledge(tmp_path):
     """The cache keys on the knowledge: a file's result, and the summary of a project
     file whose function steps through the helper, are not reused after the table
