@@ -17,6 +17,10 @@ CPU a bigger batch buys no GPU utilisation), and networks whose memory sets the 
 a billion parameters or more (counted from their layers, or as a pretrained model id
 says: "Llama-2-7b", "opt-1.3b", a family released only that large such as "llama" or
 "mistral") or loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`).
+A call of a loader factory the project names (`loader-factories` with `batch-size` in
+`[tool.torchlint.semantic]`, see docs/extending.md) counts as a DataLoader with the batch
+size it passes for that parameter; one that passes none has the factory's own default,
+which cannot be read: silent.
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on
@@ -102,8 +106,8 @@ class SmallBatchSize(Rule):
         minimum = self.option(module, MIN_BATCH_SIZE)
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
-        for loader in module.dataloaders:
-            if loader.opaque or loader.arg("batch_sampler") is not MISSING:
+        for loader in [*module.dataloaders, *module.factory_loaders]:
+            if not loader.sees("batch_size") or loader.arg("batch_sampler") is not MISSING:
                 continue
             value = loader.arg("batch_size")
             if value is MISSING:
@@ -122,12 +126,16 @@ class SmallBatchSize(Rule):
             if any(module.memory_bound(site) for site in trained):
                 continue  # a billion parameters or quantized: memory sets the batch
             low = any(_pretrained(module, site) for site in trained)
-            where = "`batch_size" if found.origin == "literal" else f"`{_code(value)}"
+            where = (
+                loader.said("batch_size", str(size))
+                if found.origin == "literal"
+                else f"`{_code(value)}={size}`"
+            )
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
             yield self.diagnostic(
                 loader.call.node,
-                f"{where}={size}` feeds a training loop: batches this small leave the GPU "
+                f"{where} feeds a training loop: batches this small leave the GPU "
                 f"waiting on per-step overhead; raise it to at least {minimum} and rescale "
                 "the learning rate with it (or find the largest batch that fits with "
                 "`torchlint verify --tune-batch-size`)"

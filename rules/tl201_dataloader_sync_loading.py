@@ -14,7 +14,11 @@ only add start-up and transfer overhead there; an `IterableDataset` (workers wou
 yield the whole stream unless it shards itself); loaders only evaluated or used once;
 CPU-only scripts; loaders built from `*args` or from a `**` dict the file does not
 fully show (a dict literal, `dict(...)`, `d.update(...)` and `d["key"] = v` are read
-like keywords).
+like keywords). A call of a loader factory the project names (`loader-factories` with
+`workers` in `[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes 0
+for that parameter; one that passes nothing, or whose entry names no `workers`, has
+workers we cannot see: silent. Its fix sets the factory's parameter only (no
+`persistent_workers` or `pin_memory`, which the factory may not take).
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one
@@ -102,8 +106,8 @@ class DataLoaderSyncLoading(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.uses_gpu:
             return
-        for loader in module.dataloaders:
-            if loader.opaque or not loader.trains:
+        for loader in [*module.dataloaders, *module.factory_loaders]:
+            if not loader.sees("num_workers") or not loader.trains:
                 continue
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:
@@ -113,7 +117,7 @@ class DataLoaderSyncLoading(Rule):
             what = (
                 "DataLoader without `num_workers`"
                 if workers is MISSING
-                else "`num_workers=0` on a training DataLoader"
+                else f"{loader.said('num_workers', '0')} on a training DataLoader"
             )
             hazard = module.datasets.workers_hazard(loader)
             persistent = module.restarts_workers(loader)
@@ -128,7 +132,7 @@ class DataLoaderSyncLoading(Rule):
                 if hazard
                 else workers_fix(
                     loader,
-                    f"Set `num_workers={WORKERS_NAME}`",
+                    f"Set {loader.said('num_workers', WORKERS_NAME)}",
                     persistent,
                     pin,
                     pinned_copies(module, loader) if pin is not None else ([], []),

@@ -11,7 +11,11 @@ which trains on the GPU when there is one (unless every Lightning Trainer of the
 says `accelerator="cpu"`). Loaders only evaluated, or used for a batch of samples now
 and then, are left alone: their copies are not on the training path; so are loaders
 with persistent workers in a file whose Lightning Trainer reloads them
-(`reload_dataloaders_every_n_epochs`), where Lightning advises against pinning.
+(`reload_dataloaders_every_n_epochs`), where Lightning advises against pinning. A call
+of a loader factory the project names (`loader-factories` with `pin-memory` in
+`[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes `False` for
+that parameter (the fix sets the factory's parameter); one that passes nothing has the
+factory's own default: silent.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin
@@ -100,16 +104,21 @@ class DataLoaderNoPinMemory(Rule):
     tokens = ("DataLoader",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.dataloaders or not module.uses_gpu:
+        loaders = [*module.dataloaders, *module.factory_loaders]
+        if not loaders or not module.uses_gpu:
             return
-        for loader in module.dataloaders:
-            if loader.opaque or not loader.trains or _reloaded_persistent(module, loader):
+        for loader in loaders:
+            if (
+                not loader.sees("pin_memory")
+                or not loader.trains
+                or _reloaded_persistent(module, loader)
+            ):
                 continue
             pin = loader.arg("pin_memory")
             if pin is MISSING:
                 what = "DataLoader without `pin_memory`"
             elif bool_value(pin) is False:
-                what = "`pin_memory=False` on a training DataLoader"
+                what = f"{loader.said('pin_memory', 'False')} on a training DataLoader"
             else:
                 continue
             spelled, imp = spell(module, "torch.cuda.is_available", loader.call.scope)
@@ -121,7 +130,8 @@ class DataLoaderNoPinMemory(Rule):
                 else "in a file that trains on the GPU"
             )
             copies, needed = pinned_copies(module, loader)
-            title = f"Set `pin_memory={spelled}()`" + (
+            pin_to = loader.said("pin_memory", f"{spelled}()")
+            title = f"Set {pin_to}" + (
                 f" and make the {len(copies)} copies of its batches non-blocking"
                 if len(copies) > 1
                 else " and make the copy of its batches non-blocking"
@@ -130,7 +140,7 @@ class DataLoaderNoPinMemory(Rule):
             )
             message = (
                 f"{what} {where}: host-to-device copies go through "
-                f"pageable memory and cannot overlap compute; set `pin_memory={spelled}()`"
+                f"pageable memory and cannot overlap compute; set {pin_to}"
                 + (" in the `**` dict that sets it" if call is None else "")
             )
             low = _low(module, loader)
@@ -164,6 +174,8 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     workers = loader.arg("num_workers")
     if workers is not MISSING and int_value(workers) != 0:
         return None
+    if not loader.sees("num_workers"):
+        return None  # a factory's workers we cannot see: none of the reasons can be told
     datasets = module.datasets
     if datasets.wants_workers(loader):
         if pinned_by_workers_fix(module, loader):

@@ -13,7 +13,7 @@ import pytest
 
 from torchlint.config import load_config
 from torchlint.semantic import build
-from torchlint.settings import Knowledge, StepFunction
+from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 from .conftest import ROOT, run_cli, run_cli_process
 
@@ -178,12 +178,107 @@ def test_each_key_makes_a_rule_speak(tmp_path, entry, text, expected):
 
 
 def test_a_factory_loader_that_does_not_pin_is_not_pinned(tmp_path):
+    """`pin=False`: its copies are not worth making non-blocking (no TL105); the call is
+    what to change (TL202, fixed through the factory's own `pin`)."""
     config = (
         "[tool.torchlint.semantic]\n"
         'loader-factories = [{ name = "mylib.data.build_loader", pin-memory = "pin" }]\n'
     )
     _project(tmp_path, config, {"train.py": LOADER.format(pin="False")})
-    assert _codes(run_cli("check", "--no-cache", ".", cwd=tmp_path).stdout) == []
+    result = run_cli("check", "--no-cache", ".", cwd=tmp_path)
+    assert _codes(result.stdout) == [("train.py", 6, "TL202")]
+    assert "`pin=False` on a training DataLoader" in result.stdout
+    assert "help: Set `pin=torch.cuda.is_available()`" in result.stdout
+
+
+# A GPU training program (under the main guard, so workers can start) over the loaders
+# of factories of a library outside the project.
+FACTORY = """\
+import torch
+from mylib.data import build_loader
+
+
+def main():
+    model = torch.nn.Linear(10, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in build_loader(range(10), {args}):
+        model(x.cuda()).sum().backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+FACTORIES = "[tool.torchlint]\npreview = true\n[tool.torchlint.semantic]\nloader-factories = [{}]\n"
+BUILD = 'name = "mylib.data.build_loader"'
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "expected"),
+    [
+        # batch size: by keyword, by position; a large one, or the factory's default
+        (f'{{ {BUILD}, batch-size = "bs" }}', "bs=8", ["TL001"]),
+        (f"{{ {BUILD}, batch-size = 1 }}", "8", ["TL001"]),
+        (f'{{ {BUILD}, batch-size = "bs" }}', "bs=256", []),
+        (f'{{ {BUILD}, batch-size = "bs" }}', "", []),
+        (f'{{ {BUILD}, workers = "workers" }}', "bs=8", []),  # no `batch-size`: not seen
+        ('"mylib.data.build_loader"', "bs=8", []),  # a name alone: nothing seen
+        # workers: no workers passed; the factory's default, or no `workers` key
+        (f'{{ {BUILD}, workers = "workers" }}', "workers=0", ["TL201"]),
+        (f"{{ {BUILD}, workers = 1 }}", "0", ["TL201"]),
+        (f'{{ {BUILD}, workers = "workers" }}', "workers=4", []),
+        (f'{{ {BUILD}, workers = "workers" }}', "", []),
+        (f'{{ {BUILD}, batch-size = "bs" }}', "workers=0", []),
+    ],
+)
+def test_factories_say_which_arguments_carry_batch_size_and_workers(
+    tmp_path, entry, args, expected
+):
+    _project(tmp_path, FACTORIES.format(entry), {"train.py": FACTORY.format(args=args)})
+    found = run_cli("check", "--no-cache", "--select", "TL001,TL201", ".", cwd=tmp_path)
+    assert [c for _, _, c in _codes(found.stdout)] == expected, found.stdout + found.stderr
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "fixed"),
+    [
+        (
+            f'{{ {BUILD}, batch-size = "bs", workers = "workers" }}',
+            "bs=8, workers=0",
+            "build_loader(range(10), bs=32, workers=NUM_WORKERS)",
+        ),
+        (
+            f"{{ {BUILD}, batch-size = 1, workers = 2 }}",
+            "8, 0",
+            "build_loader(range(10), 32, NUM_WORKERS)",
+        ),
+    ],
+)
+def test_fixes_on_a_factory_call_write_the_factorys_parameters(tmp_path, entry, args, fixed):
+    """The workers fix sets the factory's own parameter, nothing the factory may not take
+    (no `persistent_workers`, no `pin_memory`, though the loader is iterated each epoch)."""
+    text = FACTORY.format(args=args).replace("    for x", "    for epoch in range(3):\n     for x")
+    _project(tmp_path, FACTORIES.format(entry), {"train.py": text})
+    run_cli("check", "--fix", "--unsafe-fixes", "--select", "TL001,TL201", ".", cwd=tmp_path)
+    after = (tmp_path / "train.py").read_text(encoding="utf-8")
+    assert f"in {fixed}:" in after and "persistent" not in after and "pin" not in after
+
+
+def test_a_factory_loader_another_file_trains_on_is_read_where_it_is_built(tmp_path):
+    engine = (
+        "def train(model, loader, opt):\n    for x in loader:\n"
+        "        model(x.cuda()).sum().backward()\n        opt.step()\n"
+    )
+    main = (
+        "import torch\nfrom mylib.data import build_loader\nfrom engine import train\n\n"
+        "model = torch.nn.Linear(10, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "train(model, build_loader(range(10), bs=8), opt)\n"
+    )
+    config = FACTORIES.format(f'{{ {BUILD}, batch-size = "bs" }}')
+    _project(tmp_path, config, {"engine.py": engine, "main.py": main})
+    for _ in range(2):  # the second run from the cache
+        assert _codes(run_cli("check", ".", cwd=tmp_path).stdout) == [("main.py", 7, "TL001")]
 
 
 def test_results_and_summaries_are_cached_per_knowledge(tmp_path):
@@ -236,6 +331,14 @@ def test_results_and_summaries_are_cached_per_knowledge(tmp_path):
         (
             'semantic = { loader-factories = [{ name = "a.b", pin-memory = -1 }] }',
             "`pin-memory` of `a.b` must name a parameter",
+        ),
+        (
+            'semantic = { loader-factories = [{ name = "a.b", workers = "num workers" }] }',
+            "`workers` of `a.b` must name a parameter",
+        ),
+        (
+            'semantic = { loader-factories = [{ name = "a.b", batch_size = "bs" }] }',
+            "unknown key `batch_size` in the entry for `a.b` (did you mean `batch-size`?)",
         ),
         (
             'semantic = { model-factories = [{ name = "a.b", pin-memory = "pin" }] }',
@@ -306,6 +409,19 @@ def test_show_settings_prints_the_knowledge(tmp_path):
     assert "semantic.model-factories = []" in out
 
 
+def test_show_settings_prints_the_parameters_a_factory_names(tmp_path):
+    config = (
+        "[tool.torchlint.semantic]\n"
+        'loader-factories = ["a.make", { name = "a.build", batch-size = 1, workers = "nw" }]\n'
+    )
+    _project(tmp_path, config, {"train.py": "import torch\n"})
+    out = run_cli("check", "--show-settings", "train.py", cwd=tmp_path).stdout
+    assert (
+        'semantic.loader-factories = ["a.make", { "name" = "a.build", "batch-size" = 1, '
+        '"workers" = "nw" }]' in out
+    )
+
+
 def test_the_optimizer_argument_names_what_a_step_function_steps():
     text = (
         "import torch\nfrom mylib.train import step\n"
@@ -338,4 +454,6 @@ def test_the_documented_snippets_load(tmp_path):
     assert knowledge.step_functions[1] == StepFunction(
         "mylib.train.clip_and_step", backward=False, optimizer="optimizer"
     )
-    assert knowledge.loader_factories[0].pin_memory == "pin"
+    assert knowledge.loader_factories[0] == LoaderFactory(
+        "mylib.data.build_loader", batch_size=1, workers="workers", pin_memory="pin"
+    )

@@ -176,7 +176,17 @@ def spell(
 
 def set_arg(loader: DataLoaderSite, name: str, value: cst.BaseExpression) -> cst.Call | None:
     """The loader's call with parameter `name` set to `value` (keeping its position if
-    any); None when the `**` dict sets it: a keyword too would raise TypeError."""
+    any); None when the `**` dict sets it: a keyword too would raise TypeError. A loader
+    factory's call: the factory's own parameter its entry names for `name`, as a keyword
+    where the entry names it so, in its place where it gives a position and the call
+    passes it; None otherwise (never a DataLoader keyword the factory may not take)."""
+    if loader.factory is not None:
+        where = loader.factory.parameter(name)
+        if isinstance(where, str):
+            return set_kwarg(loader.call.node, where, value)
+        if where is None or loader.arg(name) is MISSING:
+            return None
+        return set_kwarg(loader.call.node, name, value, positional=("",) * where + (name,))
     direct = argument(loader.call.node, name, DATALOADER_PARAMS)
     if direct is MISSING and loader.spread is not None and name in loader.spread:
         return None
@@ -200,7 +210,7 @@ def workers_fix(
     if call is None:
         return None
     parts = [title]
-    if persistent and loader.arg("persistent_workers") is MISSING:
+    if persistent and loader.factory is None and loader.arg("persistent_workers") is MISSING:
         call = set_kwarg(call, "persistent_workers", cst.Name("True"))
         parts.append("`persistent_workers=True`")
     imports = [Import("os")]
@@ -249,8 +259,8 @@ def pin_with_workers(
     keyword of the call (not in a `**` dict, where a keyword as well would raise). None
     where it pins, a value says how, or a Lightning Trainer reloads the loaders it makes
     persistent (Lightning advises against pinning there)."""
-    if persistent and module.frameworks.reloads_loaders:
-        return None
+    if loader.factory is not None or (persistent and module.frameworks.reloads_loaders):
+        return None  # a factory's call: its pinning is not the workers fix's to add
     if loader.arg("pin_memory") is not MISSING and (
         bool_value(keyword(loader.call.node, "pin_memory")) is not False
     ):

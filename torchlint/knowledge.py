@@ -23,7 +23,7 @@ from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 # call passes it to, by name (a keyword) or by position, counted from 0).
 OPTIONS: dict[str, dict[str, str]] = {
     "step-functions": {"backward": "bool", "step": "bool", "optimizer": "argument"},
-    "loader-factories": {"pin-memory": "argument"},
+    "loader-factories": {"batch-size": "argument", "workers": "argument", "pin-memory": "argument"},
     "model-factories": {},
     "device-functions": {},
 }

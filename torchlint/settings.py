@@ -26,7 +26,20 @@ class LoaderFactory:
     """A callable that returns a DataLoader (`loader-factories`)."""
 
     name: str
-    pin_memory: str | int | None = None  # the argument that says whether it pins memory
+    # The parameters (a keyword, or a position counted from 0) that carry the loader's
+    # batch size, worker count and whether it pins memory; None: the factory's business.
+    batch_size: str | int | None = None
+    workers: str | int | None = None
+    pin_memory: str | int | None = None
+
+    def parameter(self, name: str) -> str | int | None:
+        """Where a call passes the DataLoader parameter `name` (`batch_size`,
+        `num_workers`, `pin_memory`); None where the entry does not say."""
+        return {
+            "batch_size": self.batch_size,
+            "num_workers": self.workers,
+            "pin_memory": self.pin_memory,
+        }.get(name)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ class Functions:
             s.name: s for s in knowledge.step_functions
         }
         self._entries.update((f.name, f) for f in knowledge.loader_factories)
+        self.loader_factories = bool(knowledge.loader_factories)  # some call may be one
         self._callers: dict[int, list[tuple[CallSite, int]]] | None = None
         self._targets: dict[int, Target | None] = {}
         self._names: dict[int, str] | None = None

@@ -41,10 +41,11 @@ MAX_DEPTH = 4
 
 @dataclass(eq=False)
 class DataLoaderSite:
-    """A DataLoader built in this file."""
+    """A DataLoader built in this file, or a call of a loader factory the project's
+    knowledge names (`factory`: its arguments are the factory's, read through the entry)."""
 
     call: CallSite
-    index: int  # its rank among the DataLoaders of the file
+    index: int  # its rank among the DataLoaders of the file (a factory call: after them)
     symbols: list[Symbol] = field(default_factory=list)  # names/attributes holding it
     loops: list[Loop] = field(default_factory=list)  # `for` loops iterating it
     # `DataLoader(ds, **kwargs)` where every key `kwargs` may get is visible in the file
@@ -56,9 +57,12 @@ class DataLoaderSite:
     trained_by_framework: bool = False
     starts: list[CallSite] = field(default_factory=list)
     outside: Uses | None = None  # what the project's other files do with it
+    factory: LoaderFactory | None = None
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
+        if self.factory is not None:
+            return self.arg(name) is not MISSING
         if argument(self.call.node, name, DATALOADER_PARAMS) is not MISSING:
             return True
         return self.spread is not None and name in self.spread and name not in self.maybe
@@ -69,11 +73,29 @@ class DataLoaderSite:
 
     def arg(self, name: str) -> cst.BaseExpression:
         """The argument for parameter `name`: keyword, positional, or a key of the `**`
-        dict it is built with; else MISSING."""
+        dict it is built with; else MISSING. A factory call: the argument for the
+        factory's parameter its entry names for `name`, MISSING where none is named."""
+        if self.factory is not None:
+            where = self.factory.parameter(name)
+            return MISSING if where is None else given(self.call.node, where)
         found = argument(self.call.node, name, DATALOADER_PARAMS)
         if found is MISSING and self.spread is not None:
             return self.spread.get(name, MISSING)
         return found
+
+    def sees(self, name: str) -> bool:
+        """What the call says of parameter `name` is what the loader gets: not `opaque`,
+        and a DataLoader, or a factory whose entry names the parameter and a call that
+        passes it (left out, the factory's own default holds, which we cannot read)."""
+        if self.opaque:
+            return False
+        return self.factory is None or self.arg(name) is not MISSING
+
+    def said(self, name: str, value: str) -> str:
+        """`name=value` as the call says it: a factory call with the factory's keyword,
+        or the value as the argument at the position its entry gives."""
+        where = self.factory.parameter(name) if self.factory is not None else name
+        return f"`{value}` (argument {where})" if isinstance(where, int) else f"`{where}={value}`"
 
     @property
     def opaque(self) -> bool:
@@ -126,6 +148,16 @@ class Loaders:
             site.outside = functions.env.uses(f"#{site.index}")
             self._by_call[id(call.node)] = site
             self.sites.append(site)
+        # The calls of loader factories the project's knowledge names, numbered after the
+        # DataLoaders by the call's rank among the file's calls.
+        self.made: list[DataLoaderSite] = []
+        for rank, call in enumerate(facts.calls if functions.loader_factories else ()):
+            factory = functions.entry(call.node.func, call.scope)
+            if isinstance(factory, LoaderFactory):
+                site = DataLoaderSite(call, len(self.sites) + rank, factory=factory)
+                site.outside = functions.env.uses(f"#{site.index}")
+                self._by_call[id(call.node)] = site
+                self.made.append(site)
         for site in self.sites:
             spreads = [a.value for a in site.call.node.args if a.star == "**"]
             if spreads:
@@ -380,7 +412,7 @@ class Loaders:
         factory the project's knowledge names) returns (the `element`-th of a tuple)."""
         factory = self.functions.entry(call.func, scope)
         if isinstance(factory, LoaderFactory):
-            return self._made(call, scope, factory) if element is None else []
+            return self._made(call) if element is None else []
         export = self.functions.export(call.func, scope)
         if isinstance(export, Function):
             return self.elsewhere(export.returned(element))
@@ -398,24 +430,11 @@ class Loaders:
             found.extend(self.of(value, inner, depth + 1))
         return found
 
-    def _made(self, call: cst.Call, scope: Scope, factory: LoaderFactory) -> list[Loader]:
-        """The loader one call of a loader factory returns (a site of this file, numbered
-        after its DataLoaders by the call's rank), pinned as its `pin-memory` argument
-        says."""
-        rank = self._call_ranks.get(id(call))
-        if rank is None:
-            return []
-        ref = self.functions.env.site(f"#{len(self.sites) + rank}")
-        site = self._elsewhere.get(ref)
-        if site is None:
-            where = factory.pin_memory
-            value = MISSING if where is None else given(call, where)
-            site = self._elsewhere[ref] = Elsewhere(ref, pinning(value, scope))
-        return [site]
-
-    @cached_property
-    def _call_ranks(self) -> dict[int, int]:
-        return {id(c.node): i for i, c in enumerate(self.facts.calls)}
+    def _made(self, call: cst.Call) -> list[Loader]:
+        """The loader one call of a loader factory returns (its site, built with the
+        others)."""
+        site = self._by_call.get(id(call))
+        return [site] if site is not None else []
 
     def elsewhere(self, value: Value | None) -> list[Loader]:
         """The loaders of other files a value another file passes or returns holds."""

@@ -399,6 +399,11 @@ class TorchModule:
     def dataloaders(self) -> list[DataLoaderSite]:
         return self._loaders.sites
 
+    @property
+    def factory_loaders(self) -> list[DataLoaderSite]:
+        """The calls of loader factories the project's knowledge names (`factory` set)."""
+        return self._loaders.made
+
     def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[Loader]:
         return self._loaders.of(node, scope)
 
