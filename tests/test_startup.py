@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -21,10 +22,15 @@ print("HEAVY:" + ",".join(sorted(m for m in {heavy!r} if m in sys.modules)))
 """
 
 
-def _imported(*args: str, heavy=("libcst", "torch", "rich", "numpy"), cwd=None) -> str:
+def _imported(*args: str, heavy=("libcst", "torch", "rich", "numpy"), cwd=None, env=None) -> str:
     code = PROBE.format(args=list(args), heavy=list(heavy))
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd or ROOT, timeout=120
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=120,
+        env={**os.environ, **(env or {})},
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().splitlines()[-1].removeprefix("HEAVY:")
@@ -40,3 +46,34 @@ def test_check_never_imports_torch_or_rich(tmp_path):
         "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
     )
     assert _imported("check", "--no-cache", "t.py", cwd=tmp_path) == "libcst"
+
+
+def test_run_answered_from_the_cache_imports_no_rule_nor_libcst(tmp_path):
+    """Nothing changed since the last run: no rule module, no libcst, no semantic model
+    (the configuration reads the registry's catalog of the built-in rules)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds)\n"
+    )
+    (project / "util.py").write_text("def helper():\n    return 1\n")
+    env = {"TORCHLINT_CACHE_DIR": str(tmp_path / "cache")}
+    heavy = ("libcst", "torchlint.semantic", "torchlint.linter", "pathspec")
+    heavy += ("torchlint.rules.tl201_dataloader_sync_loading",)
+    args = ("check", "--select", "ALL", "--preview", ".")
+    assert _imported(*args, heavy=heavy, cwd=project, env=env) != ""  # cold: it lints
+    assert _imported(*args, heavy=heavy, cwd=project, env=env) == ""
+
+
+def test_catalog_is_the_rules():
+    """The registry's catalog says of each built-in rule what the rule itself says."""
+    from torchlint.registry import all_rules, builtin_rules, loaded
+
+    catalog, rules = all_rules(), builtin_rules()
+    assert list(catalog) == list(rules), "a rule is missing from (or extra in) CATALOG"
+    for code, rule in rules.items():
+        entry = catalog[code]
+        said = (entry.name, entry.default_enabled, entry.preview, entry.options)
+        assert said == (rule.name, rule.default_enabled, rule.preview, rule.options), code
+        assert loaded(entry) is rule
+        assert entry.fix_safety is rule.fix_safety and entry.summary() == rule.summary()

@@ -11,20 +11,23 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import functools
 import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchlint.knowledge import KnowledgeError, read_knowledge
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
-from torchlint.rule import Rule
 from torchlint.settings import Knowledge, Settings
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -198,14 +201,30 @@ class Config:
         checked on the way down (or named by the user): a pattern without a slash then
         matches the entry's name only, so `torchlint check venv/lib/site-packages/pkg`
         still searches pkg."""
-        rel = relative(path, self.root)  # once, not once per pattern (discovery's hot loop)
-        if walked:
-            rel = PurePosixPath(rel.name) if rel.parts else rel
-            return any(
-                matches(path, p, self.root, rel if "/" not in p else None)
-                for p in (*self.exclude, *self.extend_exclude)
-            )
-        return any(matches(path, p, self.root, rel) for p in (*self.exclude, *self.extend_exclude))
+        names, slashed = _patterns((*self.exclude, *self.extend_exclude), walked)
+        if walked:  # (discovery's hot loop: a regular expression on the name)
+            if names is not None and names.match(path.name):
+                return True
+        elif names is not None or slashed:
+            rel = relative(path, self.root)
+            if names is not None and any(names.match(part) for part in rel.parts):
+                return True
+            return any(matches(path, p, self.root, rel) for p in slashed)
+        return any(matches(path, p, self.root) for p in slashed)
+
+
+@functools.lru_cache(maxsize=32)
+def _patterns(
+    patterns: tuple[str, ...], walked: bool
+) -> tuple[re.Pattern[str] | None, tuple[str, ...]]:
+    """Exclude patterns as one expression that matches a path component (those without a
+    slash: when `walked`, as written; else once a trailing slash is stripped), and the
+    others, as `matches` reads them."""
+    names = [p.rstrip("/") for p in patterns if "/" not in (p if walked else p.rstrip("/"))]
+    slashed = tuple(p for p in patterns if "/" in (p if walked else p.rstrip("/")))
+    if not names:
+        return None, slashed
+    return re.compile("|".join(fnmatch.translate(name) for name in names)), slashed
 
 
 @dataclass(frozen=True)

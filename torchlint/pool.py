@@ -19,14 +19,15 @@ import threading
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchlint import registry
-from torchlint.parser import TOO_DEEP, parser_thread
 from torchlint.project import Project
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.runner import display, process_file, summarize_file
-from torchlint.semantic.external import Environment
+
+if TYPE_CHECKING:
+    from torchlint.semantic.external import Environment
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -77,6 +78,8 @@ def lint_one(
             result.text = None  # only reporters read it, for code frames: not worth shipping
         return result
     except RecursionError:
+        from torchlint.parser import TOO_DEEP
+
         return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
     except Exception as exc:  # reported on the file, with what to do about it
         message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
@@ -205,7 +208,9 @@ def compute(
         for item in items:
             yield None if stop is not None and stop.requested else _run(item, job)
         return
-    parser_thread.stop()  # fork a process without threads
+    parser = sys.modules.get("torchlint.parser")  # its thread runs once it is imported
+    if parser is not None:
+        parser.parser_thread.stop()  # fork a process without threads
     method = START_METHOD
     context = multiprocessing.get_context(method)
     if stop is not None:

@@ -14,10 +14,13 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from torchlint import options as opts
 from torchlint.options import Option
-from torchlint.rule import Rule
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
 
 FAMILIES = {
     "TL0": "batch size",
@@ -94,11 +97,113 @@ def builtin_rules() -> dict[str, type[Rule]]:
     return dict(sorted(found.items()))
 
 
+# The built-in rules as a run's configuration reads them, without importing them (the
+# rules import libcst and the semantic model, which a run answered from the cache never
+# needs): a line per rule, `CODE name on|off [preview] [OPTION...]` (an option by its
+# name in torchlint.options); the rule lives in `rules/<code>_<name>.py`.
+# tests/test_startup.py checks it against the rules.
+CATALOG = """
+TL001 small-batch-size on preview MIN_BATCH_SIZE
+TL002 default-batch-size on preview MIN_BATCH_SIZE
+TL101 input-not-on-device on preview
+TL102 model-not-on-device on preview
+TL104 cpu-tensor-then-moved on
+TL105 blocking-host-to-device-copy on
+TL106 torch-load-without-map-location on
+TL201 dataloader-sync-loading on
+TL202 dataloader-no-pin-memory on
+TL203 dataloader-no-persistent-workers on
+TL204 dataloader-worker-options-without-workers on preview
+TL205 dataloader-iterated-to-count on
+TL301 model-not-parallel on preview
+TL302 prefer-distributed-data-parallel off preview
+TL303 ddp-loader-without-distributed-sampler on preview
+TL304 distributed-sampler-without-set-epoch on preview
+TL305 ddp-accumulation-without-no-sync on preview
+TL306 ddp-find-unused-parameters off preview
+TL401 host-sync-in-training-loop on
+TL402 empty-cache-in-loop on preview
+TL403 loss-accumulates-graph on preview
+TL404 eval-without-no-grad on
+TL405 zero-grad-keeps-zeros on
+TL406 anomaly-detection-in-training on preview
+TL407 profiler-around-training on preview
+TL408 gradcheck-in-training-loop on preview
+TL409 cuda-launch-blocking on preview
+TL501 training-without-mixed-precision off preview
+TL502 deprecated-cuda-amp-api on
+TL503 float32-matmul-precision off preview
+TL601 cudnn-benchmark-off off preview
+TL602 deterministic-in-training off preview
+TL603 bias-before-batch-norm on
+TL604 channels-last-not-used off preview
+TL605 optimizer-not-fused off preview
+TL606 model-not-compiled off preview
+TL701 hf-dataloader-sync-loading on preview
+TL702 hf-dataloader-no-pin-memory off preview
+TL703 hf-training-without-mixed-precision on preview
+TL704 hf-small-batch-size off preview MIN_BATCH_SIZE
+TL705 hf-gradient-accumulation-small-batch off preview MIN_BATCH_SIZE
+TL721 lightning-full-precision off preview
+TL722 lightning-single-device off preview
+TL723 lightning-data-parallel on preview
+"""
+
+
+class _Deferred(type):
+    """The class of a built-in rule not imported yet: it has what the catalog says; what
+    else is read of it (its documentation, its fix safety), or an instance made of it,
+    is the rule's, imported then."""
+
+    module: str
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return loaded(cast("type[Rule]", cls))(*args, **kwargs)
+
+    def __getattr__(cls, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(loaded(cast("type[Rule]", cls)), attribute)
+
+
+def _deferred(line: str) -> type[Rule]:
+    code, name, default, *rest = line.split()
+    preview = rest[:1] == ["preview"]
+    namespace = {
+        "code": code,
+        "name": name,
+        "default_enabled": default == "on",
+        "preview": preview,
+        "options": tuple(getattr(opts, option) for option in rest[preview:]),
+        "origin": "built-in",
+        "module": f"{code.lower()}_{name.replace('-', '_')}",
+    }
+    return cast("type[Rule]", _Deferred(f"Deferred{code}", (), namespace))
+
+
+def loaded(rule: type[Rule]) -> type[Rule]:
+    """The rule class itself: a built-in rule not imported yet is imported now."""
+    if not isinstance(rule, _Deferred):
+        return rule
+    return _builtin(cast(_Deferred, rule).module, rule.code)
+
+
+@cache
+def _builtin(module_name: str, code: str) -> type[Rule]:
+    package = rules_package()
+    module = importlib.import_module(f"{package.__name__}.{module_name}")
+    for rule in _defined(module):
+        if rule.code == code:
+            return rule
+    raise RuntimeError(f"{module.__name__} defines no rule {code}")
+
+
 @cache
 def all_rules() -> dict[str, type[Rule]]:
     """The built-in rules and those of the installed plugins: code -> rule class, sorted
-    by code (RuleLoadError for a plugin that cannot be loaded or claims a code taken)."""
-    rules = dict(builtin_rules())
+    by code (RuleLoadError for a plugin that cannot be loaded or claims a code taken).
+    The built-in ones are imported when first used (`loaded`)."""
+    rules = {line.split()[0]: _deferred(line) for line in CATALOG.strip().splitlines()}
     for entry in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
         origin = f"plugin {entry.dist.name if entry.dist else entry.name}"
         try:
@@ -169,16 +274,19 @@ def find(code: str) -> type[Rule]:
 
 def known(code: str) -> type[Rule] | None:
     """The rule of `code` (built-in, installed, or a local rule loaded), if any."""
-    return all_rules().get(code) or _local_rules.get(code)
+    rule = all_rules().get(code) or _local_rules.get(code)
+    return None if rule is None else loaded(rule)
 
 
 def extension_files() -> list[Path]:
     """The files of the local rules loaded and of the installed plugins' rules: what they
     compute depends on them (the result cache's key)."""
-    files = {Path(_file(sys.modules[rule.__module__])) for rule in all_rules().values()}
-    files |= set(_local_modules)
-    builtin = {Path(_file(sys.modules[rule.__module__])) for rule in builtin_rules().values()}
-    return sorted(files - builtin)
+    files = {
+        Path(_file(sys.modules[rule.__module__]))
+        for rule in all_rules().values()
+        if rule.origin != "built-in"
+    }
+    return sorted(files | set(_local_modules))
 
 
 def _load(path: Path) -> ModuleType:
@@ -221,6 +329,8 @@ def _package_modules(module: ModuleType, origin: str) -> list[ModuleType]:
 
 def _defined(module: ModuleType) -> list[type[Rule]]:
     """The Rule subclasses a module defines (not those it imports)."""
+    from torchlint.rule import Rule
+
     return [
         value
         for value in vars(module).values()

@@ -7,22 +7,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchlint.cache import Cache, Summaries, content_digest
 from torchlint.config import Config
-from torchlint.linter import Linter, any_applies
-from torchlint.parser import LintError
 from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
 from torchlint.project import Layout, Project, answers_digest, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, rules_of
-from torchlint.semantic.exports import engages, may_tell
-from torchlint.semantic.external import Environment, Summary
 from torchlint.settings import Settings
 from torchlint.source import SourceError, decode, read_bytes
+
+if TYPE_CHECKING:  # the linter and the semantic model are imported when a file is read
+    from torchlint.rule import Rule
+    from torchlint.semantic.external import Summary
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class _Fetch:
     analysed: set[str]
 
     def __call__(self, key: str) -> Summary | None:
+        from torchlint.linter import Linter
+        from torchlint.parser import LintError
+        from torchlint.semantic.exports import may_tell
+        from torchlint.semantic.external import Environment, Summary
+
         if key in self.analysed:
             return None
         try:
@@ -133,7 +139,6 @@ class Rounds:
         self.config = config
         self.cache_dir = cache_dir
         self.store = Summaries(cache_dir, job.settings.knowledge) if cache_dir is not None else None
-        self.rules = rules_of(job.codes)
         self.projects: list[Project] = []
         self.texts: list[_Texts] = []  # by project
         # Each project file, read for its summary only where no analysis gives it: files not
@@ -163,6 +168,11 @@ class Rounds:
                 self.found[base.absolute()].append(path)
         for root, asked in by_root.items():
             self.open(root, asked)
+
+    @cached_property
+    def rules(self) -> list[Rule]:
+        """The rules selected, instantiated when a file's text is first read."""
+        return rules_of(self.job.codes)
 
     def open(self, root: Path, asked: Sequence[Task] = ()) -> int:
         """Add the project at `root`, with the files of the run in it; its index."""
@@ -261,6 +271,9 @@ class Rounds:
         before = self.before[index]
         found = before.get("files", {}).get(key)
         if not (found and stamp is not None and found["stamp"] == list(stamp)):
+            from torchlint.linter import any_applies
+            from torchlint.semantic.exports import engages
+
             try:
                 raw = read_bytes(path)
                 text = decode(raw)[0]
@@ -275,6 +288,8 @@ class Rounds:
                 "script": "__main__" in text or "parse_args" in text,
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not
+            from torchlint.linter import any_applies
+
             try:
                 text = decode(read_bytes(path))[0]
                 found = {
@@ -389,6 +404,8 @@ class Rounds:
             if project.trusted:
                 continue  # every summary it needs is stored and holds
             if key in demanded[index] and not self._may_tell(task):
+                from torchlint.semantic.external import Summary
+
                 project.update(key, Summary().to_json(), {})  # nothing to read there
                 continue
             wanted = (index, key) in self.telling or key in demanded[index]
@@ -417,6 +434,8 @@ class Rounds:
         assert task.project is not None and task.key is not None
         if (task.project, task.key) in self.telling:
             return True
+        from torchlint.semantic.exports import may_tell
+
         try:
             return may_tell(decode(read_bytes(task.path))[0])
         except SourceError:

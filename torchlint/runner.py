@@ -14,13 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pathspec
-
 from torchlint.config import Config, instantiate
-from torchlint.linter import Linter, RuleErrorHandler, unified_diff
 from torchlint.noqa import add_noqa
-from torchlint.notebook import Notebook, NotebookError
-from torchlint.parser import LintError, TooLarge
 from torchlint.results import ANALYSIS_ERROR, IO_ERROR, RULE_ERROR, FileError, FileResult, Job
 from torchlint.source import (
     SourceError,
@@ -31,8 +26,11 @@ from torchlint.source import (
     write_source,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the linter (libcst, the semantic model) is imported when a file is linted
+    import pathspec
+
     from torchlint.incremental import Buffer
+    from torchlint.linter import Linter, RuleErrorHandler
     from torchlint.rule import Rule
     from torchlint.semantic.external import Environment
 
@@ -53,6 +51,8 @@ class Discovery:
 def file_error(exc: Exception, code: str = ANALYSIS_ERROR) -> FileError:
     """What stopped a file from being checked, as its record: the linter's (a syntax
     error where it is), a read or write error (`SourceError`), else `code`."""
+    from torchlint.parser import LintError
+
     if isinstance(exc, LintError):
         return exc.file_error()
     return FileError(IO_ERROR if isinstance(exc, SourceError) else code, str(exc))
@@ -86,7 +86,12 @@ class _GitIgnore:
                         .read_text(encoding="utf-8", errors="replace")
                         .splitlines()
                     )
-            self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+            spec = None
+            if lines:
+                import pathspec
+
+                spec = pathspec.GitIgnoreSpec.from_lines(lines)
+            self._specs[directory] = spec
         return self._specs[directory]
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
@@ -182,6 +187,8 @@ def rules_of(codes: Sequence[str]) -> list[Rule]:
 
 
 def _linter(job: Job, codes: Sequence[str]) -> Linter:
+    from torchlint.linter import Linter
+
     return Linter(rules_of(codes), job.settings, job.unfixable, low_impact=job.low_impact)
 
 
@@ -198,6 +205,9 @@ def lint_text(
     raises is reported to `on_rule_error`, if given, and the others' findings kept. An
     editor's `buffer` parses a lint's text again only where it changed. `env`: what the
     rest of the file's project tells it; its summary and the answers go in the result."""
+    from torchlint.linter import unified_diff
+    from torchlint.parser import LintError, TooLarge
+
     result = FileResult(name, text=text)
     linter = _linter(job, codes)
     linter.on_rule_error = on_rule_error
@@ -240,6 +250,8 @@ def lint_notebook(
 ) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text
     (`buffer`, `env`: as for `lint_text`, for the program the cells make)."""
+    from torchlint.notebook import Notebook, NotebookError
+
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
@@ -305,6 +317,9 @@ def process_file(
 def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     """The summary of a file of the project that no rule reads (another file imports it),
     with the answers it was computed from; an error where it cannot be analysed."""
+    from torchlint.linter import Linter
+    from torchlint.parser import LintError
+
     name = display(path)
     result = FileResult(name)
     try:
@@ -324,6 +339,8 @@ def add_noqa_text(
     """`text` (a `.py` file's, or a notebook's JSON) with a `# noqa: CODE` comment for each
     finding, its findings, and how many lines got a comment. A file with an error (a
     syntax error, a cell that does not parse) is left as it is."""
+    from torchlint.notebook import Notebook, NotebookError
+
     check = replace(job, fix=False, diff=False, with_edits=False)
     result, _ = _lint_source(text, name, check, codes)
     if result.errors or not result.violations:

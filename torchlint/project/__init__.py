@@ -10,13 +10,23 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchlint.project.layout import Layout, find_root
-from torchlint.project.program import Fetch, Program
-from torchlint.semantic.external import Environment, Summary
+
+if TYPE_CHECKING:  # imported when first used: a run answered from the cache needs neither
+    from torchlint.project.program import Fetch, Program
+    from torchlint.semantic.external import Environment, Summary
 
 __all__ = ["Layout", "Program", "Project", "answers_digest", "find_root"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Program":
+        from torchlint.project.program import Program
+
+        return Program
+    raise AttributeError(name)
 
 
 def answers_digest(answers: dict[str, Any]) -> str:
@@ -68,6 +78,8 @@ class Project:
     def program(self) -> Program:
         self.ready()
         if self._program is None:
+            from torchlint.project.program import Program
+
             fetch = self._fetch if self.fetch is not None else None
             self._program = Program(self.layout, dict(self.summaries), fetch)
         return self._program
@@ -96,6 +108,8 @@ class Project:
         reached = key in self.reached if self.trusted else self.program.reaches(key)
         if key in self.engaged or reached:
             return self.program.environment(key)
+        from torchlint.semantic.external import Environment
+
         return Environment(path=key)
 
     def holds(self, key: str, answers: dict[str, Any]) -> bool:
@@ -122,6 +136,8 @@ class Project:
         else:
             changed = old is None or old.to_json() != summary
             if changed:
+                from torchlint.semantic.external import Summary
+
                 self.summaries[key] = Summary.from_json(summary)
         if changed:
             self._program = None
