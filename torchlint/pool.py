@@ -144,8 +144,9 @@ def _init_worker(
     _job, _stop = job, stop
     if projects is not None:  # spawned: sent; forked: inherited
         _projects = projects
-    if local:  # spawned: the local rules loaded again
-        registry.local_rules(local)
+    if local:  # spawned: the local rules loaded again (loaded once already: no error)
+        with contextlib.suppress(registry.RuleLoadError):  # a pool whose start fails hangs
+            registry.local_rules(local)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
 

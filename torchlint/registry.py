@@ -233,7 +233,7 @@ def _consistent(rules: dict[str, type[Rule]]) -> dict[str, type[Rule]]:
 # files, or, in the editor, instantiates a plan's rules from its config).
 _local_modules: dict[Path, ModuleType] = {}
 _local_rules: dict[str, type[Rule]] = {}
-_local_folders: dict[Path, None] = {}  # in the order loaded
+_local_folders: dict[Path, None] = {}  # of the latest config, in order
 
 
 def local_rules(folders: tuple[Path, ...]) -> dict[str, type[Rule]]:
@@ -242,13 +242,14 @@ def local_rules(folders: tuple[Path, ...]) -> dict[str, type[Rule]]:
     class without a code, a code taken twice)."""
     rules = _with_local(folders)
     _local_rules.update((c, r) for c, r in rules.items() if r.origin.startswith("local "))
+    _local_folders.clear()  # a process lints one config's files at a time
     _local_folders.update(dict.fromkeys(folders))
     return rules
 
 
 def local_folders() -> tuple[Path, ...]:
-    """The folders this process loaded local rules from (what a spawned worker process,
-    which inherits nothing, loads again)."""
+    """The folders of the local rules this process loaded last (what a spawned worker
+    process, which inherits nothing, loads again)."""
     return tuple(_local_folders)
 
 
