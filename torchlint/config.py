@@ -507,8 +507,9 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
         elif config.skipped_local:
             continue  # perhaps an option of a local rule not loaded
         else:
-            fixed_keys = ["per-file-ignores", "target-torch", "min-impact", "local-rules"]
-            fixed_keys += ["semantic"]
+            fixed_keys = [
+                "per-file-ignores", "target-torch", "min-impact", "local-rules", "semantic"
+            ]  # fmt: skip
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
