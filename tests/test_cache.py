@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,21 @@ def test_entries_hold_no_source_and_no_code(project):
     for entry in _entries(project):
         data = json.loads(entry.read_text())  # plain JSON: loading it runs nothing
         assert data["result"]["text"] is None
+
+
+def test_entries_of_other_formats_are_removed(project):
+    """A torchlint of another cache format (an upgrade) leaves its entries behind: the
+    first entry of this format removes them, and nothing else of the directory."""
+    run_cli("check", ".", cwd=project)
+    cache = project / DIRNAME
+    shutil.rmtree(cache / f"v{FORMAT}")
+    shutil.rmtree(cache / f"project-v{FORMAT}")
+    for old in ("v1", f"project-v{FORMAT + 1}", "vendor", "v2x"):
+        (cache / old / "ab").mkdir(parents=True)
+    run_cli("check", ".", cwd=project)
+    kept = {p.name for p in cache.iterdir()}
+    assert {f"v{FORMAT}", f"project-v{FORMAT}", "vendor", "v2x", TAG} <= kept
+    assert not kept & {"v1", f"project-v{FORMAT + 1}"}
 
 
 def test_edit_selection_and_options_are_never_stale(project):
@@ -133,6 +149,18 @@ def test_rule_source_is_part_of_the_key(tmp_path, monkeypatch):
     monkeypatch.setattr(torchlint.rules, "__path__", [str(tmp_path)])
     before = code_fingerprint()
     (tmp_path / "tl999_x.py").write_text("A = 2\n")
+    assert code_fingerprint() != before
+
+
+def test_engine_source_is_part_of_the_key(tmp_path, monkeypatch):
+    """Every module of the engine counts, those of its subpackages too."""
+    import torchlint
+
+    (tmp_path / "semantic").mkdir()
+    (tmp_path / "semantic" / "loops.py").write_text("A = 1\n")
+    monkeypatch.setattr(torchlint, "__file__", str(tmp_path / "__init__.py"))
+    before = code_fingerprint()
+    (tmp_path / "semantic" / "loops.py").write_text("A = 2\n")
     assert code_fingerprint() != before
 
 

@@ -453,3 +453,42 @@ def test_a_file_asked_after_an_edit_is_checked_against_the_last_fixed_point(
     assert _check(root, [train], cache) == _check(root, [train])
     assert _check(root, [engine], cache) == _check(root, [engine])
     assert ("mypkg/engine.py", 12, "TL401") not in _check(root, [engine], cache)
+
+
+def test_cached_results_leave_summaries_to_the_store(tmp_path: Path, monkeypatch):
+    """A cached result holds neither summary nor answers (the store keeps them, once):
+    where the project needs them (a file elsewhere changed), they are read from the
+    store, checked against the digest of the answers the result was computed with;
+    where the store lost them, the file is analysed again. Either way, the findings are
+    those of a run without a cache."""
+    import torchlint.pool as pool
+    from torchlint.cache import FORMAT
+
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    cache, files, train = tmp_path / "cache", _files(root), root / "train.py"
+    _check(root, files, cache)
+    entries = [json.loads(p.read_text())["result"] for p in (cache / f"v{FORMAT}").rglob("*")
+               if p.is_file()]  # fmt: skip
+    assert len(entries) == len(files)
+    assert all(e["summary"] is None for e in entries)
+    assert all(e["answers"] is None for e in entries if e["stored"])
+    assert [e for e in entries if e["stored"]]
+    linted: list[str] = []
+    real = pool.lint_one
+    monkeypatch.setattr(pool, "lint_one", lambda p, *a: linted.append(p.name) or real(p, *a))
+    for edit in ("cpu", "store lost"):
+        if edit == "cpu":
+            text = train.read_text()
+            train.write_text(
+                text.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"')
+            )
+        else:
+            train.write_text(train.read_text() + "# edited\n")
+            shutil.rmtree(cache / f"project-v{FORMAT}")
+        linted.clear()
+        found = _check(root, files, cache)
+        assert ("models.py" in linted) == (edit == "store lost"), linted
+        assert found == _check(root, files)

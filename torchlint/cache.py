@@ -3,11 +3,14 @@
 An entry holds one file's result for one way of running (torchlint version, a hash of
 torchlint's and the rules' source, the selected codes, rule options, target torch, the
 project's knowledge, check/fix/diff, unsafe, with_edits, the file's path) and is valid
-only for the exact bytes it was computed from (their SHA-256 is stored and compared).
+only for the exact bytes it was computed from (their SHA-256 is stored and compared);
+a project file's summary and answers are not in it but in the summaries' store
+(`Summaries`), once.
 Entries are JSON (never pickle: a cache directory can come from anywhere, and loading
 it must not run code), written to a temporary file and renamed into place, so
 concurrent runs never see a partial entry; an unreadable or corrupt entry is a miss,
-never an error. A directory that cannot be written disables the cache silently.
+never an error. A directory that cannot be written disables the cache silently; the
+first entry of a new format removes the entries of others.
 
 Only results that leave the file as it is are stored (checks, diffs, and fix runs
 that had nothing to change): the result of a run that rewrote the file is the input
@@ -20,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, fields
@@ -39,7 +43,8 @@ _TAG_TEXT = (
     "# This file is a cache directory tag created by torchlint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-FORMAT = 3  # 2: errors as records (FileError); 3: findings carry their impact
+# 2: errors as records (FileError); 3: findings carry their impact; 4: summaries left out
+FORMAT = 4
 
 
 def location(root: Path) -> Path:
@@ -48,19 +53,20 @@ def location(root: Path) -> Path:
 
 
 def code_fingerprint() -> str:
-    """A hash of the engine's and the rules' source files (local rules' and plugins'
-    too): editing a rule in development invalidates what it computed."""
+    """A hash of the engine's source files (its subpackages' too) and the rules' (local
+    rules' and plugins' too): editing either in development invalidates what it
+    computed."""
     import torchlint
     from torchlint.registry import extension_files, rules_package
 
     digest = hashlib.sha256(__version__.encode())
-    dirs = [Path(torchlint.__file__).parent, *map(Path, rules_package().__path__)]
-    for files in (*(sorted(d.glob("*.py")) for d in dirs), extension_files()):
-        for path in files:
-            try:
-                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-            except OSError:
-                digest.update(path.name.encode() + b"\0?\0")
+    engine = Path(torchlint.__file__).parent
+    rules = [path for d in rules_package().__path__ for path in sorted(Path(d).glob("*.py"))]
+    for path in (*sorted(engine.rglob("*.py")), *rules, *extension_files()):
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        except OSError:
+            digest.update(path.name.encode() + b"\0?\0")
     return digest.hexdigest()
 
 
@@ -188,6 +194,11 @@ class Summaries:
             self.writable = _store(self.directory, self._scan_entry(root), data)
 
 
+def answers_digest(answers: dict[str, Any]) -> str:
+    """A file's answers, as a short digest (what a fixed point and a result keep of them)."""
+    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def content_digest(raw: bytes) -> str:
     """The digest a file's bytes are stored under."""
     return hashlib.sha256(raw).hexdigest()
@@ -214,6 +225,11 @@ def _store(directory: Path, target: Path, data: dict[str, Any]) -> bool:
 
 def _prepare(directory: Path, entries: Path) -> None:
     if (directory / TAG).exists():
+        if not entries.is_dir():  # first entry of this format: those of others go
+            kind = re.escape(entries.name.rstrip("0123456789"))  # "v" or "project-v"
+            for old in directory.glob("*v[0-9]*"):
+                if re.fullmatch(kind + r"\d+", old.name) and old.name != entries.name:
+                    shutil.rmtree(old, ignore_errors=True)
         entries.mkdir(exist_ok=True)
         return
     entries.mkdir(parents=True, exist_ok=True)
@@ -238,8 +254,14 @@ def clean(directory: Path) -> bool:
 
 
 def encode_result(result: FileResult) -> dict[str, Any]:
+    """A result as stored: the summaries' store keeps a file's summary with its answers
+    (`stored`: their digest) and the summaries it read of others."""
     data = asdict(result)
     del data["path"]
+    data["fetched"] = None
+    if result.summary is not None:
+        data["stored"] = answers_digest(result.answers or {})
+        data["summary"] = data["answers"] = None
     return data
 
 

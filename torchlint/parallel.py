@@ -11,9 +11,8 @@ from pathlib import Path
 from torchlint.cache import Cache
 from torchlint.config import Config
 from torchlint.pool import Interrupted, Stop, Task, cacheable, compute, use_projects
-from torchlint.project import Project
 from torchlint.results import FileResult, Job
-from torchlint.rounds import Rounds, cached
+from torchlint.rounds import Rounds
 
 __all__ = ["Interrupted", "run_files"]
 
@@ -46,7 +45,7 @@ def run_files(
                     on_result(result)
             return results
         rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
-        return _rewrite(tasks, job, on_result, cache_dir, rounds.projects)
+        return _rewrite(tasks, job, on_result, cache_dir, rounds)
     finally:
         use_projects([])
 
@@ -56,16 +55,17 @@ def _rewrite(
     job: Job,
     on_result: Callable[[FileResult], None] | None,
     cache_dir: Path | None,
-    projects: Sequence[Project],
+    rounds: Rounds,
 ) -> list[FileResult]:
-    """Fix (or diff) every file with what its project (among `projects`) tells it."""
+    """Fix (or diff) every file with what its project (among those of `rounds`, at
+    their fixed point) tells it."""
     results: list[FileResult | None] = [None] * len(tasks)
     cache = Cache(cache_dir, job) if cache_dir is not None else None
     todo = list(tasks)
     if cache is not None:
         todo = []
         for task in tasks:
-            hit = cached(cache, task, projects)
+            hit = rounds.cached(cache, task)
             if hit is None:
                 todo.append(task)
             else:

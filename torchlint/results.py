@@ -129,6 +129,10 @@ class FileResult:
     checked: bool = False  # the rules read it (a file of a project may be summarized only)
     # Other files of the project read for the summaries this file's analysis asked about.
     fetched: dict[str, dict[str, Any]] | None = None
+    # A cached result of a file of a project: the digest of its answers. Its summary and
+    # answers are not stored with it but in the summaries' store, under its bytes (None
+    # until read from there, where they are needed).
+    stored: str | None = None
 
     @property
     def error(self) -> str | None:

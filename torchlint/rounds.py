@@ -11,10 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchlint.cache import Cache, Summaries, content_digest
+from torchlint.cache import Cache, Summaries, answers_digest, content_digest
 from torchlint.config import Config
 from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
-from torchlint.project import Layout, Project, answers_digest, find_root
+from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, rules_of
@@ -58,18 +58,15 @@ class _Fetch:
         return env.summary
 
 
-def cached(cache: Cache, task: Task, projects: Sequence[Project]) -> FileResult | None:
-    """The cached result of a task, if it holds: the same bytes, the same answers from
-    its project."""
+def cached(cache: Cache, task: Task) -> FileResult | None:
+    """The cached result of a task's bytes (whether its answers hold is its project's
+    to say: `Rounds.cached`)."""
     task.stamp = file_stamp(task.path)
     try:
         task.raw = read_bytes(task.path)
     except SourceError:
         return None  # process_file reports why
-    hit = cache.get(task.path, display(task.path), task.codes, task.raw)
-    if hit is None or task.project is None or task.key is None:
-        return hit
-    return hit if projects[task.project].holds(task.key, hit.answers or {}) else None
+    return cache.get(task.path, display(task.path), task.codes, task.raw)
 
 
 # Chains of calls through a large package settle in a few rounds (accelerate's: five).
@@ -104,13 +101,20 @@ def _settled(project: Project) -> dict[str, str]:
     return found
 
 
-def stands(project: Project, key: str, answers: dict[str, Any], checked: bool) -> bool:
-    """A result of a file of `project` still stands: its answers hold, and it analysed
-    the file (`checked`) if another file now reaches into it."""
+def stands(
+    project: Project,
+    key: str,
+    answers: dict[str, Any] | None,
+    checked: bool,
+    digest: str | None = None,
+) -> bool:
+    """A result of a file of `project` still stands: its answers (or their `digest`:
+    `Project.holds`) hold, and it analysed the file (`checked`) if another file now
+    reaches into it."""
     reached = project.reached if project.trusted else project.program.reached
     if not checked and key in reached:
         return False
-    return project.holds(key, answers)
+    return project.holds(key, answers, digest)
 
 
 class Rounds:
@@ -367,9 +371,9 @@ class Rounds:
             for task in self.tasks:
                 result = results[task.index]
                 if result is None and round_ == 0 and cache is not None:
-                    result = results[task.index] = cached(cache, task, self.projects)
-                    if result is not None:
-                        self._record(task, result)
+                    result = results[task.index] = self.cached(cache, task)
+                    if result is not None and not self._record(task, result):
+                        result = results[task.index] = None  # its summary is not stored
                 if result is None or not self._holds(task, result):
                     todo.append(task)
             todo += self.due()
@@ -441,11 +445,21 @@ class Rounds:
         except SourceError:
             return False
 
+    def cached(self, cache: Cache, task: Task) -> FileResult | None:
+        """The cached result of a task, if it holds: the same bytes, the same answers
+        from its project."""
+        hit = cached(cache, task)
+        return hit if hit is not None and self._holds(task, hit) else None
+
     def _holds(self, task: Task, result: FileResult) -> bool:
         if task.project is None or not task.key:
             return True
+        project = self.projects[task.project]
+        trusted = result.stored is None or project.holds(task.key, None, result.stored)
+        if not trusted and not self._complete(task, result):
+            return False  # not in the store (or of other answers): analysed again
         checked = result.checked or result.error is not None
-        return stands(self.projects[task.project], task.key, result.answers or {}, checked)
+        return stands(project, task.key, result.answers, checked, result.stored)
 
     def store_fetched(self) -> None:
         """Store the summaries the projects read on demand (in this process or a worker)."""
@@ -455,20 +469,40 @@ class Rounds:
                 if self.store is not None and digest is not None:
                     self.store.put(project.layout.root, key, digest, summary.to_json(), {})
 
-    def _record(self, task: Task, result: FileResult) -> None:
-        """What a file's result tells its project."""
+    def _record(self, task: Task, result: FileResult) -> bool:
+        """What a file's result tells its project; False for a cached result whose
+        summary the store no longer holds (it is analysed again)."""
         if task.project is None or not task.key:
-            return
+            return True
         project = self.projects[task.project]
         if result.summary is None and result.error is not None:
             project.unreadable.add(task.key)
-        elif result.summary is None and (
-            task.key in project.summaries or task.key in project.recheck
+        elif (
+            result.summary is None
+            and result.stored is None
+            and (task.key in project.summaries or task.key in project.recheck)
         ):
-            return  # not analysed (no rule reads it): what was read for another file stands
+            return True  # not analysed (no rule reads it): what was read for another file stands
         if project.trusts(task.key):
-            return  # a stored result, of the bytes the stored summaries are of
+            return True  # a stored result, of the bytes the stored summaries are of
+        if result.stored is not None and not self._complete(task, result):
+            return False
         project.update(task.key, result.summary, result.answers or {})
+        return True
+
+    def _complete(self, task: Task, result: FileResult) -> bool:
+        """A cached result's summary and answers, read from the store (False if it holds
+        none for the file's bytes with those answers)."""
+        assert task.project is not None and task.key is not None
+        if self.store is None or task.raw is None:
+            return False
+        root = self.projects[task.project].layout.root
+        stored = self.store.get(root, task.key, content_digest(task.raw))
+        if stored is None or answers_digest(stored[1]) != result.stored:
+            return False
+        result.summary, result.answers = stored
+        result.stored = None
+        return True
 
     def learn(self, task: Task, result: FileResult) -> None:
         """Keep what a task's analysis tells its project (and store it)."""

@@ -6,19 +6,18 @@ whose answers changed are the ones analysed again."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from torchlint.cache import answers_digest
 from torchlint.project.layout import Layout, find_root
 
 if TYPE_CHECKING:  # imported when first used: a run answered from the cache needs neither
     from torchlint.project.program import Fetch, Program
     from torchlint.semantic.external import Environment, Summary
 
-__all__ = ["Layout", "Program", "Project", "answers_digest", "find_root"]
+__all__ = ["Layout", "Program", "Project", "find_root"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,11 +26,6 @@ def __getattr__(name: str) -> Any:
 
         return Program
     raise AttributeError(name)
-
-
-def answers_digest(answers: dict[str, Any]) -> str:
-    """A file's answers, as a short digest (what a fixed point keeps of them)."""
-    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -112,13 +106,14 @@ class Project:
 
         return Environment(path=key)
 
-    def holds(self, key: str, answers: dict[str, Any]) -> bool:
+    def holds(self, key: str, answers: dict[str, Any] | None, digest: str | None = None) -> bool:
         """Answers recorded for `key` are still what the program answers: where trusted,
         those of the fixed point (a result computed before it, while another file
-        differed, is checked)."""
-        if self.trusts(key) and self.settled.get(key) == answers_digest(answers):
+        differed, is checked). Answers known by their `digest` alone (None) hold only
+        where trusted."""
+        if self.trusts(key) and self.settled.get(key) == (digest or answers_digest(answers or {})):
             return True
-        return self.environment(key).holds(answers)
+        return answers is not None and self.environment(key).holds(answers)
 
     def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
         """Keep a file's new summary; True when it differs from the one the program was
