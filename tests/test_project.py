@@ -492,3 +492,26 @@ def test_cached_results_leave_summaries_to_the_store(tmp_path: Path, monkeypatch
         found = _check(root, files, cache)
         assert ("models.py" in linted) == (edit == "store lost"), linted
         assert found == _check(root, files)
+
+
+def test_a_warm_run_reads_no_file_whose_stamp_is_unchanged(tmp_path: Path, monkeypatch):
+    """A file whose stamp (mtime, size, inode) is what the project's scan read is known
+    by the digest the scan took: a warm run without findings there reads none of its
+    bytes; a file edited since is read, and its new bytes miss the cache."""
+    import torchlint.rounds as rounds
+
+    root = tmp_path / "engine_layout"
+    shutil.copytree(FIXTURES / "project" / "engine_layout", root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    cache, files = tmp_path / "cache", _files(root)
+    first = _check(root, files, cache)
+    read: list[str] = []
+    real = rounds.read_bytes
+    monkeypatch.setattr(rounds, "read_bytes", lambda p: read.append(p.name) or real(p))
+    assert _check(root, files, cache) == first
+    assert read == []
+    models = root / "mypkg" / "models.py"
+    models.write_text(models.read_text() + "# edited\n")
+    assert _check(root, files, cache) == first
+    assert read.count("models.py") >= 1 and "engine.py" not in read

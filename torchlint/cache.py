@@ -33,7 +33,7 @@ from typing import Any
 from torchlint import __version__
 from torchlint.results import FileError, FileResult, FixRecord, Job, TextEdit, Violation
 from torchlint.settings import Knowledge
-from torchlint.source import SourceError, decode
+from torchlint.source import SourceError, decode, read_bytes
 
 DIRNAME = ".torchlint_cache"
 ENV = "TORCHLINT_CACHE_DIR"  # overrides the location (tests, read-only checkouts)
@@ -98,16 +98,25 @@ class Cache:
         return self.entries / hexdigest[:2] / hexdigest[2:]
 
     def get(
-        self, path: Path, name: str, codes: tuple[str, ...] | list[str], raw: bytes
+        self,
+        path: Path,
+        name: str,
+        codes: tuple[str, ...] | list[str],
+        raw: bytes | None,
+        digest: str | None = None,
     ) -> FileResult | None:
-        """The stored result for this file, if it was computed from these bytes."""
+        """The stored result for this file, if it was computed from these bytes (`raw`,
+        or bytes known by their `digest`: read only for a result that shows its text)."""
         try:
             data = json.loads(self._entry(path, name, codes).read_bytes())
-            if data["content"] != hashlib.sha256(raw).hexdigest():
+            if data["content"] != (digest if raw is None else content_digest(raw)):
                 return None
             result = decode_result(data["result"], name)
             if data.get("text_is_source"):
-                result.text = decode(raw)[0]
+                text = read_bytes(path) if raw is None else raw
+                if content_digest(text) != data["content"]:
+                    return None  # changed since its stamp was taken
+                result.text = decode(text)[0]
             return result
         except (OSError, ValueError, KeyError, TypeError, AttributeError, SourceError):
             return None  # missing or corrupt: recompute
@@ -130,7 +139,7 @@ class Cache:
         if text_is_source:
             encoded["text"] = None  # the file itself: not stored twice
         data = {
-            "content": hashlib.sha256(raw).hexdigest(),
+            "content": content_digest(raw),
             "text_is_source": text_is_source,
             "result": encoded,
         }

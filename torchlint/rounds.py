@@ -58,15 +58,24 @@ class _Fetch:
         return env.summary
 
 
-def cached(cache: Cache, task: Task) -> FileResult | None:
+def cached(
+    cache: Cache, task: Task, known: tuple[list[int], str] | None = None
+) -> FileResult | None:
     """The cached result of a task's bytes (whether its answers hold is its project's
-    to say: `Rounds.cached`)."""
+    to say: `Rounds.cached`). Bytes `known` by their stamp and digest (what the project's
+    scan read off them) are not read again while their stamp is the same; on a miss,
+    they are (for the result to be stored)."""
     task.stamp = file_stamp(task.path)
+    name = display(task.path)
+    if known is not None and task.stamp is not None and list(task.stamp) == known[0]:
+        hit = cache.get(task.path, name, task.codes, None, known[1])
+        if hit is not None:
+            return hit
     try:
         task.raw = read_bytes(task.path)
     except SourceError:
         return None  # process_file reports why
-    return cache.get(task.path, display(task.path), task.codes, task.raw)
+    return cache.get(task.path, name, task.codes, task.raw)
 
 
 # Chains of calls through a large package settle in a few rounds (accelerate's: five).
@@ -448,7 +457,10 @@ class Rounds:
     def cached(self, cache: Cache, task: Task) -> FileResult | None:
         """The cached result of a task, if it holds: the same bytes, the same answers
         from its project."""
-        hit = cached(cache, task)
+        found = None
+        if task.project is not None and task.key is not None:
+            found = self.scans[task.project]["files"].get(task.key)
+        hit = cached(cache, task, (found["stamp"], found["digest"]) if found else None)
         return hit if hit is not None and self._holds(task, hit) else None
 
     def _holds(self, task: Task, result: FileResult) -> bool:
@@ -494,10 +506,12 @@ class Rounds:
         """A cached result's summary and answers, read from the store (False if it holds
         none for the file's bytes with those answers)."""
         assert task.project is not None and task.key is not None
-        if self.store is None or task.raw is None:
+        key = (task.project, task.key)
+        digest = content_digest(task.raw) if task.raw else self.digests.get(key)
+        if self.store is None or digest is None:
             return False
         root = self.projects[task.project].layout.root
-        stored = self.store.get(root, task.key, content_digest(task.raw))
+        stored = self.store.get(root, task.key, digest)
         if stored is None or answers_digest(stored[1]) != result.stored:
             return False
         result.summary, result.answers = stored
