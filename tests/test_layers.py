@@ -29,12 +29,12 @@ LAYERS = [
     # `torchlint`: the package's `__version__`, and the public API (`api`) it forwards
     ["config", "cache", "reporters", "progress", "torchlint"],
     ["registry", "linter", "rules"],
-    ["incremental", "notebook", "notebook_json", "gate"],
+    ["incremental", "notebook", "notebook_json", "gate", "tokens"],
     ["rule", "edits", "api"],
     ["semantic"],
     ["fixes", "parser"],
     ["undefined", "positions", "results", "options", "metadata", "knowledge"],
-    ["walk", "source", "noqa", "settings", "libcst_compat"],
+    ["walk", "source", "noqa", "settings", "libcst_compat", "catalog"],
 ]
 # The one import allowed to run from a lower layer up, and why.
 UPWARD = {

@@ -65,6 +65,28 @@ def test_run_answered_from_the_cache_imports_no_rule_nor_libcst(tmp_path):
     assert _imported(*args, heavy=heavy, cwd=project, env=env) == ""
 
 
+def test_files_no_rule_reads_are_checked_without_libcst(tmp_path):
+    """A file that holds no selected rule's token (the catalog says which) is checked for
+    its syntax only, by CPython's parser: neither the rules nor libcst are imported, in a
+    project too; a syntax error is still reported (libcst, which reads syntax newer than
+    this Python's, is asked then)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "util.py").write_text("import torch\n\ndef helper(x):\n    return x + 1\n")
+    (tmp_path / "other.py").write_text("from util import helper\n\nprint(helper(1))\n")
+    heavy = ("libcst", "torchlint.linter", "torchlint.rules.tl201_dataloader_sync_loading")
+    for args in (("util.py",), ("util.py", "other.py"), (".",)):
+        assert _imported("check", "--no-cache", *args, heavy=heavy, cwd=tmp_path) == "", args
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    broken = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "--no-cache", "broken.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert broken.returncode == 2 and "broken.py:1:7: TL000 SyntaxError" in broken.stdout
+
+
 def test_catalog_is_the_rules():
     """The registry's catalog says of each built-in rule what the rule itself says."""
     from torchlint.registry import all_rules, builtin_rules, loaded
@@ -73,7 +95,8 @@ def test_catalog_is_the_rules():
     assert list(catalog) == list(rules), "a rule is missing from (or extra in) CATALOG"
     for code, rule in rules.items():
         entry = catalog[code]
-        said = (entry.name, entry.default_enabled, entry.preview, entry.options)
-        assert said == (rule.name, rule.default_enabled, rule.preview, rule.options), code
+        said = (entry.name, entry.default_enabled, entry.preview, entry.options, entry.tokens)
+        assert said == (rule.name, rule.default_enabled, rule.preview, rule.options, rule.tokens)
+        assert (entry.pattern and entry.pattern.pattern) == (rule.pattern and rule.pattern.pattern)
         assert loaded(entry) is rule
         assert entry.fix_safety is rule.fix_safety and entry.summary() == rule.summary()

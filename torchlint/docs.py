@@ -1,17 +1,21 @@
-"""Rule documentation generated from the rules' docstrings.
+"""Rule documentation generated from the rules' docstrings, and the built-in rules'
+catalog generated from their classes.
 
-`python -m torchlint.docs` rewrites docs/rules/*.md and the rule table in README.md;
-a test fails when either is out of date.
+`python -m torchlint.docs` rewrites docs/rules/*.md, the rule table in README.md and
+torchlint/catalog.py; a test fails when any is out of date.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchlint import options
+from torchlint.options import Option
 from torchlint.registry import builtin_rules, family
 from torchlint.rule import Rule
 
@@ -136,12 +140,54 @@ def readme(root: Path) -> str:
     return _between(text, EXAMPLE_START, EXAMPLE_END, f"```diff\n{example_diff(root)}\n```")
 
 
+CATALOG_HEAD = '''"""The built-in rules as a run reads them before it imports any
+(`registry.all_rules`): code, name, on by default, in preview, options (by name in
+torchlint.options), tokens and pattern (source, flags) of each: a run answered from the
+cache, or a file that holds no rule's token, needs neither the rules nor libcst. Generated
+from rules/ by `python -m torchlint.docs` (tests/test_docs.py fails when it is stale)."""
+
+Pattern = tuple[str, int]
+Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None]
+
+# fmt: off
+CATALOG: tuple[Entry, ...] = (
+'''
+
+
+def _literal(value: object) -> str:
+    """`value` (text, a flag, None, or a tuple of those) as Python source."""
+    if isinstance(value, tuple):
+        items = ", ".join(map(_literal, value))
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def catalog() -> str:
+    """torchlint/catalog.py, from the built-in rules' classes."""
+    names = {id(v): k for k, v in vars(options).items() if isinstance(v, Option)}
+    lines = []
+    for code, rule in builtin_rules().items():
+        pattern = None if rule.pattern is None else (rule.pattern.pattern, rule.pattern.flags)
+        entry = (
+            code,
+            rule.name,
+            rule.default_enabled,
+            rule.preview,
+            tuple(names[id(o)] for o in rule.options),
+            tuple(rule.tokens),
+            pattern,
+        )
+        lines.append(f"    {_literal(entry)},\n")
+    return CATALOG_HEAD + "".join(lines) + ")\n# fmt: on\n"
+
+
 def expected_files(root: Path) -> dict[Path, str]:
     files = {
         root / "docs" / "rules" / f"{code}.md": rule_markdown(rule)
         for code, rule in builtin_rules().items()
     }
     files[root / "README.md"] = readme(root)
+    files[root / "torchlint" / "catalog.py"] = catalog()
     return files
 
 

@@ -36,7 +36,8 @@ from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
-from torchlint.settings import Knowledge, Settings
+from torchlint.settings import Settings
+from torchlint.tokens import applies
 
 if TYPE_CHECKING:
     from torchlint.incremental import Buffer
@@ -72,27 +73,6 @@ class _Pass:
     fixed: list[str]  # codes of the fixes applied
     fixable: Counter[str]  # the fixable findings of the text before the pass, by code
     remaining: list[Violation] | None  # nothing applied: the findings that remain
-
-
-def applies(rules: Sequence[Rule], source: str, knowledge: Knowledge | None = None) -> list[Rule]:
-    """The rules that may have something to say about this text (a cheap test); all of
-    them where it names a callable the project's knowledge tells of."""
-    if knowledge is not None and knowledge.named_in(source):
-        return list(rules)
-    return [r for r in rules if _may_apply(r, source)]
-
-
-def any_applies(rules: Sequence[Rule], source: str, knowledge: Knowledge) -> bool:
-    """Some rule may have something to say about this text (`applies`, stopping early)."""
-    if rules and knowledge.named_in(source):
-        return True
-    return any(_may_apply(r, source) for r in rules)
-
-
-def _may_apply(rule: Rule, source: str) -> bool:
-    return any(token in source for token in rule.tokens) and (
-        rule.pattern is None or rule.pattern.search(source) is not None
-    )
 
 
 def _diagnostics(

@@ -12,11 +12,12 @@ import re
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
-
-import libcst as cst
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from torchlint.results import ANALYSIS_ERROR, INVALID_SYNTAX, FileError
+
+if TYPE_CHECKING:  # libcst is imported when a tree is first needed (a syntax check needs none)
+    import libcst as cst
 
 
 class LintError(Exception):
@@ -68,10 +69,12 @@ class _ParserThread:
         self.pid = 0
 
     def parse(self, source: str) -> cst.Module:
+        import libcst
+
         if self.thread is None or self.pid != os.getpid():  # none yet, or left in the parent
             self._start()
         if self.thread is None:  # no thread with that stack here: the caller's stack
-            return cst.parse_module(source)
+            return libcst.parse_module(source)
         box: dict[str, Any] = {}
         done = threading.Event()
         self.jobs.put((source, box, done))
@@ -102,10 +105,12 @@ class _ParserThread:
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue[Any]) -> None:
+        import libcst
+
         while (job := jobs.get()) is not None:
             source, box, done = job
             try:
-                box["module"] = cst.parse_module(source)
+                box["module"] = libcst.parse_module(source)
             except BaseException as exc:  # re-raised on the calling thread
                 box["error"] = exc
             done.set()
@@ -137,11 +142,13 @@ def _may_nest_deeply(source: str) -> bool:
 def parse(source: str, path: str = "<string>") -> cst.Module:
     """libcst's tree of `source`. A syntax error is reported where CPython reports it
     when CPython refuses the text too, else (CPython accepts it) where libcst does."""
+    from libcst import ParserSyntaxError
+
     if _may_nest_deeply(source):
         _cpython_refusal(source, path)  # raises for text too deep to analyse
     try:
         return parser_thread.parse(source)
-    except cst.ParserSyntaxError as exc:
+    except ParserSyntaxError as exc:
         raise _cpython_refusal(source, path) or _libcst_refusal(exc) from None
     except RecursionError:
         raise LintError(TOO_DEEP) from None

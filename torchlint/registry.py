@@ -10,6 +10,7 @@ import importlib.util
 import pkgutil
 import re
 import sys
+from collections.abc import Sequence
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -17,6 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from torchlint import options as opts
+from torchlint.catalog import CATALOG, Entry
 from torchlint.options import Option
 
 if TYPE_CHECKING:
@@ -97,59 +99,6 @@ def builtin_rules() -> dict[str, type[Rule]]:
     return dict(sorted(found.items()))
 
 
-# The built-in rules as a run's configuration reads them, without importing them (the
-# rules import libcst and the semantic model, which a run answered from the cache never
-# needs): a line per rule, `CODE name on|off [preview] [OPTION...]` (an option by its
-# name in torchlint.options); the rule lives in `rules/<code>_<name>.py`.
-# tests/test_startup.py checks it against the rules.
-CATALOG = """
-TL001 small-batch-size on preview MIN_BATCH_SIZE
-TL002 default-batch-size on preview MIN_BATCH_SIZE
-TL101 input-not-on-device on preview
-TL102 model-not-on-device on preview
-TL104 cpu-tensor-then-moved on
-TL105 blocking-host-to-device-copy on
-TL106 torch-load-without-map-location on
-TL201 dataloader-sync-loading on
-TL202 dataloader-no-pin-memory on
-TL203 dataloader-no-persistent-workers on
-TL204 dataloader-worker-options-without-workers on preview
-TL205 dataloader-iterated-to-count on
-TL301 model-not-parallel on preview
-TL302 prefer-distributed-data-parallel off preview
-TL303 ddp-loader-without-distributed-sampler on preview
-TL304 distributed-sampler-without-set-epoch on preview
-TL305 ddp-accumulation-without-no-sync on preview
-TL306 ddp-find-unused-parameters off preview
-TL401 host-sync-in-training-loop on
-TL402 empty-cache-in-loop on preview
-TL403 loss-accumulates-graph on preview
-TL404 eval-without-no-grad on
-TL405 zero-grad-keeps-zeros on
-TL406 anomaly-detection-in-training on preview
-TL407 profiler-around-training on preview
-TL408 gradcheck-in-training-loop on preview
-TL409 cuda-launch-blocking on preview
-TL501 training-without-mixed-precision off preview
-TL502 deprecated-cuda-amp-api on
-TL503 float32-matmul-precision off preview
-TL601 cudnn-benchmark-off off preview
-TL602 deterministic-in-training off preview
-TL603 bias-before-batch-norm on
-TL604 channels-last-not-used off preview
-TL605 optimizer-not-fused off preview
-TL606 model-not-compiled off preview
-TL701 hf-dataloader-sync-loading on preview
-TL702 hf-dataloader-no-pin-memory off preview
-TL703 hf-training-without-mixed-precision on preview
-TL704 hf-small-batch-size off preview MIN_BATCH_SIZE
-TL705 hf-gradient-accumulation-small-batch off preview MIN_BATCH_SIZE
-TL721 lightning-full-precision off preview
-TL722 lightning-single-device off preview
-TL723 lightning-data-parallel on preview
-"""
-
-
 class _Deferred(type):
     """The class of a built-in rule not imported yet: it has what the catalog says; what
     else is read of it (its documentation, its fix safety), or an instance made of it,
@@ -166,15 +115,18 @@ class _Deferred(type):
         return getattr(loaded(cast("type[Rule]", cls)), attribute)
 
 
-def _deferred(line: str) -> type[Rule]:
-    code, name, default, *rest = line.split()
-    preview = rest[:1] == ["preview"]
+def _deferred(entry: Entry) -> type[Rule]:
+    """A built-in rule's stand-in, from its catalog entry (torchlint/catalog.py: what a
+    run reads of a rule before it needs the rule itself)."""
+    code, name, default, preview, options, tokens, pattern = entry
     namespace = {
         "code": code,
         "name": name,
-        "default_enabled": default == "on",
+        "default_enabled": default,
         "preview": preview,
-        "options": tuple(getattr(opts, option) for option in rest[preview:]),
+        "options": tuple(getattr(opts, option) for option in options),
+        "tokens": tokens,
+        "pattern": None if pattern is None else re.compile(*pattern),
         "origin": "built-in",
         "module": f"{code.lower()}_{name.replace('-', '_')}",
     }
@@ -203,7 +155,7 @@ def all_rules() -> dict[str, type[Rule]]:
     """The built-in rules and those of the installed plugins: code -> rule class, sorted
     by code (RuleLoadError for a plugin that cannot be loaded or claims a code taken).
     The built-in ones are imported when first used (`loaded`)."""
-    rules = {line.split()[0]: _deferred(line) for line in CATALOG.strip().splitlines()}
+    rules = {entry[0]: _deferred(entry) for entry in CATALOG}
     for entry in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
         origin = f"plugin {entry.dist.name if entry.dist else entry.name}"
         try:
@@ -271,6 +223,12 @@ def find(code: str) -> type[Rule]:
     if rule is None:
         raise KeyError(code)
     return rule
+
+
+def unloaded(codes: Sequence[str]) -> list[type[Rule]]:
+    """The rules of `codes` as `find` gives them, but built-in ones as their catalog's
+    stand-ins, not imported (what their tokens need). KeyError for an unknown code."""
+    return [all_rules().get(code) or _local_rules[code] for code in codes]
 
 
 def known(code: str) -> type[Rule] | None:

@@ -17,9 +17,10 @@ from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_o
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import imported, levels
 from torchlint.results import FileResult, Job
-from torchlint.runner import discover, display, rules_of
+from torchlint.runner import discover, display, token_rules
 from torchlint.settings import Settings
 from torchlint.source import SourceError, decode, read_bytes
+from torchlint.tokens import any_applies, engages, may_tell
 
 if TYPE_CHECKING:  # the linter and the semantic model are imported when a file is read
     from torchlint.rule import Rule
@@ -39,7 +40,6 @@ class _Fetch:
     def __call__(self, key: str) -> Summary | None:
         from torchlint.linter import Linter
         from torchlint.parser import LintError
-        from torchlint.semantic.exports import may_tell
         from torchlint.semantic.external import Environment, Summary
 
         if key in self.analysed:
@@ -183,9 +183,14 @@ class Rounds:
             self.open(root, asked)
 
     @cached_property
-    def rules(self) -> list[Rule]:
-        """The rules selected, instantiated when a file's text is first read."""
-        return rules_of(self.job.codes)
+    def rules(self) -> list[type[Rule]] | None:
+        """The rules selected, as their tokens need them (`token_rules`)."""
+        return token_rules(self.job.codes)
+
+    def _told(self, text: str) -> bool:
+        """A selected rule may have something to say about `text`."""
+        knowledge = self.job.settings.knowledge
+        return self.rules is None or any_applies(self.rules, text, knowledge)
 
     def open(self, root: Path, asked: Sequence[Task] = ()) -> int:
         """Add the project at `root`, with the files of the run in it; its index."""
@@ -284,9 +289,6 @@ class Rounds:
         before = self.before[index]
         found = before.get("files", {}).get(key)
         if not (found and stamp is not None and found["stamp"] == list(stamp)):
-            from torchlint.linter import any_applies
-            from torchlint.semantic.exports import engages
-
             try:
                 raw = read_bytes(path)
                 text = decode(raw)[0]
@@ -296,18 +298,16 @@ class Rounds:
                 "stamp": list(stamp) if stamp is not None else None,
                 "digest": content_digest(raw),
                 "names": imported(text),
-                "told": any_applies(self.rules, text, self.job.settings.knowledge),
+                "told": self._told(text),
                 "engages": engages(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text,
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not
-            from torchlint.linter import any_applies
-
             try:
                 text = decode(read_bytes(path))[0]
                 found = {
                     **found,
-                    "told": any_applies(self.rules, text, self.job.settings.knowledge),
+                    "told": self._told(text),
                 }
             except SourceError:
                 return
@@ -447,7 +447,6 @@ class Rounds:
         assert task.project is not None and task.key is not None
         if (task.project, task.key) in self.telling:
             return True
-        from torchlint.semantic.exports import may_tell
 
         try:
             return may_tell(decode(read_bytes(task.path))[0])

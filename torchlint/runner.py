@@ -192,6 +192,29 @@ def _linter(job: Job, codes: Sequence[str]) -> Linter:
     return Linter(rules_of(codes), job.settings, job.unfixable, low_impact=job.low_impact)
 
 
+def _syntax_only(text: str, job: Job, codes: Sequence[str], env: Environment | None) -> bool:
+    """No rule of `codes` may have anything to say about `text` (their tokens) and its
+    project tells it nothing: there is only its syntax to check, which needs neither the
+    rules nor libcst (the linter would do the same, once both were imported)."""
+    from torchlint.tokens import any_applies
+
+    if env is not None and env.reached:
+        return False
+    rules = token_rules(codes)
+    return rules is not None and not any_applies(rules, text, job.settings.knowledge)
+
+
+def token_rules(codes: Sequence[str]) -> list[type[Rule]] | None:
+    """The rules of `codes` as their tokens need them (`registry.unloaded`: not imported);
+    None where a code is not registered (a caller's own rule: nothing is screened out)."""
+    from torchlint.registry import unloaded
+
+    try:
+        return unloaded(codes)
+    except KeyError:
+        return None
+
+
 def lint_text(
     text: str,
     name: str,
@@ -205,14 +228,18 @@ def lint_text(
     raises is reported to `on_rule_error`, if given, and the others' findings kept. An
     editor's `buffer` parses a lint's text again only where it changed. `env`: what the
     rest of the file's project tells it; its summary and the answers go in the result."""
-    from torchlint.linter import unified_diff
-    from torchlint.parser import LintError, TooLarge
+    from torchlint.parser import LintError, TooLarge, check_syntax
 
     result = FileResult(name, text=text)
-    linter = _linter(job, codes)
-    linter.on_rule_error = on_rule_error
+    linter = None if _syntax_only(text, job, codes, env) else _linter(job, codes)
+    if linter is not None:
+        linter.on_rule_error = on_rule_error
     try:
-        if job.fix or job.diff:
+        if linter is None:
+            check_syntax(text, name)
+        elif job.fix or job.diff:
+            from torchlint.linter import unified_diff
+
             outcome = linter.fix(text, name, unsafe=job.unsafe, env=env)
             result.fixed, result.later = outcome.fixed, outcome.later
             result.text = outcome.text
@@ -231,7 +258,8 @@ def lint_text(
         result.warning = str(exc)
     except LintError as exc:
         result.errors = [file_error(exc)]
-    result.errors += [FileError(RULE_ERROR, said) for said in linter.failures.values()]
+    if linter is not None:
+        result.errors += [FileError(RULE_ERROR, said) for said in linter.failures.values()]
     if env is not None and env.path is not None:
         result.summary = env.summary.to_json() if env.summary is not None else None
         result.answers = env.answers

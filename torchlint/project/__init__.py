@@ -35,7 +35,7 @@ class Project:
     layout: Layout
     summaries: dict[str, Summary] = field(default_factory=dict)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> its answers
-    # Files that train, evaluate or load data (`exports.engages`), and the scripts that
+    # Files that train, evaluate or load data (`tokens.engages`), and the scripts that
     # import them: they ask the project what they use; the others are analysed on their
     # own until the project reaches them.
     engaged: set[str] = field(default_factory=set)

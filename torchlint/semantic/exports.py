@@ -21,7 +21,6 @@ from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, str_value
-from torchlint.settings import Knowledge
 from torchlint.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
@@ -41,32 +40,6 @@ PLAIN = (
     cst.DictComp,
     cst.GeneratorExp,
 )
-
-
-# A file that holds none of these can tell the rest of its project nothing (no network,
-# optimizer, loader, dataset, device, step, backward pass, sync or generator to export).
-TELLING = (
-    "Module", "nn.", "Dataset", "DataLoader", "optim", "backward", "step(", ".item(",
-    ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda", "accelerat",
-    "prepare", "Trainer", "Lightning",
-)  # fmt: skip
-
-
-def may_tell(text: str) -> bool:
-    """The file may tell the rest of its project something (a cheap test of its text)."""
-    return any(token in text for token in TELLING)
-
-
-# A file that holds one of these trains, evaluates or loads data: what it does depends on
-# what the rest of its project gives it. Other files (model definitions, utilities) are
-# read on their own, unless the project later passes them something to act on.
-ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
-
-
-def engages(text: str, knowledge: Knowledge) -> bool:
-    """The file may train, evaluate or load data: a token of it, or a callable the
-    project's knowledge names."""
-    return any(token in text for token in ENGAGING) or knowledge.named_in(text)
 
 
 def summarize(module: TorchModule) -> Summary:

@@ -1,0 +1,57 @@
+"""The built-in rules as a run reads them before it imports any
+(`registry.all_rules`): code, name, on by default, in preview, options (by name in
+torchlint.options), tokens and pattern (source, flags) of each: a run answered from the
+cache, or a file that holds no rule's token, needs neither the rules nor libcst. Generated
+from rules/ by `python -m torchlint.docs` (tests/test_docs.py fails when it is stale)."""
+
+Pattern = tuple[str, int]
+Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None]
+
+# fmt: off
+CATALOG: tuple[Entry, ...] = (
+    ("TL001", "small-batch-size", True, True, ("MIN_BATCH_SIZE",), ("DataLoader",), None),
+    ("TL002", "default-batch-size", True, True, ("MIN_BATCH_SIZE",), ("DataLoader",), None),
+    ("TL101", "input-not-on-device", True, True, (), ("DataLoader",), None),
+    ("TL102", "model-not-on-device", True, True, (), ("backward",), None),
+    ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), None),
+    ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None),
+    ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), None),
+    ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader",), None),
+    ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader",), None),
+    ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader",), None),
+    ("TL204", "dataloader-worker-options-without-workers", True, True, (), ("DataLoader",), None),
+    ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None),
+    ("TL301", "model-not-parallel", True, True, (), ("cuda", "accelerator"), None),
+    ("TL302", "prefer-distributed-data-parallel", False, True, (), ("DataParallel", "data_parallel"), None),
+    ("TL303", "ddp-loader-without-distributed-sampler", True, True, (), ("DataParallel", "fully_shard", "FullyShardedDataParallel"), None),
+    ("TL304", "distributed-sampler-without-set-epoch", True, True, (), ("DistributedSampler",), None),
+    ("TL305", "ddp-accumulation-without-no-sync", True, True, (), ("DistributedDataParallel",), None),
+    ("TL306", "ddp-find-unused-parameters", False, True, (), ("find_unused_parameters",), None),
+    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step"), None),
+    ("TL402", "empty-cache-in-loop", True, True, (), ("empty_cache",), None),
+    ("TL403", "loss-accumulates-graph", True, True, (), ("backward",), None),
+    ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward("), None),
+    ("TL405", "zero-grad-keeps-zeros", True, False, (), ("zero_grad",), None),
+    ("TL406", "anomaly-detection-in-training", True, True, (), ("detect_anomaly",), None),
+    ("TL407", "profiler-around-training", True, True, (), ("profiler",), ("backward", 32)),
+    ("TL408", "gradcheck-in-training-loop", True, True, (), ("gradcheck",), None),
+    ("TL409", "cuda-launch-blocking", True, True, (), ("CUDA_LAUNCH_BLOCKING",), None),
+    ("TL501", "training-without-mixed-precision", False, True, (), ("cuda", "accelerator"), None),
+    ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),
+    ("TL503", "float32-matmul-precision", False, True, (), ("cuda", "accelerator"), None),
+    ("TL601", "cudnn-benchmark-off", False, True, (), ("Conv", "torchvision"), None),
+    ("TL602", "deterministic-in-training", False, True, (), ("deterministic",), None),
+    ("TL603", "bias-before-batch-norm", True, False, (), ("BatchNorm", "InstanceNorm"), ("(?:Conv(?:Transpose)?[123]d|Linear)(?!\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*?(?:\\bbias\\s*=\\s*False|,\\s*\\*\\*))\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)\\s*,\\s*(?:#[^\\n]*\\s*)*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm)|append\\(\\s*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm)|\\A(?=(?s:.*?)self\\.\\w+\\s*=\\s*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm))(?=(?s:.*?)(?:self\\.\\w+\\(\\s*self\\.\\w+\\(|\\b(\\w+)\\s*=\\s*self\\.\\w+\\(\\s*\\1\\s*\\)\\s*\\n\\s*\\1\\s*=\\s*self\\.\\w+\\(\\s*\\1\\s*\\)))", 32)),
+    ("TL604", "channels-last-not-used", False, True, (), ("Conv2d", "torchvision"), None),
+    ("TL605", "optimizer-not-fused", False, True, (), ("Adam", "SGD"), None),
+    ("TL606", "model-not-compiled", False, True, (), ("cuda", "accelerator"), None),
+    ("TL701", "hf-dataloader-sync-loading", True, True, (), ("TrainingArguments",), None),
+    ("TL702", "hf-dataloader-no-pin-memory", False, True, (), ("dataloader_pin_memory",), None),
+    ("TL703", "hf-training-without-mixed-precision", True, True, (), ("TrainingArguments",), None),
+    ("TL704", "hf-small-batch-size", False, True, ("MIN_BATCH_SIZE",), ("TrainingArguments",), None),
+    ("TL705", "hf-gradient-accumulation-small-batch", False, True, ("MIN_BATCH_SIZE",), ("gradient_accumulation_steps",), None),
+    ("TL721", "lightning-full-precision", False, True, (), ("Trainer",), None),
+    ("TL722", "lightning-single-device", False, True, (), ("Trainer",), None),
+    ("TL723", "lightning-data-parallel", True, True, (), ("\"dp\"", "'dp'", "DataParallelStrategy"), None),
+)
+# fmt: on

@@ -1,0 +1,63 @@
+"""Cheap tests of a file's text, before anything is parsed: which rules may have
+something to say about it (their tokens and pattern: only the rules' classes are read, a
+built-in rule's stand-in has them from the catalog), whether it may tell the rest of its
+project something, whether it trains. Imports neither the rules nor libcst."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from torchlint.settings import Knowledge
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
+
+R = TypeVar("R", bound="Rule | type[Rule]")  # rules, or their classes
+
+
+def applies(rules: Sequence[R], source: str, knowledge: Knowledge | None = None) -> list[R]:
+    """The rules that may have something to say about this text; all of them where it
+    names a callable the project's knowledge tells of."""
+    if knowledge is not None and knowledge.named_in(source):
+        return list(rules)
+    return [r for r in rules if _may_apply(r, source)]
+
+
+def any_applies(rules: Sequence[Rule | type[Rule]], source: str, knowledge: Knowledge) -> bool:
+    """Some rule may have something to say about this text (`applies`, stopping early)."""
+    if rules and knowledge.named_in(source):
+        return True
+    return any(_may_apply(r, source) for r in rules)
+
+
+def _may_apply(rule: Rule | type[Rule], source: str) -> bool:
+    return any(token in source for token in rule.tokens) and (
+        rule.pattern is None or rule.pattern.search(source) is not None
+    )
+
+
+# A file that holds none of these can tell the rest of its project nothing (no network,
+# optimizer, loader, dataset, device, step, backward pass, sync or generator to export).
+TELLING = (
+    "Module", "nn.", "Dataset", "DataLoader", "optim", "backward", "step(", ".item(",
+    ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda", "accelerat",
+    "prepare", "Trainer", "Lightning",
+)  # fmt: skip
+
+
+def may_tell(text: str) -> bool:
+    """The file may tell the rest of its project something (a cheap test of its text)."""
+    return any(token in text for token in TELLING)
+
+
+# A file that holds one of these trains, evaluates or loads data: what it does depends on
+# what the rest of its project gives it. Other files (model definitions, utilities) are
+# read on their own, unless the project later passes them something to act on.
+ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
+
+
+def engages(text: str, knowledge: Knowledge) -> bool:
+    """The file may train, evaluate or load data: a token of it, or a callable the
+    project's knowledge names."""
+    return any(token in text for token in ENGAGING) or knowledge.named_in(text)
