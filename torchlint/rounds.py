@@ -392,6 +392,7 @@ class Rounds:
             # Every file is analysed with the program as its batch began (the same answers
             # in one process or many); what they tell is linked after.
             for batch in self.batches(todo):
+                self._link_before(batch)
                 computed = list(compute(batch, job, None))
                 for task, result in zip(batch, computed, strict=True):
                     assert result is not None
@@ -406,6 +407,14 @@ class Rounds:
                 if task.index in fresh and result is not None and cacheable(job, task, result):
                     cache.put(task.path, result.path, task.codes, task.raw or b"", result)
         return out
+
+    def _link_before(self, batch: list[Task]) -> None:
+        """Link the programs a batch reads here, once: worker processes forked for it
+        inherit them (each would link its own copy, for every batch)."""
+        for index in sorted({t.project for t in batch if t.project is not None}):
+            project = self.projects[index]
+            if not project.trusted:
+                project.program.reached  # noqa: B018 (computed now, for the workers)
 
     def due(self) -> list[Task]:
         """The files read for their summaries only that a round analyses: those that may
