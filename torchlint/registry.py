@@ -219,22 +219,29 @@ def _with_local(folders: tuple[Path, ...]) -> dict[str, type[Rule]]:
 
 def find(code: str) -> type[Rule]:
     """The rule of `code`: built-in, installed, or a local rule loaded (KeyError)."""
-    rule = known(code)
-    if rule is None:
-        raise KeyError(code)
-    return rule
+    return loaded(_standing(code))
 
 
 def unloaded(codes: Sequence[str]) -> list[type[Rule]]:
     """The rules of `codes` as `find` gives them, but built-in ones as their catalog's
     stand-ins, not imported (what their tokens need). KeyError for an unknown code."""
-    return [all_rules().get(code) or _local_rules[code] for code in codes]
+    return [_standing(code) for code in codes]
 
 
 def known(code: str) -> type[Rule] | None:
     """The rule of `code` (built-in, installed, or a local rule loaded), if any."""
+    try:
+        return find(code)
+    except KeyError:
+        return None
+
+
+def _standing(code: str) -> type[Rule]:
+    """The rule of `code`, a built-in one as its catalog's stand-in (KeyError)."""
     rule = all_rules().get(code) or _local_rules.get(code)
-    return None if rule is None else loaded(rule)
+    if rule is None:
+        raise KeyError(code)
+    return rule
 
 
 def extension_files() -> list[Path]:
