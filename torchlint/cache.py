@@ -113,10 +113,11 @@ class Cache:
                 return None
             result = decode_result(data["result"], name)
             if data.get("text_is_source"):
-                text = read_bytes(path) if raw is None else raw
-                if content_digest(text) != data["content"]:
-                    return None  # changed since its stamp was taken
-                result.text = decode(text)[0]
+                if raw is None:
+                    raw = read_bytes(path)
+                    if content_digest(raw) != digest:
+                        return None  # changed since its stamp was taken
+                result.text = decode(raw)[0]
             return result
         except (OSError, ValueError, KeyError, TypeError, AttributeError, SourceError):
             return None  # missing or corrupt: recompute
