@@ -395,31 +395,32 @@ def test_names_of_the_project_are_checked_and_others_taken_as_written(tmp_path):
     ]
 
 
-def test_show_settings_prints_the_knowledge(tmp_path):
-    config = (
-        "[tool.torchlint.semantic]\n"
-        'step-functions = ["a.step", { name = "a.clip", backward = false, optimizer = 1 }]\n'
-    )
-    _project(tmp_path, config, {"train.py": "import torch\n"})
+@pytest.mark.parametrize(
+    ("table", "shown"),
+    [
+        (  # step functions, by name or with their arguments; the keys not set are shown
+            'step-functions = ["a.step", { name = "a.clip", backward = false, optimizer = 1 }]',
+            [
+                'semantic.step-functions = ["a.step", { "name" = "a.clip", "backward" = false, '
+                '"optimizer" = 1 }]',
+                "semantic.model-factories = []",
+            ],
+        ),
+        (  # the parameters a loader factory names
+            'loader-factories = ["a.make", { name = "a.build", batch-size = 1, workers = "nw" }]',
+            [
+                'semantic.loader-factories = ["a.make", { "name" = "a.build", "batch-size" = 1, '
+                '"workers" = "nw" }]'
+            ],
+        ),
+    ],
+    ids=["step-functions", "loader-factories"],
+)
+def test_show_settings_prints_the_knowledge(tmp_path, table, shown):
+    _project(tmp_path, f"[tool.torchlint.semantic]\n{table}\n", {"train.py": "import torch\n"})
     out = run_cli("check", "--show-settings", "train.py", cwd=tmp_path).stdout
-    assert (
-        'semantic.step-functions = ["a.step", { "name" = "a.clip", "backward" = false, '
-        '"optimizer" = 1 }]' in out
-    )
-    assert "semantic.model-factories = []" in out
-
-
-def test_show_settings_prints_the_parameters_a_factory_names(tmp_path):
-    config = (
-        "[tool.torchlint.semantic]\n"
-        'loader-factories = ["a.make", { name = "a.build", batch-size = 1, workers = "nw" }]\n'
-    )
-    _project(tmp_path, config, {"train.py": "import torch\n"})
-    out = run_cli("check", "--show-settings", "train.py", cwd=tmp_path).stdout
-    assert (
-        'semantic.loader-factories = ["a.make", { "name" = "a.build", "batch-size" = 1, '
-        '"workers" = "nw" }]' in out
-    )
+    for line in shown:
+        assert line in out
 
 
 def test_the_optimizer_argument_names_what_a_step_function_steps():
