@@ -12,13 +12,18 @@ computed in the background, the time printed), then, one after another, makes
 `--edits` edits, as a user types them: each changes one batch size (8 <-> 64, which
 changes what is reported), in one training function after another, from the top of the
 file to the bottom. Times each from the `didChange` sent to the `publishDiagnostics` of
-that version received (the debounce included) and, for comparison, the same lints by
-the engine alone in this process: with an editor buffer, as the server runs them (what
-the server adds is the difference), and parsing the whole text each time (what the
-buffer saves). Then times listing the code actions on a finding's line, resolving one
-quick fix, and resolving "fix all". Prints p50 and p95 of each, the machine, its load
-and the date. The same again for a worst case: 2,000 lines of training functions with
-six findings each (benchmarks/scaling.py's file).
+that version received (each edit made once the diagnostics of the one before are in:
+after a pause in typing, which the server lints at once) and, for comparison, the same
+lints by the engine alone in this process: with an editor buffer and the cyclic
+collector paused, as the server runs them (what the server adds is the difference), and
+parsing the whole text each time (what the buffer saves). Then bursts of five
+keystrokes 30 ms apart, each burst typing a batch size in one function (typing without
+a pause: the server lints the first at once, waits out a pause after each later one),
+timed from the last keystroke to its diagnostics. Then times
+listing the code actions on a finding's line, resolving one quick fix, and resolving
+"fix all". Prints p50 and p95 of each, the machine, its load and the date. The same
+again for a worst case: 2,000 lines of training functions with six findings each
+(benchmarks/scaling.py's file).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from scaling import training_functions
 
 from torchlint.incremental import Buffer
 from torchlint.server.analysis import lint_python
+from torchlint.server.lsp import _collect, _paused
 from torchlint.server.settings import Configs, EditorSettings, setup
 
 HEADER = '''"""A training script grown over the years: models, data, schedules, loops."""
@@ -133,6 +139,7 @@ if __name__ == "__main__":
     model = train_0().cuda()
     print(evaluate_0(model, DataLoader(Records0(), batch_size=256)))
 """
+KEYS, BURST_GAP_S = ("1", "12", "128", "1281", "128"), 0.03  # typing without a pause
 SETTLED = "summaries read from the cache"  # the server's line once a project has settled
 
 MAIN = """
@@ -158,19 +165,34 @@ def training_file(lines: int = 2000) -> str:
     return text + "".join(f"LABEL_{k} = {k}\n" for k in range(pad))
 
 
-def versions(text: str, edits: int) -> list[str]:
-    """The text after each edit: `BATCH` marks the batch sizes; edit n flips the one of a
-    training function n steps down the file (one after another, wrapping around)."""
+def fill(text: str, sizes: list[str]) -> str:
+    """`text` with its `BATCH` marks (the batch sizes) replaced by `sizes`."""
+    parts = text.split("BATCH")
+    return "".join(p + n for p, n in zip(parts, sizes, strict=False)) + parts[-1]
+
+
+def versions(text: str, edits: int, bursts: int) -> tuple[list[str], list[list[str]]]:
+    """The text after each edit (edit n flips the batch size of a training function n
+    steps down the file, one after another, wrapping around: 64 <-> 8), then the texts
+    of `bursts` bursts of keystrokes (each types a batch size, 128, in one function: a
+    keystroke per text, as in `KEYS`)."""
     places = text.count("BATCH")
-    sizes = [64] * places
+    sizes = ["64"] * places
     out = []
     for n in range(edits + 1):
         if n:
             where = (n - 1) * max(1, places // 7) % places
-            sizes[where] = 8 if sizes[where] == 64 else 64
-        parts = text.split("BATCH")
-        out.append("".join(p + str(n) for p, n in zip(parts, sizes, strict=False)) + parts[-1])
-    return out
+            sizes[where] = "8" if sizes[where] == "64" else "64"
+        out.append(fill(text, sizes))
+    typed = []
+    for n in range(bursts):
+        where = (3 * n + 1) % places
+        burst = []
+        for keys in KEYS:
+            sizes[where] = keys
+            burst.append(fill(text, sizes))
+        typed.append(burst)
+    return out, typed
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -195,6 +217,14 @@ class Bench:
         def logged(params: types.LogMessageParams) -> None:
             if SETTLED in params.message and self.settled is not None:
                 self.settled.set()
+
+    def change(self, uri: str, version: int, text: str) -> None:
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version, uri),
+                [types.TextDocumentContentChangeWholeDocument(text)],
+            )
+        )
 
     def expect(self, uri: str, version: int) -> asyncio.Future[types.PublishDiagnosticsParams]:
         future = asyncio.get_running_loop().create_future()
@@ -232,7 +262,8 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
     client.initialized(types.InitializedParams())
     path = root / f"{label.split()[0]}.py"
     uri = from_fs_path(str(path))
-    texts = versions(text, edits)
+    rounds = max(3, edits // 4)  # of bursts, and of code actions
+    texts, typed = versions(text, edits, rounds)
     path.write_text(texts[0])  # an editor opens a saved file
     if "evaluate_0" in text:
         (root / "run.py").write_text(SCRIPT.format(module=path.stem))
@@ -249,15 +280,23 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
         version = n + 2
         done = bench.expect(uri, version)
         started = time.perf_counter()
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(version, uri),
-                [types.TextDocumentContentChangeWholeDocument(new)],
-            )
-        )
+        bench.change(uri, version, new)
         result = await done
         latencies.append(time.perf_counter() - started)
     findings = len(result.diagnostics)
+    bursts: list[float] = []
+    version = len(texts)
+    for burst in typed:
+        for k, new in enumerate(burst):
+            version += 1
+            if k == len(burst) - 1:
+                done = bench.expect(uri, version)
+                started = time.perf_counter()
+            bench.change(uri, version, new)
+            if k < len(burst) - 1:
+                await asyncio.sleep(BURST_GAP_S)
+        result = await done
+        bursts.append(time.perf_counter() - started)
     chosen = setup(Configs(), EditorSettings(), path, root)
     assert chosen is not None
     engine: list[float] = []
@@ -267,11 +306,12 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
     for new in texts[1:]:
         for times, parser in ((engine, buffer), (reparsed, None)):
             started = time.perf_counter()
-            lint_python(new, str(path), chosen, parser)
+            _paused(lint_python, new, str(path), chosen, parser)  # as the server runs it
             times.append(time.perf_counter() - started)
+            _collect()
     line = await _fixable_line(client, uri, result.diagnostics)
     listing, quick, whole = [], [], []
-    for _ in range(max(3, edits // 4) if line is not None else 0):
+    for _ in range(rounds if line is not None else 0):
         started = time.perf_counter()
         actions = await client.text_document_code_action_async(
             types.CodeActionParams(
@@ -305,6 +345,10 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
         ("edit -> diagnostics", latencies),
         ("the same lints, engine alone", engine),
         ("... parsing the whole text each time", reparsed),
+        (
+            f"last of {len(KEYS)} keystrokes {BURST_GAP_S * 1000:.0f} ms apart -> diagnostics",
+            bursts,
+        ),
         ("code actions listed (cursor on a finding)", listing),
         ("one quick fix resolved", quick),
         ("fix all resolved", whole),

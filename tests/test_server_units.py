@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -27,7 +28,7 @@ from torchlint.server.analysis import (
     lint_cells,
     lint_python,
 )
-from torchlint.server.lsp import _collect, _paused
+from torchlint.server.lsp import DEBOUNCE_S, _collect, _paused, pause
 from torchlint.server.projects import Opened, Projects
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.server.text import UTF8, UTF16, UTF32, Lines, minimal_edits
@@ -330,3 +331,9 @@ def test_what_a_change_on_disk_asks_of_a_project(tmp_path):
 def test_a_file_outside_every_workspace_folder_has_no_project(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     assert Projects(Configs()).find(tmp_path / "train.py", None, EditorSettings()) is None
+
+
+def test_a_change_after_a_pause_is_linted_at_once_one_within_a_burst_waits():
+    assert pause(100.0, 100.0 - 2 * DEBOUNCE_S) == 0.0  # typed after a pause
+    assert pause(100.0, -math.inf) == 0.0  # the document's first change
+    assert pause(100.0, 100.0 - DEBOUNCE_S / 2) == DEBOUNCE_S  # within a burst

@@ -1,11 +1,12 @@
 """The language server: LSP over stdin/stdout, on pygls.
 
 Documents are linted from the editor's text, never from the file on disk: at once on
-open (and on save if their config changed), after a pause of `DEBOUNCE_S` on change (a
-burst of keystrokes costs one lint). Every call into the engine runs on one worker
-thread, so the protocol loop always answers; a request the client cancels stops
-waiting, and work of its that has not started never runs; a result for text that has
-changed since is dropped, not shown.
+open (and on save if their config changed), and on change: at once after a pause in
+typing, after a pause of `DEBOUNCE_S` within a burst of changes (`pause`: a burst of
+keystrokes costs two lints, its first and its last). Every call into the engine runs on
+one worker thread, so the protocol loop always answers; a request the client cancels
+stops waiting, and work of its that has not started never runs; a result for text that
+has changed since is dropped, not shown.
 
 Code actions are listed from the last lint (cheap: a cursor move asks for them) and get
 their edits only when the client resolves the one the user picks (`codeAction/resolve`);
@@ -27,6 +28,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -61,6 +63,13 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
 
 
 R = TypeVar("R")
+
+
+def pause(now: float, last: float) -> float:
+    """How long a change made at `now` waits before its lint, the document's previous
+    change made at `last`: none after a pause in typing (what it shows is wanted at
+    once), `DEBOUNCE_S` within a burst (each later change cancels the wait)."""
+    return DEBOUNCE_S if now - last < DEBOUNCE_S else 0.0
 
 
 def _paused(work: Callable[..., R], *args: Any) -> R:
@@ -101,6 +110,7 @@ class Tracked:
     generation: int = 0
     task: asyncio.Task[None] | None = None  # the latest lint asked for
     started: bool = False  # ... has left its debounce
+    changed_at: float = -math.inf  # (the event loop's clock) its last change
     latest: Analysis | None = None
     published: set[str] = field(default_factory=set)
 
@@ -259,7 +269,9 @@ class TorchlintServer(LanguageServer):
         t = self.tracked.get(key)
         if t is not None:
             t.generation += 1
-            self.refresh(t, DEBOUNCE_S)
+            now = asyncio.get_running_loop().time()
+            delay, t.changed_at = pause(now, t.changed_at), now
+            self.refresh(t, delay)
 
     def forget(self, key: str) -> None:
         t = self.tracked.pop(key, None)
