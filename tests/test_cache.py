@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
@@ -215,6 +216,25 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     assert pooled == alone
     assert seen_pool == seen_alone == [r.path for r in alone]
     assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
+
+
+def test_a_run_sets_what_outlives_each_file_apart_from_the_collector_until_it_ends(
+    tmp_path, monkeypatch
+):
+    files = _many(tmp_path, 4)
+    config = load_config(None)
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    monkeypatch.setenv(pool.WORKERS_ENV, "1")
+    frozen: list[int] = []
+    parallel.run_files(files, job, config, lambda r: frozen.append(gc.get_freeze_count()))
+    assert all(n > 0 for n in frozen) and gc.get_freeze_count() == 0  # given back after
+    gc.freeze()  # a process that freezes objects itself is left alone
+    try:
+        held = gc.get_freeze_count()
+        parallel.run_files(files, job, config)
+        assert 0 < gc.get_freeze_count() <= held  # (frozen objects freed meanwhile)
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.slow

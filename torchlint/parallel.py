@@ -10,7 +10,15 @@ from pathlib import Path
 
 from torchlint.cache import Cache
 from torchlint.config import Config
-from torchlint.pool import Interrupted, Stop, Task, cacheable, compute, use_projects
+from torchlint.pool import (
+    Interrupted,
+    Stop,
+    Task,
+    cacheable,
+    compute,
+    survivors_frozen,
+    use_projects,
+)
 from torchlint.results import FileResult, Job
 from torchlint.rounds import Rounds
 
@@ -38,14 +46,15 @@ def run_files(
     rounds = Rounds(tasks, job, config, bases or {}, cache_dir, walked)
     use_projects(rounds.projects)
     try:
-        if not (job.fix or job.diff):
-            results = rounds.converge(job)
-            for result in results:
-                if on_result is not None:
-                    on_result(result)
-            return results
-        rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
-        return _rewrite(tasks, job, on_result, cache_dir, rounds)
+        with survivors_frozen():
+            if not (job.fix or job.diff):
+                results = rounds.converge(job)
+                for result in results:
+                    if on_result is not None:
+                        on_result(result)
+                return results
+            rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
+            return _rewrite(tasks, job, on_result, cache_dir, rounds)
     finally:
         use_projects([])
 
