@@ -12,7 +12,7 @@ computed in the background, the time printed), then, one after another, makes
 `--edits` edits, as a user types them: each changes one batch size (8 <-> 64, which
 changes what is reported), in one training function after another, from the top of the
 file to the bottom. Times each from the `didChange` sent to the `publishDiagnostics` of
-that version received (each edit made once the diagnostics of the one before are in:
+that version received (each edit made 100 ms after the diagnostics of the one before:
 after a pause in typing, which the server lints at once) and, for comparison, the same
 lints by the engine alone in this process: with an editor buffer and the cyclic
 collector paused, as the server runs them (what the server adds is the difference), and
@@ -139,6 +139,7 @@ if __name__ == "__main__":
     model = train_0().cuda()
     print(evaluate_0(model, DataLoader(Records0(), batch_size=256)))
 """
+READ_S = 0.1  # between the diagnostics of an edit and the next edit (a user reads them)
 KEYS, BURST_GAP_S = ("1", "12", "128", "1281", "128"), 0.03  # typing without a pause
 SETTLED = "summaries read from the cache"  # the server's line once a project has settled
 
@@ -278,6 +279,7 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
     latencies: list[float] = []
     for n, new in enumerate(texts[1:]):
         version = n + 2
+        await asyncio.sleep(READ_S)
         done = bench.expect(uri, version)
         started = time.perf_counter()
         bench.change(uri, version, new)
@@ -287,6 +289,7 @@ async def measure(label: str, text: str, edits: int, folder: Path) -> None:
     bursts: list[float] = []
     version = len(texts)
     for burst in typed:
+        await asyncio.sleep(READ_S)
         for k, new in enumerate(burst):
             version += 1
             if k == len(burst) - 1:
