@@ -124,15 +124,20 @@ class TorchModule:
         through an import visible there (`nn.Linear`); None where no import binds it."""
         where = scope or self.scope
         best: tuple[int, str] | None = None
-        for local, symbol in self.scope.symbols.items():
-            target = symbol.imported
-            if target is None or not (qualname == target or qualname.startswith(target + ".")):
+        for local, target, symbol in self._imports:
+            if not (qualname == target or qualname.startswith(target + ".")):
                 continue
             if where.lookup(local) is not symbol:
                 continue  # shadowed where the text goes
             if best is None or len(target) > best[0]:
                 best = (len(target), local + qualname[len(target) :])
         return best[1] if best is not None else None
+
+    @cached_property
+    def _imports(self) -> list[tuple[str, str, Symbol]]:
+        """The module-level names an import binds: (name, what it imports, its symbol)."""
+        found = ((local, symbol.imported, symbol) for local, symbol in self.scope.symbols.items())
+        return [(local, target, symbol) for local, target, symbol in found if target is not None]
 
     def is_free(self, name: str) -> bool:
         """Nothing in the module's scope is called `name` (a fix may define it)."""
