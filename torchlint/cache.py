@@ -263,11 +263,16 @@ def clean(directory: Path) -> bool:
 # -- FileResult <-> JSON ------------------------------------------------------------------
 
 
+_UNSTORED = frozenset({"path", "fetched", "violations", "errors"})  # or not as they are
+
+
 def encode_result(result: FileResult) -> dict[str, Any]:
     """A result as stored: the summaries' store keeps a file's summary with its answers
     (`stored`: their digest) and the summaries it read of others."""
-    data = asdict(result)
-    del data["path"]
+    # Field by field: `asdict` would copy the summary and answers (large) to drop them.
+    data = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in _UNSTORED}
+    data["violations"] = [asdict(v) for v in result.violations]
+    data["errors"] = [asdict(e) for e in result.errors]
     data["fetched"] = None
     if result.summary is not None:
         data["stored"] = answers_digest(result.answers or {})
