@@ -158,7 +158,6 @@ class _Exporter:
         scope = functions.scope_of(node)
         params = node.params
         name = functions.local_name(node) or node.name.value
-        returns = [self.describe(r, scope) for r in functions.returns(node)]
         return Function(
             self.env.ref(name),
             tuple(p.name.value for p in (*params.posonly_params, *params.params)),
@@ -170,7 +169,7 @@ class _Exporter:
                 c.method in SYNCS or c.qualname == "torch.cuda.synchronize"
                 for c in training.calls_in(node)
             ),
-            returns=join_values(returns),
+            returns=self.returned(functions.returns(node), scope),
             unpacked=self.unpacked(node, scope),
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
@@ -186,13 +185,31 @@ class _Exporter:
         if len(lengths) != 1:
             return ()
         return tuple(
-            join_values(
-                self.describe(r.elements[i].value, scope)
-                for r in returns
-                if isinstance(r, cst.Tuple)
-            )
+            self.returned([r.elements[i].value for r in returns if isinstance(r, cst.Tuple)], scope)
             for i in range(lengths.pop())
         )
+
+    def returned(self, nodes: list[cst.BaseExpression], scope: Scope) -> Value | None:
+        """What a function's `return`s (or one element of their tuples) hold. A parameter
+        of the function returned as it came is named, not described (`return model`):
+        each call gets back its own argument (`Values.handed_back`), not what every call
+        of the project passes; and the summary does not change with what they pass."""
+        own = {self.own_param(n, scope) for n in nodes}
+        ref = own.pop() if len(own) == 1 else None
+        if ref is not None:
+            return Value(params=frozenset({ref}))
+        return join_values(self.describe(n, scope) for n in nodes)
+
+    def own_param(self, node: cst.BaseExpression, scope: Scope) -> str | None:
+        """The reference of a parameter of the function of `scope` that a name holds,
+        bound there only as the parameter."""
+        if not isinstance(node, cst.Name):
+            return None
+        symbol = scope.lookup_expr(node)
+        binding = symbol.only(Kind.PARAM) if symbol is not None else None
+        if binding is None or binding.symbol.scope is not scope:
+            return None
+        return self.param(node, scope)
 
     def cls(self, scope: Scope) -> Class:
         module = self.module

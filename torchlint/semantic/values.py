@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -14,6 +15,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope
 from torchlint.semantic.syntax import (
     MISSING,
+    argument,
     bool_value,
     int_value,
     keyword,
@@ -279,7 +281,37 @@ class Values:
     ) -> cst.BaseExpression | None:
         """The argument a call hands back (the `element`-th of those it is given, or the
         only one) when it is a method that returns its arguments wrapped: Accelerate's
-        `accelerator.prepare(...)`, Lightning Fabric's `fabric.setup(...)`."""
+        `accelerator.prepare(...)`, Lightning Fabric's `fabric.setup(...)`; or a function
+        of another file of the project that returns a parameter as it came."""
+        found = self._wrapper_hands_back(call, scope, element)
+        return found if found is not None else self._returns_argument(call, element)
+
+    def _returns_argument(self, call: cst.Call, element: int | None) -> cst.BaseExpression | None:
+        """The argument a call of another file's function passes for the parameter the
+        function returns (the `element`-th of its tuple) as it came: that file's summary
+        names the parameter (`return model`), each call gets its own argument back."""
+        site = self._calls.get(id(call))
+        external = self.functions.external(site) if site is not None else None
+        if external is None:
+            return None
+        function, offset = external
+        value = function.returned(element)
+        if value is None or value.without_params() or len(value.params) != 1:
+            return None
+        ref, _, name = next(iter(value.params)).rpartition(":")
+        if ref != function.ref or name not in function.params:
+            return None
+        index = function.params.index(name) - offset
+        found = argument(call, name, index=index) if index >= 0 else MISSING
+        return found if found is not MISSING else None
+
+    @cached_property
+    def _calls(self) -> dict[int, CallSite]:
+        return {id(c.node): c for c in self.facts.calls}
+
+    def _wrapper_hands_back(
+        self, call: cst.Call, scope: Scope, element: int | None
+    ) -> cst.BaseExpression | None:
         func = call.func
         if not isinstance(func, cst.Attribute) or not any(
             func.attr.value in methods for methods in HANDING_BACK.values()
