@@ -332,6 +332,7 @@ class Environment:
     summary: Summary | None = None  # what the file tells the project, once analysed
     checked: bool = False  # the rules read the file (not only its summary)
     _objects: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _stepped_names: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def reached(self) -> bool:
@@ -403,13 +404,30 @@ class Environment:
         found: Uses | None = self._ask(f"uses {site}", lambda: self._uses(site))
         return found
 
-    def stepped(self) -> tuple[tuple[str, str], ...]:
-        """The functions of this file that other files of the project call on every
-        step of training on a GPU: (dotted name, one caller for messages)."""
+    def stepped(self, function: str) -> str | None:
+        """A caller (for messages) of another file of the project that runs `function`
+        (a dotted name) of this file on every step of training on a GPU, or None. Asked
+        function by function: a file is analysed again when a function it asked about
+        becomes one, not when any does."""
         if self.path is None:
-            return ()
-        found: tuple[tuple[str, str], ...] = self._ask("stepped", self._stepped)
+            return None
+        found: str | None = self._ask(
+            f"stepped {function}", lambda: self._stepped_map().get(function)
+        )
         return found
+
+    def any_stepped(self) -> bool:
+        """Other files of the project run some function of this file on every step of
+        training on a GPU."""
+        if self.path is None:
+            return False
+        found: bool = self._ask("stepped", lambda: bool(self._stepped_map()))
+        return found
+
+    def _stepped_map(self) -> dict[str, str]:
+        if self._stepped_names is None:
+            self._stepped_names = dict(self._stepped())
+        return self._stepped_names
 
     def replay(self, key: str) -> Any:
         """The answer to a recorded question (a key of `answers`), asked again here."""
@@ -425,8 +443,10 @@ class Environment:
             self.callers(what)
         elif kind == "uses":
             self.uses(what)
+        elif kind == "stepped" and what:
+            self.stepped(what)
         elif kind == "stepped":
-            self.stepped()
+            self.any_stepped()
         return self.answers.get(key, key)  # not a question: never equal to an answer
 
     def holds(self, answers: dict[str, Any]) -> bool:
@@ -440,6 +460,8 @@ class Environment:
             self._objects[key] = found
             if found is None or isinstance(found, tuple):
                 self.answers[key] = _listed(found)
+            elif isinstance(found, (bool, str)):
+                self.answers[key] = found
             else:
                 self.answers[key] = found.to_json()
         return self._objects[key]

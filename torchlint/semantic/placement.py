@@ -113,7 +113,7 @@ class Placement:
             return True
         if any((u := self.model_uses(site)) is not None and u.gpu for site in self.models.sites):
             return True
-        return bool(self.env.stepped())
+        return self.env.any_stepped()
 
     @cached_property
     def presumed_accelerator(self) -> bool:

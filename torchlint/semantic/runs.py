@@ -232,7 +232,7 @@ class Runs:
         if function in self.frameworks.training_steps:  # Lightning runs it every step
             return True
         name = self.functions.local_name(function)
-        if name is not None and any(name == n for n, _ in self.env.stepped()):
+        if name is not None and self.env.stepped(name) is not None:
             return True
         return any(
             self.per_step(c.ctx, _depth + 1)
