@@ -238,6 +238,23 @@ def test_stepped_functions_are_called_per_step_from_another_file():
     assert program.stepped("engine.py") == (("log_step", "train.py:9"), ("step", "train.py:9"))
 
 
+def test_a_file_asks_whether_a_function_it_names_is_stepped():
+    """Answers per function: a function the file did not ask about becoming stepped
+    leaves its answers holding (it is not analysed again)."""
+    layout = Layout(Path("/p"), [Path("/p/engine.py"), Path("/p/train.py")])
+    engine = Summary(exports={name: _fn(f"engine.py::{name}") for name in ("step", "log")})
+
+    def program(*stepped: str) -> Program:
+        calls = [Call(f"engine.{n}", None, (), per_step=True, gpu=True, where="t") for n in stepped]
+        return Program(layout, {"engine.py": engine, "train.py": Summary(calls=calls)})
+
+    env = program("step").environment("engine.py")
+    assert env.stepped("step") == "t" and env.stepped("log") is None and env.any_stepped()
+    asked = {"stepped step": "t", "stepped": True}
+    assert program("step", "log").environment("engine.py").holds(asked)
+    assert not program("log").environment("engine.py").holds(asked)
+
+
 def test_re_exports_and_star_imports():
     cls_module = Summary(exports={"step": _fn("a/impl.py::step", "opt", steps=True)})
     package = Summary(imports={"step": ".impl.step"}, public=("step",))
