@@ -212,7 +212,9 @@ class Program:
         for key in sorted(self.summaries):
             for ref, uses in self.summaries[key].uses:
                 add(ref, uses)
-        for function in self._functions():
+        for function in (
+            f for key in sorted(self.summaries) for f in self.summaries[key].effectful
+        ):
             for name, effect in function.effects:
                 value = self.parameter(function.ref, name)
                 if value is None:
@@ -237,14 +239,6 @@ class Program:
                 if value.network is not None and value.network.site is not None:
                     add(value.network.site, uses)
         return found
-
-    def _functions(self) -> Iterable[Function]:
-        for key in sorted(self.summaries):
-            for export in self.summaries[key].exports.values():
-                if isinstance(export, Function):
-                    yield export
-                elif isinstance(export, Class):
-                    yield from (f for _, f in export.methods)
 
     def uses(self, site: str) -> Uses | None:
         """What the project does with a site, where it trains on it or puts it on a GPU."""
@@ -293,6 +287,8 @@ class Program:
             if v.loaders or v.optimizer is not None
         }
         for ref in self._edges:
+            if ref.partition("::")[0] in found:
+                continue
             callers = self.callers(ref)
             if callers is not None and ((callers.per_step and callers.gpu) or callers.no_grad):
                 found.add(ref.partition("::")[0])

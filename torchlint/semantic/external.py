@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar
 
 from torchlint.semantic.lattice import ModelKind
@@ -297,6 +298,18 @@ class Summary:
         if self.public is not None:
             return self.public
         return tuple(n for n in (*self.exports, *self.imports) if not n.startswith("_"))
+
+    @cached_property
+    def effectful(self) -> tuple[Function, ...]:
+        """Its functions and methods that do something with a parameter (`effects`): read
+        at every linking of the program, the summary read once."""
+        functions: list[Function] = []
+        for export in self.exports.values():
+            if isinstance(export, Function):
+                functions.append(export)
+            elif isinstance(export, Class):
+                functions.extend(f for _, f in export.methods)
+        return tuple(f for f in functions if f.effects)
 
     def to_json(self) -> dict[str, Any]:
         return {
