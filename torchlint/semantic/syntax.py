@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -57,7 +58,12 @@ def is_none(node: cst.CSTNode | None) -> bool:
 def str_value(node: cst.CSTNode | None) -> str | None:
     """The text of a plain string literal (implicit concatenation included), else None."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
+        if isinstance(node, cst.SimpleString) and "\\" not in node.value:
+            value = node.evaluated_value
+        else:  # an invalid escape (`"\d"`) warns: the user's compiler's to say
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
 
