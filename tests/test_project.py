@@ -132,6 +132,24 @@ def _layout(tmp_path: Path, files: dict[str, str]) -> Layout:
     return Layout(tmp_path, [tmp_path / k for k in files])
 
 
+def test_a_file_of_the_home_folder_is_read_alone(tmp_path: Path, monkeypatch):
+    """No marker above it, and the folder is the home folder: its siblings are not read
+    (the helper's `.item()`, per step only through engine.py, is not reported); the same
+    files in a folder of their own are a project."""
+    home, folder = tmp_path / "home", tmp_path / "work"
+    for root in (home, folder):
+        shutil.copytree(FIXTURES / "project" / "helpers", root)
+        (root / "pyproject.toml").unlink()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None)
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    for root, expected in ((home, []), (folder, [4])):
+        path = root / "utils.py"
+        (result,) = run_files([path], job, config, bases={path: root})
+        assert [(v.line, v.code) for v in result.violations] == [(n, "TL401") for n in expected]
+
+
 def test_imports_resolve_as_python_finds_them(tmp_path: Path):
     layout = _layout(
         tmp_path,

@@ -15,7 +15,7 @@ from torchlint.cache import Cache, Summaries, answers_digest, content_digest
 from torchlint.config import Config
 from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
 from torchlint.project import Layout, Project, find_root
-from torchlint.project.layout import imported, levels
+from torchlint.project.layout import alone, imported, levels
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, token_rules
 from torchlint.settings import Settings
@@ -196,7 +196,7 @@ class Rounds:
         """Add the project at `root`, with the files of the run in it; its index."""
         walked = self.found.get(root.absolute())
         if walked is None:
-            walked = discover([str(root)], self.config).files
+            walked = [] if alone(root) else discover([str(root)], self.config).files
         files = [f for f in walked if f.suffix == ".py"]
         layout = Layout(root, [*files, *(t.path for t in asked)])
         index = len(self.projects)

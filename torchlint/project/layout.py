@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -35,6 +36,17 @@ def find_root(file: Path, fallback: Path) -> Path:
         if any(os.path.lexists(folder / m) for m in MARKERS):
             return folder
     return fallback
+
+
+def alone(root: Path) -> bool:
+    """A root no marker names that no project is rooted at (the home folder, the
+    temporary folder, a filesystem root): a file checked there is read without the other
+    files of the folder (`torchlint check ~/train.py` does not read all of $HOME)."""
+    root = root.absolute()
+    if any(os.path.lexists(root / m) for m in MARKERS):
+        return False
+    home = Path(os.path.expanduser("~")).absolute()
+    return root == root.parent or root in (home, Path(tempfile.gettempdir()).absolute())
 
 
 class Layout:

@@ -58,6 +58,7 @@ def is_none(node: cst.CSTNode | None) -> bool:
 def str_value(node: cst.CSTNode | None) -> str | None:
     """The text of a plain string literal (implicit concatenation included), else None."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value: str | bytes | None
         if isinstance(node, cst.SimpleString) and "\\" not in node.value:
             value = node.evaluated_value
         else:  # an invalid escape (`"\d"`) warns: the user's compiler's to say
