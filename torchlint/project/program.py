@@ -250,13 +250,19 @@ class Program:
         training on a GPU (directly, or through functions of the file they call so):
         what the file's own calls do, its own analysis knows."""
         found = []
-        prefix = f"{key}::"
-        for ref in sorted(self._edges):
-            if ref.startswith(prefix):
-                where = self._stepped_from_elsewhere(ref, frozenset())
-                if where is not None:
-                    found.append((ref[len(prefix) :], where))
+        for ref in self._called_in.get(key, ()):
+            where = self._stepped_from_elsewhere(ref, frozenset())
+            if where is not None:
+                found.append((ref.partition("::")[2], where))
         return tuple(found)
+
+    @cached_property
+    def _called_in(self) -> dict[str, list[str]]:
+        """file key -> the functions of the file the project calls, sorted."""
+        found: dict[str, list[str]] = {}
+        for ref in sorted(self._edges):
+            found.setdefault(ref.partition("::")[0], []).append(ref)
+        return found
 
     def _stepped_from_elsewhere(self, function: str, seen: frozenset[str]) -> str | None:
         """A call of another file running `function` on every GPU step (its place), or
