@@ -150,6 +150,33 @@ def test_a_file_of_the_home_folder_is_read_alone(tmp_path: Path, monkeypatch):
         assert [(v.line, v.code) for v in result.violations] == [(n, "TL401") for n in expected]
 
 
+def test_a_method_of_another_file_that_returns_self_gives_back_its_object(
+    tmp_path: Path, monkeypatch
+):
+    """`net.frozen().cuda()`: `frozen` (models.py) returns `self`, so the model trained is
+    `net`, a network on the GPU (its optimizer is told to fuse)."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchlint]\npreview = true\nextend-select = ["TL605"]\n'
+    )
+    (tmp_path / "models.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.body = nn.Linear(8, 2)\n\n"
+        "    def forward(self, x):\n        return self.body(x)\n\n"
+        "    def frozen(self):\n        self.body.requires_grad_(False)\n        return self\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\nfrom models import Net\n\n"
+        "def main(loader):\n    net = Net()\n    model = net.frozen().cuda()\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # error: TL605\n"
+        "    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n"
+        "        loss = F.cross_entropy(model(x), y)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert ("train.py", 9, "TL605") in _check(tmp_path, _files(tmp_path))
+
+
 def test_imports_resolve_as_python_finds_them(tmp_path: Path):
     layout = _layout(
         tmp_path,

@@ -302,6 +302,8 @@ class Values:
         if ref != function.ref or name not in function.params:
             return None
         index = function.params.index(name) - offset
+        if index < 0 and function.method and isinstance(call.func, cst.Attribute):
+            return call.func.value  # `obj.method()` returning `self`: the object itself
         found = argument(call, name, index=index) if index >= 0 else MISSING
         return found if found is not MISSING else None
 
