@@ -289,16 +289,15 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
             target = module.functions.target(call)
             if target is not None and target.function is not step and not is_periodic(call):
                 found.setdefault(target.function, "called by `training_step`, every step")
-    if module.env.any_stepped():  # another file of the project calls some function per step
-        for function in module.functions.named():
-            name = module.functions.local_name(function)
-            if name is None or function in found:
-                continue
-            if not any(_sync(module, c, set()) for c in module.training.calls_in(function)):
-                continue  # nothing to report in it: not asked (its answer would not matter)
-            where = module.env.stepped(name)
-            if where is not None:
-                found[function] = f"called every training step from {where}"
+    for function in module.functions.named():  # called per step by another file
+        name = module.functions.local_name(function)
+        if name is None or function in found:
+            continue
+        if not any(_sync(module, c, set()) for c in module.training.calls_in(function)):
+            continue  # nothing to report in it: not asked (its answer would not matter)
+        where = module.env.stepped(name)
+        if where is not None:
+            found[function] = f"called every training step from {where}"
     for loop in module.step_loops:
         for call in loop.calls:
             target = module.functions.target(call)

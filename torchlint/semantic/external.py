@@ -72,9 +72,6 @@ class Function:
             return self.returns
         return self.unpacked[element] if element < len(self.unpacked) else None
 
-    def effect(self, name: str) -> Effect | None:
-        return next((e for n, e in self.effects if n == name), None)
-
     def to_json(self) -> dict[str, Any]:
         data = plain(self)
         data["params"] = list(self.params)
