@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -81,6 +82,14 @@ class Functions:
 
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
         return self.facts.scopes[id(node)]
+
+    def site(self, call: cst.Call) -> CallSite | None:
+        """The recorded call site of a call expression."""
+        return self._sites.get(id(call))
+
+    @cached_property
+    def _sites(self) -> dict[int, CallSite]:
+        return {id(c.node): c for c in self.facts.calls}
 
     def definition(self, node: cst.CSTNode, scope: Scope) -> Binding | None:
         """The `def`/`class` of this file an expression names (`train`, `self.step`,

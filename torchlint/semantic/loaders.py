@@ -198,7 +198,7 @@ class Loaders:
 
     def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
         """The argument whose items a generator call hands on (see `iterables`)."""
-        call = self._calls_by_node.get(id(node))
+        call = self.functions.site(node)
         if call is None:
             return None
         target = self.functions.target(call)
@@ -214,10 +214,6 @@ class Loaders:
         if 0 <= position < len(args) and not any(a.star or a.keyword for a in args[: position + 1]):
             return args[position].value
         return None
-
-    @cached_property
-    def _calls_by_node(self) -> dict[int, CallSite]:
-        return {id(c.node): c for c in self.facts.calls}
 
     def _spread(
         self, values: list[cst.BaseExpression], scope: Scope, at: cst.CSTNode, depth: int = 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 
 import libcst as cst
 
@@ -290,7 +289,7 @@ class Values:
         """The argument a call of another file's function passes for the parameter the
         function returns (the `element`-th of its tuple) as it came: that file's summary
         names the parameter (`return model`), each call gets its own argument back."""
-        site = self._calls.get(id(call))
+        site = self.functions.site(call)
         external = self.functions.external(site) if site is not None else None
         if external is None:
             return None
@@ -306,10 +305,6 @@ class Values:
             return call.func.value  # `obj.method()` returning `self`: the object itself
         found = argument(call, name, index=index) if index >= 0 else MISSING
         return found if found is not MISSING else None
-
-    @cached_property
-    def _calls(self) -> dict[int, CallSite]:
-        return {id(c.node): c for c in self.facts.calls}
 
     def _wrapper_hands_back(
         self, call: cst.Call, scope: Scope, element: int | None
