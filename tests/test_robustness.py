@@ -146,6 +146,29 @@ def test_deeply_nested_code_is_a_clear_error(tmp_path, kind):
     assert "ok.py:3:10: TL201" in result.stdout  # the other files are still linted
 
 
+def test_text_that_may_nest_deeply_is_checked_by_cpython_first():
+    levels = parser.DEEP_LEVELS
+    shapes = {  # each level of these takes one token the bound counts
+        "negation": "x = " + "not " * levels + "a",
+        "ternary": "x = a" + " if b else a" * levels,
+        "boolean": "x = " + " or ".join(["a"] * (levels + 1)),
+        "power": "x = " + "a**" * levels + "a",
+        "lambda": "x = " + "lambda: " * levels + "a",
+        "strings": "x = " + "'a' " * levels,
+        "calls": "x = f" + "()" * levels,
+        "elif": "if a: pass\n" + "elif a: pass\n" * levels,
+        "comprehension": "x = [a " + "for a in b " * levels + "]",
+        "lines": "x = [\n" + "[\n" * levels + "]\n" * (levels + 1),
+    }
+    for kind, text in shapes.items():
+        assert parser._may_nest_deeply(text), kind
+    # Long functions with no blank line are not deep: libcst alone parses them.
+    body = "".join(f"    value_{i} = compute(value_{i - 1}, axis=1)\n" for i in range(1, 400))
+    flat = "def long():\n" + body
+    assert len(flat) > 4 * levels and not parser._may_nest_deeply(flat)
+    assert parser._may_nest_deeply(flat + "\n" + shapes["negation"])
+
+
 @pytest.mark.slow
 def test_nesting_python_accepts_is_linted_or_refused_cleanly():
     # Deep but legal: either analysed, or a LintError; never a crash or RecursionError.

@@ -55,7 +55,14 @@ class InvalidSyntax(LintError):
 # new one per file costs 10% more CPU), and text that may nest deeper than it parses
 # quickly is first given to CPython's parser, which refuses what CPython cannot compile
 # (a tenth of the libcst parse, so only where needed: `_may_nest_deeply`).
-DEEP_CHARS = 4000  # libcst: about 2 s for 4,000 levels (one character each, at least)
+DEEP_LEVELS = 4000  # libcst: 1.4 to 15 s for 4,000 levels, by the construct nested
+# What each level of nesting takes one of at least: a bracket, an operator, a dot, a
+# colon, a comma, a quote (strings concatenated), or a keyword of an expression that
+# nests (`not`, `x if c else`, `and`/`or`, `await`, `lambda`, `for` of a comprehension).
+_NESTING = re.compile(
+    r"""[(\[{.+\-*/%@&|^~<>=!:,;'"]"""
+    r"|\b(?:if|elif|else|not|and|or|in|is|for|await|lambda|yield|async)\b"
+)
 P = ParamSpec("P")
 R = TypeVar("R")
 PARSE_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; only what is used is paid
@@ -127,16 +134,20 @@ parser_thread = _ParserThread()
 
 
 def _may_nest_deeply(source: str) -> bool:
-    """Can this text hold DEEP_CHARS levels of nesting? Each level takes a character of one
-    statement, and statements hardly ever hold a blank line: the longest stretch without
-    one bounds the depth (a few C-speed scans). Text big enough to exhaust even the large
-    stack is always checked."""
-    if len(source) < DEEP_CHARS:
+    """Can this text hold DEEP_LEVELS levels of nesting? Each level takes a token of one
+    statement that opens one (`_NESTING`), and statements hardly ever hold a blank line:
+    the number of those tokens in a stretch without one bounds the depth (C-speed scans,
+    of the stretches long enough only: a long function's body is rarely nested deep).
+    Text big enough to exhaust even the large stack is always checked."""
+    if len(source) < DEEP_LEVELS:
         return False
     if len(source) > PARSE_STACK_BYTES // 2048:
         return True
     text = source.replace("\r\n", "\n") if "\r" in source else source
-    return max(map(len, text.split("\n\n"))) >= DEEP_CHARS
+    return any(
+        len(stretch) >= DEEP_LEVELS and len(_NESTING.findall(stretch)) >= DEEP_LEVELS
+        for stretch in text.split("\n\n")
+    )
 
 
 def parse(source: str, path: str = "<string>") -> cst.Module:
