@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,35 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     assert pooled == alone
     assert seen_pool == seen_alone == [r.path for r in alone]
     assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
+
+
+@pytest.mark.skipif(pool.START_METHOD != "fork", reason="processes are forked on Linux only")
+def test_a_worker_process_that_dies_costs_no_result(tmp_path, monkeypatch):
+    files = _many(tmp_path, 6)
+    config = load_config(None)
+    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    monkeypatch.setenv(pool.WORKERS_ENV, "1")
+    alone = parallel.run_files(files, job, config)
+    monkeypatch.setenv(pool.WORKERS_ENV, "2")
+    monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
+    parent, run, died = os.getpid(), pool._run, tmp_path / "died"
+
+    def dies_when_forked(item, job):
+        if os.getpid() != parent:
+            died.write_text(str(item[0]))
+            os._exit(3)  # the forked process dies on the first file it takes
+        time.sleep(0.2)  # while this process is slow: the forked one takes one
+        return run(item, job)
+
+    monkeypatch.setattr(pool, "_run", dies_when_forked)
+    pooled = parallel.run_files(files, job, config)  # its file is analysed in the next round
+    assert died.exists() and pooled == alone
+    item, context = pool.item_of(pool.Task(0, files[0], ())), multiprocessing.get_context("fork")
+    lost = pool._Shared([item], [1], job, None, context)
+    lost.taken.value, lost.ended[1] = 1, 3  # taken by a forked process that ended
+    assert "worker process ended: exit code 3" in (lost._wait(0, 1).error or "")
+    lost.taken.value = 0  # taken by no process (a stop was asked for first)
+    assert lost._wait(0, 1) is None
 
 
 def test_a_run_sets_what_outlives_each_file_apart_from_the_collector_until_it_ends(

@@ -1,11 +1,11 @@
 """The worker pool: lint files (or read their summaries) in worker processes.
 
-Results always come back in the order of the tasks (the pool maps in order, in chunks),
-so output is the same with one process or many. A pool is started only when the work
-to do pays for it: below `MIN_POOL_BYTES` of source to lint (cache misses), starting
-processes costs more than it saves (measured: benchmarks/README.md). Workers are forked
-where that is safe (Linux), so they import nothing; elsewhere they import only what
-`torchlint.runner` needs (never torch).
+Results always come back in the order of the tasks, so output is the same with one
+process or many. Worker processes are started only when the work to do pays for it:
+below `MIN_POOL_BYTES` of source to lint (cache misses), starting processes costs more
+than it saves (measured: benchmarks/README.md). Where forking is safe (Linux), this
+process works beside the processes it forks, which import nothing (`_Shared`); elsewhere
+a pool's workers import only what `torchlint.runner` needs (never torch).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,17 +224,23 @@ def _work(item: _Item) -> FileResult | None:
     return _run(item, _job)
 
 
+def _size(task: Task) -> int:
+    if task.raw is not None:
+        return len(task.raw)
+    try:
+        return task.path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _pool_size(tasks: Sequence[Task]) -> int:
+    """How many processes compute `tasks` (this one among them, where it forks)."""
     n = workers()
     if n < 2 or len(tasks) < 2:
         return 1
     size = 0
     for task in tasks:
-        if task.raw is not None:
-            size += len(task.raw)
-        else:
-            with contextlib.suppress(OSError):
-                size += task.path.stat().st_size
+        size += _size(task)
         if size >= MIN_POOL_BYTES:
             return min(n, len(tasks))
     return 1
@@ -265,12 +272,125 @@ def compute(
         stop.shared = context.Event()
         if stop.requested:
             stop.shared.set()
-    chunksize = max(1, min(8, len(tasks) // (size * 8)))
     shared = stop.shared if stop is not None else None
-    sent, local = (None, ()) if method == "fork" else (_projects, registry.local_folders())
-    initargs = (job, shared, sent, local)
+    if method == "fork":
+        sizes = [_size(t) for t in tasks]
+        yield from _Shared(items, sizes, job, shared, context).run(size - 1)
+        return
+    chunksize = max(1, min(8, len(tasks) // (size * 8)))
+    initargs = (job, shared, _projects, registry.local_folders())
     with context.Pool(size, initializer=_init_worker, initargs=initargs) as pool:
         yield from pool.imap(_work, items, chunksize=chunksize)
+
+
+class _Shared:
+    """Items computed by this process and the processes it forks, each taking the next
+    item no one has taken (the largest first, so that no process is left with a large
+    one at the end) as soon as it is free. Beside a pool of as many workers, one
+    process fewer is forked, whose memory would be paged in again (a fork per batch of
+    a round: a tenth of a cold run's CPU, two processes apiece), and the results this
+    process computes are not sent. A process that dies leaves an error on the item it
+    was computing; the items no one took after a stop is requested come back as None."""
+
+    def __init__(
+        self,
+        items: list[_Item],
+        sizes: list[int],
+        job: Job,
+        shared: Any,
+        context: Any,
+    ) -> None:
+        self.items, self.job, self.shared = items, job, shared
+        self.order = sorted(range(len(items)), key=lambda i: -sizes[i])
+        self.position = {index: n for n, index in enumerate(self.order)}
+        self.taken = context.RawValue("q", 0)  # positions in `order` taken so far
+        self.lock = context.Lock()
+        self.context = context
+        self.results: dict[int, FileResult | BaseException] = {}
+        self.ended: dict[int, int | None] = {}  # exit codes of the forked processes
+        self.arrived = threading.Condition()
+
+    def _take(self) -> int | None:
+        """The index of the next item to compute, None when all are taken or stopped."""
+        if self.shared is not None and self.shared.is_set():
+            return None
+        with self.lock:
+            position: int = self.taken.value
+            if position >= len(self.order):
+                return None
+            self.taken.value = position + 1
+        return self.order[position]
+
+    def _serve(self, connection: Any) -> None:
+        """(a forked process) Compute items until none is left; send each result."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+        while (index := self._take()) is not None:
+            try:
+                result: FileResult | BaseException = _run(self.items[index], self.job)
+            except Exception as exc:  # raised where the results are read, as in a pool
+                result = exc
+            connection.send((index, result))
+        connection.close()
+
+    def _receive(self, connections: dict[Connection, Any]) -> None:
+        """(a thread of this process) Keep each result sent as it comes, so that no
+        sender waits on a full pipe; note each forked process's end."""
+        from multiprocessing.connection import wait
+
+        while connections:
+            ready = wait(list(connections))
+            for connection in [c for c in connections if c in ready]:
+                try:
+                    index, result = connection.recv()
+                except (EOFError, OSError):
+                    process = connections.pop(connection)
+                    process.join()
+                    with self.arrived:
+                        self.ended[process.pid] = process.exitcode
+                        self.arrived.notify()
+                    continue
+                with self.arrived:
+                    self.results[index] = result
+                    self.arrived.notify()
+
+    def run(self, forks: int) -> Iterator[FileResult | None]:
+        connections: dict[Connection, Any] = {}
+        receiver = threading.Thread(target=self._receive, args=(connections,), daemon=True)
+        try:
+            for _ in range(forks):
+                reader, writer = self.context.Pipe(duplex=False)
+                process = self.context.Process(target=self._serve, args=(writer,), daemon=True)
+                process.start()
+                writer.close()
+                connections[reader] = process
+            receiver.start()  # after the forks: they start without threads
+            mine: dict[int, FileResult] = {}
+            while (index := self._take()) is not None:
+                mine[index] = _run(self.items[index], self.job)
+            for index in range(len(self.items)):
+                yield mine.pop(index) if index in mine else self._wait(index, forks)
+        finally:
+            for process in list(connections.values()):
+                process.terminate()
+            if receiver.is_alive():
+                receiver.join()
+
+    def _wait(self, index: int, forks: int) -> FileResult | None:
+        """The result a forked process computes for item `index`: an error if every
+        forked process ended without it though it was taken; None if it never was."""
+        with self.arrived:
+            while index not in self.results and len(self.ended) < forks:
+                self.arrived.wait()
+            result = self.results.pop(index, None)
+        if isinstance(result, BaseException):
+            raise result
+        if result is not None or self.position[index] >= self.taken.value:
+            return result
+        codes = sorted({str(code) for code in self.ended.values() if code})
+        message = f"{INTERNAL} (its worker process ended: exit code {', '.join(codes)})"
+        return FileResult(
+            display(self.items[index][0]), errors=[FileError(ANALYSIS_ERROR, message)]
+        )
 
 
 def _imported_for(tasks: Sequence[Task]) -> None:
