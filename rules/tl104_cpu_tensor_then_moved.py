@@ -73,6 +73,7 @@ device"; CUDA semantics notes; torch.Generator docs (per-device generators).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -133,6 +134,14 @@ NUMPY_FACTORIES = [
 TO_TENSOR = {"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"}
 TO_TENSOR |= {f"torch.{t}Tensor" for t in ("Float", "Double", "Half", "Long", "Int", "Byte")}
 CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
+# What the text of a file this rule reports in holds, at least: the result of a call moved
+# (`...)` then `.cuda`, `.to` or `.type_as`, across lines, comments and backslashes), or a
+# legacy tensor type (the CUDA one a NumPy array is given to). A file with the tokens and
+# neither (`x.to(device)` only: most model code) is not parsed for this rule.
+PATTERN = re.compile(
+    r"\)(?:[\s\\]|#[^\n]*\n)*\.[\s\\]*(?:cuda|to|type_as)\b"
+    r"|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\b"
+)
 
 
 # At most this many elements: a tensor whose copy moves a few bytes (labels of a small
@@ -275,6 +284,7 @@ class CpuTensorThenMoved(Rule):
     name = "cpu-tensor-then-moved"
     fix_safety = FixSafety.SOMETIMES
     tokens = ("cuda", ".to(")
+    pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         arrays = {id(c.node): c for c in module.calls_to(*NUMPY_FACTORIES)}

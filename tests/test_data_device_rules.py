@@ -274,3 +274,24 @@ def test_tl102_spells_torch_as_the_file_imports_it():
         in fixed
     )
     assert fixed.count("import torch") == 1
+
+
+def test_tl104_reads_only_files_where_a_call_is_moved_or_a_tensor_type_named():
+    from rules.tl104_cpu_tensor_then_moved import PATTERN
+
+    shapes = [  # every way a finding's text can be spelled
+        "torch.zeros(3).cuda()",
+        "torch.zeros(3).to(device)",
+        "torch.randn(4, 8).type_as(x)",
+        "(torch.zeros(3)\n    .to(device))",
+        "(torch.zeros(3)  # built on the CPU\n    # then moved\n    .cuda())",
+        "torch.zeros(3) \\\n    .cuda()",
+        "torch.from_numpy(np.ones(4)).float().cuda()",
+        "z = Tensor(np.random.normal(0, 1, (64, 100)))  # Tensor = torch.cuda.FloatTensor",
+        "from torch.cuda import LongTensor\nLongTensor(np.zeros(3))",
+    ]
+    for text in shapes:
+        assert PATTERN.search(text), text
+    near = ["model.to(device)", "x = x.cuda(non_blocking=True)", "batch['x'].to(device)"]
+    for text in near:  # a name, an attribute or a subscript moved: the file is not parsed
+        assert not PATTERN.search(text), text

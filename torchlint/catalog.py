@@ -13,7 +13,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL002", "default-batch-size", True, True, ("MIN_BATCH_SIZE",), ("DataLoader",), None),
     ("TL101", "input-not-on-device", True, True, (), ("DataLoader",), None),
     ("TL102", "model-not-on-device", True, True, (), ("backward",), None),
-    ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), None),
+    ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), ("\\)(?:[\\s\\\\]|#[^\\n]*\\n)*\\.[\\s\\\\]*(?:cuda|to|type_as)\\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\\b", 32)),
     ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None),
     ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), None),
     ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader",), None),
