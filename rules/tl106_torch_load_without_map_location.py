@@ -51,6 +51,7 @@ tutorial, "Saving & Loading Model Across Devices".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -64,6 +65,9 @@ from torchlint.semantic.syntax import str_value
 LOADS = ("torch.load", "torch.serialization.load")
 MODULE_USES = ("eval", "train", "to", "cuda", "parameters", "state_dict", "forward")
 DISTRIBUTED = ("torch.distributed.", "torch.nn.parallel.DistributedDataParallel")
+# What the text of a file this rule reports in holds, at least: a question whether a GPU
+# is there, a move (where the script may take a CPU path), or the distributed package.
+PATTERN = re.compile(r"is_available|\.(?:to|cuda)\b|istributed")
 
 
 def _state_argument(call: CallSite) -> cst.BaseExpression:
@@ -93,6 +97,7 @@ class TorchLoadWithoutMapLocation(Rule):
     name = "torch-load-without-map-location"
     fix_safety = FixSafety.SAFE
     tokens = ("load(",)
+    pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         loads = module.calls_to(*LOADS)

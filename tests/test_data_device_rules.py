@@ -295,3 +295,19 @@ def test_tl104_reads_only_files_where_a_call_is_moved_or_a_tensor_type_named():
     near = ["model.to(device)", "x = x.cuda(non_blocking=True)", "batch['x'].to(device)"]
     for text in near:  # a name, an attribute or a subscript moved: the file is not parsed
         assert not PATTERN.search(text), text
+
+
+def test_tl106_reads_only_files_that_may_run_without_a_gpu_or_distributed():
+    from rules.tl106_torch_load_without_map_location import PATTERN
+
+    shapes = [  # what makes a load's device matter, as a file spells it
+        "if torch.cuda.is_available():",
+        "model.to(device)",
+        "model = model.cuda()",
+        "import torch.distributed as dist",
+        "from torch.nn.parallel import DistributedDataParallel as DDP",
+    ]
+    for text in shapes:
+        assert PATTERN.search(text), text
+    alone = "import torch\nmodel.load_state_dict(torch.load(path))\nmodel.eval()\n"
+    assert not PATTERN.search(alone)  # where the device is not in question

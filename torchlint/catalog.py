@@ -15,7 +15,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL102", "model-not-on-device", True, True, (), ("backward",), None),
     ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), ("\\)(?:[\\s\\\\]|#[^\\n]*\\n)*\\.[\\s\\\\]*(?:cuda|to|type_as)\\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\\b", 32)),
     ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None),
-    ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), None),
+    ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), ("is_available|\\.(?:to|cuda)\\b|istributed", 32)),
     ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader",), None),
     ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader",), None),
     ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader",), None),
