@@ -222,7 +222,7 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(pool.START_METHOD != "fork", reason="processes are forked on Linux only")
-def test_a_worker_process_that_dies_costs_no_result(tmp_path, monkeypatch):
+def test_a_worker_process_that_dies_or_cannot_start_costs_no_result(tmp_path, monkeypatch):
     files = _many(tmp_path, 6)
     config = load_config(None)
     job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
@@ -242,6 +242,13 @@ def test_a_worker_process_that_dies_costs_no_result(tmp_path, monkeypatch):
     monkeypatch.setattr(pool, "_run", dies_when_forked)
     pooled = parallel.run_files(files, job, config)  # its file is analysed in the next round
     assert died.exists() and pooled == alone
+    monkeypatch.setattr(pool, "_run", run)
+
+    def refused(process):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(multiprocessing.context.ForkProcess, "start", refused)
+    assert parallel.run_files(files, job, config) == alone  # no process to fork: all here
     item, context = pool.item_of(pool.Task(0, files[0], ())), multiprocessing.get_context("fork")
     lost = pool._Shared([item], [1], job, None, context)
     lost.taken.value, lost.ended[1] = 1, 3  # taken by a forked process that ended

@@ -360,15 +360,21 @@ class _Shared:
             for _ in range(forks):
                 reader, writer = self.context.Pipe(duplex=False)
                 process = self.context.Process(target=self._serve, args=(writer,), daemon=True)
-                process.start()
-                writer.close()
+                try:
+                    process.start()
+                except OSError:  # no process to be had (a limit): this one does the rest
+                    reader.close()
+                    break
+                finally:
+                    writer.close()
                 connections[reader] = process
+            started = len(connections)
             receiver.start()  # after the forks: they start without threads
             mine: dict[int, FileResult] = {}
             while (index := self._take()) is not None:
                 mine[index] = _run(self.items[index], self.job)
             for index in range(len(self.items)):
-                yield mine.pop(index) if index in mine else self._wait(index, forks)
+                yield mine.pop(index) if index in mine else self._wait(index, started)
         finally:
             for process in list(connections.values()):
                 process.terminate()

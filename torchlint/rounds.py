@@ -208,12 +208,12 @@ class Rounds:
         self.before.append(before)
         header = {"selected": self.selected, "layout": _fingerprint(sorted(layout.paths))}
         self.scans.append({**header, "files": {}})
-        mine = {t.path.absolute() for t in asked}
         for task in asked:
             task.project, task.key = index, layout.key(task.path) or task.path.name
+        mine = {t.key for t in asked}
         for key, path in layout.paths.items():
             self.others[(index, key)] = Task(-1, path, (), project=index, key=key)
-            self._read(index, key, asked=path.absolute() in mine)
+            self._read(index, key, asked=key in mine)
         self._link(index)
         if self.store is not None:
             state = self._state(index)

@@ -111,6 +111,8 @@ class Layout:
             if not parts:  # `from . import x` binds ".x": the package itself
                 init = f"{roots[0]}__init__.py"
                 return (init, ()) if init in self.paths else None
+        elif not parts or not self.module_exists(importer, parts[0]):
+            return None  # `torch.nn`: no module of the project is named so
         else:
             roots = self._roots(importer)
         for root in roots:
