@@ -292,14 +292,37 @@ class Program:
             for ref, v in self._passed.items()
             if v.loaders or v.optimizer is not None
         }
-        for ref in self._edges:
-            if ref.partition("::")[0] in found:
-                continue
-            callers = self.callers(ref)
-            if callers is not None and ((callers.per_step and callers.gpu) or callers.no_grad):
-                found.add(ref.partition("::")[0])
+        per_step = self._chained(lambda call: call.per_step)
+        gpu = self._chained(lambda call: call.per_step and call.gpu)
+        no_grad = self._chained(lambda call: call.no_grad)
+        found |= {ref.partition("::")[0] for ref in (per_step & gpu) | no_grad}
         sites = (ref for ref in self._uses if self.uses(ref) is not None)
         return found | {re.split(r"[#@]\d+$", ref)[0] for ref in sites}
+
+    def _chained(self, test: Callable[[Call], bool]) -> set[str]:
+        """The functions some call passing `test` runs, directly or through chains of at
+        most MAX_DEPTH + 1 calls: what `callers` says of each, found at once (the shortest
+        chains, from the calls that pass, down to what they call)."""
+        found = {ref for ref, edges in self._edges.items() if any(test(e.call) for e in edges)}
+        frontier = found
+        for _ in range(MAX_DEPTH + 1):
+            frontier = {
+                callee for ref in frontier for callee in self._called_by.get(ref, ())
+            } - found
+            if not frontier:
+                break
+            found |= frontier
+        return found
+
+    @cached_property
+    def _called_by(self) -> dict[str, set[str]]:
+        """function reference -> the functions it calls (among those of `_edges`)."""
+        found: dict[str, set[str]] = {}
+        for ref, edges in self._edges.items():
+            for edge in edges:
+                if edge.call.caller is not None:
+                    found.setdefault(f"{edge.file}::{edge.call.caller}", set()).add(ref)
+        return found
 
     def reaches(self, key: str) -> bool:
         return key in self.reached
