@@ -251,10 +251,13 @@ def test_a_worker_process_that_dies_or_cannot_start_costs_no_result(tmp_path, mo
     assert parallel.run_files(files, job, config) == alone  # no process to fork: all here
     item, context = pool.item_of(pool.Task(0, files[0], ())), multiprocessing.get_context("fork")
     lost = pool._Shared([item], [1], job, None, context)
-    lost.taken.value, lost.ended[1] = 1, 3  # taken by a forked process that ended
+    lost.front.value, lost.ended[1] = 1, 3  # taken by a forked process that ended
     assert "worker process ended: exit code 3" in (lost._wait(0, 1).error or "")
-    lost.taken.value = 0  # taken by no process (a stop was asked for first)
+    lost.front.value = 0  # taken by no process (a stop was asked for first)
     assert lost._wait(0, 1) is None
+    shared = pool._Shared([item] * 3, [5, 1, 3], job, None, context)  # sizes of 3 files
+    taken = [shared._take(), shared._take(smallest=True), shared._take(), shared._take()]
+    assert taken == [0, 1, 2, None]  # forked processes the largest, this one the smallest
 
 
 def test_a_run_sets_what_outlives_each_file_apart_from_the_collector_until_it_ends(

@@ -284,13 +284,15 @@ def compute(
 
 
 class _Shared:
-    """Items computed by this process and the processes it forks, each taking the next
-    item no one has taken (the largest first, so that no process is left with a large
-    one at the end) as soon as it is free. Beside a pool of as many workers, one
-    process fewer is forked, whose memory would be paged in again (a fork per batch of
-    a round: a tenth of a cold run's CPU, two processes apiece), and the results this
-    process computes are not sent. A process that dies leaves an error on the item it
-    was computing; the items no one took after a stop is requested come back as None."""
+    """Items computed by this process and the processes it forks, each taking an item
+    no one has taken as soon as it is free: the forked ones the largest left (so that
+    no process is left with a large one at the end), this one the smallest (it holds
+    the run's projects besides: its peak memory stays that of the state). Beside a
+    pool of as many workers, one process fewer is forked, whose memory would be paged
+    in again (a fork per batch of a round: a tenth of a cold run's CPU, two processes
+    apiece), and the results this process computes are not sent. A process that dies
+    leaves an error on the item it was computing; the items no one took after a stop is
+    requested come back as None."""
 
     def __init__(
         self,
@@ -303,22 +305,29 @@ class _Shared:
         self.items, self.job, self.shared = items, job, shared
         self.order = sorted(range(len(items)), key=lambda i: -sizes[i])
         self.position = {index: n for n, index in enumerate(self.order)}
-        self.taken = context.RawValue("q", 0)  # positions in `order` taken so far
+        # Positions in `order` not taken yet: from `front` (included) to `back`.
+        self.front = context.RawValue("q", 0)
+        self.back = context.RawValue("q", len(items))
         self.lock = context.Lock()
         self.context = context
         self.results: dict[int, FileResult | BaseException] = {}
         self.ended: dict[int, int | None] = {}  # exit codes of the forked processes
         self.arrived = threading.Condition()
 
-    def _take(self) -> int | None:
-        """The index of the next item to compute, None when all are taken or stopped."""
+    def _take(self, smallest: bool = False) -> int | None:
+        """The index of the next item to compute (the largest left, or the `smallest`),
+        None when all are taken or a stop is requested."""
         if self.shared is not None and self.shared.is_set():
             return None
         with self.lock:
-            position: int = self.taken.value
-            if position >= len(self.order):
+            front: int = self.front.value
+            back: int = self.back.value
+            if front >= back:
                 return None
-            self.taken.value = position + 1
+            if smallest:
+                self.back.value = position = back - 1
+            else:
+                self.front.value = (position := front) + 1
         return self.order[position]
 
     def _serve(self, connection: Any) -> None:
@@ -371,7 +380,7 @@ class _Shared:
             started = len(connections)
             receiver.start()  # after the forks: they start without threads
             mine: dict[int, FileResult] = {}
-            while (index := self._take()) is not None:
+            while (index := self._take(smallest=True)) is not None:
                 mine[index] = _run(self.items[index], self.job)
             for index in range(len(self.items)):
                 yield mine.pop(index) if index in mine else self._wait(index, started)
@@ -390,7 +399,7 @@ class _Shared:
             result = self.results.pop(index, None)
         if isinstance(result, BaseException):
             raise result
-        if result is not None or self.position[index] >= self.taken.value:
+        if result is not None or self.front.value <= self.position[index] < self.back.value:
             return result
         codes = sorted({str(code) for code in self.ended.values() if code})
         message = f"{INTERNAL} (its worker process ended: exit code {', '.join(codes)})"
