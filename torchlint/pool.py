@@ -139,14 +139,11 @@ def use_projects(projects: list[Project]) -> None:
 _Item = tuple[Path, tuple[str, ...], int | None, str | None, bool]
 
 
-def _init_worker(
-    job: Job, stop: Any, projects: list[Project] | None, local: tuple[Path, ...]
-) -> None:
+def _init_worker(job: Job, stop: Any, projects: list[Project], local: tuple[Path, ...]) -> None:
+    """(a spawned pool's worker) What the run's processes share, sent."""
     global _job, _stop, _projects
-    _job, _stop = job, stop
-    if projects is not None:  # spawned: sent; forked: inherited
-        _projects = projects
-    if local:  # spawned: the local rules loaded again (loaded once already: no error)
+    _job, _stop, _projects = job, stop, projects
+    if local:  # the local rules loaded again (loaded once already: no error)
         with contextlib.suppress(registry.RuleLoadError):  # a pool whose start fails hangs
             registry.local_rules(local)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
