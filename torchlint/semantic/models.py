@@ -185,7 +185,6 @@ class Models:
         return value, peeled
 
     def _link(self) -> None:
-        calls = {id(c.node): c for c in self.facts.calls}
         assignments = [
             (b, b.value or self._handed(b))
             for b in self.facts.bindings
@@ -197,7 +196,7 @@ class Models:
                 if id(b.symbol) in self._by_symbol and self._by_symbol[id(b.symbol)]:
                     continue
                 base, _ = self._unwrap(value, b.ctx.scope)
-                site = self._site_of(base, b, calls)
+                site = self._site_of(base, b)
                 if site is not None:
                     self._hold(site, b.symbol)
         self._linked = True
@@ -218,9 +217,7 @@ class Models:
             return None
         return self.values.handed_back(source, binding.ctx.scope, binding.path[0])
 
-    def _site_of(
-        self, base: cst.BaseExpression, binding: Binding, calls: dict[int, CallSite]
-    ) -> Model | None:
+    def _site_of(self, base: cst.BaseExpression, binding: Binding) -> Model | None:
         scope = binding.ctx.scope
         if isinstance(base, cst.Call):
             found = self._by_call.get(id(base))
@@ -228,13 +225,16 @@ class Models:
                 return found
             kind = self.kind_of_construction(base, scope)
             if kind is not None:
-                site = ModelSite(binding, kind, construction=calls[id(base)], index=len(self.sites))
+                construction = self.functions.site(base)
+                assert construction is not None  # every call of the file is a site
+                site = ModelSite(binding, kind, construction=construction, index=len(self.sites))
                 site.external = self.exported(base, scope)
                 self._by_call[id(base)] = site
                 self.sites.append(site)
                 _, peeled = self._unwrap(binding.value, scope) if binding.value else (None, [])
                 for inner in peeled:
-                    call = calls[id(inner)]
+                    call = self.functions.site(inner)
+                    assert call is not None
                     if call.method in ("to", "cuda", "cpu"):
                         site.moves.append(call)
                     elif call.qualname in PARALLEL_WRAPPERS:
