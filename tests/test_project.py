@@ -204,6 +204,51 @@ def test_imports_resolve_as_python_finds_them(tmp_path: Path):
     assert not layout.module_exists("scripts/train.py", "torch")
 
 
+def test_import_statements_are_read_with_what_they_bind_and_where():
+    from torchlint.project.layout import Imported, imported
+
+    text = (
+        "import os, pkg.models as models\n"
+        "from .engine import (train,  # the loop\n    evaluate as ev,\n)\n"
+        "from . import data\n"
+        "from .utils import *\n"
+        "def main():\n    from ..cli import run\n"
+    )
+    assert imported(text) == [
+        Imported("os", "os", False),
+        Imported("pkg.models", "models", False),
+        Imported(".engine.train", "train", False),
+        Imported(".engine.evaluate", "ev", False),
+        Imported(".data", "data", False),
+        Imported("..cli.run", "run", True),
+    ]
+
+
+def test_a_name_a_package_re_exports_leads_to_the_file_defining_it(tmp_path: Path):
+    """Through a package that re-exports a subpackage's re-export, under an alias, or
+    under a condition; importing names from a package is no import of its `__init__.py`
+    (which imports every file of the package: the importer would come after them all)."""
+    layout = _layout(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.trainer import Trainer\nfrom .utils import *\n",
+            "pkg/trainer/__init__.py": "from pkg.trainer.trainer import Trainer\n",
+            "pkg/trainer/trainer.py": "",
+            "pkg/utils/__init__.py": (
+                "from .ops import send\nif HAVE_MEGATRON:\n"
+                "    from .megatron import prepare as megatron_prepare\n"
+            ),
+            "pkg/utils/ops.py": "",
+            "pkg/utils/megatron.py": "",
+            "pkg/cli.py": "",
+            "pkg/loader.py": "",
+        },
+    )
+    assert layout.imports("pkg/cli.py", ["pkg.Trainer"]) == {"pkg/trainer/trainer.py"}
+    names = [".utils.send", ".utils.megatron_prepare"]
+    assert layout.imports("pkg/loader.py", names) == {"pkg/utils/ops.py", "pkg/utils/megatron.py"}
+
+
 def _fn(ref: str, *params: str, **facts) -> Function:
     return Function(ref, params, **facts)
 
@@ -412,6 +457,21 @@ def test_files_of_an_import_cycle_are_analysed_one_after_another():
     assert len({found["a.py"], found["b.py"], found["c.py"]}) == 3
     assert found["d.py"] > max(found["a.py"], found["b.py"], found["c.py"])
     assert levels({"x.py": set(), "y.py": {"x.py", "outside.py"}}) == {"x.py": 0, "y.py": 1}
+
+
+def test_an_import_in_a_function_orders_the_files_but_inside_a_cycle():
+    """`megatron.py` imports the loader module in a function (the loader module imports
+    it, through the package, at the top): inside that cycle the nested import gives way;
+    outside any cycle (`cli.py` importing the loop in `main()`), it counts."""
+    from torchlint.project.layout import levels
+
+    graph = {"loader.py": {"megatron.py"}, "megatron.py": set(), "loop.py": set(), "cli.py": set()}
+    nested = {"megatron.py": {"loader.py"}, "cli.py": {"loop.py"}}
+    found = levels(graph, nested)
+    assert found["loader.py"] > found["megatron.py"]
+    assert found["cli.py"] > found["loop.py"]
+    both = {"a.py": {"b.py"}, "b.py": {"a.py"}}  # a cycle of nested imports only
+    assert levels({"a.py": set(), "b.py": set()}, both) == {"a.py": 0, "b.py": 0}
 
 
 def test_a_value_is_something_when_any_of_its_facts_is():

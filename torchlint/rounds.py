@@ -87,6 +87,7 @@ class _Texts:
     """What the texts of a project's files say before any is analysed (`Rounds._read`)."""
 
     imports: dict[str, set[str]] = field(default_factory=dict)  # the import graph
+    nested: dict[str, set[str]] = field(default_factory=dict)  # in functions and blocks
     analysed: set[str] = field(default_factory=set)  # hold a token of a selected rule
     engaging: set[str] = field(default_factory=set)  # train, evaluate or load data
     scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
@@ -279,6 +280,7 @@ class Rounds:
         for kind in (texts.analysed, texts.engaging, texts.scripts):
             kind.discard(key)
         texts.imports.pop(key, None)
+        texts.nested.pop(key, None)
         self.telling.discard((index, key))
         self.digests.pop((index, key), None)
         scan = self.scans[index]
@@ -294,10 +296,12 @@ class Rounds:
                 text = decode(raw)[0]
             except SourceError:
                 return
+            names = imported(text)
             found = {
                 "stamp": list(stamp) if stamp is not None else None,
                 "digest": content_digest(raw),
-                "names": imported(text),
+                "names": [i.name for i in names if not i.nested],
+                "nested": [i.name for i in names if i.nested],
                 "told": self._told(text),
                 "engages": engages(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text,
@@ -312,12 +316,18 @@ class Rounds:
             except SourceError:
                 return
         if before.get("layout") == scan["layout"] and "imports" in found:
-            resolved = set(found["imports"])
+            resolved, nested = set(found["imports"]), set(found["nested_imports"])
         else:
             resolved = layout.imports(key, found["names"])
-        scan["files"][key] = {**found, "imports": sorted(resolved)}
+            nested = layout.imports(key, found["nested"]) - resolved
+        scan["files"][key] = {
+            **found,
+            "imports": sorted(resolved),
+            "nested_imports": sorted(nested),
+        }
         self.digests[(index, key)] = found["digest"]
         texts.imports[key] = resolved
+        texts.nested[key] = nested
         if found["told"]:
             texts.analysed.add(key)
         if found["engages"]:
@@ -330,11 +340,11 @@ class Rounds:
     def _link(self, index: int) -> None:
         """The files of a project that engage it, and their levels in its import graph."""
         texts = self.texts[index]
-        graph, engaging = texts.imports, texts.engaging
+        graph, nested, engaging = texts.imports, texts.nested, texts.engaging
         # A script that imports a file that trains wires it (`train.py` calling the engine).
-        wiring = {k for k in texts.scripts if graph.get(k, set()) & engaging}
+        wiring = {k for k in texts.scripts if (graph[k] | nested[k]) & engaging}
         self.projects[index].engaged = engaging | wiring
-        self.levels.update({(index, k): n for k, n in levels(graph).items()})
+        self.levels.update({(index, k): n for k, n in levels(graph, nested).items()})
 
     def _seed(self, project: Project, index: int, root: Path) -> None:
         """The summaries stored for the bytes each file holds now; for a file asked again

@@ -17,16 +17,17 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git", "torchlint.toml", ".torchlint.toml")
-# Import statements, read without parsing (to order the files before any is parsed):
-# those at the top of the module only (not indented: an import inside a function is
-# most often there to break an import cycle).
+# Import statements, read without parsing (to order the files before any is parsed).
 IMPORT = re.compile(
-    r"^(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#;]+)"
+    r"^(?P<indent>[ \t]*)"
+    r"(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#;]+)"
     r"|import[ \t]+(?P<modules>[\w. \t,]+))",
     re.M,
 )
+COMMENT = re.compile(r"#[^\n]*")
 
 
 def find_root(file: Path, fallback: Path) -> Path:
@@ -166,10 +167,15 @@ class Layout:
                 text = self.paths[init].read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
-            for name in imported(text):
-                target = self.resolve(init, name)
-                if target is not None and not target[0].endswith("__init__.py"):
-                    found.setdefault(name.rpartition(".")[2], target[0])
+            for item in imported(text):
+                target = self.resolve(init, item.name)
+                if target is None:
+                    continue
+                key, attributes = target
+                if attributes and key.endswith("__init__.py"):  # a package's re-export
+                    key = self.reexports(key).get(attributes[0], key)
+                if not key.endswith("__init__.py"):
+                    found.setdefault(item.bound, key)
             self._inits[init] = found
         return self._inits[init]
 
@@ -179,29 +185,50 @@ class Layout:
         return target.endswith("__init__.py") and importer.startswith(folder)
 
 
-def imported(text: str) -> list[str]:
-    """The qualified names the import statements of `text` import ("pkg.models.Net",
-    ".engine.train", "torch"), read without parsing."""
-    names: list[str] = []
+class Imported(NamedTuple):
+    """A name an import statement imports."""
+
+    name: str  # qualified: "pkg.models.Net", ".engine.train", "torch"
+    bound: str  # the name it binds, for a re-export: "Net", or its alias
+    nested: bool  # indented: in a function (often to break an import cycle) or a block
+
+
+def imported(text: str) -> list[Imported]:
+    """The names the import statements of `text` import, read without parsing."""
+    found: list[Imported] = []
     for m in IMPORT.finditer(text):
+        nested = bool(m.group("indent"))
         if m.group("modules") is not None:
-            names += [n.split(" as ")[0].strip() for n in m.group("modules").split(",")]
-            continue
-        base = m.group("base")
-        joined = base if base.endswith(".") else f"{base}."
-        items = m.group("names").strip("() \t\n\\").replace("\\\n", " ").split(",")
-        names += [joined + n.split(" as ")[0].strip() for n in items if n.strip() != "*"]
-        names.append(base)
-    return [n for n in names if n.strip(".")]
+            prefix, items = "", m.group("modules").split(",")
+        else:
+            base = m.group("base")
+            prefix = base if base.endswith(".") else f"{base}."
+            items = COMMENT.sub("", m.group("names")).strip("()").split(",")
+        for item in items:
+            name, _, alias = (w.strip(" \t\n\\") for w in item.partition(" as "))
+            if name and name != "*":
+                found.append(Imported(prefix + name, alias or name.rpartition(".")[2], nested))
+    return [i for i in found if i.name.strip(".")]
 
 
-def levels(graph: Mapping[str, set[str]]) -> dict[str, int]:
+def levels(
+    graph: Mapping[str, set[str]], nested: Mapping[str, set[str]] | None = None
+) -> dict[str, int]:
     """Each file's level in the import graph: 0 for files that import no file of the
-    project, else one more than the highest level of what they import. Inside an import
-    cycle, the edge that closes it (met again by a depth-first walk in sorted order) is
+    project, else one more than the highest level of what they import. The imports
+    `nested` in a function or a block count but inside an import cycle (where one of
+    them most often breaks the cycle when the program runs). Inside a cycle of top-level
+    imports, the edge that closes it (met again by a depth-first walk in sorted order) is
     left out: the files of a cycle come one after another, so that all but one of its
     imports are known when the importer is analysed. Files of one level can be analysed
     side by side once the levels below are done; the order depends on the graph only."""
+    if nested:
+        full = {n: graph[n] | nested.get(n, set()) for n in graph}
+        part = _components(full)
+        graph = {
+            n: graph[n] | {d for d in nested.get(n, ()) if d in part and part[d] != part[n]}
+            for n in graph
+        }
     found: dict[str, int] = {}
 
     def deps(node: str) -> Iterator[str]:
@@ -224,3 +251,41 @@ def levels(graph: Mapping[str, set[str]]) -> dict[str, int]:
             # what is still being walked closes a cycle: left out
             found[node] = 1 + max((found[d] for d in graph[node] if d in found), default=-1)
     return found
+
+
+def _components(graph: Mapping[str, set[str]]) -> dict[str, str]:
+    """Each node's strongly connected component, named by one of its nodes (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    component: dict[str, str] = {}
+    stack: list[str] = []
+    for start in graph:
+        if start in index:
+            continue
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        work = [(start, iter(graph[start]))]
+        while work:
+            node, edges = work[-1]
+            for dep in edges:
+                if dep not in graph:
+                    continue
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    work.append((dep, iter(graph[dep])))
+                    break
+                if dep not in component:  # on the stack: in this node's component
+                    low[node] = min(low[node], index[dep])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    while True:
+                        member = stack.pop()
+                        component[member] = node
+                        if member == node:
+                            break
+    return component
