@@ -370,6 +370,35 @@ def test_answers_are_recorded_and_replayed():
     assert Environment().export("m.make") is None and Environment().answers == {}
 
 
+def test_a_summary_names_what_a_function_makes_of_its_parameter():
+    """`shard` returns a loader made of the one it is given: its summary names the
+    parameter, not the loaders the project passes (it is the same whatever they are, so
+    the files importing it are not analysed again when they change). `reload` binds the
+    parameter's name to what it reads from disk: what it returns is not its argument."""
+    from torchlint.linter import Linter
+    from torchlint.settings import Settings
+
+    source = (FIXTURES / "project" / "returned_parameter" / "helpers.py").read_text()
+    source += "\n\ndef reload(loader):\n    loader = torch.load('loader.pt')\n    return loader\n"
+
+    class Passing(Environment):
+        linked = True  # type: ignore[assignment]
+
+        def _parameter(self, function: str, name: str) -> Value | None:
+            return Value(loaders=frozenset({"train.py#0"})) if name == "loader" else None
+
+    returns = []
+    for env in (Environment(path="helpers.py"), Passing(path="helpers.py")):
+        Linter([], Settings()).summarize(source, "helpers.py", env)
+        assert env.summary is not None
+        shard = env.summary.exports["shard"]
+        assert isinstance(shard, Function)
+        returns.append(shard.returns)
+        reload = env.summary.exports["reload"]  # not its argument given back
+        assert isinstance(reload, Function) and not (reload.returns and reload.returns.params)
+    assert returns == [Value(params=frozenset({"helpers.py::shard:loader"}))] * 2
+
+
 def test_summaries_round_trip_through_json(tmp_path: Path, monkeypatch):
     """What the cache stores is what linking reads."""
     root = tmp_path / "loss_scaler"

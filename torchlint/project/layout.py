@@ -28,6 +28,7 @@ IMPORT = re.compile(
     re.M,
 )
 COMMENT = re.compile(r"#[^\n]*")
+Target = tuple[str, tuple[str, ...]]  # a file's key, and the attributes read off its module
 
 
 def find_root(file: Path, fallback: Path) -> Path:
@@ -61,8 +62,8 @@ class Layout:
             if key is not None and key.endswith(".py"):
                 self.paths[key] = path
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
-        self._resolved: dict[tuple[str, str], tuple[str, tuple[str, ...]] | None] = {}
-        self._inits: dict[str, dict[str, str]] = {}
+        self._resolved: dict[tuple[str, str], Target | None] = {}
+        self._inits: dict[str, dict[str, Target]] = {}
         self._exists: dict[tuple[str, str], bool] = {}
 
     def key(self, path: Path) -> str | None:
@@ -92,7 +93,7 @@ class Layout:
                 roots.append(extra)
         return roots
 
-    def resolve(self, importer: str, qualname: str) -> tuple[str, tuple[str, ...]] | None:
+    def resolve(self, importer: str, qualname: str) -> Target | None:
         """The file a name imported in `importer` refers to, and the attributes after the
         module (`("pkg/models.py", ("Net",))` for "pkg.models.Net"); None outside the
         project. A relative name keeps its leading dots (".models.Net")."""
@@ -101,7 +102,7 @@ class Layout:
             self._resolved[key] = self._resolve(importer, qualname)
         return self._resolved[key]
 
-    def _resolve(self, importer: str, qualname: str) -> tuple[str, tuple[str, ...]] | None:
+    def _resolve(self, importer: str, qualname: str) -> Target | None:
         dots = len(qualname) - len(qualname.lstrip("."))
         parts = [p for p in qualname[dots:].split(".") if p]
         if dots:
@@ -151,31 +152,30 @@ class Layout:
                 continue
             key, attributes = target
             if attributes and key.endswith("__init__.py"):
-                key = self.reexports(key).get(attributes[0], key)
+                key = self.reexports(key).get(attributes[0], (key,))[0]
             if not self._enclosing(importer, key):
                 found.add(key)
         found.discard(importer)
         return found
 
-    def reexports(self, init: str) -> dict[str, str]:
-        """The names a package's `__init__.py` imports from files of the project, with
-        the file each comes from."""
+    def reexports(self, init: str) -> dict[str, Target]:
+        """The names a package's `__init__.py` imports from files of the project, each
+        with where it comes from: the file, and the name there ("prepare" for
+        `from .megatron import prepare as megatron_prepare`; none for a module)."""
         if init not in self._inits:
             self._inits[init] = {}  # while reading (a package importing itself)
-            found: dict[str, str] = {}
+            found: dict[str, Target] = {}
             try:
                 text = self.paths[init].read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
             for item in imported(text):
                 target = self.resolve(init, item.name)
-                if target is None:
-                    continue
-                key, attributes = target
-                if attributes and key.endswith("__init__.py"):  # a package's re-export
-                    key = self.reexports(key).get(attributes[0], key)
-                if not key.endswith("__init__.py"):
-                    found.setdefault(item.bound, key)
+                if target is not None and target[1] and target[0].endswith("__init__.py"):
+                    further = self.reexports(target[0]).get(target[1][0])  # a package's own
+                    target = (further[0], further[1] + target[1][1:]) if further else None
+                if target is not None and not target[0].endswith("__init__.py"):
+                    found.setdefault(item.bound, target)
             self._inits[init] = found
         return self._inits[init]
 

@@ -87,7 +87,9 @@ class Program:
         if summary is None:  # a package's `__init__.py` not read yet: what it re-exports
             init = key.endswith("__init__.py")
             source = self.layout.reexports(key).get(attributes[0]) if init else None
-            return self._member(source, attributes, depth + 1) if source else None
+            if source is None:
+                return None
+            return self._member(source[0], source[1] + attributes[1:], depth + 1)
         head, rest = attributes[0], attributes[1:]
         found = summary.exports.get(head)
         if found is None:

@@ -19,7 +19,7 @@ from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
-from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, str_value
 from torchlint.walk import descendants
 
@@ -101,7 +101,21 @@ class _Exporter:
             instance=self.instance(node, scope),
             params=self.params(node, scope),
         )
-        return value or None
+        return self.named(value) or None
+
+    def named(self, value: Value) -> Value:
+        """A value that holds a parameter and nothing it does not receive from the other
+        files is the parameter alone: what it holds is resolved where it is used (each call
+        of a function returning it gets its own argument back: `Values.handed_back`;
+        linking resolves what a call passes), and the summary does not change with what
+        the project passes (the files importing this one are not analysed again)."""
+        if len(value.params) != 1:
+            return value
+        ref, _, name = next(iter(value.params)).rpartition(":")
+        received = self.env.received(ref.partition("::")[2], name)
+        if received is None or not value.within(received):
+            return value
+        return Value(params=value.params)
 
     def network(self, site: Model) -> Network:
         module = self.module
@@ -137,15 +151,24 @@ class _Exporter:
         """The parameters of this file's functions an expression may hold (through `.to()`,
         `DataParallel(...)` and the like, for a model)."""
         base, _ = self.module._models._unwrap(node, scope)
-        param = self.param(base, scope)
+        if isinstance(base, cst.Call):  # `accelerator.prepare(loader)`, `wrap(model)`
+            given = self.module.values.handed_back(base, scope, None)
+            return self.params(given, scope) if given is not None else frozenset()
+        param = self.param(base, scope, wrapped=True)
         return frozenset({param}) if param is not None else frozenset()
 
-    def param(self, node: cst.CSTNode, scope: Scope) -> str | None:
-        """The reference of the parameter a name holds ("path::train:device")."""
+    def param(self, node: cst.CSTNode, scope: Scope, wrapped: bool = False) -> str | None:
+        """The reference of the parameter a name holds ("path::train:device"); with
+        `wrapped`, also where the name is bound again to values made of the parameter
+        (`loader = Shard(loader.dataset, batch_size=loader.batch_size)`)."""
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return None
         symbol = scope.lookup_expr(node)
-        binding = symbol.only(Kind.PARAM) if symbol is not None else None
+        if symbol is None:
+            return None
+        binding = symbol.only(Kind.PARAM)
+        if binding is None and wrapped and _wraps(symbol):
+            binding = next((b for b in symbol.bindings if b.kind is Kind.PARAM), None)
         if binding is None:
             return None
         name = self.functions.local_name(binding.symbol.scope.node)
@@ -426,6 +449,19 @@ class _Exporter:
         function = loop.ctx.function
         name = self.functions.local_name(function) if function is not None else None
         return f"`{name}` in {self.env.path}" if name else str(self.env.path)
+
+
+def _wraps(symbol: Symbol) -> bool:
+    """A parameter's name is bound again only to values that read it (`x = f(x)`)."""
+    return all(
+        b.kind is Kind.PARAM
+        or (
+            b.kind is Kind.ASSIGN
+            and (value := b.value if b.value is not None else b.source) is not None
+            and any(isinstance(n, cst.Name) and n.value == symbol.name for n in descendants(value))
+        )
+        for b in symbol.bindings
+    )
 
 
 def _names(node: cst.BaseExpression | None) -> tuple[str, ...] | None:

@@ -400,6 +400,12 @@ class Environment:
         )
         return found
 
+    def received(self, function: str, name: str) -> Value | None:
+        """What `parameter` answered, if this file's analysis asked it (asked here, the
+        question would make the file depend on its answer)."""
+        found: Value | None = self._objects.get(f"param {function}:{name}")
+        return found
+
     def callers(self, function: str) -> Callers | None:
         if self.path is None:
             return None

@@ -109,6 +109,17 @@ class Value:
     def without_params(self) -> Value:
         return replace(self, params=frozenset())
 
+    def within(self, other: Value) -> bool:
+        """Every fact of this value (its parameters aside) is one `other` holds."""
+        return (
+            self.loaders <= other.loaders
+            and self.pinned <= other.pinned
+            and all(
+                getattr(self, f) in (None, getattr(other, f))
+                for f in ("device", "network", "optimizer", "instance")
+            )
+        )
+
     def telling(self) -> Value | None:
         """What of it tells the receiver something (an UNKNOWN device tells nothing a
         parameter does not already say), or None."""
