@@ -274,3 +274,31 @@ def test_a_rule_pattern_narrows_its_tokens(monkeypatch):
     assert narrow.lint(HEADER + "x = DataLoader(other)\n", "skipped.py") == []
     assert [v.line for v in narrow.lint(HEADER + "x = DataLoader(ds)\n", "read.py")] == [3]
     assert parsed == ["read.py"]
+
+
+def test_a_text_is_screened_once_per_token_and_pattern():
+    """Rules share tokens, and the run and the linter screen the same text: each token and
+    pattern is searched once per text, and another text is searched anew."""
+    from torchlint import tokens
+
+    searched: list[str] = []
+
+    class Counted:  # a pattern that counts its searches
+        def search(self, text: str) -> object:
+            searched.append(text)
+            return re.search(r"\.cuda\(", text)
+
+    class A(_EveryLoader):
+        tokens = ("cuda", "DataLoader")
+        pattern = Counted()
+
+    class B(_EveryLoader):
+        tokens = ("cuda",)
+        pattern = A.pattern
+
+    gpu, cpu = HEADER + "x.cuda()\n", HEADER + "x.cpu()\n"
+    knowledge = Settings().knowledge
+    assert tokens.applies([A, B], gpu, knowledge) == [A, B]
+    assert tokens.any_applies([A, B], gpu, knowledge)
+    assert tokens.applies([A, B], cpu, knowledge) == []  # a token (DataLoader), not the pattern
+    assert searched == [gpu, cpu]

@@ -5,6 +5,7 @@ project something, whether it trains. Imports neither the rules nor libcst."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -32,9 +33,24 @@ def any_applies(rules: Sequence[Rule | type[Rule]], source: str, knowledge: Know
 
 
 def _may_apply(rule: Rule | type[Rule], source: str) -> bool:
-    return any(token in source for token in rule.tokens) and (
-        rule.pattern is None or rule.pattern.search(source) is not None
+    return any(_holds(source, token) for token in rule.tokens) and (
+        rule.pattern is None or _holds(source, rule.pattern)
     )
+
+
+# The last text screened, and what each token or pattern searched in it answered: rules
+# share tokens, and a file is screened again by the run and by the linter.
+_screened: tuple[str, dict[str | re.Pattern[str], bool]] = ("", {})
+
+
+def _holds(source: str, token: str | re.Pattern[str]) -> bool:
+    global _screened
+    text, found = _screened
+    if text is not source:
+        _screened = (source, found := {})
+    if token not in found:
+        found[token] = token in source if isinstance(token, str) else bool(token.search(source))
+    return found[token]
 
 
 # A file that holds none of these can tell the rest of its project nothing (no network,
