@@ -78,3 +78,19 @@ def test_a_real_run_is_measured_and_a_crash_stops_the_benchmark(tmp_path):
     with pytest.raises(SystemExit, match="crash: exit code 1, expected 0; no figures printed"):
         crash.run(ROOT)
     assert crash.samples == []
+
+
+def test_every_round_runs_every_tool_and_the_parse_floor_next_to_cold():
+    """Rotated round by round; warm, then the edited file, after cold (they read its
+    cache); the parse floor just before cold, then just after, round by round."""
+    names = ["parse", "cold", "warm", "one", "torchfix", "ruff", "ten", "edited", "version"]
+    tools = [bench.Tool(n, [], bench.exits(0)) for n in names]
+    firsts = set()
+    for r in range(len(names)):
+        order = [t.name for t in bench.round_order(tools, r)]
+        assert sorted(order) == sorted(names)
+        cold = order.index("cold")
+        assert [n for n in order[cold + 1 :] if n != "parse"][:2] == ["warm", "edited"]
+        assert order.index("parse") == (cold - 1 if r % 2 == 0 else cold + 1)
+        firsts.add(order[0])
+    assert len(firsts) > len(names) // 2  # the order rotates
