@@ -362,22 +362,20 @@ class _Exporter:
                 callee, offset = call.qualname, 0  # a plain function of the project
             else:
                 continue
-            positional = []
-            for a in call.node.args:
-                if a.star or a.keyword is not None:
-                    break
-                positional.append(self.describe(a.value, call.scope))
-            args = tuple(positional)
+            given = call.node.args
+            cut = next((i for i, a in enumerate(given) if a.star or a.keyword), len(given))
+            named = [a for a in given[cut:] if a.keyword is not None and not a.star]
+            if target is not None and not any(
+                self.params(a.value, call.scope) for a in (*given[:cut], *named)
+            ):
+                continue  # a call within the file that hands no parameter on
+            args = tuple(self.describe(a.value, call.scope) for a in given[:cut])
             kwargs = tuple(
                 (a.keyword.value, v)
-                for a in call.node.args
-                if a.keyword is not None
-                and not a.star
-                and (v := self.describe(a.value, call.scope))
+                for a in named
+                if a.keyword is not None and (v := self.describe(a.value, call.scope))
             )
             values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]
-            if target is not None and not any(v.params for v in values):
-                continue  # a call within the file that hands no parameter on
             edge = self.call(call, callee, offset, args, kwargs)
             # A call inside a function that tells nothing (its callers' calls say how it
             # runs): not worth linking.
