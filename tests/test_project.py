@@ -309,6 +309,31 @@ def test_linking_follows_values_and_calls_through_chains():
     assert program.reaches("engine.py") and not program.reaches("train.py")
 
 
+def test_what_a_call_passes_is_kept_from_one_linking_to_the_next_while_its_file_is_the_same():
+    """The project links again after each change: the calls of a file whose summary is
+    the same are not read again; a file's new summary is."""
+    layout = Layout(Path("/p"), [Path("/p/engine.py"), Path("/p/train.py")])
+    engine = Summary(exports={"train": _fn("engine.py::train", "loader", "device")})
+
+    def train(device: Value) -> Summary:
+        return Summary(calls=[Call("engine.train", None, (Value(), device))])
+
+    passing: dict = {}
+    first = train(Value(device=CUDA))
+    summaries = {"engine.py": engine, "train.py": first}
+    assert Program(layout, dict(summaries), passing=passing).parameter(
+        "engine.py::train", "device"
+    ) == Value(device=CUDA)
+    kept = passing["train.py"]
+    again = Program(layout, dict(summaries), passing=passing)
+    assert again.parameter("engine.py::train", "device") == Value(device=CUDA)
+    assert passing["train.py"] is kept  # nothing read again
+    summaries["train.py"] = train(Value(params=frozenset({"train.py::main:device"})))
+    edited = Program(layout, dict(summaries), passing=passing)
+    assert edited.parameter("engine.py::train", "device") is None  # what main gets: nothing
+    assert passing["train.py"][0] is summaries["train.py"]
+
+
 def test_stepped_functions_are_called_per_step_from_another_file():
     """engine.log_step runs on every GPU step when train.py's loop calls engine.step, which
     calls it; engine.local_only is run per step by engine.py alone, which its own analysis

@@ -14,7 +14,7 @@ from torchlint.cache import answers_digest
 from torchlint.project.layout import Layout, find_root
 
 if TYPE_CHECKING:  # imported when first used: a run answered from the cache needs neither
-    from torchlint.project.program import Fetch, Program
+    from torchlint.project.program import Fetch, Passing, Program
     from torchlint.semantic.external import Environment, Summary
 
 __all__ = ["Layout", "Program", "Project", "find_root"]
@@ -56,6 +56,7 @@ class Project:
     settled: dict[str, str] = field(default_factory=dict)
     seed: Callable[[], None] | None = None
     _program: Program | None = None
+    _passing: Passing = field(default_factory=dict)  # what each call passes (`Program`)
 
     def ready(self) -> None:
         """The stored summaries, read."""
@@ -75,7 +76,7 @@ class Project:
             from torchlint.project.program import Program
 
             fetch = self._fetch if self.fetch is not None else None
-            self._program = Program(self.layout, dict(self.summaries), fetch)
+            self._program = Program(self.layout, dict(self.summaries), fetch, self._passing)
         return self._program
 
     @property

@@ -41,19 +41,30 @@ class _Edge:
     file: str  # the key of the file the call is in
     call: Call
     callee: Function
+    source: Call  # the call as its file's summary holds it
 
 
 Fetch = Callable[[str], Summary | None]
+# file key -> (its summary, id(call) -> (the callee it ran, what it passes: parameter
+# reference and value)): kept from one linking to the next while the summary is the same
+Passing = dict[str, tuple[Summary, dict[int, tuple[Function, list[tuple[str, Value]]]]]]
 
 
 class Program:
     """A project's summaries (file key -> Summary) and what linking them tells."""
 
     def __init__(
-        self, layout: Layout, summaries: dict[str, Summary], fetch: Fetch | None = None
+        self,
+        layout: Layout,
+        summaries: dict[str, Summary],
+        fetch: Fetch | None = None,
+        passing: Passing | None = None,
     ) -> None:
         self.layout = layout
         self.summaries = summaries
+        # What each call passes, from the last linking (`Project` keeps it): linked again
+        # after a file's summary changed, the project's other calls pass the same.
+        self.passing: Passing = {} if passing is None else passing
         # Reads a file not summarized yet when a name it defines is asked about (a model
         # file no rule reads, say), so that the file asking gets its answer at once.
         self.fetch = fetch
@@ -136,13 +147,13 @@ class Program:
         """callee reference -> the calls that run it."""
         found: dict[str, list[_Edge]] = {}
         for key in sorted(self.summaries):
-            for call in self.summaries[key].calls:
-                callee = self.export(key, call.callee)
+            for source in self.summaries[key].calls:
+                call, callee = source, self.export(key, source.callee)
                 if isinstance(callee, Class):  # `Net(...)` runs `__init__`
                     callee = callee.method("__init__")
                     call = replace(call, offset=call.offset + 1)
                 if isinstance(callee, Function):
-                    found.setdefault(callee.ref, []).append(_Edge(key, call, callee))
+                    found.setdefault(callee.ref, []).append(_Edge(key, call, callee, source))
         return found
 
     @cached_property
@@ -150,15 +161,32 @@ class Program:
         """parameter reference -> what the calls pass for it (parameters handed on still
         named in `params`)."""
         found: dict[str, list[Value]] = {}
-        for ref, edges in self._edges.items():
-            here = ref.partition("::")[0]
+        for edges in self._edges.values():
             for edge in edges:
-                for name, value in _arguments(edge):
-                    if edge.file == here:  # the file sees its own calls: only what they
-                        value = Value(params=value.params)  # hand on from elsewhere
-                    if (told := value.telling()) is not None:
-                        found.setdefault(f"{ref}:{name}", []).append(told)
+                for param, value in self._passing(edge):
+                    found.setdefault(param, []).append(value)
         return {ref: v for ref, values in found.items() if (v := join_values(values))}
+
+    def _passing(self, edge: _Edge) -> list[tuple[str, Value]]:
+        """What a call passes: the parameters of its callee it binds (references) and
+        what each gets that tells something."""
+        summary = self.summaries[edge.file]
+        kept = self.passing.get(edge.file)
+        if kept is None or kept[0] is not summary:
+            kept = self.passing[edge.file] = (summary, {})
+        known = kept[1].get(id(edge.source))
+        if known is not None and known[0] is edge.callee:
+            return known[1]
+        ref = edge.callee.ref
+        here = ref.partition("::")[0]
+        found = []
+        for name, value in _arguments(edge):
+            if edge.file == here:  # the file sees its own calls: only what they hand on
+                value = Value(params=value.params)  # from elsewhere
+            if (told := value.telling()) is not None:
+                found.append((f"{ref}:{name}", told))
+        kept[1][id(edge.source)] = (edge.callee, found)
+        return found
 
     def parameter(self, function: str, name: str) -> Value | None:
         """What the project passes for parameter `name` of `function` (a reference):
