@@ -149,11 +149,8 @@ class _Exporter:
 
     def params(self, node: cst.BaseExpression, scope: Scope) -> frozenset[str]:
         """The parameters of this file's functions an expression may hold (through `.to()`,
-        `DataParallel(...)` and the like, for a model)."""
+        `DataParallel(...)`, a call that hands back its argument and the like)."""
         base, _ = self.module._models._unwrap(node, scope)
-        if isinstance(base, cst.Call):  # `accelerator.prepare(loader)`, `wrap(model)`
-            given = self.module.values.handed_back(base, scope, None)
-            return self.params(given, scope) if given is not None else frozenset()
         param = self.param(base, scope, wrapped=True)
         return frozenset({param}) if param is not None else frozenset()
 
