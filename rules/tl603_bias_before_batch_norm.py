@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -121,8 +121,8 @@ class BiasBeforeBatchNorm(Rule):
         layers = module.calls_to(*LAYERS)
         if not layers:
             return
-        calls = {id(c.node): c for c in module.calls}
-        pairs = [*_in_sequences(module, layers, calls), *_in_forward(module, calls)]
+        site_of = module.functions.site
+        pairs = [*_in_sequences(module, layers, site_of), *_in_forward(module, site_of)]
         reported: set[int] = set()
         fixable: bool | None = None
         for layer, norm in sorted(pairs, key=lambda pair: pair[0].order):
@@ -206,11 +206,11 @@ def _reads_bias(root: cst.Module) -> bool:
 
 # -- layers in a row ------------------------------------------------------------------
 
-Calls = dict[int, CallSite]  # id(call node) -> its CallSite
+Site = Callable[[cst.CSTNode | None], CallSite | None]  # a call node's CallSite
 
 
 def _in_sequences(
-    module: TorchModule, layers: list[CallSite], calls: Calls
+    module: TorchModule, layers: list[CallSite], site_of: Site
 ) -> Iterator[tuple[CallSite, CallSite]]:
     """(layer, next layer) built next to each other where order is run order:
     `nn.Sequential(...)` arguments, list and tuple literals (not passed to another
@@ -221,21 +221,21 @@ def _in_sequences(
         if statement is None:
             continue
         statements.setdefault(id(statement), statement)
-        appended = _appended(statement, calls)
+        appended = _appended(statement, site_of)
         if appended is not None and appended[1] is layer:
             following = module.next_statement(statement)
-            after = _appended(following, calls) if following is not None else None
+            after = _appended(following, site_of) if following is not None else None
             if after is not None and after[0] == appended[0]:
                 yield layer, after[1]
     for statement in statements.values():
-        for row in _rows(statement, calls):
+        for row in _rows(statement, site_of):
             for first, second in itertools.pairwise(row):
-                before, next_one = calls.get(id(first)), calls.get(id(second))
+                before, next_one = site_of(first), site_of(second)
                 if before is not None and next_one is not None and before.qualname in LAYERS:
                     yield before, next_one
 
 
-def _rows(statement: cst.CSTNode, calls: Calls) -> Iterator[list[cst.BaseExpression]]:
+def _rows(statement: cst.CSTNode, site_of: Site) -> Iterator[list[cst.BaseExpression]]:
     """Runs of adjacent elements in one statement's `nn.Sequential(...)` calls and list
     and tuple literals (a starred element or a keyword ends a run)."""
     stack: list[tuple[cst.CSTNode, cst.CSTNode | None, cst.CSTNode | None]] = [
@@ -244,22 +244,22 @@ def _rows(statement: cst.CSTNode, calls: Calls) -> Iterator[list[cst.BaseExpress
     while stack:
         node, parent, grandparent = stack.pop()
         if isinstance(node, cst.Call):
-            site = calls.get(id(node))
+            site = site_of(node)
             if site is not None and site.qualname == SEQUENTIAL:
                 yield from _runs(
                     [(a.value, bool(a.star) or a.keyword is not None) for a in node.args]
                 )
-        elif isinstance(node, (cst.List, cst.Tuple)) and _in_order(parent, grandparent, calls):
+        elif isinstance(node, (cst.List, cst.Tuple)) and _in_order(parent, grandparent, site_of):
             yield from _runs([(e.value, isinstance(e, cst.StarredElement)) for e in node.elements])
         stack.extend((child, node, parent) for child in children(node))
 
 
-def _in_order(parent: cst.CSTNode | None, grandparent: cst.CSTNode | None, calls: Calls) -> bool:
+def _in_order(parent: cst.CSTNode | None, grandparent: cst.CSTNode | None, site_of: Site) -> bool:
     """A literal's elements run in order unless it is passed to a call
     (`nn.ModuleList([...])`) other than `nn.Sequential(*[...])` or `layers.extend([...])`."""
     if not isinstance(parent, cst.Arg):
         return True
-    site = calls.get(id(grandparent))
+    site = site_of(grandparent)
     return site is not None and (site.qualname == SEQUENTIAL or site.method == "extend")
 
 
@@ -274,13 +274,13 @@ def _runs(items: list[tuple[cst.BaseExpression, bool]]) -> Iterator[list[cst.Bas
     yield run
 
 
-def _appended(statement: cst.BaseStatement, calls: Calls) -> tuple[str, CallSite] | None:
+def _appended(statement: cst.BaseStatement, site_of: Site) -> tuple[str, CallSite] | None:
     """`x.append(<call>)` as a whole statement: (the receiver's text, the appended call)."""
-    call = calls.get(id(_lone_value(statement)))
+    call = site_of(_lone_value(statement))
     if call is None or call.method != "append" or len(call.node.args) != 1:
         return None
     receiver = dotted_name(call.receiver)
-    appended = calls.get(id(call.node.args[0].value))
+    appended = site_of(call.node.args[0].value)
     return (receiver, appended) if receiver is not None and appended is not None else None
 
 
@@ -300,7 +300,7 @@ def _lone_value(statement: cst.BaseStatement | None) -> cst.BaseExpression | Non
 # -- layers held by a module ------------------------------------------------------------
 
 
-def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, CallSite]]:
+def _in_forward(module: TorchModule, site_of: Site) -> Iterator[tuple[CallSite, CallSite]]:
     """Layers held by a module (`self.conv = nn.Conv2d(...)`) whose every call feeds one
     normalization straight away: `self.bn(self.conv(x))`, or `x = self.conv(x)` then
     `x = self.bn(x)`. Yields the constructions."""
@@ -321,7 +321,7 @@ def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, C
         site = sites[key]
         if site.construction.qualname not in LAYERS:
             continue
-        norms = [wrapped.get(id(c.node)) or _normalized_next(module, c, calls) for c in found]
+        norms = [wrapped.get(id(c.node)) or _normalized_next(module, c, site_of) for c in found]
         targets = {id(n): n for c in norms if c is not None and (n := module.model_called(c))}
         if len(targets) == 1 and all(n is not None for n in norms):
             target = next(iter(targets.values()))
@@ -329,7 +329,7 @@ def _in_forward(module: TorchModule, calls: Calls) -> Iterator[tuple[CallSite, C
                 yield site.construction, target.construction
 
 
-def _normalized_next(module: TorchModule, call: CallSite, calls: Calls) -> CallSite | None:
+def _normalized_next(module: TorchModule, call: CallSite, site_of: Site) -> CallSite | None:
     """`x = layer(x)` whose next statement is `x = norm(x)`: the normalization's call."""
     statement = call.ctx.statement
     if _lone_value(statement) is not call.node or not isinstance(
@@ -343,7 +343,7 @@ def _normalized_next(module: TorchModule, call: CallSite, calls: Calls) -> CallS
     if name is None or [dotted_name(a) for a in call.positional] != [name]:
         return None
     following = module.next_statement(statement)
-    norm = calls.get(id(_lone_value(following)))
+    norm = site_of(_lone_value(following))
     if norm is None or not isinstance(following, cst.SimpleStatementLine):
         return None
     if not isinstance(following.body[0], cst.Assign) or len(norm.node.args) != 1:

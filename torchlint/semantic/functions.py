@@ -83,8 +83,8 @@ class Functions:
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
         return self.facts.scopes[id(node)]
 
-    def site(self, call: cst.Call) -> CallSite | None:
-        """The recorded call site of a call expression."""
+    def site(self, call: cst.CSTNode | None) -> CallSite | None:
+        """The recorded call site of a call expression (None for any other node)."""
         return self._sites.get(id(call))
 
     @cached_property
