@@ -230,17 +230,14 @@ def _size(task: Task) -> int:
         return 0
 
 
-def _pool_size(tasks: Sequence[Task]) -> int:
-    """How many processes compute `tasks` (this one among them, where it forks)."""
+def _pool_size(tasks: Sequence[Task]) -> tuple[int, list[int]]:
+    """How many processes compute `tasks` (this one among them, where it forks), and
+    the size of each task where there are several."""
     n = workers()
     if n < 2 or len(tasks) < 2:
-        return 1
-    size = 0
-    for task in tasks:
-        size += _size(task)
-        if size >= MIN_POOL_BYTES:
-            return min(n, len(tasks))
-    return 1
+        return 1, []
+    sizes = [_size(t) for t in tasks]
+    return (min(n, len(tasks)) if sum(sizes) >= MIN_POOL_BYTES else 1), sizes
 
 
 def item_of(task: Task) -> _Item:
@@ -253,7 +250,7 @@ def compute(
     """Results for `tasks`, in their order; None for a task not started because `stop`
     was requested."""
     items = [item_of(t) for t in tasks]
-    size = _pool_size(tasks)
+    size, sizes = _pool_size(tasks)
     if size == 1:
         for item in items:
             yield None if stop is not None and stop.requested else _run(item, job)
@@ -271,7 +268,6 @@ def compute(
             stop.shared.set()
     shared = stop.shared if stop is not None else None
     if method == "fork":
-        sizes = [_size(t) for t in tasks]
         yield from _Shared(items, sizes, job, shared, context).run(size - 1)
         return
     chunksize = max(1, min(8, len(tasks) // (size * 8)))
