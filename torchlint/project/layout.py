@@ -151,8 +151,10 @@ class Layout:
             if target is None:
                 continue
             key, attributes = target
-            if attributes and key.endswith("__init__.py"):
-                key = self.reexports(key).get(attributes[0], (key,))[0]
+            init = attributes and key.endswith("__init__.py")
+            source = self.reexports(key).get(attributes[0]) if init else None
+            if source is not None:  # a name the package re-exports: the file defining it
+                key = source[0]
             if not self._enclosing(importer, key):
                 found.add(key)
         found.discard(importer)

@@ -163,11 +163,11 @@ class Program:
         found: dict[str, list[Value]] = {}
         for edges in self._edges.values():
             for edge in edges:
-                for param, value in self._passing(edge):
+                for param, value in self._told_arguments(edge):
                     found.setdefault(param, []).append(value)
         return {ref: v for ref, values in found.items() if (v := join_values(values))}
 
-    def _passing(self, edge: _Edge) -> list[tuple[str, Value]]:
+    def _told_arguments(self, edge: _Edge) -> list[tuple[str, Value]]:
         """What a call passes: the parameters of its callee it binds (references) and
         what each gets that tells something."""
         summary = self.summaries[edge.file]

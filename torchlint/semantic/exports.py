@@ -361,15 +361,15 @@ class _Exporter:
                 continue
             given = call.node.args
             cut = next((i for i, a in enumerate(given) if a.star or a.keyword), len(given))
-            named = [a for a in given[cut:] if a.keyword is not None and not a.star]
+            keywords = [a for a in given[cut:] if a.keyword is not None and not a.star]
             if target is not None and not any(
-                self.params(a.value, call.scope) for a in (*given[:cut], *named)
+                self.params(a.value, call.scope) for a in (*given[:cut], *keywords)
             ):
                 continue  # a call within the file that hands no parameter on
             args = tuple(self.describe(a.value, call.scope) for a in given[:cut])
             kwargs = tuple(
                 (a.keyword.value, v)
-                for a in named
+                for a in keywords
                 if a.keyword is not None and (v := self.describe(a.value, call.scope))
             )
             values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]

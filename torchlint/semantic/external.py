@@ -396,14 +396,14 @@ class Environment:
         if self.path is None:
             return None
         found: Value | None = self._ask(
-            f"param {function}:{name}", lambda: self._parameter(function, name)
+            _param_key(function, name), lambda: self._parameter(function, name)
         )
         return found
 
     def received(self, function: str, name: str) -> Value | None:
         """What `parameter` answered, if this file's analysis asked it (asked here, the
         question would make the file depend on its answer)."""
-        found: Value | None = self._objects.get(f"param {function}:{name}")
+        found: Value | None = self._objects.get(_param_key(function, name))
         return found
 
     def callers(self, function: str) -> Callers | None:
@@ -505,6 +505,11 @@ class Environment:
 
     def _stepped(self) -> tuple[tuple[str, str], ...]:
         return ()
+
+
+def _param_key(function: str, name: str) -> str:
+    """The question `parameter` asks (what `received` looks up)."""
+    return f"param {function}:{name}"
 
 
 def _listed(found: tuple[Any, ...] | None) -> list[Any] | None:
