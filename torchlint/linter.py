@@ -91,20 +91,23 @@ def _diagnostics(
     found: list[Diagnostic] = []
     try:
         model = build(module, path, settings, env)
-        if env is not None and env.path is not None:
-            if summary:
-                env.summary = summarize(model)
-            env.checked = True
-            rules = every
-        for rule in rules:
-            try:
-                found.extend(list(rule.check(model)))  # all of a rule's findings, or none
-            except RecursionError:
-                raise
-            except Exception as exc:
-                if on_rule_error is None:
+        try:
+            if env is not None and env.path is not None:
+                if summary:
+                    env.summary = summarize(model)
+                env.checked = True
+                rules = every
+            for rule in rules:
+                try:
+                    found.extend(list(rule.check(model)))  # all of a rule's findings, or none
+                except RecursionError:
                     raise
-                on_rule_error(rule.code, exc)
+                except Exception as exc:
+                    if on_rule_error is None:
+                        raise
+                    on_rule_error(rule.code, exc)
+        finally:
+            model.release()
     except RecursionError:
         raise LintError(TOO_DEEP) from None
     return found
@@ -217,7 +220,11 @@ class Linter:
     def summarize(self, source: str, path: str, env: Environment) -> None:
         """The summary of a file no rule reads (a module other files import), into `env`."""
         check_size(source, path)
-        env.summary = summarize(build(parse(source, path), path, self.settings, env))
+        model = build(parse(source, path), path, self.settings, env)
+        try:
+            env.summary = summarize(model)
+        finally:
+            model.release()
 
     def _violations(
         self,

@@ -121,6 +121,7 @@ class _ParserThread:
             except BaseException as exc:  # re-raised on the calling thread
                 box["error"] = exc
             done.set()
+            del job, source, box, done  # the tree is the caller's now: not kept alive here
 
     def stop(self) -> None:
         """End the thread (before a fork: a process that forks should have no threads)."""

@@ -191,28 +191,32 @@ def _walkable(kind: type[cst.CSTVisitor], hooks: set[str]) -> bool:
 _Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...]]
 
 
-def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """Visit `node` and its descendants as `node.visit(visitor)` would, minus trivia."""
-    hooks = _own_hooks(type(visitor))
-    if not _walkable(type(visitor), hooks):
-        node.visit(visitor)
-        return
-    table: dict[type, _Entry] = {}
-    node_classes = _is_node
+class _Walk:
+    """One walk: the visitor's hooks of each node class, looked up once. (A method, not a
+    closure calling itself: that closure would be a reference cycle holding the visitor,
+    and all it recorded, until the cyclic collector came by.)"""
 
-    def entry(cls: type) -> _Entry:
-        name = cls.__name__
-        result = table[cls] = (
-            getattr(visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
-            getattr(visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
+    __slots__ = ("hooks", "table", "visitor")
+
+    def __init__(self, visitor: cst.CSTVisitor, hooks: set[str]) -> None:
+        self.visitor = visitor
+        self.hooks = hooks
+        self.table: dict[type, _Entry] = {}
+
+    def entry(self, cls: type) -> _Entry:
+        name, hooks = cls.__name__, self.hooks
+        result = self.table[cls] = (
+            getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
+            getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
             child_fields(cls),
         )
         return result
 
-    def go(n: cst.CSTNode) -> None:
+    def go(self, n: cst.CSTNode) -> None:
         cls = n.__class__
-        visit, leave, fields = table.get(cls) or entry(cls)
+        visit, leave, fields = self.table.get(cls) or self.entry(cls)
         if visit is None or visit(n) is not False:
+            node_classes = _is_node
             for f in fields:
                 child = getattr(n, f)
                 kind = child.__class__
@@ -220,12 +224,19 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
                     for c in child:
                         known = node_classes.get(c.__class__)
                         if known or (known is None and is_node(c)):
-                            go(c)
+                            self.go(c)
                 else:
                     known = node_classes.get(kind)
                     if known or (known is None and is_node(child)):
-                        go(child)
+                        self.go(child)
         if leave is not None:
             leave(n)
 
-    go(node)
+
+def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """Visit `node` and its descendants as `node.visit(visitor)` would, minus trivia."""
+    hooks = _own_hooks(type(visitor))
+    if not _walkable(type(visitor), hooks):
+        node.visit(visitor)
+        return
+    _Walk(visitor, hooks).go(node)

@@ -68,6 +68,29 @@ class Facts:
     def imports_any(self, *prefixes: str) -> bool:
         return any(m == p or m.startswith(p + ".") for m in self.imported_modules for p in prefixes)
 
+    def release(self) -> None:
+        """The links that make the facts a web of cycles undone (a scope and its symbols,
+        a symbol and its bindings, a loop and the calls and loops in it), so that they
+        and the tree they hold are freed when the file's analysis drops them: the cyclic
+        collector went over every node of every tree to free them (a tenth of a cold
+        run's CPU). Nothing reads the facts after."""
+        scopes = [self.scope, *self.scopes.values()]
+        symbols = [s for scope in scopes for s in scope.symbols.values()]
+        symbols += [s for scope in scopes for s in scope.attributes.values()]
+        while symbols:
+            symbol = symbols.pop()
+            symbols += symbol.attributes.values()
+            symbol.bindings.clear()
+            symbol.attributes.clear()
+        for scope in scopes:
+            scope.symbols.clear()
+            scope.attributes.clear()
+            scope.bases.clear()
+        for loop in self.loops:
+            for links in (loop.calls, loop.inner, loop.assignments, loop.steps, loop.backwards):
+                links.clear()
+            loop.loaders.clear()
+
 
 def collect(module: cst.Module, env: Environment | None = None) -> Facts:
     """The facts of one walk; `env` binds the names of star imports from the project."""

@@ -133,6 +133,12 @@ class TorchModule:
                 best = (len(target), local + qualname[len(target) :])
         return best[1] if best is not None else None
 
+    def release(self) -> None:
+        """(after the analysis) The facts' cycles undone, so that the model and its tree
+        are freed as soon as the last reference goes (`Facts.release`); nothing reads
+        the model after."""
+        self.facts.release()
+
     @cached_property
     def _imports(self) -> list[tuple[str, str, Symbol]]:
         """The module-level names an import binds: (name, what it imports, its symbol)."""
