@@ -315,3 +315,29 @@ def test_a_text_is_screened_once_per_token_and_pattern():
     assert tokens.any_applies([A, B], gpu, knowledge)
     assert tokens.applies([A, B], cpu, knowledge) == []  # a token (DataLoader), not the pattern
     assert searched == [gpu, cpu]
+
+
+def test_an_analysed_files_tree_is_freed_without_the_cyclic_collector():
+    """The model's cycles are undone when a file's analysis ends (`TorchModule.release`):
+    its tree goes with the last reference, not with a collection over every node."""
+    import gc
+    from pathlib import Path
+
+    from torchlint.registry import builtin_rules
+    from torchlint.semantic.external import Environment
+
+    fixtures = Path(__file__).parent.parent / "fixtures"
+    source = (fixtures / "TL401" / "bad_per_step_functions.py").read_text()
+    rules = [rule() for rule in builtin_rules().values()]
+    settings = Settings(options=default_options())
+    gc.collect()
+    gc.disable()
+    try:
+        for env in (None, Environment(path="train.py")):  # alone, and in a project
+            module = parser.parse(source)
+            tree = id(module)
+            assert linter._diagnostics(module, "train.py", rules, settings, env=env, every=rules)
+            del module
+            assert not any(type(o) is cst.Module and id(o) == tree for o in gc.get_objects())
+    finally:
+        gc.enable()

@@ -256,6 +256,34 @@ def test_sizes_are_measured():
     assert too_long(longest + "x = 1\n", "m.py") == ["m.py: 601 lines"]
 
 
+def calling_themselves(text: str, where: str) -> list[str]:
+    """Nested functions that call themselves: each call of the outer one leaves a
+    reference cycle (the function, its closure) holding what it closes over (a file's
+    model, its tree) until the cyclic collector comes by."""
+    found: list[str] = []
+    for outer in ast.walk(ast.parse(text)):
+        if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(outer):
+            if inner is outer or not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            read = {n.id for n in ast.walk(inner) if isinstance(n, ast.Name)}
+            if inner.name in read:
+                found.append(f"{where}:{inner.lineno} {outer.name}.{inner.name}")
+    return found
+
+
+def test_no_nested_function_calls_itself():
+    offenders = [
+        o
+        for path in sorted(sources().values())
+        for o in calling_themselves(path.read_text(encoding="utf-8"), path.name)
+    ]
+    assert offenders == []
+    cycle = "def f(m):\n    def go(n):\n        go(n - 1)\n    go(m)\n"
+    assert calling_themselves(cycle, "m.py") == ["m.py:2 f.go"]
+
+
 def test_semantic_layers_import_downward_only(graph):
     assert sorted(m.rpartition(".")[2] for m in graph if m.startswith("torchlint.semantic.")) == (
         sorted(SEMANTIC_ORDER)

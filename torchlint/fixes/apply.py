@@ -42,20 +42,19 @@ class Applier:
 
     def rebuild(self, root: cst.CSTNode) -> cst.CSTNode:
         """`root` with the edits that fall inside it applied."""
-        stack: list[cst.CSTNode] = []
         self.on_path = set()
-
-        def find(node: cst.CSTNode) -> None:
-            if id(node) in self.targets:
-                self.on_path.update(map(id, stack))
-                self.on_path.add(id(node))
-            stack.append(node)
-            for child in children(node):
-                find(child)
-            stack.pop()
-
-        find(root)
+        self._find(root, [])
         return self._rebuild(root)
+
+    def _find(self, node: cst.CSTNode, stack: list[cst.CSTNode]) -> None:
+        """The nodes on the path from the root to a target (`stack`: the path to `node`)."""
+        if id(node) in self.targets:
+            self.on_path.update(map(id, stack))
+            self.on_path.add(id(node))
+        stack.append(node)
+        for child in children(node):
+            self._find(child, stack)
+        stack.pop()
 
     def _rebuild(self, node: cst.CSTNode) -> cst.CSTNode:
         replaced = self.replace.get(id(node))

@@ -33,38 +33,45 @@ def loader_targets(module: TorchModule, loop: Loop) -> list[cst.BaseExpression]:
     tqdm, iter and zip); [] where the mapping cannot be followed."""
     if not isinstance(loop.node, cst.For) or not loop.loaders:
         return []
-    scope = loop.ctx.scope
     out: list[cst.BaseExpression] = []
     loaders = {id(site) for site in loop.loaders}
-
-    def follow(target: cst.BaseExpression, it: cst.BaseExpression) -> None:
-        if isinstance(it, cst.Call) and it.args and not it.args[0].star:
-            name = scope.resolve(it.func)
-            if name == "enumerate":
-                if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
-                    follow(target.elements[1].value, it.args[0].value)
-                return
-            if name in WRAPPERS:
-                follow(target, it.args[0].value)
-                return
-            given = module.handed_on(it, scope)
-            if given is not None:
-                follow(target, given)
-                return
-            if name == "zip":
-                if (
-                    isinstance(target, (cst.Tuple, cst.List))
-                    and len(target.elements) == len(it.args)
-                    and not any(a.star for a in it.args)
-                ):
-                    for element, arg in zip(target.elements, it.args, strict=True):
-                        follow(element.value, arg.value)
-                return
-        if any(id(site) in loaders for site in module.loaders_of(it, scope)):
-            out.append(target)
-
-    follow(loop.node.target, loop.node.iter)
+    _follow(module, loop.ctx.scope, loaders, loop.node.target, loop.node.iter, out)
     return out
+
+
+def _follow(
+    module: TorchModule,
+    scope: Scope,
+    loaders: set[int],
+    target: cst.BaseExpression,
+    it: cst.BaseExpression,
+    out: list[cst.BaseExpression],
+) -> None:
+    """The parts of `target` that `it` binds to batches of `loaders`, into `out`."""
+    if isinstance(it, cst.Call) and it.args and not it.args[0].star:
+        name = scope.resolve(it.func)
+        if name == "enumerate":
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+                _follow(module, scope, loaders, target.elements[1].value, it.args[0].value, out)
+            return
+        if name in WRAPPERS:
+            _follow(module, scope, loaders, target, it.args[0].value, out)
+            return
+        given = module.handed_on(it, scope)
+        if given is not None:
+            _follow(module, scope, loaders, target, given, out)
+            return
+        if name == "zip":
+            if (
+                isinstance(target, (cst.Tuple, cst.List))
+                and len(target.elements) == len(it.args)
+                and not any(a.star for a in it.args)
+            ):
+                for element, arg in zip(target.elements, it.args, strict=True):
+                    _follow(module, scope, loaders, element.value, arg.value, out)
+            return
+    if any(id(site) in loaders for site in module.loaders_of(it, scope)):
+        out.append(target)
 
 
 def _names(target: cst.BaseExpression) -> Iterator[str]:
