@@ -134,13 +134,22 @@ NUMPY_FACTORIES = [
 TO_TENSOR = {"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"}
 TO_TENSOR |= {f"torch.{t}Tensor" for t in ("Float", "Double", "Half", "Long", "Int", "Byte")}
 CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
-# What the text of a file this rule reports in holds, at least: the result of a call moved
-# (`...)` then `.cuda`, `.to` or `.type_as`, across lines, comments and backslashes), or a
-# legacy tensor type (the CUDA one a NumPy array is given to). A file with the tokens and
-# neither (`x.to(device)` only: most model code) is not parsed for this rule.
+# What the text of a file this rule reports in holds, at least: a factory or a call making
+# a tensor of an array, called by its name (up to three levels of parentheses in its
+# arguments), then moved (`.cuda`, `.to` or `.type_as`, past casts, across lines,
+# comments and backslashes); or a legacy tensor type (the CUDA one a NumPy array is
+# given to). A file with the tokens and neither (`x.to(device)`, `self.proj(x).to(dtype)`:
+# most model code) is not parsed for this rule. Each branch starts with a character the
+# search skips to (`(`, `T`).
+_ARGS = r"(?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*"
+_WS = r"(?:[\s\\]|#[^\n]*\n)*"
+_CALLED = FACTORIES | {qualname.rpartition(".")[2] for qualname in TO_TENSOR}
+_NAMED = "|".join(rf"(?<=\b{name}\()" for name in sorted(_CALLED))
+_CAST = rf"{_WS}\.{_WS}(?:{'|'.join(sorted(CASTS))}){_WS}\(\s*\)"
+_TYPES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
 PATTERN = re.compile(
-    r"\)(?:[\s\\]|#[^\n]*\n)*\.[\s\\]*(?:cuda|to|type_as)\b"
-    r"|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\b"
+    rf"\((?:{_NAMED}){_ARGS}\)(?:{_CAST})*{_WS}\.[\s\\]*(?:cuda|to|type_as)\b"
+    rf"|Tensor\b(?:{'|'.join(rf'(?<={t}Tensor)' for t in _TYPES)})"
 )
 
 

@@ -94,6 +94,7 @@ float or a tensor).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -120,6 +121,12 @@ SYNCHRONIZE = "`torch.cuda.synchronize()`"
 REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
 HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
 FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
+# What the text of a file this rule reports in holds, at least: a backward pass called
+# (`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`) or a
+# Lightning `training_step`. Files where "backward" is only a word of a comment
+# ("backward compatibility") or an autograd Function's `def backward(ctx, grad)` are
+# not parsed for this rule.
+PATTERN = re.compile(r"backward(?<!def backward)\s*\(|training_step")
 
 
 class HostSyncInTrainingLoop(Rule):
@@ -127,6 +134,7 @@ class HostSyncInTrainingLoop(Rule):
     name = "host-sync-in-training-loop"
     fix_safety = FixSafety.SAFE
     tokens = ("backward", "training_step")
+    pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not (module.uses_gpu or module.presumed_accelerator):

@@ -276,24 +276,36 @@ def test_tl102_spells_torch_as_the_file_imports_it():
     assert fixed.count("import torch") == 1
 
 
-def test_tl104_reads_only_files_where_a_call_is_moved_or_a_tensor_type_named():
+def test_tl104_reads_only_files_where_a_factory_is_moved_or_a_tensor_type_named():
     from rules.tl104_cpu_tensor_then_moved import PATTERN
 
     shapes = [  # every way a finding's text can be spelled
         "torch.zeros(3).cuda()",
         "torch.zeros(3).to(device)",
         "torch.randn(4, 8).type_as(x)",
+        "th.ones_like(x).cuda()",
+        "zeros(len(x[f(i)]), dtype=d(g(0))).cuda()",  # three levels inside the call
         "(torch.zeros(3)\n    .to(device))",
         "(torch.zeros(3)  # built on the CPU\n    # then moved\n    .cuda())",
         "torch.zeros(3) \\\n    .cuda()",
         "torch.from_numpy(np.ones(4)).float().cuda()",
+        "torch.tensor(np.zeros(4)).float() \\\n .contiguous().to(device)",
         "z = Tensor(np.random.normal(0, 1, (64, 100)))  # Tensor = torch.cuda.FloatTensor",
         "from torch.cuda import LongTensor\nLongTensor(np.zeros(3))",
     ]
     for text in shapes:
         assert PATTERN.search(text), text
-    near = ["model.to(device)", "x = x.cuda(non_blocking=True)", "batch['x'].to(device)"]
-    for text in near:  # a name, an attribute or a subscript moved: the file is not parsed
+    near = [  # a name, an attribute, a subscript or another call moved: not parsed
+        "model.to(device)",
+        "x = x.cuda(non_blocking=True)",
+        "batch['x'].to(device)",
+        "self.proj(x).to(dtype)",  # most model code
+        "x.float().cuda()",
+        "nonzeros(3).cuda()",  # a factory's name inside another one
+        "torch.zeros(3).sum()",
+        "Tensor(3)",
+    ]
+    for text in near:
         assert not PATTERN.search(text), text
 
 

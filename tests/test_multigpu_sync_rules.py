@@ -130,6 +130,29 @@ def test_host_sync_needs_cuda():
     assert codes_found(on_gpu, "TL401") == [(8, "TL401")]
 
 
+def test_host_sync_reads_only_files_that_call_a_backward_pass_or_define_a_training_step():
+    from rules.tl401_host_sync_in_training_loop import PATTERN
+
+    shapes = [
+        "loss.backward()",
+        "scaler.scale(loss).backward()",
+        "accelerator.backward(loss)",
+        "self.manual_backward(loss)",
+        "torch.autograd.backward(tensors)",
+        "loss.backward (retain_graph=True)",
+        "def training_step(self, batch, batch_idx):",
+    ]
+    for text in shapes:
+        assert PATTERN.search(text), text
+    near = [
+        "# kept for backward compatibility",
+        "def backward(ctx, grad_output):",  # an autograd Function: no training loop
+        "register_full_backward_hook",
+    ]
+    for text in near:
+        assert not PATTERN.search(text), text
+
+
 def test_transformers_trainer_through_plain_import_is_managed():
     source = (
         "import torch\n"
