@@ -1,6 +1,7 @@
 """Ecosystem check: torchlint on real code, compared with a committed baseline.
 
     python benchmarks/ecosystem.py [DIRS...] [--check] [--update-baseline] [--unjudged]
+    python benchmarks/ecosystem.py [DIRS...] --every-rule [--unjudged]
     python benchmarks/ecosystem.py --write-precision docs/precision.md
 
 Runs the installed `torchlint check` (default rules, low-impact findings shown, no cache)
@@ -9,6 +10,9 @@ code, one repository each (default: every folder of ../shared/corpus beside the
 checkout), prints the findings per rule and per repository with each rule's precision
 on the judged findings, and compares them with ecosystem-baseline.json: what appeared
 and disappeared, per rule, with the first few locations (the last lines of output).
+`--every-rule` runs every rule, preview and off-by-default ones included, so that a rule's
+findings are judged before it is promoted (nothing is compared: the baseline holds the
+default rules' findings).
 
 A finding is the triple (rule, path, line): the path starts with the repository's
 folder name (`PyTorch-GAN/implementations/aae/aae.py`); in a notebook the line is
@@ -89,14 +93,17 @@ def default_dirs() -> list[Path]:
     return sorted(p for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
 
 
-def run(dirs: list[Path]) -> list[Finding]:
-    """Every finding of `torchlint check` (default rules) in `dirs`, one repository each."""
+def run(dirs: list[Path], every_rule: bool = False) -> list[Finding]:
+    """Every finding of `torchlint check` in `dirs`, one repository each: the default rules,
+    or with `every_rule` every rule, preview ones included."""
     dirs = [d.resolve() for d in dirs]
     names = [d.name for d in dirs]
     if len(set(names)) != len(names):
         raise SystemExit(f"ecosystem: two directories share a name: {names}")
     command = [sys.executable, "-m", "torchlint", "check", "--output-format", "json"]
     command += ["--show-low-impact", "--exit-zero", "--no-cache", "--quiet", *map(str, dirs)]
+    if every_rule:
+        command += ["--select", "ALL", "--preview"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -343,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unjudged", action="store_true", help="show findings to judge")
     parser.add_argument("--context", type=int, default=3, help="lines around each (3)")
     parser.add_argument(
+        "--every-rule",
+        action="store_true",
+        help="run every rule, preview and off-by-default ones included, to judge them "
+        "(no comparison with the baseline, which holds the default rules' findings)",
+    )
+    parser.add_argument(
         "--write-precision",
         type=Path,
         metavar="MD",
@@ -362,13 +375,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ecosystem: no corpus at {CORPUS}: name directories of real code", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    found = run(dirs)
+    found = run(dirs, args.every_rule)
     seconds = time.perf_counter() - started
     now = {f.key for f in found}
     low = low_keys(found)
     repos = {d.resolve().name for d in dirs}
     # Only the corpus has a baseline (another folder may share a repository's name).
-    compared = {d.resolve().name for d in dirs if d.resolve().parent == CORPUS.resolve()}
+    compared = {
+        d.resolve().name
+        for d in dirs
+        if d.resolve().parent == CORPUS.resolve() and not args.every_rule
+    }
     everything = read_baseline() if BASELINE.exists() else set()
     low_before = read_low() if BASELINE.exists() else set()
     base = {k for k in everything if repository(k) in compared}
