@@ -10,7 +10,9 @@ the training loop calls (a sampling helper every N steps) that switches a networ
 `.eval()` and then runs it, with gradients on, no backward pass and no value returned
 (a returned output may be backpropagated by the caller). A network of another file
 (`from models import *`) counts when the file switches it between `.train()` and
-`.eval()`.
+`.eval()`. Not reported in a test (`def test_*` in a pytest file: it checks results, it is
+not a workload) or in code that places no work on any device (no device, `.cuda()` or
+`torch.cuda` call here, and no file of the project running it on a GPU): a CPU script.
 
 Why: `model.eval()` only switches dropout and batch norm to inference behaviour; it
 does not turn off autograd. Every forward pass in the loop still records the graph
@@ -42,10 +44,11 @@ a loop that recomputes it).
 Impact: Always high: every evaluated batch records a graph and keeps its activations,
 memory and time that `torch.no_grad()` saves at no cost.
 
-Unknown device: not read; a graph nobody backpropagates costs memory and time on any
-device. In a function no visible call runs (`def evaluate(model, loader, device)` in a
-library), a parameter switched with `.eval()`/`.train()` (or giving its `.parameters()`)
-and called counts as a network, and a loop over a parameter as a loop over batches.
+Unknown device: a graph nobody backpropagates costs memory and time on any device, so
+any device counts, unknown ones too; only code that names none is left alone. In a
+function no visible call runs (`def evaluate(model, loader, device)` in a library), a
+parameter switched with `.eval()`/`.train()` (or giving its `.parameters()`) and called
+counts as a network, and a loop over a parameter as a loop over batches.
 
 Sources: PyTorch docs, "Locally disabling gradient computation" (autograd
 mechanics: "evaluation mode is not a mechanism for disabling gradient computation");
@@ -79,6 +82,8 @@ class EvalWithoutNoGrad(Rule):
     tokens = ("DataLoader", ".backward(")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if not (module.uses_gpu or module.presumed_accelerator or module.handles_devices()):
+            return  # CPU-only code: no device anywhere, here or where it is called from
         backprop = _backprop_calls(module)
         backprop_ids = {id(c) for c in backprop}
         reported: list[Loop] = []
@@ -87,6 +92,8 @@ class EvalWithoutNoGrad(Rule):
                 continue
             if any(outer in reported for outer in loop.ctx.loops):
                 continue
+            if module.test_code(loop.ctx.function):
+                continue  # a test checks results: not a workload to speed up
             if any(id(c) in backprop_ids for c in loop.calls):
                 continue
             calls = [c for c in module.network_calls(loop) if _evaluated(module, loop, c)]

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from torchlint.config import load_config
+from torchlint.notebook import Notebook
 from torchlint.parallel import run_files
 from torchlint.project import Layout, Program
 from torchlint.results import Job
@@ -38,18 +40,33 @@ Finding = tuple[str, int, str]  # file key, line, code
 
 
 def _files(root: Path) -> list[Path]:
-    return sorted(root.rglob("*.py"))
+    return sorted([*root.rglob("*.py"), *root.rglob("*.ipynb")])
+
+
+def _texts(root: Path, path: Path) -> Iterator[tuple[str, str]]:
+    """A file's key and text; a notebook's cells each as "key:cell N" and its source."""
+    key = path.relative_to(root).as_posix()
+    if path.suffix != ".ipynb":
+        yield key, path.read_text(encoding="utf-8")
+        return
+    for cell in Notebook.parse(path.read_text(encoding="utf-8")).cells:
+        yield f"{key}:cell {cell.number}", cell.source
 
 
 def _marks(root: Path) -> set[Finding]:
     found = set()
     for path in _files(root):
-        key = path.relative_to(root).as_posix()
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            m = MARK.search(line)
-            if m:
-                found |= {(key, number, c.strip()) for c in m.group("codes").split(",")}
+        for key, text in _texts(root, path):
+            for number, line in enumerate(text.splitlines(), 1):
+                m = MARK.search(line)
+                if m:
+                    found |= {(key, number, c.strip()) for c in m.group("codes").split(",")}
     return found
+
+
+def _key(root: Path, path: str, cell: int | None) -> str:
+    key = Path(path).absolute().relative_to(root).as_posix()
+    return key if cell is None else f"{key}:cell {cell}"
 
 
 def _check(root: Path, files: list[Path], cache: Path | None = None) -> set[Finding]:
@@ -58,11 +75,7 @@ def _check(root: Path, files: list[Path], cache: Path | None = None) -> set[Find
     results = run_files(files, job, config, cache_dir=cache, bases=dict.fromkeys(files, root))
     errors = [(r.path, r.error) for r in results if r.error]
     assert not errors, errors
-    return {
-        (Path(r.path).absolute().relative_to(root).as_posix(), v.line, v.code)
-        for r in results
-        for v in r.violations
-    }
+    return {(_key(root, r.path, v.cell), v.line, v.code) for r in results for v in r.violations}
 
 
 @pytest.fixture
@@ -98,7 +111,10 @@ def test_every_shape_needs_the_project(shape: Path, tmp_path: Path, monkeypatch)
         shutil.copyfile(shape / "pyproject.toml", folder / "pyproject.toml")
         shutil.copyfile(path, folder / path.name)
         monkeypatch.chdir(folder)
-        alone |= {(key, line, code) for _, line, code in _check(folder, [folder / path.name])}
+        alone |= {
+            (key + found.removeprefix(path.name), line, code)
+            for found, line, code in _check(folder, [folder / path.name])
+        }
     assert alone < _marks(shape)
 
 
@@ -691,3 +707,21 @@ def test_a_warm_run_reads_no_file_whose_stamp_is_unchanged(tmp_path: Path, monke
     models.write_text(models.read_text() + "# edited\n")
     assert _check(root, files, cache) == first
     assert read.count("models.py") >= 1 and "engine.py" not in read
+
+
+def test_add_noqa_adds_what_check_reports_across_files(tmp_path: Path):
+    """`--add-noqa` comments the findings `check` reports, those that depend on other
+    files of the project included (and the notebook's), and nothing `check` hides: after
+    it, `check` passes."""
+    from .conftest import run_cli
+
+    root = tmp_path / "newcomer"
+    shutil.copytree(FIXTURES / "project" / "newcomer", root)
+    assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 1
+    added = run_cli("check", "--no-cache", "--add-noqa", ".", cwd=root)
+    assert added.returncode == 0, added.stderr
+    assert "added 4 noqa directives" in added.stderr
+    data = (root / "pkg" / "data.py").read_text(encoding="utf-8")
+    assert data.count("# noqa: TL201\n") == 1  # TL202 there is of low impact: hidden
+    assert "# noqa: TL404" in (root / "explore.ipynb").read_text(encoding="utf-8")
+    assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 0

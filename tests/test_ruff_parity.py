@@ -196,7 +196,7 @@ def test_fixable_and_unfixable_from_the_config(project):
 def test_add_noqa_suppresses_every_finding_once(project):
     result = run_cli("check", "--add-noqa", ".", cwd=project)
     assert result.returncode == 0, result.stderr
-    assert "added 3 noqa directives" in result.stderr
+    assert "added 2 noqa directives" in result.stderr  # not the hidden low-impact one
     assert "opt.zero_grad(set_to_none=False)  # noqa: TL405\n" in (project / "mixed.py").read_text()
     assert run_cli("check", ".", cwd=project).returncode == 0
     again = run_cli("check", "--add-noqa", ".", cwd=project)

@@ -209,7 +209,7 @@ class Linter:
         the project tells the file (and gets its summary)."""
         refuse_unchecked(source)  # before anything else reads the whole text
         rules = applies(self.rules, source, self.settings.knowledge)
-        if not rules and not (env is not None and env.reached):
+        if not rules and not (env is not None and env.wanted):
             check_compiles(source, path)
             return []
         check_size(source, path)
@@ -290,7 +290,7 @@ class Linter:
         refuse_unchecked(source)
         rules = applies(self.rules, source, self.settings.knowledge)
         outcome = FixOutcome(source)
-        if not rules and not (env is not None and env.reached):
+        if not rules and not (env is not None and env.wanted):
             check_compiles(source, path)
             return outcome
         check_size(source, path)

@@ -17,7 +17,7 @@ from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_o
 from torchlint.project import Layout, Project, find_root
 from torchlint.project.layout import alone, imported, levels
 from torchlint.results import FileResult, Job
-from torchlint.runner import discover, display, token_rules
+from torchlint.runner import discover, display, program_text, token_rules
 from torchlint.settings import Settings
 from torchlint.source import SourceError, decode, read_bytes
 from torchlint.tokens import any_applies, engages, may_tell
@@ -91,6 +91,7 @@ class _Texts:
     analysed: set[str] = field(default_factory=set)  # hold a token of a selected rule
     engaging: set[str] = field(default_factory=set)  # train, evaluate or load data
     scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
+    asked: set[str] = field(default_factory=set)  # files of the run (not read for summaries)
 
 
 def _fingerprint(data: Any) -> str:
@@ -198,7 +199,7 @@ class Rounds:
         walked = self.found.get(root.absolute())
         if walked is None:
             walked = [] if alone(root) else discover([str(root)], self.config).files
-        files = [f for f in walked if f.suffix == ".py"]
+        files = [f for f in walked if f.suffix in (".py", ".ipynb")]
         layout = Layout(root, [*files, *(t.path for t in asked)])
         index = len(self.projects)
         texts = _Texts()
@@ -277,7 +278,7 @@ class Rounds:
         selected rule reads it, whether it trains or is a script; the bytes of a file not
         asked (its analysis would give its summary)."""
         texts = self.texts[index]
-        for kind in (texts.analysed, texts.engaging, texts.scripts):
+        for kind in (texts.analysed, texts.engaging, texts.scripts, texts.asked):
             kind.discard(key)
         texts.imports.pop(key, None)
         texts.nested.pop(key, None)
@@ -293,7 +294,7 @@ class Rounds:
         if not (found and stamp is not None and found["stamp"] == list(stamp)):
             try:
                 raw = read_bytes(path)
-                text = decode(raw)[0]
+                text = program_text(key, decode(raw)[0])
             except SourceError:
                 return
             names = imported(text)
@@ -304,11 +305,11 @@ class Rounds:
                 "nested": [i.name for i in names if i.nested],
                 "told": self._told(text),
                 "engages": engages(text, self.job.settings.knowledge),
-                "script": "__main__" in text or "parse_args" in text,
+                "script": "__main__" in text or "parse_args" in text or key.endswith(".ipynb"),
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not
             try:
-                text = decode(read_bytes(path))[0]
+                text = program_text(key, decode(read_bytes(path))[0])
                 found = {
                     **found,
                     "told": self._told(text),
@@ -334,7 +335,9 @@ class Rounds:
             texts.engaging.add(key)
         elif found["script"]:
             texts.scripts.add(key)
-        if not asked and found["told"]:
+        if asked:
+            texts.asked.add(key)
+        elif found["told"]:
             self.telling.add((index, key))
 
     def _link(self, index: int) -> None:
@@ -344,6 +347,9 @@ class Rounds:
         # A script that imports a file that trains wires it (`train.py` calling the engine).
         wiring = {k for k in texts.scripts if (graph[k] | nested[k]) & engaging}
         self.projects[index].engaged = engaging | wiring
+        # What they call and pass tells the others what they are given: read for their
+        # summaries whatever rules are selected (a `train.py` holding no rule's token).
+        self.telling |= {(index, k) for k in engaging | wiring if k not in texts.asked}
         self.levels.update({(index, k): n for k, n in levels(graph, nested).items()})
 
     def _seed(self, project: Project, index: int, root: Path) -> None:
@@ -368,10 +374,10 @@ class Rounds:
         before = self.digests.get((index, key))
         self.before[index] = {}  # read it whatever its stamp says
         self._read(index, key)
+        self._link(index)
         digest = self.digests.get((index, key))
         if digest is not None and digest == before:
             return False
-        self._link(index)
         project = self.projects[index]
         stored = None
         if self.store is not None and digest is not None:

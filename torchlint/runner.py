@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 from torchlint.config import Config, instantiate
 from torchlint.noqa import add_noqa
-from torchlint.results import ANALYSIS_ERROR, IO_ERROR, RULE_ERROR, FileError, FileResult, Job
+from torchlint.results import (
+    ANALYSIS_ERROR,
+    IO_ERROR,
+    RULE_ERROR,
+    FileError,
+    FileResult,
+    Job,
+    Violation,
+)
 from torchlint.source import (
     SourceError,
     SourceFile,
@@ -198,7 +206,7 @@ def _syntax_only(text: str, job: Job, codes: Sequence[str], env: Environment | N
     rules nor libcst (the linter would do the same, once both were imported)."""
     from torchlint.tokens import any_applies
 
-    if env is not None and env.reached:
+    if env is not None and env.wanted:
         return False
     rules = token_rules(codes)
     return rules is not None and not any_applies(rules, text, job.settings.knowledge)
@@ -342,6 +350,19 @@ def process_file(
     return result
 
 
+def program_text(name: str, text: str) -> str:
+    """The Python program a file's text stands for: a notebook's code cells as one
+    program (empty where its JSON cannot be read), any other file's text as it is."""
+    if not name.endswith(".ipynb"):
+        return text
+    from torchlint.notebook import Notebook, NotebookError
+
+    try:
+        return Notebook.parse(text).program().source
+    except NotebookError:
+        return ""
+
+
 def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     """The summary of a file of the project that no rule reads (another file imports it),
     with the answers it was computed from; an error where it cannot be analysed."""
@@ -351,9 +372,8 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     name = display(path)
     result = FileResult(name)
     try:
-        text = read_source(path).text
-        if not name.endswith(".ipynb"):
-            Linter([], job.settings).summarize(text, name, env)
+        text = program_text(name, read_source(path).text)
+        Linter([], job.settings).summarize(text, name, env)
     except (SourceError, LintError) as exc:
         result.errors = [file_error(exc)]
     result.summary = env.summary.to_json() if env.summary is not None else None
@@ -361,56 +381,48 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     return result
 
 
-def add_noqa_text(
-    text: str, name: str, job: Job, codes: Sequence[str]
-) -> tuple[str, FileResult, int]:
-    """`text` (a `.py` file's, or a notebook's JSON) with a `# noqa: CODE` comment for each
-    finding, its findings, and how many lines got a comment. A file with an error (a
-    syntax error, a cell that does not parse) is left as it is."""
-    from torchlint.notebook import Notebook, NotebookError
+def add_noqa_text(text: str, name: str, violations: Sequence[Violation]) -> tuple[str, int]:
+    """`text` (a `.py` file's, or a notebook's JSON) with a `# noqa: CODE` comment on each
+    line of `violations` (the file's findings, as its project's run found them), and how
+    many lines got a comment."""
+    from torchlint.notebook import Notebook
 
-    check = replace(job, fix=False, diff=False, with_edits=False)
-    result, _ = _lint_source(text, name, check, codes)
-    if result.errors or not result.violations:
-        return text, result, 0
+    wanted: dict[int, set[str]] = {}
     if not name.endswith(".ipynb"):
-        wanted: dict[int, set[str]] = {}
-        for v in result.violations:
+        for v in violations:
             wanted.setdefault(v.line, set()).add(v.code)
-        new_text, added = add_noqa(text, wanted)
-        return new_text, result, added
+        return add_noqa(text, wanted)
     # A notebook: comments go into the program its findings come from (IPython syntax
     # stands replaced there), which is cut back into cells.
     notebook = Notebook.parse(text)
     program = notebook.program()
     start = {chunk.cell: chunk.start for chunk in program.split(program.source)}
-    wanted = {}
-    for v in result.violations:
+    for v in violations:
         wanted.setdefault(start[v.cell or 0] + v.line - 1, set()).add(v.code)
     new_program, added = add_noqa(program.source, wanted)
-    try:
-        chunks = program.split(new_program)
-        changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
-        return notebook.with_sources(changed), result, added
-    except NotebookError as exc:
-        result.errors = [file_error(exc)]
-        return text, result, 0
+    chunks = program.split(new_program)
+    changed = {c.cell: c.source for c in chunks if c.source != program.originals[c.cell]}
+    return notebook.with_sources(changed), added
 
 
-def add_noqa_file(path: Path, job: Job, codes: Sequence[str]) -> tuple[FileResult, int]:
-    """`add_noqa_text` on a file, written back in place: its result and the lines changed."""
-    name = display(path)
+def add_noqa_file(path: Path, result: FileResult) -> int:
+    """`add_noqa_text` on a file with its findings (`result`, from a run over its
+    project), written back in place: the lines changed; a file that could not be read
+    or written gets the error in `result`. A file with an error (a syntax error, a cell
+    that does not parse) is left as it is."""
+    from torchlint.notebook import NotebookError
+
+    if result.errors or not result.violations:
+        return 0
     try:
         source: SourceFile = read_source(path)
-    except SourceError as exc:
-        return failed(name, exc), 0
-    new_text, result, added = add_noqa_text(source.text, name, job, codes)
-    if added:
-        try:
+        new_text, added = add_noqa_text(source.text, result.path, result.violations)
+        if added:
             write_source(source, new_text)
-        except SourceError as exc:
-            result.errors, added = [file_error(exc)], 0
-    return result, added
+    except (SourceError, NotebookError) as exc:
+        result.errors = [file_error(exc)]
+        return 0
+    return added
 
 
 def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:

@@ -190,21 +190,25 @@ def _files(
 def _add_noqa(
     options: CheckOptions, plan: RunPlan, job: Job, paths: list[str], force_exclude: bool
 ) -> int:
-    """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's)."""
-    from torchlint.runner import add_noqa_file, discover
+    """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's), the
+    findings as `check` reports them (each file with what its project tells it)."""
+    from torchlint.parallel import Interrupted
+    from torchlint.reporters import hide_low_impact
+    from torchlint.runner import add_noqa_file
 
-    found = discover(paths, plan.config, force_exclude=force_exclude)
-    errors = list(found.errors)
-    added = 0
-    for path in sorted(found.files, key=str):
-        result, n = add_noqa_file(path, job, plan.for_file(path).codes)
-        added += n
-        if result.errors:
-            errors.append(result)
+    try:
+        results, warnings = _files(options, plan, job, paths, force_exclude)
+    except Interrupted as exc:
+        output.interrupted(exc)
+        return EXIT_INTERRUPTED
+    if not plan.low_impact:
+        hide_low_impact(results)  # what `check` shows, and nothing it hides
+    added = sum(add_noqa_file(Path(r.path), r) for r in results)
+    errors = [r for r in results if r.errors]
     for r in sorted(errors, key=lambda r: r.path):
         error(f"{r.path}: {r.error}")
     if not options.quiet:
-        for w in found.warnings:
+        for w in warnings:
             warn(w)
         if added:
             note(f"added {added} noqa directive{'' if added == 1 else 's'}")

@@ -102,7 +102,9 @@ class Project:
         reaches it, else nothing but its own name (for the summary it gives)."""
         reached = key in self.reached if self.trusted else self.program.reaches(key)
         if key in self.engaged or reached:
-            return self.program.environment(key)
+            env = self.program.environment(key)
+            env.engaged = key in self.engaged
+            return env
         from torchlint.semantic.external import Environment
 
         return Environment(path=key)

@@ -59,7 +59,9 @@ class Layout:
         self.paths: dict[str, Path] = {}
         for path in files:
             key = self.key(path)
-            if key is not None and key.endswith(".py"):
+            # A notebook is a script of the project (it imports the project's modules),
+            # never a module: no import resolves to it.
+            if key is not None and key.endswith((".py", ".ipynb")):
                 self.paths[key] = path
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
         self._resolved: dict[tuple[str, str], Target | None] = {}

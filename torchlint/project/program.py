@@ -95,20 +95,20 @@ class Program:
             summary = self.fetch(key)
             if summary is not None:
                 self.summaries[key] = self.fetched[key] = summary
-        if summary is None:  # a package's `__init__.py` not read yet: what it re-exports
-            init = key.endswith("__init__.py")
-            source = self.layout.reexports(key).get(attributes[0]) if init else None
-            if source is None:
-                return None
-            return self._member(source[0], source[1] + attributes[1:], depth + 1)
         head, rest = attributes[0], attributes[1:]
-        found = summary.exports.get(head)
+        found = summary.exports.get(head) if summary is not None else None
         if found is None:
-            imported = summary.imports.get(head) or self._starred(key, head)
+            imported = None
+            if summary is not None:
+                imported = summary.imports.get(head) or self._starred(key, head)
             if imported is None:
-                return None
-            target = ".".join((imported, *rest))
-            return self.export(key, target, depth + 1)
+                # Not read yet, or read as telling nothing (a package's `__init__.py` of
+                # imports only): what its import statements re-export.
+                source = self.layout.reexports(key).get(head)
+                if source is None:
+                    return None
+                return self._member(source[0], source[1] + rest, depth + 1)
+            return self.export(key, ".".join((imported, *rest)), depth + 1)
         for name in rest:
             if not isinstance(found, Class):
                 return None

@@ -425,19 +425,18 @@ class _Exporter:
             for site in loop.loaders:
                 if isinstance(site, Elsewhere):
                     effect = self.loop_effect(loop)
-                    found.append(
-                        (
-                            site.ref,
-                            Uses(
-                                effect.trains,
-                                effect.steps,
-                                effect.repeated,
-                                effect.gpu,
-                                effect.guarded,
-                                self.where(loop),
-                            ),
-                        )
+                    # Under the main guard here, or in a function every call of which
+                    # (in this file or the project's others: `train.py`'s `main()`) is.
+                    guarded = effect.guarded or module.guarded(loop.ctx, loop.node)
+                    uses = Uses(
+                        effect.trains,
+                        effect.steps,
+                        effect.repeated,
+                        effect.gpu,
+                        guarded,
+                        self.where(loop),
                     )
+                    found.append((site.ref, uses))
         return found
 
     def where(self, loop: Loop) -> str:

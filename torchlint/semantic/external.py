@@ -341,6 +341,9 @@ class Environment:
     answers: dict[str, Any] = field(default_factory=dict)
     summary: Summary | None = None  # what the file tells the project, once analysed
     checked: bool = False  # the rules read the file (not only its summary)
+    # The file trains, evaluates or loads data, or is a script wiring files that do: what
+    # it calls and passes tells the others what they are given (`Project.engaged`).
+    engaged: bool = False
     _objects: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _stepped_names: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
@@ -349,6 +352,12 @@ class Environment:
         """Other files call this file's functions or use what it builds: analyse it even
         if it holds none of the tokens the rules look for."""
         return False
+
+    @property
+    def wanted(self) -> bool:
+        """Analyse the file even where no selected rule reads it: the project reaches into
+        it, or its summary tells the project what other files are given (`engaged`)."""
+        return self.engaged or self.reached
 
     @property
     def linked(self) -> bool:

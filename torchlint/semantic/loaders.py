@@ -185,7 +185,12 @@ class Loaders:
     ) -> list[cst.BaseExpression]:
         """What a `for` really walks, through enumerate/tqdm/iter/zip and generators
         that hand on the items of an argument (`metric_logger.log_every(loader, 10)`, of
-        this file or of another file of the project)."""
+        this file or of another file of the project), and names bound once to one of
+        those (`pbar = tqdm(loader)`, then `for x, y in pbar:`)."""
+        if isinstance(node, cst.Name) and _depth <= MAX_DEPTH:
+            held = self._wrapper_held(node, scope)
+            if held is not None:
+                return self.iterables(*held, _depth + 1)
         if not isinstance(node, cst.Call) or not node.args or _depth > MAX_DEPTH:
             return [node]
         name = scope.resolve(node.func)
@@ -195,6 +200,23 @@ class Loaders:
             return [x for a in node.args for x in self.iterables(a.value, scope, _depth + 1)]
         given = self.handed_on(node, scope)
         return [node] if given is None else self.iterables(given, scope, _depth + 1)
+
+    def _wrapper_held(self, node: cst.Name, scope: Scope) -> tuple[cst.Call, Scope] | None:
+        """The wrapper call a name holds (`pbar = tqdm(loader)`): its only binding is a
+        plain assignment of a call to enumerate/tqdm/iter/zip or a generator handing on
+        an argument's items. A name bound to anything else is left to `of`."""
+        symbol = scope.lookup(node.value)
+        if symbol is None or len(symbol.bindings) != 1:
+            return None
+        binding = symbol.bindings[0]
+        value = binding.value
+        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call) or not value.args:
+            return None
+        where = binding.ctx.scope
+        name = where.resolve(value.func)
+        if name in WRAPPERS or name == "zip" or self.handed_on(value, where) is not None:
+            return value, where
+        return None
 
     def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
         """The argument whose items a generator call hands on (see `iterables`)."""

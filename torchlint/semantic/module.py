@@ -476,6 +476,20 @@ class TorchModule:
     def notebook(self) -> bool:
         return self.path.endswith(".ipynb")
 
+    def test_code(self, function: cst.FunctionDef | None) -> bool:
+        """A test the test runner calls (`def test_*` in a pytest file: `test_*.py`,
+        `*_test.py`, or under a `tests/` folder): it checks results, it is not a workload
+        to speed up."""
+        if function is None or not function.name.value.startswith("test"):
+            return False
+        parts = self.path.replace("\\", "/").split("/")
+        name = parts[-1]
+        return (
+            name.startswith("test_")
+            or name.endswith("_test.py")
+            or any(p in ("tests", "test") for p in parts[:-1])
+        )
+
     # -- values ----------------------------------------------------------------------
 
     def constant(self, node: cst.CSTNode, scope: Scope) -> Constant | None:
