@@ -3,7 +3,10 @@
 What: a torch factory (`zeros`, `ones`, `empty`, `full`, `eye`, `arange`,
 `linspace`, `tensor`, `*_like`, `rand`, `randn`, `randint`, `randperm`) whose result
 is immediately moved with `.cuda()`, `.to(<device>)` (and nothing else: no dtype, no
-`non_blocking`, no `copy`) or `.type_as(other)` (Lightning's idiom), on every training
+`non_blocking`, no `copy`) or `.type_as(other)` (Lightning's idiom), through casts,
+shape views (`.view`, `.reshape`...), in-place fills (`.uniform_(0, 1)`) and the
+deprecated `Variable(...)`, or by the next statement (`z = torch.randn(n, d)`, then
+`z = z.type_as(x)`: reported without a fix), on every training
 step: in a training loop that steps
 the optimizer each iteration (or a loop inside one), in the `forward` of a module, or
 in a function they call (two levels). Setup code that runs once, once-per-epoch code,
@@ -32,14 +35,16 @@ Good:
         def forward(self, x):
             h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)
 
-Fix (sometimes safe): pass `device=` to the factory (`.cuda()` becomes
+Fix (sometimes safe): pass `device=` to the factory and drop the move, keeping the
+casts, views and fills between them (`.cuda()` becomes
 `device="cuda"`, `.cuda(1)` becomes `device="cuda:1"`). Safe for deterministic
 factories whose values are exact on every device (`zeros`, `ones`, `empty`, `full`,
 `eye`, `tensor`, the non-random `*_like`, `arange` of int literals). Unsafe for the
 random ones (`rand`, `randn`, `randint`, `randperm`, `rand*_like`): the CPU and CUDA
 generators give different numbers and draw from different seeds' streams; and for
 `linspace` and non-integer `arange`, whose values are computed on the device and may
-differ in the last bit. Calls that also pass `requires_grad=`, `out=`,
+differ in the last bit; and after a random in-place fill (`.uniform_()`, `.normal_()`).
+Calls that also pass `requires_grad=`, `out=`,
 `pin_memory=`, a `device=` of their own or `**kwargs` are left alone (with
 `requires_grad=True` the moved tensor is not a leaf: changing that changes `.grad`).
 `.type_as(x)` becomes `device=x.device, dtype=x.dtype`: safe for `zeros`, `ones`,
@@ -75,6 +80,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from itertools import pairwise
 
 import libcst as cst
 
@@ -82,10 +88,10 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Scope, TorchModule
+from torchlint.semantic import CallSite, Kind, Scope, TorchModule
 from torchlint.semantic.batches import batch_size_of
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.syntax import int_value
+from torchlint.semantic.syntax import contains, int_value
 
 DETERMINISTIC = {
     "zeros",
@@ -134,6 +140,13 @@ NUMPY_FACTORIES = [
 TO_TENSOR = {"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"}
 TO_TENSOR |= {f"torch.{t}Tensor" for t in ("Float", "Double", "Half", "Long", "Int", "Byte")}
 CASTS = {"float", "double", "half", "long", "int", "bfloat16", "contiguous"}
+# Between the factory and the move, calls that keep the tensor where it is: shape views,
+# in-place fills (random ones draw from the CPU generator), and the deprecated
+# `Variable(t)` wrapper (the tensor itself since PyTorch 0.4).
+VIEWS = {"view", "reshape", "unsqueeze", "squeeze", "flatten", "t", "expand", "repeat"}
+FILLS = {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_"}
+RANDOM_FILLS = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_"}
+VARIABLE = "torch.autograd.Variable"
 # What the text of a file this rule reports in holds, at least: a factory or a call making
 # a tensor of an array, called by its name (up to three levels of parentheses in its
 # arguments), then moved (`.cuda`, `.to` or `.type_as`, past casts, across lines,
@@ -146,9 +159,11 @@ _WS = r"(?:[\s\\]|#[^\n]*\n)*"
 _CALLED = FACTORIES | {qualname.rpartition(".")[2] for qualname in TO_TENSOR}
 _NAMED = "|".join(rf"(?<=\b{name}\()" for name in sorted(_CALLED))
 _CAST = rf"{_WS}\.{_WS}(?:{'|'.join(sorted(CASTS))}){_WS}\(\s*\)"
+_KEPT = rf"{_WS}\.{_WS}(?:{'|'.join(sorted(VIEWS | FILLS))}){_WS}\({_ARGS}\)|{_WS}\)"
 _TYPES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
 PATTERN = re.compile(
-    rf"\((?:{_NAMED}){_ARGS}\)(?:{_CAST})*{_WS}\.[\s\\]*(?:cuda|to|type_as)\b"
+    rf"\((?:{_NAMED}){_ARGS}\)(?:{_CAST}|{_KEPT})*{_WS}"
+    rf"(?:\.[\s\\]*|[ \t]*\n\s*\w+\s*=\s*\w+\s*\.\s*)(?:cuda|to|type_as)\b"
     rf"|Tensor\b(?:{'|'.join(rf'(?<={t}Tensor)' for t in _TYPES)})"
 )
 
@@ -288,6 +303,55 @@ def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
     return [a.with_changes(comma=comma) for a in args[:-1]] + args[-1:]
 
 
+def _peeled(
+    module: TorchModule, node: cst.BaseExpression | None, scope: Scope
+) -> tuple[cst.Call | None, bool]:
+    """The factory call an expression is made of, through casts, shape views, in-place
+    fills and `Variable(...)`; and whether a random fill is among them."""
+    random_fill = False
+    while isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in CASTS | VIEWS | FILLS:
+            if func.attr.value in CASTS and node.args:
+                return None, False  # `.float(memory_format=...)`, `.int(x)`: not a cast
+            random_fill = random_fill or func.attr.value in RANDOM_FILLS
+            node = func.value
+        elif module.resolve(func, scope) == VARIABLE and len(node.args) == 1:
+            node = node.args[0].value
+        else:
+            return node, random_fill
+    return None, False
+
+
+def _rebound(move: CallSite) -> cst.BaseExpression | None:
+    """What the move's receiver was bound to by the statement just before, where the
+    move binds it again (`z = torch.randn(n, d)` then `z = z.type_as(x)`), both directly
+    in the body of the same loop or function."""
+    receiver, statement = move.receiver, move.ctx.statement
+    if not isinstance(receiver, cst.Name) or statement is None:
+        return None
+    owner = move.ctx.loops[-1].node if move.ctx.loops else move.ctx.function
+    body = owner.body.body if owner is not None else ()
+    at = next((i for i, s in enumerate(body) if s is statement), 0)
+    if not at or not isinstance(body[at - 1], cst.SimpleStatementLine):
+        return None
+    symbol = move.scope.lookup(receiver.value)
+    bindings = symbol.bindings if symbol is not None else []
+    for before, binding in pairwise(bindings):
+        if binding.value is move.node:
+            value = before.value
+            if before.kind is Kind.ASSIGN and value is not None and contains(body[at - 1], value):
+                return value
+            return None
+    return None
+
+
+def _unparenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The move's receiver as it stands in for the move (`(t.float()).to(d)` -> `t.float()`,
+    whose own parentheses the move no longer needs)."""
+    return node.with_changes(lpar=[], rpar=[]) if node.lpar else node
+
+
 class CpuTensorThenMoved(Rule):
     code = "TL104"
     name = "cpu-tensor-then-moved"
@@ -298,8 +362,11 @@ class CpuTensorThenMoved(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         arrays = {id(c.node): c for c in module.calls_to(*NUMPY_FACTORIES)}
         for move in module.method_calls("cuda", "to", "type_as"):
-            factory = move.receiver
-            if not isinstance(factory, cst.Call):
+            factory, random_fill = _peeled(module, move.receiver, move.scope)
+            bound = None
+            if factory is None and (bound := _rebound(move)) is not None:
+                factory, random_fill = _peeled(module, bound, move.scope)
+            if factory is None:
                 continue
             qualname = module.resolve(factory.func, move.scope) or ""
             head, _, name = qualname.rpartition(".")
@@ -314,13 +381,18 @@ class CpuTensorThenMoved(Rule):
             device = self._device(module, move)
             if device is None or not module.per_step(move.ctx) or is_periodic(move):
                 continue
-            safe = _safe(name, factory)
+            safe = _safe(name, factory) and not random_fill
             spelled = module.module.code_for_node(factory.func)
             count = _numel(module, name, factory, move.scope)
             low = None if count is None or count > TINY else _tiny(count)
-            if move.method == "type_as":
-                yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE, low)
+            if bound is not None:  # built a statement before: reported, fixed by hand
+                yield self._apart(move, spelled, low)
                 continue
+            if move.method == "type_as":
+                if factory is move.receiver:  # a cast or fill after it: its dtype is kept
+                    yield self._typed(move, factory, spelled, name in EXACT_IN_ANY_DTYPE, low)
+                continue
+            assert move.receiver is not None
             message = (
                 f"`{spelled}(...)` builds the tensor on the CPU and then copies it to the GPU; "
                 "create it there with `device=`"
@@ -332,7 +404,12 @@ class CpuTensorThenMoved(Rule):
                 fix=fix(
                     "Pass `device=` to the factory",
                     Applicability.SAFE if safe else Applicability.UNSAFE,
-                    Replace(move.node, set_kwarg(factory, "device", device)),
+                    Replace(
+                        move.node,
+                        _unparenthesized(move.receiver).deep_replace(
+                            factory, set_kwarg(factory, "device", device)
+                        ),
+                    ),
                 ),
             )
         if arrays:
@@ -389,6 +466,20 @@ class CpuTensorThenMoved(Rule):
             fix=fix("Build the tensor on its device", Applicability.SAFE, Replace(at.node, edit))
             if edit is not None
             else None,
+            impact=Impact.HIGH if low is None else Impact.LOW,
+        )
+
+    def _apart(self, move: CallSite, spelled: str, low: str | None) -> Diagnostic:
+        """A factory's tensor moved by the next statement (`z = torch.randn(n, d)`, then
+        `z = z.type_as(x)`): no fix (two statements to edit, and the device must be
+        bound where the factory runs)."""
+        message = (
+            f"`{spelled}(...)` builds the tensor on the CPU and the next statement copies it "
+            "to the GPU; create it there with `device=` (and `dtype=`) and drop the move"
+        )
+        return self.diagnostic(
+            move.node,
+            message if low is None else f"{message} (low impact: {low})",
             impact=Impact.HIGH if low is None else Impact.LOW,
         )
 

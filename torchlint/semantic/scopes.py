@@ -361,8 +361,13 @@ class Loop:
 
     @property
     def is_step_loop(self) -> bool:
-        """A training loop with no training loop inside it: its body runs once per step."""
-        return self.is_training and not any(inner.is_training for inner in self.inner)
+        """A training loop whose body runs once per step: no training loop inside it, or
+        an optimizer step of its own beside the inner ones (a GAN's generator step around
+        the critic's loop of `n_critic` steps)."""
+        if not self.is_training:
+            return False
+        inner = {id(c) for loop in self.inner if loop.is_training for c in loop.steps}
+        return not inner or any(id(c) not in inner for c in self.steps)
 
     @property
     def losses(self) -> frozenset[str]:
