@@ -9,7 +9,10 @@ listed-at. A location is `path:line` or, in a notebook, `path:cell N:L`; alterna
 separated by ` | `.
 
 An item is found when a finding of a rule that answers its category (CATEGORIES) is in
-the same file (and cell) within NEAR lines of one of its locations. The default run is
+the same file (and cell) within NEAR lines of one of its locations; for a setting of the
+whole program (WHOLE_FILE: mixed precision, TF32, cuDNN's autotuner, compiling, channels
+last), anywhere in the same file or notebook: where the expert and the rule put it (the
+model, the loop, the forward pass) differs, the fix is one per program. The default run is
 what a user sees: the default rules, low-impact findings hidden; `--every-rule` adds
 `--select ALL --preview --show-low-impact`. Items of a category no rule answers count as
 misses with the cause "no rule".
@@ -52,6 +55,7 @@ CAUSES = (
     "low impact",  # reported, but hidden as of low impact
     "judged away",  # the rule's conditions deliberately leave it (documented near miss)
 )
+WHOLE_FILE = frozenset({"mixed-precision", "tf32", "cudnn-benchmark", "compile", "channels-last"})
 # The repositories kept out of the development loop (beginner, notebooks, DataParallel,
 # DDP, framework): their findings and misses are read only at the end of a round.
 BLIND = (
@@ -201,6 +205,14 @@ def run(repos: Iterable[str], every_rule: bool, corpus: Path = CORPUS) -> Findin
 
 def answered(item: Item, found: Findings, near: int = NEAR) -> bool:
     rules = CATEGORIES[item.category]
+    if item.category in WHOLE_FILE:
+        paths = {p.path for p in item.places}
+        return any(
+            code in rules
+            for (repo, path, _), rows in found.items()
+            if repo == item.folder and path in paths
+            for _, code in rows
+        )
     return any(
         code in rules and abs(row - p.line) <= near
         for p in item.places

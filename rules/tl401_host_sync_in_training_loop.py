@@ -22,7 +22,11 @@ argparse option, config entry or constant set to False/None): any for
 says timing, profiling or debugging for a value read (`if args.profile:`; not `if
 args.with_tracking:`, a mode users run with). One finding per statement (a progress `print` of
 several values is one sync). Only files that use a GPU are checked (on the CPU there is
-nothing to wait for); a device from `torch.accelerator` counts.
+nothing to wait for); a device from `torch.accelerator` counts. Also, in evaluation
+loops (a network run over a loader's batches with no backward pass, outside any training
+step, under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
+`evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
+waits for each batch before it prepares the next.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -76,7 +80,11 @@ pretrained transformer, called in the loop or handed to a function it calls; bes
 a step one sync costs little. Low too for any value read in a full-batch teaching loop
 (`for epoch in range(n):`, no loader, the network called on whole tensors bound before
 the loop): each step is an epoch, so it syncs once per epoch. `torch.cuda.synchronize()`
-and values accumulated every step (`total += loss.item()`) stay high.
+and values accumulated every step (`total += loss.item()`) stay high. In evaluation
+loops: high where evaluating is the program's work (an inference or evaluation script);
+low in a program that also trains (a pass between epochs is a small share of the run),
+for outputs collected on the host (`.cpu()`, `.numpy()`, `.tolist()`: what metrics
+computed there need), and beside a large network.
 
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives as a parameter that no visible call passes
@@ -121,19 +129,31 @@ SYNCHRONIZE = "`torch.cuda.synchronize()`"
 REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
 HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
 FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
+COLLECTED = "outputs collected on the host for metrics computed there: one copy per batch"
+HEAVY_EVAL = "an evaluation of a large network, beside whose batches one sync costs little"
+BESIDE_TRAINING = "an evaluation pass of a program that trains: a small share of the run"
 # What the text of a file this rule reports in holds, at least: a backward pass called
-# (`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`) or a
-# Lightning `training_step`. Files where "backward" is only a word of a comment
+# (`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`), a
+# Lightning `training_step`, or an evaluation (autograd off, `.eval()`, a function named
+# for one). Files where "backward" is only a word of a comment
 # ("backward compatibility") or an autograd Function's `def backward(ctx, grad)` are
 # not parsed for this rule.
-PATTERN = re.compile(r"backward(?<!def backward)\s*\(|training_step")
+PATTERN = re.compile(
+    r"backward(?<!def backward)\s*\(|training_step|no_grad|inference_mode|\.eval\("
+    r"|def _*(?:eval|valid|val(?:_|\d|\()|test|predict|infer)"
+)
 
 
 class HostSyncInTrainingLoop(Rule):
     code = "TL401"
     name = "host-sync-in-training-loop"
     fix_safety = FixSafety.SAFE
-    tokens = ("backward", "training_step")
+    # A backward pass or a training step; an evaluation (autograd off, `.eval()`, a
+    # function named for one: `EVAL_FUNCTION`).
+    tokens = (
+        *("backward", "training_step", "no_grad", "inference_mode", ".eval("),
+        *("def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"),
+    )
     pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
@@ -167,6 +187,7 @@ class HostSyncInTrainingLoop(Rule):
                     + (f" (low impact: {why})" if why else ""),
                     impact=Impact.LOW if why else Impact.HIGH,
                 )
+        yield from self._evaluation(module, seen)
         logged = _logged_items(module)
         steps = module.frameworks.training_steps
         for function, why in _per_step_functions(module).items():
@@ -195,6 +216,41 @@ class HostSyncInTrainingLoop(Rule):
                     f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
                     f"finished every queued kernel, on every step, so the GPU idles; {advice}",
                     fix=_log_tensors(log, logged) if log is not None else None,
+                )
+
+    def _evaluation(self, module: TorchModule, seen: set[int]) -> Iterator[Diagnostic]:
+        """Per-batch syncs of the evaluation loops (a network run over a loader's batches
+        without a backward pass): the CPU waits for each batch before it prepares the
+        next. High where the evaluation is the program's work (an inference or
+        evaluation script); low beside training (a pass between epochs is a small share
+        of the run), for outputs collected on the host (`.cpu()`, `.numpy()`,
+        `.tolist()`: what host-side metrics need) and beside a large network."""
+        trains = bool(module.training_loops or module.frameworks.training_steps)
+        for loop in module.evaluation_loops:
+            tensors = _tensor_names(module, loop)
+            for call in loop.calls:
+                if id(call.ctx.statement) in seen:
+                    continue
+                what = _sync(module, call, tensors)
+                if what is None or what == SYNCHRONIZE or is_periodic(call):
+                    continue
+                if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
+                    continue  # needed on the host to decide what runs next
+                if _rare(module, call, loop):
+                    continue
+                seen.add(id(call.ctx.statement))
+                why = COLLECTED if call.method in ("cpu", "numpy", "tolist") else None
+                if why is None and module.heavy_step(loop):
+                    why = HEAVY_EVAL
+                if why is None and trains:
+                    why = BESIDE_TRAINING
+                yield self.diagnostic(
+                    call.node,
+                    f"{what} in the evaluation loop blocks until the GPU has finished each "
+                    "batch, so the GPU idles while the next batch is prepared; accumulate on "
+                    "the device (`total += loss.detach()`) and read the total once after "
+                    "the loop" + (f" (low impact: {why})" if why else ""),
+                    impact=Impact.LOW if why else Impact.HIGH,
                 )
 
 
@@ -393,6 +449,9 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
         return _reads_tensor(node.left, tensors, False) or _reads_tensor(node.right, tensors, False)
     if isinstance(node, cst.UnaryOperation):
         return _reads_tensor(node.expression, tensors, False)
+    if isinstance(node, cst.Comparison):  # `(pred == y).sum()`: a tensor of booleans
+        parts = [node.left, *(c.comparator for c in node.comparisons)]
+        return any(_reads_tensor(part, tensors, False) for part in parts)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
         if allow_strings and method == "format":

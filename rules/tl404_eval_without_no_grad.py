@@ -57,7 +57,6 @@ mechanics: "evaluation mode is not a mechanism for disabling gradient computatio
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -69,9 +68,6 @@ from torchlint.semantic import CallSite, Loop, Model, TorchModule
 from torchlint.semantic.syntax import bool_value, dotted_name, names_read
 
 SET_GRAD = "torch.set_grad_enabled"
-# evaluate/eval_epoch, validate/validation, val/val_step/val2 (not `value`), test*,
-# predict*, infer*/inference.
-EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", re.IGNORECASE)
 
 
 class EvalWithoutNoGrad(Rule):
@@ -192,7 +188,7 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     function or in the loop, and no `.train()` after it; or the function is an evaluation
     function by its name."""
     fn = loop.ctx.function
-    if fn is not None and EVAL_FUNCTION.match(fn.name.value):
+    if module.evaluation_function(fn):
         return True
     site = module.model_called(call)
     if site is None:

@@ -66,6 +66,18 @@ def test_an_item_is_found_by_a_rule_of_its_category_near_one_of_its_places(tmp_p
     assert [m.split("\t")[3] for m in missed] == ["helper", "?", "no rule"]
 
 
+def test_a_setting_of_the_whole_program_is_found_anywhere_in_its_file(tmp_path):
+    items, _ = _items(
+        tmp_path,
+        [
+            "repo\tnb.ipynb:cell 2:5\ttf32\tclear\tno TF32\tT",
+            "repo\ttrain.py:5\ttf32\tclear\tno TF32\tT",
+        ],
+    )
+    found = {("repo", "nb.ipynb", 9): [(1, "TL503")], ("repo", "other.py", None): [(5, "TL503")]}
+    assert [recall.answered(i, found) for i in items] == [True, False]
+
+
 def test_malformed_rows_are_reported(tmp_path):
     _, problems = _items(
         tmp_path,

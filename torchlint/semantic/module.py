@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Any
 
@@ -42,6 +43,11 @@ MATMUL_PRECISION_SETTINGS = (
     "torch.backends.cuda.matmul.fp32_precision",
     "torch.backends.fp32_precision",
 )
+
+
+# Functions named for an evaluation: evaluate/eval_epoch, validate/validation, val/val_step
+# (not `value`), test*, predict*, infer*/inference.
+EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", re.IGNORECASE)
 
 
 class TorchModule:
@@ -405,6 +411,50 @@ class TorchModule:
     @property
     def step_loops(self) -> list[Loop]:
         return [loop for loop in self.loops if loop.is_step_loop]
+
+    @cached_property
+    def evaluation_loops(self) -> list[Loop]:
+        """Loops over batches (a loader's, or a parameter's no visible call passes) that
+        run a network forward with no backward pass, outside any training step (between
+        epochs is fine): an evaluation, validation or inference pass, `.eval()` or not."""
+        found = []
+        for loop in self.loops:
+            if loop.is_training or any(outer.is_step_loop for outer in loop.ctx.loops):
+                continue
+            if any(outer in found for outer in loop.ctx.loops):
+                continue  # the outer evaluation loop holds it
+            if not (loop.is_loader_loop or self.walks_unseen_parameter(loop)):
+                continue
+            if any(c.method == "backward" for c in loop.calls):
+                continue
+            calls = self.network_calls(loop)
+            if calls and self._evaluates(loop, calls):
+                found.append(loop)
+        return found
+
+    @staticmethod
+    def evaluation_function(function: cst.FunctionDef | None) -> bool:
+        """A function named for an evaluation (`evaluate`, `validate`, `val_step`,
+        `test_epoch`, `predict`, `inference`...; not `value`)."""
+        return function is not None and bool(EVAL_FUNCTION.match(function.name.value))
+
+    def _evaluates(self, loop: Loop, calls: list[CallSite]) -> bool:
+        """What shows the loop evaluates (a loop calling a helper of unknown purpose with
+        its loss may train): autograd off around its network calls, a function named
+        for evaluation (`evaluate`, `validate`, `test_epoch`, `predict`...), or a network
+        switched to `.eval()` earlier in the function and not back to `.train()`."""
+        if all(self.grad_disabled(c) for c in calls):
+            return True
+        function = loop.ctx.function
+        if self.evaluation_function(function):
+            return True
+        start = min(c.order for c in loop.calls)
+        modes = [
+            c
+            for c in self.method_calls("eval", "train")
+            if c.ctx.function is function and c.order < start and not c.node.args
+        ]
+        return bool(modes) and max(modes, key=lambda c: c.order).method == "eval"
 
     @property
     def dataloaders(self) -> list[DataLoaderSite]:
