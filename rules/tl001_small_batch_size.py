@@ -16,7 +16,10 @@ alone: files that never use a GPU (no GPU device, `.cuda()` or `torch.cuda` call
 CPU a bigger batch buys no GPU utilisation), and networks whose memory sets the batch:
 a billion parameters or more (counted from their layers, or as a pretrained model id
 says: "Llama-2-7b", "opt-1.3b", a family released only that large such as "llama" or
-"mistral") or loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`).
+"mistral"), loaded quantized (`load_in_8bit/4bit=True`, `quantization_config=`), or
+built without allocating (the meta device, `init_empty_weights`, Fabric's
+`init_module(empty_init=True)`) or sharded across GPUs (FSDP, DeepSpeed, tensor
+parallelism) in the file: what is done for models too large for one GPU.
 A call of a loader factory the project names (`loader-factories` with `batch-size` in
 `[tool.torchlint.semantic]`, see docs/extending.md) counts as a DataLoader with the batch
 size it passes for that parameter; one that passes none has the factory's own default,
@@ -123,8 +126,8 @@ class SmallBatchSize(Rule):
             if found.origin in ORIGINS and not _small_networks(module, loader):
                 continue  # a default a user can change, sized for networks we cannot see
             trained = _trained(module, loader)
-            if any(module.memory_bound(site) for site in trained):
-                continue  # a billion parameters or quantized: memory sets the batch
+            if module.shards_models or any(module.memory_bound(site) for site in trained):
+                continue  # a billion parameters, quantized or sharded: memory sets the batch
             low = any(_pretrained(module, site) for site in trained)
             where = (
                 loader.said("batch_size", str(size))

@@ -134,6 +134,18 @@ class Elsewhere:
 Loader = DataLoaderSite | Elsewhere
 
 
+def _built_after(site: DataLoaderSite, loop: Loop) -> bool:
+    """The loader is built after the loop, in the same straight-line code (a notebook's
+    later cell rebinding `train_loader` for a plot): its binding never reaches the loop,
+    unless a loop around both runs them again."""
+    call = site.call
+    if call.ctx.function is not loop.ctx.function or not loop.calls:
+        return False
+    if any(outer in call.ctx.loops for outer in (*loop.ctx.loops, loop)):
+        return False
+    return call.order > max(c.order for c in loop.calls)
+
+
 class Loaders:
     def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
         self.facts = facts
@@ -352,6 +364,8 @@ class Loaders:
 
     @staticmethod
     def _iterated(site: Loader, loop: Loop) -> None:
+        if isinstance(site, DataLoaderSite) and _built_after(site, loop):
+            return
         if loop not in site.loops:
             site.loops.append(loop)
             loop.loaders.append(site)

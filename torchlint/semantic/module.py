@@ -278,6 +278,10 @@ class TorchModule:
         return self.workload.multi_gpu
 
     @property
+    def shards_models(self) -> bool:
+        return self.workload.shards_models
+
+    @property
     def managed(self) -> bool:
         return self.placement.managed
 

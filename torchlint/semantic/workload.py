@@ -37,6 +37,21 @@ MULTI_GPU_NAME = re.compile(
 )
 DEVICE_COUNTS = ("torch.cuda.device_count", "torch.accelerator.device_count")
 HEAVY_STEP = 100_000_000  # parameters
+# Building a model without allocating it, or sharding it across GPUs: done for models too
+# large for one GPU, whose batch is a memory budget.
+SHARDING = (
+    "accelerate.init_empty_weights",
+    "deepspeed.initialize",
+    "deepspeed.zero.Init",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.tensor.parallel.parallelize_module",
+    "lightning.fabric.strategies.FSDPStrategy",
+    "lightning.fabric.strategies.ModelParallelStrategy",
+    "lightning.pytorch.strategies.FSDPStrategy",
+    "lightning.pytorch.strategies.ModelParallelStrategy",
+)
 
 
 class Workload:
@@ -121,7 +136,10 @@ class Workload:
     def memory_bound(self, site: Model) -> bool:
         """The network's memory, not per-step overhead, sets its batch size: it has a
         billion parameters or more (counted from its layers, or as its pretrained model id
-        says: "Llama-2-7b", a "llama") or it is loaded quantized (4/8-bit)."""
+        says: "Llama-2-7b", a "llama"), it is loaded quantized (4/8-bit), or the file
+        builds its models without allocating them or shards them (`shards_models`)."""
+        if self.shards_models:
+            return True
         size = self.networks.estimated_parameters(site)
         if size is not None and size >= BILLION:
             return True
@@ -144,6 +162,24 @@ class Workload:
             if size is not None and size >= BILLION:
                 return True
         return False
+
+    @cached_property
+    def shards_models(self) -> bool:
+        """The file builds a model without allocating it (on the meta device, under
+        `init_empty_weights`, Fabric's `init_module(empty_init=True)`) or shards one
+        across GPUs (FSDP, DeepSpeed, tensor parallelism): what is done for models too
+        large for one GPU."""
+        if self.facts.calls_to(*SHARDING):
+            return True
+        for call in self.facts.method_calls("init_module"):
+            empty = call.kwarg("empty_init")
+            if isinstance(empty, cst.Name) and empty.value == "True":
+                return True
+        return any(
+            str_value(a.value) == "meta"
+            for call in self.facts.calls_to("torch.device")
+            for a in call.node.args[:1]
+        )
 
     @cached_property
     def multi_gpu(self) -> bool:
