@@ -1,11 +1,15 @@
 """TL001 small-batch-size: a training DataLoader uses a batch size too small to fill the GPU.
 
 What: a `torch.utils.data.DataLoader` whose batches feed a training loop of the file
-(a backward pass and an optimizer step per batch) and whose `batch_size` is a constant
-from 2 to below the `min-batch-size` option (default 32): an int literal, a name bound
-once to one, an argparse option's default (`args.batch_size`), a config entry
-(`config["batch_size"]`, `cfg.batch_size` of a dict or namespace), or a parameter's
-default or the one value every call of the file passes. A value a user can change
+(a backward pass and an optimizer step per batch) or a framework's training
+(`trainer.fit(model, loader)`), and whose `batch_size` is a constant from 2 to below the
+`min-batch-size` option (default 32), or below `tiny-network-batch-size` (default 128)
+where every network it trains has under 1M parameters counted from its layers (a
+logistic regression, a small MLP or CNN: launch overhead bounds each step up to large
+batches): an int literal (or arithmetic of them), a name bound once to one, an argparse
+option's default (`args.batch_size`), a config entry (`config["batch_size"]`,
+`cfg.batch_size` of a dict or namespace), or a parameter's default or the one value
+every call of the file passes. A value a user can change
 (the option, config and parameter defaults) is reported only where every network the
 loader trains is small enough to read (under 10M parameters counted from its layers):
 elsewhere a small default is usually a memory budget (high-resolution GANs, style
@@ -43,7 +47,7 @@ Bad:
         optimizer.step()
 
 Good:
-    BATCH_SIZE = 32  # and the learning rate scaled with it
+    BATCH_SIZE = 128  # and the learning rate scaled with it
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
     model = nn.Linear(8, 1).cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -53,7 +57,8 @@ Good:
         optimizer.step()
 
 Fix (unsafe): raise the literal (the constant's value, the option's default, the config
-entry: where it is written) to `min-batch-size`. Unsafe because it changes the
+entry: where it is written) to `min-batch-size` (`tiny-network-batch-size` for the
+networks under 1M parameters). Unsafe because it changes the
 optimisation: fewer steps per epoch, a different gradient noise scale and a different
 memory footprint. Scale the learning rate with the batch size (linear scaling rule,
 Goyal et al. 2017) and check convergence; `torchlint verify --tune-batch-size` measures
@@ -81,12 +86,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
-from torchlint.options import MIN_BATCH_SIZE
+from torchlint.options import MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
 
 SMALL_NETWORK = 10_000_000  # parameters
+TINY_NETWORK = 1_000_000  # parameters: a step of it is launch overhead up to large batches
 PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
 LOW_REASON = "a pretrained model fine-tuned with a small batch: the batch is its memory budget"
 ORIGINS = {
@@ -103,10 +109,11 @@ class SmallBatchSize(Rule):
     preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
-    options = (MIN_BATCH_SIZE,)
+    options = (MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        minimum = self.option(module, MIN_BATCH_SIZE)
+        least = self.option(module, MIN_BATCH_SIZE)
+        tiny = max(least, self.option(module, TINY_NETWORK_BATCH_SIZE))
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in [*module.dataloaders, *module.factory_loaders]:
@@ -119,11 +126,15 @@ class SmallBatchSize(Rule):
             if found is None:
                 continue
             size = found.value
-            if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < minimum:
+            if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < tiny:
                 continue
-            if not loader.feeds_training:
+            if not loader.trains:
                 continue
-            if found.origin in ORIGINS and not _small_networks(module, loader):
+            sizes = _sizes(module, loader)
+            minimum = tiny if sizes and all(n < TINY_NETWORK for n in sizes) else least
+            if size >= minimum:
+                continue
+            if found.origin in ORIGINS and not (sizes and all(n < SMALL_NETWORK for n in sizes)):
                 continue  # a default a user can change, sized for networks we cannot see
             trained = _trained(module, loader)
             if module.shards_models or any(module.memory_bound(site) for site in trained):
@@ -136,9 +147,10 @@ class SmallBatchSize(Rule):
             )
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
+            tiny_net = f" for a network of {max(sizes):,} parameters" if minimum > least else ""
             yield self.diagnostic(
                 loader.call.node,
-                f"{where} feeds a training loop: batches this small leave the GPU "
+                f"{where} feeds a training loop{tiny_net}: batches this small leave the GPU "
                 f"waiting on per-step overhead; raise it to at least {minimum} and rescale "
                 "the learning rate with it (or find the largest batch that fits with "
                 "`torchlint verify --tune-batch-size`)"
@@ -153,21 +165,32 @@ class SmallBatchSize(Rule):
 
 
 def _trained(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
-    """The networks the training loops over the loader call."""
-    return [
+    """The networks the training loops over the loader call, and those a framework is
+    given to train on it (`trainer.fit(model, loader)`)."""
+    found = [
         site
         for loop in loader.loops
         if loop.is_training
         for c in module.network_calls(loop)
         if (site := module.model_called(c)) is not None
     ]
+    frameworks = module.frameworks
+    for fit in frameworks.fits:
+        given = frameworks.fitted(fit)
+        if given is MISSING or loader not in module.loaders_of(given, fit.scope):
+            continue
+        model = frameworks.fit_model(fit)
+        site = module.model_of(model, fit.scope) if model is not MISSING else None
+        if site is not None:
+            found.append(site)
+    return found
 
 
-def _small_networks(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """The networks the loader trains are all small enough (their size read from their
-    layers) that per-step overhead, not arithmetic, bounds each step."""
+def _sizes(module: TorchModule, loader: DataLoaderSite) -> list[int]:
+    """The parameters of each network the loader trains, where every one of them can be
+    read from its layers; [] otherwise (none seen, or one of unknown size)."""
     sizes = [module.networks.parameters(site) for site in _trained(module, loader)]
-    return bool(sizes) and all(s is not None and s < SMALL_NETWORK for s in sizes)
+    return [n for n in sizes if n is not None] if None not in sizes else []
 
 
 def _pretrained(module: TorchModule, site: Model) -> bool:

@@ -165,11 +165,21 @@ def test_min_batch_size_option():
     assert lint("TL001", SMALL_BATCH) == [6]
     # The same script on the CPU: a small batch costs no GPU time there.
     assert lint("TL001", SMALL_BATCH.replace(".cuda()", "")) == []
-    assert lint("TL001", SMALL_BATCH, **{"min-batch-size": 16}) == []
-    linter = Linter(instantiate(["TL001"]), Settings(options={"min-batch-size": 64}))
+    both = {"min-batch-size": 16, "tiny-network-batch-size": 16}
+    assert lint("TL001", SMALL_BATCH, **both) == []
+    # A network of 9 parameters: launch overhead bounds its steps up to large batches.
+    linter = Linter(instantiate(["TL001"]), Settings())
+    message = linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
+    assert "for a network of 9 parameters" in message and "at least 128" in message
+    options = {"min-batch-size": 64, "tiny-network-batch-size": 64}
+    linter = Linter(instantiate(["TL001"]), Settings(options=options))
     assert "batch_size=64" in linter.fix(textwrap.dedent(SMALL_BATCH), unsafe=True).text
     assert "raise it to at least 64" in linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
     assert "--tune-batch-size" in linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
+    # A network of unknown size: `min-batch-size` is the bar.
+    unknown = SMALL_BATCH.replace("torch.nn.Linear(8, 1)", "build_model()")
+    assert lint("TL001", unknown) == [6]
+    assert lint("TL001", unknown.replace("batch_size=16", "batch_size=64")) == []
 
 
 PERSISTENT = """

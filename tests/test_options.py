@@ -13,6 +13,7 @@ import pytest
 from torchlint import registry
 from torchlint.docs import rule_markdown
 from torchlint.options import MIN_BATCH_SIZE, Option, describe
+from torchlint.options import TINY_NETWORK_BATCH_SIZE as TINY
 from torchlint.registry import OptionCollision, all_rules, options_of
 from torchlint.rule import Rule
 from torchlint.semantic import Settings, build
@@ -118,8 +119,9 @@ def test_settings_describe_each_option_with_its_effective_value():
 
 
 def test_a_rule_doc_and_page_show_each_option_declared():
-    line = f"Options: `min-batch-size` (int, default `32`, from 2 to 65536): {MIN_BATCH_SIZE.doc}."
-    for code in ("TL001", "TL704"):
+    one = f"`min-batch-size` (int, default `32`, from 2 to 65536): {MIN_BATCH_SIZE.doc}"
+    two = f"`tiny-network-batch-size` (int, default `128`, from 2 to 65536): {TINY.doc}"
+    for code, line in (("TL704", f"Options: {one}."), ("TL001", f"Options: {one}; {two}.")):
         rule = all_rules()[code]
         assert rule.doc().endswith(f"\n\n{line}")
         assert f"\n{line}\n" in rule_markdown(rule)

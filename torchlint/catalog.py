@@ -9,7 +9,7 @@ Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | 
 
 # fmt: off
 CATALOG: tuple[Entry, ...] = (
-    ("TL001", "small-batch-size", True, True, ("MIN_BATCH_SIZE",), ("DataLoader",), None),
+    ("TL001", "small-batch-size", True, True, ("MIN_BATCH_SIZE", "TINY_NETWORK_BATCH_SIZE"), ("DataLoader",), None),
     ("TL002", "default-batch-size", True, True, ("MIN_BATCH_SIZE",), ("DataLoader",), None),
     ("TL101", "input-not-on-device", True, True, (), ("DataLoader",), None),
     ("TL102", "model-not-on-device", True, True, (), ("backward",), None),

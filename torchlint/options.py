@@ -122,6 +122,14 @@ def describe(declared: Iterable[Option[Any]], values: Mapping[str, object]) -> l
 
 
 # Options several rules share (a rule's own option is declared in its file).
+TINY_NETWORK_BATCH_SIZE = Option(
+    "tiny-network-batch-size",
+    int,
+    128,
+    (2, 65536),
+    "the batch size below which a network of under 1M parameters (counted from its layers)"
+    " waits on per-step overhead, and what a fix raises it to",
+)
 MIN_BATCH_SIZE = Option(
     "min-batch-size",
     int,

@@ -137,7 +137,7 @@ class Frameworks:
         for fit in self.fits:
             if fit.receiver is None or not self._built(fit.receiver, fit.scope, [trainer]):
                 continue
-            given = argument(fit.node, "model", FIT_PARAMS)
+            given = self.fit_model(fit)
             if given is MISSING:
                 return []
             for value, scope in self.values.origins(given, fit.scope):
@@ -153,6 +153,11 @@ class Frameworks:
             return None
         cls = self.functions.class_scope(node.func, scope)
         return cls if cls is not None and cls in self.lightning_modules else None
+
+    @staticmethod
+    def fit_model(fit: CallSite) -> cst.BaseExpression:
+        """The model `trainer.fit(...)` is given, or MISSING."""
+        return argument(fit.node, "model", FIT_PARAMS)
 
     @staticmethod
     def fitted(fit: CallSite) -> cst.BaseExpression:

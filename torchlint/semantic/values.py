@@ -128,6 +128,8 @@ class Values:
             return Constant(found.value, found.node, "hparams") if found else None
         if isinstance(node, cst.Subscript):
             return self._item(node, scope, _depth)
+        if isinstance(node, cst.BinaryOperation):
+            return self._arithmetic(node, scope, _depth)
         symbol = scope.lookup_expr(node)
         if symbol is None:
             return (
@@ -147,6 +149,26 @@ class Values:
         if binding.kind is Kind.PARAM:
             return self._parameter(binding, _depth)
         return None
+
+    def _arithmetic(self, node: cst.BinaryOperation, scope: Scope, depth: int) -> Constant | None:
+        """`28 * 28`, `hidden // 2`, `n + 1` of int constants; its origin is that of the
+        first operand that is not a literal (an argparse default stays one)."""
+        sides = [self.constant(n, scope, depth + 1) for n in (node.left, node.right)]
+        values = [s.value for s in sides if s is not None]
+        if len(values) != 2 or not all(type(v) is int for v in values):
+            return None
+        left, right = values
+        operator = type(node.operator).__name__
+        if operator == "FloorDivide" and right:
+            value = left // right
+        elif operator in ("Add", "Subtract", "Multiply"):
+            value = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}[
+                operator
+            ]
+        else:
+            return None
+        origins = [s.origin for s in sides if s is not None and s.origin not in ("literal", "name")]
+        return Constant(value, node, origins[0] if origins else "literal")
 
     def _parameter(self, binding: Binding, depth: int) -> Constant | None:
         passed = self.functions.arguments(binding)
