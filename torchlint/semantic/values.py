@@ -154,10 +154,10 @@ class Values:
         """`28 * 28`, `hidden // 2`, `n + 1` of int constants; its origin is that of the
         first operand that is not a literal (an argparse default stays one)."""
         sides = [self.constant(n, scope, depth + 1) for n in (node.left, node.right)]
-        values = [s.value for s in sides if s is not None]
-        if len(values) != 2 or not all(type(v) is int for v in values):
+        values = [s.value for s in sides if s is not None and type(s.value) is int]
+        if len(values) != 2:
             return None
-        left, right = values
+        left, right = (int(v) for v in values)
         operator = type(node.operator).__name__
         if operator == "FloorDivide" and right:
             value = left // right
