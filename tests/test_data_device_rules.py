@@ -170,7 +170,7 @@ def test_min_batch_size_option():
     # A network of 9 parameters: launch overhead bounds its steps up to large batches.
     linter = Linter(instantiate(["TL001"]), Settings())
     message = linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
-    assert "for a network of 9 parameters" in message and "at least 128" in message
+    assert "for a network of 9 parameters" in message and "at least 100" in message
     options = {"min-batch-size": 64, "tiny-network-batch-size": 64}
     linter = Linter(instantiate(["TL001"]), Settings(options=options))
     assert "batch_size=64" in linter.fix(textwrap.dedent(SMALL_BATCH), unsafe=True).text

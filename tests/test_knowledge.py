@@ -245,12 +245,12 @@ def test_factories_say_which_arguments_carry_batch_size_and_workers(
         (
             f'{{ {BUILD}, batch-size = "bs", workers = "workers" }}',
             "bs=8, workers=0",
-            "build_loader(range(10), bs=128, workers=NUM_WORKERS)",  # a tiny network
+            "build_loader(range(10), bs=100, workers=NUM_WORKERS)",  # a tiny network
         ),
         (
             f"{{ {BUILD}, batch-size = 1, workers = 2 }}",
             "8, 0",
-            "build_loader(range(10), 128, NUM_WORKERS)",
+            "build_loader(range(10), 100, NUM_WORKERS)",
         ),
     ],
 )

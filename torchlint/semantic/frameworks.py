@@ -16,7 +16,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.scopes import CallSite, Kind, Scope, ScopeKind
-from torchlint.semantic.syntax import MISSING, argument, bool_value, int_value
+from torchlint.semantic.syntax import MISSING, argument, bool_value, int_value, str_value
 from torchlint.semantic.values import Constant, Values
 
 LIGHTNING = ("lightning", "pytorch_lightning")
@@ -168,8 +168,7 @@ class Frameworks:
     @cached_property
     def lightning_starts(self) -> list[CallSite]:
         """Where Lightning training starts in this file: `trainer.fit(...)`, `LightningCLI(...)`."""
-        cli = self._calls(lambda q: lightning(q, "LightningCLI"))
-        return sorted(self.fits + cli, key=lambda c: c.order)
+        return sorted(self.fits + self.clis, key=lambda c: c.order)
 
     # -- Hugging Face ------------------------------------------------------------------
 
@@ -256,14 +255,25 @@ class Frameworks:
     def cpu_only(self) -> bool:
         """The file configures framework training, and every configuration runs on the CPU
         (`Trainer(accelerator="cpu")`, `TrainingArguments(use_cpu=True)`)."""
-        configs = self.trainers + self.training_arguments
+        configs = self.trainers + self.training_arguments + self.clis
         return bool(configs) and all(self.on_cpu(c) for c in configs)
+
+    @cached_property
+    def clis(self) -> list[CallSite]:
+        """`LightningCLI(...)` constructions: they build a Trainer from `trainer_defaults`."""
+        return self._calls(lambda q: lightning(q, "LightningCLI"))
 
     def on_cpu(self, call: CallSite) -> bool:
         """A Lightning Trainer or TrainingArguments that asks for the CPU: `accelerator=
         "cpu"`, `use_cpu=True` (`no_cuda=True` before transformers 4.34), read through
         constants; a value we cannot read (`use_cpu=not torch.cuda.is_available()`) is a GPU
         where there is one."""
+        defaults = call.kwarg("trainer_defaults")  # LightningCLI's Trainer arguments
+        if isinstance(defaults, cst.Dict):
+            for element in defaults.elements:
+                if isinstance(element, cst.DictElement) and str_value(element.key) == "accelerator":
+                    found = self.values.constant(element.value, call.scope)
+                    return found is not None and found.value == "cpu"
         for name, wanted in (("accelerator", "cpu"), ("use_cpu", True), ("no_cuda", True)):
             value = call.kwarg(name)
             found = self.values.constant(value, call.scope) if value is not MISSING else None
