@@ -106,7 +106,6 @@ ORIGINS = {
 class SmallBatchSize(Rule):
     code = "TL001"
     name = "small-batch-size"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
     options = (MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE)

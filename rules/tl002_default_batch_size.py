@@ -57,7 +57,6 @@ BATCH_SAMPLERS = ("torch.utils.data.BatchSampler", "torch.utils.data.sampler.Bat
 class DefaultBatchSize(Rule):
     code = "TL002"
     name = "default-batch-size"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
     options = (MIN_BATCH_SIZE,)

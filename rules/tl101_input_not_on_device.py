@@ -77,7 +77,6 @@ from torchlint.semantic.batches import (
 class InputNotOnDevice(Rule):
     code = "TL101"
     name = "input-not-on-device"
-    preview = True
     fix_safety = FixSafety.SAFE
     tokens = ("DataLoader",)
 

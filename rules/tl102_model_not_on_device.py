@@ -153,7 +153,6 @@ def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
 class ModelNotOnDevice(Rule):
     code = "TL102"
     name = "model-not-on-device"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("backward",)
 

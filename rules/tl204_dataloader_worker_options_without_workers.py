@@ -52,7 +52,6 @@ from torchlint.semantic.syntax import bool_value, int_value
 class DataLoaderWorkerOptionsWithoutWorkers(Rule):
     code = "TL204"
     name = "dataloader-worker-options-without-workers"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
 

@@ -126,7 +126,6 @@ MIN_BATCH = 16
 class ModelNotParallel(Rule):
     code = "TL301"
     name = "model-not-parallel"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
 

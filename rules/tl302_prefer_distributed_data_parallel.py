@@ -71,7 +71,6 @@ DATA_PARALLEL = (
 class PreferDistributedDataParallel(Rule):
     code = "TL302"
     name = "prefer-distributed-data-parallel"
-    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("DataParallel", "data_parallel")

@@ -82,7 +82,6 @@ def spell_sampler(module: TorchModule, scope: Scope) -> tuple[str, Import | None
 class DdpLoaderWithoutDistributedSampler(Rule):
     code = "TL303"
     name = "ddp-loader-without-distributed-sampler"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataParallel", "fully_shard", "FullyShardedDataParallel")
 

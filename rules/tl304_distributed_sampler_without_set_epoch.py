@@ -63,7 +63,6 @@ SAMPLER = "torch.utils.data.DistributedSampler"
 class DistributedSamplerWithoutSetEpoch(Rule):
     code = "TL304"
     name = "distributed-sampler-without-set-epoch"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("DistributedSampler",)
 

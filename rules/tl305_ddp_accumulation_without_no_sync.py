@@ -67,7 +67,6 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 class DdpAccumulationWithoutNoSync(Rule):
     code = "TL305"
     name = "ddp-accumulation-without-no-sync"
-    preview = True
     fix_safety = FixSafety.NONE
     tokens = ("DistributedDataParallel",)
 

@@ -55,7 +55,6 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 class DdpFindUnusedParameters(Rule):
     code = "TL306"
     name = "ddp-find-unused-parameters"
-    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("find_unused_parameters",)

@@ -54,7 +54,6 @@ from torchlint.semantic.loops import is_periodic
 class EmptyCacheInLoop(Rule):
     code = "TL402"
     name = "empty-cache-in-loop"
-    preview = True
     fix_safety = FixSafety.SAFE
     tokens = ("empty_cache",)
 

@@ -60,7 +60,6 @@ ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 class LossAccumulatesGraph(Rule):
     code = "TL403"
     name = "loss-accumulates-graph"
-    preview = True
     fix_safety = FixSafety.SAFE
     tokens = ("backward",)
 

@@ -73,7 +73,6 @@ DETECT = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_a
 class AnomalyDetectionInTraining(Rule):
     code = "TL406"
     name = "anomaly-detection-in-training"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("detect_anomaly",)
 

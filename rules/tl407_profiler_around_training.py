@@ -79,7 +79,6 @@ SCHEDULED = "torch.profiler.profile"
 class ProfilerAroundTraining(Rule):
     code = "TL407"
     name = "profiler-around-training"
-    preview = True
     fix_safety = FixSafety.NONE
     tokens = ("profiler",)
     pattern = re.compile(r"backward")  # a training loop runs a backward pass

@@ -67,7 +67,6 @@ GRADCHECKS = (
 class GradcheckInTrainingLoop(Rule):
     code = "TL408"
     name = "gradcheck-in-training-loop"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("gradcheck",)
 

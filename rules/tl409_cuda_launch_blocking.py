@@ -64,7 +64,6 @@ ENVIRON = "os.environ"
 class CudaLaunchBlocking(Rule):
     code = "TL409"
     name = "cuda-launch-blocking"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = (VARIABLE,)
 

@@ -84,7 +84,6 @@ from torchlint.semantic.syntax import contains, dotted_name
 class TrainingWithoutMixedPrecision(Rule):
     code = "TL501"
     name = "training-without-mixed-precision"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("cuda", "accelerator")

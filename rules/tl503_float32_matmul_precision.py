@@ -70,7 +70,6 @@ MATMUL_LAYERS = frozenset({
 class Float32MatmulPrecision(Rule):
     code = "TL503"
     name = "float32-matmul-precision"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("cuda", "accelerator")

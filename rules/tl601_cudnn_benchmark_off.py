@@ -68,7 +68,6 @@ DETERMINISTIC_ALGORITHMS = "torch.use_deterministic_algorithms"
 class CudnnBenchmarkOff(Rule):
     code = "TL601"
     name = "cudnn-benchmark-off"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Conv", "torchvision")

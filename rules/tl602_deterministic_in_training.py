@@ -75,7 +75,6 @@ WHY = (
 class DeterministicInTraining(Rule):
     code = "TL602"
     name = "deterministic-in-training"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("deterministic",)

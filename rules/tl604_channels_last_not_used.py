@@ -65,7 +65,6 @@ PLANAR = frozenset({"Conv2d", "ConvTranspose2d", "LazyConv2d", "LazyConvTranspos
 class ChannelsLastNotUsed(Rule):
     code = "TL604"
     name = "channels-last-not-used"
-    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("Conv2d", "torchvision")

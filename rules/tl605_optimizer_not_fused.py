@@ -66,7 +66,6 @@ FUSABLE = ("torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD")
 class OptimizerNotFused(Rule):
     code = "TL605"
     name = "optimizer-not-fused"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Adam", "SGD")

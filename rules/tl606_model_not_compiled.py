@@ -69,7 +69,6 @@ COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace")
 class ModelNotCompiled(Rule):
     code = "TL606"
     name = "model-not-compiled"
-    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("cuda", "accelerator")

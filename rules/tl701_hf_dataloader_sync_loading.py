@@ -80,7 +80,6 @@ TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset")
 class HfDataloaderSyncLoading(Rule):
     code = "TL701"
     name = "hf-dataloader-sync-loading"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("TrainingArguments",)
 

@@ -54,7 +54,6 @@ from torchlint.semantic import MISSING, TorchModule
 class HfDataloaderNoPinMemory(Rule):
     code = "TL702"
     name = "hf-dataloader-no-pin-memory"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("dataloader_pin_memory",)

@@ -76,7 +76,6 @@ ELSEWHERE = ("deepspeed", "half_precision_backend")
 class HfTrainingWithoutMixedPrecision(Rule):
     code = "TL703"
     name = "hf-training-without-mixed-precision"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ("TrainingArguments",)
 

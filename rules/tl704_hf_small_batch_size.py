@@ -63,7 +63,6 @@ from torchlint.semantic import MISSING, CallSite, Constant, TorchModule
 class HfSmallBatchSize(Rule):
     code = "TL704"
     name = "hf-small-batch-size"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("TrainingArguments",)

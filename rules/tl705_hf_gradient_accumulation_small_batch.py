@@ -52,7 +52,6 @@ from torchlint.semantic import Constant, TorchModule
 class HfGradientAccumulationSmallBatch(Rule):
     code = "TL705"
     name = "hf-gradient-accumulation-small-batch"
-    preview = True
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("gradient_accumulation_steps",)

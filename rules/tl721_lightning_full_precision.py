@@ -89,7 +89,6 @@ DEFINITIONS = {
 class LightningFullPrecision(Rule):
     code = "TL721"
     name = "lightning-full-precision"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Trainer",)

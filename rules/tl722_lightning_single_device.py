@@ -55,7 +55,6 @@ from torchlint.semantic.networks import toy
 class LightningSingleDevice(Rule):
     code = "TL722"
     name = "lightning-single-device"
-    preview = True
     default_enabled = False
     fix_safety = FixSafety.NONE
     tokens = ("Trainer",)

@@ -55,7 +55,6 @@ SPELLINGS = ("strategy", "accelerator", "distributed_backend")
 class LightningDataParallel(Rule):
     code = "TL723"
     name = "lightning-data-parallel"
-    preview = True
     fix_safety = FixSafety.UNSAFE
     tokens = ('"dp"', "'dp'", "DataParallelStrategy")
 

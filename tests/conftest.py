@@ -24,7 +24,7 @@ FIXTURES = ROOT / "fixtures"
 LOADER = (
     "import torch\n"
     "from torch.utils.data import DataLoader\n"
-    "loader = DataLoader(ds, batch_size=64, pin_memory=True)\n"
+    "loader = DataLoader(ds, batch_size=256, pin_memory=True)\n"
     "model = torch.nn.Linear(8, 1).cuda()\n"
     "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
     'if __name__ == "__main__":\n'

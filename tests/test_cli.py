@@ -29,8 +29,8 @@ def test_check_reports_with_excerpt_and_summary(project):
     result = run_cli("check", ".", cwd=project)
     assert result.returncode == 1
     assert "train.py:3:10: TL201 " in result.stdout
-    assert "3 | loader = DataLoader(ds, batch_size=64, pin_memory=True)" in result.stdout
-    assert " ^" + "^" * 45 + " TL201" in result.stdout
+    assert "3 | loader = DataLoader(ds, batch_size=256, pin_memory=True)" in result.stdout
+    assert " ^" + "^" * 46 + " TL201" in result.stdout
     assert "help: Set `num_workers=NUM_WORKERS` (unsafe fix" in result.stdout
     assert result.stdout.endswith(
         "Found 1 problem.\n1 unsafe fix available with `--fix --unsafe-fixes`.\n"
@@ -77,7 +77,7 @@ def test_diff_writes_nothing(project):
     before = (project / "train.py").read_bytes()
     result = run_cli("fix", "--diff", "--unsafe-fixes", "train.py", cwd=project)
     assert result.returncode == 1
-    assert "+loader = DataLoader(ds, batch_size=64, pin_memory=True, num_workers=NUM_WORKERS)" in (
+    assert "+loader = DataLoader(ds, batch_size=256, pin_memory=True, num_workers=NUM_WORKERS)" in (
         result.stdout
     )
     assert "--- train.py" in result.stdout

@@ -25,7 +25,7 @@ from {module} import backward_and_step as bs
 
 model = torch.nn.Linear(10, 1).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-loader = torch.utils.data.DataLoader(range(10), batch_size=2, pin_memory=True)
+loader = torch.utils.data.DataLoader(range(10), batch_size=256, pin_memory=True)
 for x in loader:
     loss = model(x.cuda(non_blocking=True)).sum()
     print(loss.item())
@@ -136,7 +136,7 @@ from mylib.utils import get_device
 device = get_device()
 model = torch.nn.Linear(10, 1).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-loader = torch.utils.data.DataLoader(range(10), batch_size=2)
+loader = torch.utils.data.DataLoader(range(10), batch_size=256)
 for x in loader:
     model(x.to(device)).sum().backward()
     opt.step()

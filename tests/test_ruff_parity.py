@@ -219,7 +219,7 @@ def test_add_noqa_in_a_notebook_keeps_magics_and_other_cells(tmp_path):
     assert sources[:2] == [cells[0][1], ["# Data"]]
     assert sources[2][:2] == [
         "!pip install foo\n",
-        "loader = DataLoader(ds, batch_size=64, pin_memory=True)  # noqa: TL201\n",
+        "loader = DataLoader(ds, batch_size=256, pin_memory=True)  # noqa: TL201\n",
     ]
     assert sources[2][2:] == cells[2][1][2:]
     assert run_cli("check", "--select", "TL201", "nb.ipynb", cwd=tmp_path).returncode == 0

@@ -96,7 +96,7 @@ class Config:
     force_exclude: bool = False
     respect_gitignore: bool = True
     unsafe_fixes: bool = False
-    preview: bool = False  # run the preview rules too (those not yet measured on real code)
+    preview: bool = False  # run the preview rules too (found wrong in a shape, precision.md)
     min_impact: str = "high"  # "low": low-impact findings are shown (and fixed) too
     fixable: list[str] | None = None  # None: every rule
     extend_fixable: list[str] = field(default_factory=list)

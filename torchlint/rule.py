@@ -47,8 +47,9 @@ class Rule:
     name: ClassVar[str]
     fix_safety: ClassVar[FixSafety] = FixSafety.NONE
     default_enabled: ClassVar[bool] = True
-    # Not yet measured on real code (no judged finding in the corpus, docs/precision.md):
+    # Found wrong on real code in a shape it cannot yet tell apart (docs/precision.md):
     # runs only in preview mode (`--preview`, `preview = true`), as ruff's preview rules.
+    # A rule that is merely rare on the corpus is not in preview.
     preview: ClassVar[bool] = False
     # The file must contain one of these strings for the rule to have anything to say;
     # files that contain none for every selected rule are never parsed.

@@ -94,8 +94,8 @@ PreviewOpt = Annotated[
     bool | None,
     typer.Option(
         "--preview/--no-preview",
-        help="Also run the preview rules, not yet measured on real code "
-        "(docs/precision.md). Use `--no-preview` to disable",
+        help="Also run the preview rules, found wrong on real code in a shape they cannot "
+        "yet tell apart (docs/precision.md). Use `--no-preview` to disable",
         rich_help_panel=RULES,
     ),
 ]
