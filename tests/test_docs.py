@@ -67,3 +67,42 @@ def test_generated_docs_are_current():
         if not path.exists() or path.read_text(encoding="utf-8") != text
     ]
     assert not stale, f"run `python -m torchlint.docs` to regenerate: {stale}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub spells them."""
+    found = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title)))
+    return found
+
+
+def _broken(text: str, where) -> list[str]:
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        file = (where.parent / path).resolve() if path else where
+        if not file.exists() or (anchor and file.suffix == ".md" and anchor not in _anchors(file)):
+            broken.append(target)
+    return broken
+
+
+def test_every_relative_link_of_the_docs_and_readme_leads_somewhere():
+    """Links between the README and docs/ (rule pages included) point at files that exist
+    and at headings they have."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = {str(f.relative_to(ROOT)): b for f in files if (b := _broken(f.read_text("utf-8"), f))}
+    assert broken == {}
+
+
+def test_the_link_check_can_fail(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Preview rules\n[a](page.md#preview-rules) [b](gone.md) [c](#nowhere)\n")
+    assert _broken(page.read_text(), page) == ["gone.md", "#nowhere"]

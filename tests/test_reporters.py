@@ -18,7 +18,6 @@ import jsonschema
 import pytest
 
 from torchlint import __version__
-from torchlint.registry import all_rules
 from torchlint.reporters import FORMATS, HUMAN, Context, render
 from torchlint.reporters.github import escape_data, escape_property, summary
 from torchlint.results import ERROR_NAMES, FileResult, FixRecord, TextEdit, Violation
@@ -161,11 +160,14 @@ def test_sarif_is_valid_and_describes_every_rule(project):
     run = log["runs"][0]
     driver = run["tool"]["driver"]
     assert driver["version"] == __version__
-    assert [r["id"] for r in driver["rules"]] == [*all_rules(), *ERROR_NAMES]
+    # The rules and records the results hold, described once each (the catalog's
+    # documentation is linked, not embedded: a report is the size of its findings).
+    assert [r["id"] for r in driver["rules"]] == ["TL201", "TL000", "TL900"]
+    assert all("fullDescription" not in r and r["helpUri"] for r in driver["rules"])
     errors = [r for r in run["results"] if r["ruleId"] in ERROR_NAMES]
     assert [(r["ruleId"], r["level"]) for r in errors] == [("TL900", "error"), ("TL000", "error")]
     assert errors[1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
-    for rule in driver["rules"][: len(all_rules())]:
+    for rule in driver["rules"][:1]:
         assert rule["shortDescription"]["text"] and rule["help"]["markdown"]
         assert {"performance", "gpu"} <= set(rule["properties"]["tags"])
     for result in run["results"]:

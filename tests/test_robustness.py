@@ -257,9 +257,19 @@ def test_a_file_too_large_to_analyse_is_syntax_checked_with_a_warning(tmp_path):
     for _ in range(2):  # the second run answers from the cache, warning included
         result = run_cli("check", "--output-format", "concise", ".", cwd=tmp_path)
         _ok(result, 1)
-        assert result.stdout.splitlines()[0].startswith("ok.py:3:10: TL201")
+        lines = result.stdout.splitlines()
+        # A note of its own in the report (every format), and the summary says so.
+        assert lines[0].startswith("big.py:1:1: TL903 too large to analyse (")
+        assert lines[1].startswith("ok.py:3:10: TL201")
+        assert "Found 1 problem." in lines and "1 file skipped: not analysed" in lines[-1]
         assert result.stderr.startswith(warning), result.stderr
         assert f"(over {MAX_TOKENS:,} tokens); checked for syntax only" in result.stderr
+    (tmp_path / "ok.py").unlink()
+    alone = run_cli("check", ".", cwd=tmp_path)
+    _ok(alone, 0)
+    assert "All checks passed!" not in alone.stdout
+    assert "No problems found in the files analysed.\n1 file skipped" in alone.stdout
+    (tmp_path / "ok.py").write_text(LOADER)
     (tmp_path / "big.py").write_text(LOADER + table + "x = (\n")
     result = run_cli("fix", "--unsafe-fixes", "big.py", cwd=tmp_path)
     _ok(result, 2)

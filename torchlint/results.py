@@ -64,6 +64,8 @@ INVALID_SYNTAX = "TL000"  # the text does not parse
 IO_ERROR = "TL900"  # the file cannot be read or written (or is not a notebook)
 ANALYSIS_ERROR = "TL901"  # valid code that could not be analysed or fixed
 RULE_ERROR = "TL902"  # a local or installed rule raised (the others' findings are kept)
+# A file not analysed (too large): a note in every report, neither a finding nor an error.
+SKIPPED = "TL903"
 ERROR_NAMES = {
     INVALID_SYNTAX: "invalid-syntax",
     IO_ERROR: "io-error",
@@ -140,11 +142,18 @@ class FileResult:
         return "; ".join(map(str, self.errors)) or None
 
     def records(self) -> list[Violation]:
-        """What reports show for this file: its errors and its findings, by position."""
+        """What reports show for this file: its errors and its findings, by position; a
+        note that it was skipped (`warning`), first."""
+        skipped = [skip_record(self.warning)] if self.warning is not None else []
         if not self.errors:
-            return self.violations
+            return [*skipped, *self.violations]
         found = [*(e.record() for e in self.errors), *self.violations]
-        return sorted(found, key=lambda v: (v.cell or 0, v.line, v.column))
+        return [*skipped, *sorted(found, key=lambda v: (v.cell or 0, v.line, v.column))]
+
+
+def skip_record(why: str) -> Violation:
+    """A file not analysed, as reporters show a low-impact finding (a note) at line 1."""
+    return Violation(SKIPPED, "file-skipped", why, 1, 1, 1, 1, impact="low")
 
 
 @dataclass(frozen=True)

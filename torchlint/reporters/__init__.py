@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from torchlint.results import ERROR_NAMES, FileResult, Violation
+from torchlint.results import ERROR_NAMES, SKIPPED, FileResult, Violation
 
 _MODULES = {
     "text": "text",
@@ -62,7 +62,7 @@ def render(fmt: str, results: list[FileResult], context: Context) -> str:
 def rule_url(code: str) -> str:
     """A built-in rule's page; for a local or installed rule, how such rules are written
     (`torchlint rule CODE` prints its own documentation)."""
-    if code in ERROR_NAMES:
+    if code in ERROR_NAMES or code == SKIPPED:
         return ERRORS_URL
     return DOCS_URL.format(code=code) if code.startswith("TL") else EXTENDING_URL
 

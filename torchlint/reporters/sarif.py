@@ -1,6 +1,6 @@
 """SARIF 2.1.0 for code scanning (GitHub, Azure DevOps, IDE viewers).
 
-One run: `tool.driver` describes every rule (from its docstring) and the records of
+One run: `tool.driver` describes every rule (its summary, its page linked) and the records of
 files that could not be checked (TL000...: results of level error, and notifications),
 each result points into a file by a URI relative to the repository root, columns count
 code points, and fixes carry the edits of the fix.
@@ -9,7 +9,6 @@ code points, and fixes carry the edits of the fix.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +31,7 @@ from torchlint.results import (
     INVALID_SYNTAX,
     IO_ERROR,
     RULE_ERROR,
+    SKIPPED,
     FileResult,
     FixRecord,
     Violation,
@@ -40,47 +40,19 @@ from torchlint.rule import Rule
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT = "torchlint/v1"
-_LABEL = re.compile(r"^([A-Z][\w ]*(?:\([\w ]+\))?):\s*(.*)$")
-
-
-def doc_markdown(doc: str) -> str:
-    """A rule docstring as Markdown: `Label:` paragraphs in bold, indented code fenced."""
-    out: list[str] = []
-    code: list[str] = []
-    start_of_paragraph = True
-
-    def flush() -> None:
-        if code:
-            out.extend(["", "```python", *code, "```", ""])
-            code.clear()
-
-    for line in doc.splitlines()[1:]:
-        if line.startswith("    ") and (code or start_of_paragraph or out[-1].endswith(":**")):
-            code.append(line[4:])
-            continue
-        flush()
-        match = _LABEL.match(line) if start_of_paragraph else None
-        out.append(f"**{match[1]}:** {match[2]}".rstrip() if match else line)
-        start_of_paragraph = not line.strip()
-    flush()
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip() + "\n"
-
-
-def _paragraph(doc: str, label: str) -> str | None:
-    for block in doc.split("\n\n"):
-        if block.startswith(label + ":"):
-            return " ".join(block[len(label) + 1 :].split())
-    return None
 
 
 def rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
-    doc = rule.doc()
     return {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
-        "fullDescription": {"text": _paragraph(doc, "What") or rule.summary()},
-        "help": {"text": doc, "markdown": doc_markdown(doc)},
+        # The documentation linked, not embedded (as ruff's): a report stays the size of
+        # its findings.
+        "help": {
+            "text": f"{rule.summary()} Documentation: {rule_url(rule.code)}",
+            "markdown": f"{rule.summary()} [Documentation]({rule_url(rule.code)})",
+        },
         "helpUri": rule_url(rule.code),
         "defaultConfiguration": {"enabled": rule.default_enabled, "level": "warning"},
         "properties": {
@@ -161,11 +133,33 @@ def error_descriptor(code: str) -> dict[str, Any]:
     }
 
 
-def render(results: list[FileResult], context: Context) -> str:
+def skipped_descriptor() -> dict[str, Any]:
+    return {
+        "id": SKIPPED,
+        "name": "file-skipped",
+        "shortDescription": {"text": "The file was not analysed (too large to check)."},
+        "helpUri": rule_url(SKIPPED),
+        "defaultConfiguration": {"level": "note"},
+        "properties": {"tags": ["torchlint-notice"], "problem.severity": "recommendation"},
+    }
+
+
+def _descriptors(results: list[FileResult]) -> list[dict[str, Any]]:
+    """The rules and records the results hold, each described once (in the order of the
+    rule list, then the records of files not checked): a report is the size of its
+    findings, not of the catalog."""
+    used = {v.code for r in results for v in r.records()}
     rules = all_rules()
-    local = {v.code for r in results for v in r.violations if v.code not in rules}
-    rules = {**rules, **{code: find(code) for code in sorted(local)}}
-    index = {code: i for i, code in enumerate([*rules, *ERROR_NAMES])}
+    local = sorted(code for code in used if code not in rules and code not in ERROR_NAMES)
+    rules = {**rules, **{code: find(code) for code in local if code != SKIPPED}}
+    found = [rule_descriptor(rule) for code, rule in rules.items() if code in used]
+    found += [error_descriptor(code) for code in ERROR_NAMES if code in used]
+    return found + ([skipped_descriptor()] if SKIPPED in used else [])
+
+
+def render(results: list[FileResult], context: Context) -> str:
+    described = _descriptors(results)
+    index = {d["id"]: i for i, d in enumerate(described)}
     out = []
     notifications = []
     for r in results:
@@ -190,10 +184,7 @@ def render(results: list[FileResult], context: Context) -> str:
                         "version": __version__,
                         "semanticVersion": __version__,
                         "informationUri": TOOL_URL,
-                        "rules": [
-                            *(rule_descriptor(rule) for rule in rules.values()),
-                            *(error_descriptor(code) for code in ERROR_NAMES),
-                        ],
+                        "rules": described,
                     }
                 },
                 "invocations": [

@@ -8,7 +8,7 @@ from collections import Counter
 
 from torchlint.reporters import Context, fixable
 from torchlint.reporters.style import Style
-from torchlint.results import FileResult
+from torchlint.results import SKIPPED, FileResult
 
 
 def plural(n: int, word: str, suffix: str = "s") -> str:
@@ -18,7 +18,8 @@ def plural(n: int, word: str, suffix: str = "s") -> str:
 def summary(results: list[FileResult], context: Context, diff: bool = False) -> str:
     """The summary lines (each ending in a newline), or "" when there is nothing to say."""
     s = Style(context.color)
-    remaining = [v for r in results for v in r.records()]
+    remaining = [v for r in results for v in r.records() if v.code != SKIPPED]
+    skipped = sum(1 for r in results if r.warning is not None)
     fixed = sum(len(r.fixed) for r in results)
     later = sum(len(r.later) for r in results)
     # Fixes of findings a check did not show: other fixes brought them about.
@@ -42,6 +43,8 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
         lines = [f"Found {total} ({notes})."]
     elif remaining:
         lines = [f"Found {plural(len(remaining), 'problem')}."]
+    elif skipped:
+        lines = ["No problems found in the files analysed."]
     else:
         lines = ["All checks passed!"]
     star = f"[{s.cyan('*')}]"
@@ -56,6 +59,8 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
     if low:
         hidden_low = plural(low, "low-impact finding")
         lines.append(f"{hidden_low} hidden (shown with `--show-low-impact`).")
+    if skipped:
+        lines.append(f"{plural(skipped, 'file')} skipped: not analysed (too large to check).")
     return "".join(line + "\n" for line in lines)
 
 
