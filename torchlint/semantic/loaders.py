@@ -14,6 +14,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses
 from torchlint.semantic.functions import WRAPPERS, Functions, given
 from torchlint.semantic.portable import Value
+from torchlint.semantic.reaching import built_after, replaced
 from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, argument, contains, str_value
 from torchlint.semantic.values import Values
@@ -134,18 +135,6 @@ class Elsewhere:
 Loader = DataLoaderSite | Elsewhere
 
 
-def _built_after(site: DataLoaderSite, loop: Loop) -> bool:
-    """The loader is built after the loop, in the same straight-line code (a notebook's
-    later cell rebinding `train_loader` for a plot): its binding never reaches the loop,
-    unless a loop around both runs them again."""
-    call = site.call
-    if call.ctx.function is not loop.ctx.function or not loop.calls:
-        return False
-    if any(outer in call.ctx.loops for outer in (*loop.ctx.loops, loop)):
-        return False
-    return call.order > max(c.order for c in loop.calls)
-
-
 class Loaders:
     def __init__(self, facts: Facts, functions: Functions, values: Values) -> None:
         self.facts = facts
@@ -182,8 +171,13 @@ class Loaders:
         for loop in facts.loops:
             if isinstance(loop.node, cst.For):
                 for it in self.iterables(loop.node.iter, loop.ctx.scope):
-                    for held in self.of(it, loop.ctx.scope):
-                        self._iterated(held, loop)
+                    walked = self.of(it, loop.ctx.scope)
+                    name = loop.ctx.scope.lookup_expr(it)
+                    calls = [w.call for w in walked if isinstance(w, DataLoaderSite)]
+                    for one in walked:
+                        built = one.call if isinstance(one, DataLoaderSite) else None
+                        if built is None or not replaced(built, calls, loop, name):
+                            self._iterated(one, loop)
         # `batch = next(it)` with `it = iter(loader)` in a loop: that loop takes a batch from
         # the loader each time round. (`next(iter(loader))` draws one batch from a fresh
         # iterator: a sample, not a stream of batches.)
@@ -364,7 +358,7 @@ class Loaders:
 
     @staticmethod
     def _iterated(site: Loader, loop: Loop) -> None:
-        if isinstance(site, DataLoaderSite) and _built_after(site, loop):
+        if isinstance(site, DataLoaderSite) and built_after(site.call, loop):
             return
         if loop not in site.loops:
             site.loops.append(loop)
