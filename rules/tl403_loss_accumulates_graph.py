@@ -5,12 +5,13 @@ added to a running total bound before the loop (`total += loss`, `total = total 
 loss`, `total += loss * x.size(0)`), and that total is never backpropagated.
 
 Why: `loss` carries its autograd history; `total + loss` is a new tensor that
-references it, so each step's graph (activations included, for the loss node) is
-kept alive by the running total until the loop ends. GPU memory grows every step,
-and the addition is a tiny kernel that later forces a sync when the total is
-printed. The PyTorch FAQ calls this out as the first cause of "my model reports
-cuda runtime error(2): out of memory": "Don't accumulate history across your
-training loop."
+references it, so each step's graph is kept alive by the running total until it is
+reset (each epoch, usually). `loss.backward()` frees what the graph saved (the
+activations), so GPU memory does not grow; the graph's nodes, hundreds per step, stay
+in host memory. The PyTorch FAQ lists it among the causes of "my model reports cuda
+runtime error(2): out of memory": "Don't accumulate history across your training
+loop." (where the accumulated value is never backpropagated, as in an evaluation
+without `torch.no_grad()`, the saved activations stay too: TL404's case).
 
 Bad:
     total = 0.0
@@ -32,8 +33,9 @@ Fix (safe): accumulate `loss.detach()` instead of `loss`. The value is the same;
 only the history the total never needs is dropped. Not offered (nor reported) when
 the total is backpropagated, or feeds a loss that is.
 
-Impact: Always high: memory grows with every step until the loop ends, which shrinks the
-batch that fits or ends in an out-of-memory error.
+Impact: always low: the loss is backpropagated every step, which frees what its graph
+saved on the device; what stays is the graph's nodes in host memory, growing until the
+total is reset. Worth the one-word fix, not a GPU-time gain.
 
 Unknown device: not read; the kept graphs grow memory on any device, the CPU included.
 
@@ -48,10 +50,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Binding, Kind, Loop, TorchModule
 from torchlint.semantic.syntax import dotted_name, names_read
 
+LOW = "backward frees what each graph saved on the GPU; its nodes stay, in host memory"
 # `loss.item()`, `float(loss)`...: a value without history.
 DETACHING_METHODS = ("item", "detach", "tolist", "cpu", "numpy")
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
@@ -86,9 +90,11 @@ class LossAccumulatesGraph(Rule):
                 yield self.diagnostic(
                     acc.node,
                     f"`{target}` accumulates `{loss}` with its autograd graph, keeping every "
-                    "step's graph alive (GPU memory grows each step); accumulate "
-                    f"`{loss}.detach()` to keep the total on the device without history",
+                    "step's graph nodes alive until the total is reset (host memory grows "
+                    f"each step); accumulate `{loss}.detach()` to keep the total on the "
+                    f"device without history (low impact: {LOW})",
                     fix=fix(f"Accumulate `{loss}.detach()`", Applicability.SAFE, *edits),
+                    impact=Impact.LOW,
                 )
 
 
