@@ -28,6 +28,9 @@ A call of a loader factory the project names (`loader-factories` with `batch-siz
 `[tool.torchlint.semantic]`, see docs/extending.md) counts as a DataLoader with the batch
 size it passes for that parameter; one that passes none has the factory's own default,
 which cannot be read: silent.
+A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
+batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
+bug-report template), trains on is left alone.
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on
@@ -127,7 +130,7 @@ class SmallBatchSize(Rule):
             size = found.value
             if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < tiny:
                 continue
-            if not loader.trains:
+            if not loader.trains or module.idle_framework_loader(loader):
                 continue
             sizes = _sizes(module, loader)
             minimum = tiny if sizes and all(n < TINY_NETWORK for n in sizes) else least

@@ -19,6 +19,9 @@ like keywords). A call of a loader factory the project names (`loader-factories`
 for that parameter; one that passes nothing, or whose entry names no `workers`, has
 workers we cannot see: silent. Its fix sets the factory's parameter only (no
 `persistent_workers` or `pin_memory`, which the factory may not take).
+A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
+batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
+bug-report template), trains on is left alone.
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one
@@ -108,6 +111,8 @@ class DataLoaderSyncLoading(Rule):
             return
         for loader in [*module.dataloaders, *module.factory_loaders]:
             if not loader.sees("num_workers") or not loader.trains:
+                continue
+            if module.idle_framework_loader(loader):
                 continue
             workers = loader.arg("num_workers")
             if workers is not MISSING and int_value(workers) != 0:

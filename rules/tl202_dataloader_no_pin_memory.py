@@ -16,6 +16,9 @@ of a loader factory the project names (`loader-factories` with `pin-memory` in
 `[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes `False` for
 that parameter (the fix sets the factory's parameter); one that passes nothing has the
 factory's own default: silent.
+A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
+batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
+bug-report template), trains on is left alone.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin
@@ -111,6 +114,7 @@ class DataLoaderNoPinMemory(Rule):
             if (
                 not loader.sees("pin_memory")
                 or not loader.trains
+                or module.idle_framework_loader(loader)
                 or _reloaded_persistent(module, loader)
             ):
                 continue

@@ -5,7 +5,11 @@ literal above 0, or the `NUM_WORKERS` constant TL201 defines) that is iterated o
 per epoch (a loop over it inside another loop, or inside a function called in a
 loop) and was built outside that outer loop, without `persistent_workers`; or whose
 iterator is made again and again (`next(iter(val_loader))` in a helper the training
-loop calls every N steps): each `iter()` starts the workers anew.
+loop calls every N steps): each `iter()` starts the workers anew. The loop over it must
+do work on the batches (train, run a network, or hand them to a function of the
+project): a loading demo that looks at a batch and moves on is left alone, as is a
+Lightning Trainer that stops after one epoch (`max_epochs=1`, `fast_dev_run`, a
+`limit_train_batches` of at most 10).
 
 Why: without `persistent_workers=True` every `for batch in loader` starts
 `num_workers` fresh processes, each importing its modules and rebuilding its copy of
@@ -15,16 +19,18 @@ loader built inside the epoch loop gains nothing from the option and is left alo
 as is an explicit `persistent_workers=False`.
 
 Bad:
+    model = torchvision.models.resnet18().cuda()
     loader = DataLoader(train_set, batch_size=64, num_workers=8)
     for epoch in range(epochs):
         for x, y in loader:
-            ...
+            predictions = model(x.cuda())
 
 Good:
+    model = torchvision.models.resnet18().cuda()
     loader = DataLoader(train_set, batch_size=64, num_workers=8, persistent_workers=True)
     for epoch in range(epochs):
         for x, y in loader:
-            ...
+            predictions = model(x.cuda())
 
 Fix (unsafe): add `persistent_workers=True` (`persistent_workers=opt.n_cpu > 0` where
 the worker count is a name or option a user may set to 0, for which `True` raises). No
@@ -46,8 +52,10 @@ training steps in between. Where N cannot be read it stays high. Loaders iterate
 epoch stay high: the length of an epoch (how many steps share one start) is not known
 from the code, so a long epoch's amortized start is not told from a short one's.
 
-Unknown device: not read; workers restarted every epoch cost their start-up (and a copy
-of the dataset) on any device.
+Unknown device: reported in files that use a GPU, and where a step loop moves its
+batches to a device its function receives (training code for an accelerator, whose
+restart the GPU waits for); in a file that names no device the restarts cost CPU time
+only, and the advice there is to drop the workers of an in-memory dataset: silent.
 
 Sources: torch.utils.data docs ("persistent_workers"); PyTorch Lightning's
 "consider setting persistent_workers=True" warning.
@@ -63,7 +71,7 @@ from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.semantic import MISSING, DataLoaderSite, Loop, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.syntax import argument, int_value
 
@@ -118,6 +126,14 @@ def _persistent(loader: DataLoaderSite) -> Fix | None:
     )
 
 
+def _works(module: TorchModule, loop: Loop) -> bool:
+    """The loop over the loader runs work on its batches: it trains, runs a network, or
+    hands each batch to a function of the project (`train_step(model, batch)`)."""
+    if loop.is_training or module.network_calls(loop):
+        return True
+    return any(module.functions.target(c) is not None for c in loop.calls)
+
+
 class DataLoaderNoPersistentWorkers(Rule):
     code = "TL203"
     name = "dataloader-no-persistent-workers"
@@ -127,19 +143,25 @@ class DataLoaderNoPersistentWorkers(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.target_torch is not None and module.target_torch < (1, 7):
             return
+        if not (module.uses_gpu or module.presumed_accelerator):
+            return  # no GPU to wait: the restarts cost CPU time only
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("persistent_workers") is not MISSING:
                 continue
             if not has_workers(module, loader):
                 continue
             low = None
-            if module.epoch(loader) is not None:
+            if (epoch := module.epoch(loader)) is not None:
+                if not _works(module, epoch[0]):
+                    continue  # batches looked at, nothing run on them (a loading demo)
                 what = "is iterated every epoch"
                 when = "at the start of each epoch"
             elif loader.outside is not None and loader.outside.repeated:
                 what = f"is iterated every epoch ({loader.outside.where})"
                 when = "at the start of each epoch"
             elif loader.trained_by_framework:
+                if module.frameworks.single_epoch:
+                    continue  # the Trainer stops after one epoch: nothing restarts
                 what = "is iterated every epoch by the framework that trains on it"
                 when = "at the start of each epoch"
             elif (again := module.reiterated(loader)) is not None:

@@ -188,9 +188,10 @@ PERSISTENT = """
 
     dataset = TensorDataset(torch.randn(64, 8))
     loader = DataLoader(dataset, batch_size=32, num_workers=2)
+    model = torch.nn.Linear(8, 1).cuda()
     for epoch in range(3):
         for (x,) in loader:
-            print(x.shape)
+            print(model(x.cuda()).sum())
 """
 
 

@@ -29,6 +29,7 @@ TRAINING_ARGUMENTS = (
 # `Trainer.fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)`
 FIT_PARAMS = ("model", "train_dataloaders")
 MAX_BASES = 4
+SMOKE_BATCHES = 10  # `limit_train_batches` up to this: a test run, not training
 
 
 def lightning(qualname: str | None, name: str) -> bool:
@@ -119,6 +120,48 @@ class Frameworks:
     def trainers(self) -> list[CallSite]:
         """`Trainer(...)` constructions of Lightning."""
         return self._calls(lambda q: lightning(q, "Trainer"))
+
+    def idle(self, trainer: CallSite) -> bool:
+        """A Lightning Trainer that trains no GPU workload: it asks for the CPU, or runs a
+        handful of batches (`fast_dev_run`, `limit_train_batches` of at most
+        SMOKE_BATCHES: a test or a bug-report template)."""
+        return self.on_cpu(trainer) or self._few_batches(trainer)
+
+    def idle_loader(self, site: DataLoaderSite) -> bool:
+        """Only a framework trains on the loader, and every Lightning Trainer (or CLI)
+        that starts training on it is `idle`: no GPU workload."""
+        if not site.trained_by_framework or site.feeds_training:
+            return False
+        trainers = [
+            trainer
+            for start in site.starts
+            for trainer in (self._fit_trainers(start) if start in self.fits else [start])
+        ]
+        return bool(trainers) and all(self.idle(t) for t in trainers)
+
+    def _fit_trainers(self, fit: CallSite) -> list[CallSite]:
+        """The Trainers of the file a `trainer.fit(...)` call may be made on."""
+        assert fit.receiver is not None
+        return [t for t in self.trainers if self._built(fit.receiver, fit.scope, [t])]
+
+    @cached_property
+    def single_epoch(self) -> bool:
+        """Every Lightning Trainer of the file stops after its first epoch (`max_epochs=1`,
+        or a smoke run): no epoch starts the loaders' workers again."""
+        return bool(self.trainers) and all(
+            self._few_batches(t) or self._setting(t, "max_epochs") == 1 for t in self.trainers
+        )
+
+    def _few_batches(self, trainer: CallSite) -> bool:
+        fast = self._setting(trainer, "fast_dev_run")
+        limit = self._setting(trainer, "limit_train_batches")
+        return bool(fast) or (type(limit) is int and 0 < limit <= SMOKE_BATCHES)
+
+    def _setting(self, call: CallSite, name: str) -> object:
+        """A keyword's value where the file shows it as a constant, else None."""
+        value = call.kwarg(name)
+        found = self.values.constant(value, call.scope) if value is not MISSING else None
+        return found.value if found is not None else None
 
     @cached_property
     def fits(self) -> list[CallSite]:
