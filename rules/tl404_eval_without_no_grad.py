@@ -84,8 +84,8 @@ class EvalWithoutNoGrad(Rule):
         backprop_ids = {id(c) for c in backprop}
         reported: list[Loop] = []
         for loop in module.loops:
-            if not isinstance(loop.node, cst.For) or not loop.calls:
-                continue
+            if not isinstance(loop.node, cst.For) or not loop.calls or loop.takes_one:
+                continue  # a peek at one batch (`...; break`) records one graph, once
             if any(outer in reported for outer in loop.ctx.loops):
                 continue
             if module.test_code(loop.ctx.function):

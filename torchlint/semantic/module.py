@@ -430,7 +430,7 @@ class TorchModule:
                 continue  # the outer evaluation loop holds it
             if not (loop.is_loader_loop or self.walks_unseen_parameter(loop)):
                 continue
-            if any(c.method == "backward" for c in loop.calls):
+            if loop.takes_one or any(c.method == "backward" for c in loop.calls):
                 continue
             calls = self.network_calls(loop)
             if calls and self._evaluates(loop, calls):

@@ -396,6 +396,17 @@ class Loop:
         return bool(self.loaders)
 
     @property
+    def takes_one(self) -> bool:
+        """Its body ends its first pass with a `break` of its own (not under an `if`): a
+        peek at one batch (`for x, y in loader: print(x.shape); break`), not a loop."""
+        return any(
+            isinstance(small, cst.Break)
+            for statement in self.body
+            if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body
+        )
+
+    @property
     def is_epoch_loop(self) -> bool:
         """A loop with a loader loop inside it."""
         return any(inner.is_loader_loop for inner in self.inner)
