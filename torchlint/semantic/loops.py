@@ -13,7 +13,7 @@ from torchlint.semantic.functions import Functions, given
 from torchlint.semantic.models import Model, Models
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
 from torchlint.semantic.scopes import CallSite, Kind, Scope
-from torchlint.semantic.syntax import MISSING, contains, has_modulo
+from torchlint.semantic.syntax import MISSING, contains, has_modulo, int_value
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
 from torchlint.walk import children
@@ -281,9 +281,50 @@ def _kind_of(value: Value | None, functions: Functions) -> str | None:
 
 
 def is_periodic(site: CallSite) -> bool:
-    """The call runs every N steps, not every step: it is in the body (not the `else`) of
-    an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i % log_every:`)."""
-    return any(has_modulo(if_.test) and contains(if_.body, site.node) for if_ in site.ctx.ifs)
+    """The call runs every N steps or on a few steps, not every step: it is in the body
+    (not the `else`) of an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i %
+    log_every:`), or compares a counter with an int: below a small bound (`if ni < 3:`,
+    the first batches), or equal to one value (`if i == 0:`, `if i == len(loader) - 1:`,
+    once per loop)."""
+    return any(
+        (has_modulo(if_.test) or (_few(if_.test) and _in_a_training_loop(site, if_)))
+        and contains(if_.body, site.node)
+        for if_ in site.ctx.ifs
+    )
+
+
+def _in_a_training_loop(site: CallSite, if_: cst.If) -> bool:
+    """The innermost loop around the `if` trains: the gate counts its passes (in a retry
+    loop inside a step, `if attempt == 1:` opens every step)."""
+    around = [loop for loop in site.ctx.loops if contains(loop.node, if_)]
+    return bool(around) and around[-1].is_training
+
+
+FEW = 10  # `if step < FEW:` opens on the first steps only
+
+
+def _few(test: cst.BaseExpression) -> bool:
+    """`name < N` / `name <= N` with an int literal N of at most FEW, or `name == value`
+    with an int literal or `len(...) - k`: an `if` that opens on a few passes."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left, (target,) = test.left, test.comparisons
+    if not isinstance(left, (cst.Name, cst.Attribute)):
+        return False
+    bound = int_value(target.comparator)
+    if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual)):
+        return bound is not None and 0 <= bound <= FEW
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    right = target.comparator
+    last = (
+        isinstance(right, cst.BinaryOperation)
+        and isinstance(right.operator, cst.Subtract)
+        and isinstance(right.left, cst.Call)
+        and isinstance(right.left.func, cst.Name)
+        and right.left.func.value == "len"
+    )
+    return bound is not None or last
 
 
 EXITS = ("sys.exit", "exit", "quit", "os._exit")
