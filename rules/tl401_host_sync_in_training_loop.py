@@ -22,8 +22,9 @@ argparse option, config entry or constant set to False/None): any for
 says timing, profiling or debugging for a value read (`if args.profile:`; not `if
 args.with_tracking:`, a mode users run with), or a class's flag from a parameter default
 no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=False)`).
-One finding per statement (a progress `print` of several values is one sync). Only files that use a GPU are checked (on the CPU there is
-nothing to wait for); a device from `torch.accelerator` counts. Also, in evaluation
+One finding per statement (a progress `print` of several values is one sync). Only files
+that use a GPU are checked (on the CPU there is nothing to wait for); a device from
+`torch.accelerator` counts. Also, in evaluation
 loops (a network run over a loader's batches with no backward pass, outside any training
 step, under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
 `evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
