@@ -80,7 +80,7 @@ def _state_argument(call: CallSite) -> cst.BaseExpression:
 
 def _template(module: TorchModule, path: cst.BaseExpression) -> str:
     """What identifies a checkpoint path: its leading string (a `%`/`.format`/f-string
-    template), else its code."""
+    template, an f-string's fields written `{}`), else its code."""
     node: cst.CSTNode = path
     if isinstance(node, cst.BinaryOperation):
         node = node.left
@@ -88,8 +88,26 @@ def _template(module: TorchModule, path: cst.BaseExpression) -> str:
         node = node.func.value  # "...".format(...)
     text = str_value(node)
     if text is None and isinstance(node, cst.FormattedString):
-        text = "".join(p.value for p in node.parts if isinstance(p, cst.FormattedStringText))
+        text = "".join(
+            p.value if isinstance(p, cst.FormattedStringText) else "{}" for p in node.parts
+        )
     return text or module.module.code_for_node(path)
+
+
+# A field of a path template: `%s`, `%03d`, `{}`, `{epoch:03d}`.
+FIELD = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdifgeExXor]|\{[^{}]*\}")
+
+
+def _saved_here(loaded: str, saved: set[str]) -> bool:
+    """The path a load reads is one the program saves to: the same template, or one a
+    saved template's fields fill (`"ae_i_20_%s.pt"` of `"ae_i_%d_%s.pt"`)."""
+    if loaded in saved:
+        return True
+    for template in saved:
+        parts = FIELD.split(template)
+        if len(parts) > 1 and re.fullmatch(".*".join(map(re.escape, parts)), loaded):
+            return True
+    return False
 
 
 class TorchLoadWithoutMapLocation(Rule):
@@ -114,19 +132,15 @@ class TorchLoadWithoutMapLocation(Rule):
             for c in module.method_calls("load_state_dict")
             if (symbol := c.scope.lookup_expr(_state_argument(c))) is not None
         }
-        saved = {
-            _template(module, c.node.args[1].value)
-            for c in module.calls_to("torch.save", "torch.serialization.save")
-            if len(c.node.args) > 1 and c.node.args[1].keyword is None
-        }
+        saved = {_template(module, path) for path, _ in module.saved_paths}
         for call in loads:
             if call.has_star_args or call.kwarg("map_location") is not MISSING:
                 continue
             if len(call.positional) >= 2:
                 continue  # torch.load(f, map_location)
             path = call.arg("f", index=0)
-            if path is not MISSING and _template(module, path) in saved:
-                continue  # this file's own checkpoint, reloaded on the setup that wrote it
+            if path is not MISSING and _saved_here(_template(module, path), saved):
+                continue  # this program's own checkpoint, reloaded on the setup that wrote it
             into_state = id(call.node) in direct
             if not into_state and not self._model_state(module, call, states):
                 continue

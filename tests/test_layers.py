@@ -47,9 +47,8 @@ MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
     "syntax", "lattice", "portable", "scopes", "external", "builder", "functions", "values",
-    "devices", "models", "networks", "loops", "reaching", "loaders", "frameworks", "runs",
-    "placement",
-    "workload", "datasets", "module",
+    "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
+    "frameworks", "runs", "placement", "workload", "datasets", "module",
     "batches",
     "exports",
 ]  # fmt: skip

@@ -35,6 +35,8 @@ SHAPES = sorted(p for p in (FIXTURES / "project").iterdir() if p.is_dir())
 # Shapes whose facts lie in one file (a module loaded from a checkpoint; a library
 # function nothing calls), checked in a project like the others.
 ONE_FILE = {"checkpoint", "unresolved"}
+# Shapes whose point is a near miss only the project shows: alone, a file reports more.
+NEAR_MISS_ACROSS_FILES = {"saved_by_helper"}
 MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 Finding = tuple[str, int, str]  # file key, line, code
 
@@ -98,7 +100,9 @@ def test_whole_project_and_file_by_file(copy: Path, monkeypatch, tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "shape", [s for s in SHAPES if s.name not in ONE_FILE], ids=lambda p: p.name
+    "shape",
+    [s for s in SHAPES if s.name not in ONE_FILE | NEAR_MISS_ACROSS_FILES],
+    ids=lambda p: p.name,
 )
 def test_every_shape_needs_the_project(shape: Path, tmp_path: Path, monkeypatch):
     """Each file alone, in a folder of its own, misses some marked line: the fixture
@@ -709,6 +713,17 @@ def test_a_warm_run_reads_no_file_whose_stamp_is_unchanged(tmp_path: Path, monke
     assert read.count("models.py") >= 1 and "engine.py" not in read
 
 
+def test_a_near_miss_across_files_is_reported_alone(tmp_path: Path, monkeypatch):
+    """Checked alone, the notebook cannot see that the helper saves `best.pt`: both of
+    its loads are reported; its project rules one out."""
+    shape = FIXTURES / "project" / "saved_by_helper"
+    shutil.copyfile(shape / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copyfile(shape / "notebooks" / "run.ipynb", tmp_path / "run.ipynb")
+    monkeypatch.chdir(tmp_path)
+    found = _check(tmp_path, [tmp_path / "run.ipynb"])
+    assert found == {("run.ipynb:cell 3", 1, "TL106"), ("run.ipynb:cell 3", 2, "TL106")}
+
+
 def test_add_noqa_adds_what_check_reports_across_files(tmp_path: Path):
     """`--add-noqa` comments the findings `check` reports, those that depend on other
     files of the project included (and the notebook's), and nothing `check` hides: after
@@ -725,3 +740,21 @@ def test_add_noqa_adds_what_check_reports_across_files(tmp_path: Path):
     assert data.count("# noqa: TL201\n") == 1  # TL202 there is of low impact: hidden
     assert "# noqa: TL404" in (root / "explore.ipynb").read_text(encoding="utf-8")
     assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 0
+
+
+def test_a_file_adding_to_sys_path_imports_from_there(tmp_path: Path):
+    """`sys.path.insert(0, "..")` in a notebook of a subfolder: its imports resolve from
+    the folder above, as Python finds them; a folder above the root stays outside."""
+    from torchlint.project.layout import sys_paths
+
+    for key in ("helper.py", "nb/run.py", "nb/deep/x.py"):
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_text("")
+    layout = Layout(tmp_path, list(tmp_path.rglob("*.py")))
+    assert layout.resolve("nb/run.py", "helper.train") is None
+    text = 'import sys\nsys.path.insert(0, "..")\nsys.path.append("/usr/lib")\n'
+    assert sys_paths(text) == [".."]
+    layout.add_paths("nb/run.py", sys_paths(text))
+    assert layout.resolve("nb/run.py", "helper.train") == ("helper.py", ("train",))
+    layout.add_paths("nb/deep/x.py", ["../../.."])
+    assert layout.resolve("nb/deep/x.py", "helper.train") is None

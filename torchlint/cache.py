@@ -44,7 +44,7 @@ _TAG_TEXT = (
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
 # 2: errors as records (FileError); 3: findings carry their impact; 4: summaries left out
-FORMAT = 4
+FORMAT = 5
 
 
 def location(root: Path) -> Path:

@@ -15,7 +15,7 @@ from torchlint.cache import Cache, Summaries, answers_digest, content_digest
 from torchlint.config import Config
 from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
 from torchlint.project import Layout, Project, find_root
-from torchlint.project.layout import alone, imported, levels
+from torchlint.project.layout import alone, imported, levels, sys_paths
 from torchlint.results import FileResult, Job
 from torchlint.runner import discover, display, program_text, token_rules
 from torchlint.settings import Settings
@@ -306,6 +306,7 @@ class Rounds:
                 "told": self._told(text),
                 "engages": engages(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text or key.endswith(".ipynb"),
+                "paths": sys_paths(text),
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not
             try:
@@ -316,6 +317,7 @@ class Rounds:
                 }
             except SourceError:
                 return
+        layout.add_paths(key, found.get("paths", ()))
         if before.get("layout") == scan["layout"] and "imports" in found:
             resolved, nested = set(found["imports"]), set(found["nested_imports"])
         else:

@@ -65,6 +65,7 @@ class Layout:
                 self.paths[key] = path
         self.folders = {k.rsplit("/", n)[0] for k in self.paths for n in range(1, k.count("/") + 1)}
         self._resolved: dict[tuple[str, str], Target | None] = {}
+        self.added: dict[str, list[str]] = {}  # importer -> folders its `sys.path` gains
         self._inits: dict[str, dict[str, Target]] = {}
         self._exists: dict[tuple[str, str], bool] = {}
 
@@ -84,16 +85,37 @@ class Layout:
         return None
 
     def _roots(self, importer: str) -> list[str]:
-        """The folders (key prefixes) an absolute import in `importer` searches."""
+        """The folders (key prefixes) an absolute import in `importer` searches: its own,
+        those its `sys.path` additions name, the one above its packages, the root, `src/`."""
         folder = importer.rpartition("/")[0]
         roots = [f"{folder}/" if folder else ""]
         top = folder  # above the packages the importer sits in
         while top and f"{top}/__init__.py" in self.paths:
             top = top.rpartition("/")[0]
-        for extra in (f"{top}/" if top else "", "", "src/"):
+        for extra in (*self.added.get(importer, ()), f"{top}/" if top else "", "", "src/"):
             if extra not in roots:
                 roots.append(extra)
         return roots
+
+    def add_paths(self, importer: str, folders: Iterable[str]) -> None:
+        """Folders a file adds to `sys.path` (`sys.path.insert(0, "..")`: a notebook of
+        a subfolder importing the project's helpers), relative to its own folder."""
+        prefixes = []
+        for folder in folders:
+            parts = [p for p in importer.split("/")[:-1]]
+            for part in folder.replace("\\", "/").split("/"):
+                if part == "..":
+                    if not parts:
+                        break  # above the root: outside the project
+                    parts.pop()
+                elif part not in ("", "."):
+                    parts.append(part)
+            else:
+                prefixes.append("".join(f"{p}/" for p in parts))
+        if prefixes:
+            self.added[importer] = prefixes
+            self._resolved = {k: v for k, v in self._resolved.items() if k[0] != importer}
+            self._exists.clear()
 
     def resolve(self, importer: str, qualname: str) -> Target | None:
         """The file a name imported in `importer` refers to, and the attributes after the
@@ -134,7 +156,8 @@ class Layout:
 
     def module_exists(self, importer: str, head: str) -> bool:
         """An absolute import of `head` (a top-level name) finds a module of the project."""
-        key = (importer.rpartition("/")[0], head)  # the roots depend on the folder only
+        # The roots depend on the folder only, but for a file adding to `sys.path`.
+        key = (importer if importer in self.added else importer.rpartition("/")[0], head)
         if key not in self._exists:
             self._exists[key] = any(
                 self._module(root, [head]) is not None or root + head in self.folders
@@ -195,6 +218,15 @@ class Imported(NamedTuple):
     name: str  # qualified: "pkg.models.Net", ".engine.train", "torch"
     bound: str  # the name it binds, for a re-export: "Net", or its alias
     nested: bool  # indented: in a function (often to break an import cycle) or a block
+
+
+# `sys.path.insert(0, "..")`, `sys.path.append("../utils")`: a folder given as a literal.
+SYS_PATH = re.compile(r"""sys\.path\.(?:insert\(\s*\d+\s*,|append\()\s*["']([^"'\n]+)["']\s*\)""")
+
+
+def sys_paths(text: str) -> list[str]:
+    """The relative folders `text` adds to `sys.path` as string literals."""
+    return [m.group(1) for m in SYS_PATH.finditer(text) if not m.group(1).startswith("/")]
 
 
 def imported(text: str) -> list[Imported]:

@@ -193,6 +193,7 @@ class _Exporter:
             unpacked=self.unpacked(node, scope),
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
+            saves=self.module.saved_parameters(node),
         )
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:

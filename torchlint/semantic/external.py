@@ -42,6 +42,7 @@ class Function:
     unpacked: tuple[Value | None, ...] = ()  # each element, where it returns a tuple
     yields: int | None = None  # a generator handing on the items of its parameter #i
     effects: tuple[tuple[str, Effect], ...] = ()  # parameter name -> what it does with it
+    saves: tuple[str, ...] = ()  # parameters it hands `torch.save` as the path
     kind: ClassVar[str] = "function"
 
     def parameter(self, index: int | None, keyword: str | None, offset: int) -> str | None:
@@ -63,6 +64,7 @@ class Function:
             or self.syncs
             or self.yields is not None
             or bool(self.effects)
+            or bool(self.saves)
             or any(v is not None and v.telling() is not None for v in returns)
         )
 
@@ -79,6 +81,7 @@ class Function:
         data["returns"] = self.returns.to_json() if self.returns is not None else None
         data["unpacked"] = [v.to_json() if v is not None else None for v in self.unpacked]
         data["effects"] = [[n, e.to_json()] for n, e in self.effects]
+        data["saves"] = list(self.saves)
         data["kind"] = self.kind
         return data
 
@@ -96,6 +99,7 @@ class Function:
                     Value.from_json(v) if v is not None else None for v in data["unpacked"]
                 ),
                 "effects": tuple((n, Effect.from_json(e)) for n, e in data["effects"]),
+                "saves": tuple(data["saves"]),
             }
         )
 

@@ -9,6 +9,7 @@ from typing import Any
 import libcst as cst
 
 from torchlint.semantic.builder import collect
+from torchlint.semantic.checkpoints import Checkpoints
 from torchlint.semantic.datasets import Datasets
 from torchlint.semantic.devices import Devices
 from torchlint.semantic.external import Environment
@@ -32,7 +33,6 @@ from torchlint.semantic.scopes import (
     assigned_values,
     bindings,
 )
-from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Constant, Values
 from torchlint.semantic.workload import Workload
 from torchlint.settings import Settings
@@ -66,6 +66,8 @@ class TorchModule:
         self.functions = Functions(facts, env, settings.knowledge)
         self.values = Values(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
+        self.checkpoints = Checkpoints(facts, self.functions, self.devices)
+        self.saved_parameters = self.checkpoints.saved_parameters
         self._models = Models(facts, self.functions, self.values)
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models, self.values)
@@ -187,70 +189,15 @@ class TorchModule:
             self.calls_to(SET_MATMUL_PRECISION) or self.stores_to(*MATMUL_PRECISION_SETTINGS)
         )
 
-    # -- what the file saves ----------------------------------------------------------
+    # -- what the file saves (checkpoints.py) ------------------------------------------
 
-    @cached_property
+    @property
     def saves_cpu_state(self) -> bool:
-        """The script writes what it saves from the CPU: FSDP's `offload_to_cpu=True`, or a
-        `torch.save` of CPU tensors (`t.cpu()`, `{k: v.cpu() for ...}`,
-        `model.cpu().state_dict()`, a name bound to one of these, or a model or tensor
-        moved by `.cpu()`/`.to("cpu")` earlier in the same function)."""
-        if any(c.kwarg("offload_to_cpu") is not MISSING for c in self.calls):
-            return True
-        return any(
-            (saved := save.arg("obj", index=0)) is not MISSING
-            and self._on_cpu(saved, save.scope, save, 0)
-            for save in self.calls_to(*SAVES)
-        )
+        return self.checkpoints.saves_cpu_state
 
-    def _on_cpu(self, node: cst.BaseExpression, scope: Scope, save: CallSite, depth: int) -> bool:
-        """The saved expression holds CPU tensors only (as far as the file shows)."""
-        if depth > 4:
-            return False
-        if isinstance(node, (cst.DictComp, cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-            value = node.value if isinstance(node, cst.DictComp) else node.elt
-            return self._on_cpu(value, scope, save, depth + 1)
-        if isinstance(node, (cst.Dict, cst.List, cst.Tuple)):
-            elements = [e for e in node.elements if isinstance(e, (cst.DictElement, cst.Element))]
-            values = [e.value for e in elements]
-            tensors = [v for v in values if isinstance(v, cst.Call)]
-            return bool(tensors) and all(self._on_cpu(v, scope, save, depth + 1) for v in tensors)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            if self._to_cpu(node, scope):
-                return True
-            if node.func.attr.value in KEEPS_DEVICE:  # `.state_dict()`, `.detach()`...
-                return self._on_cpu(node.func.value, scope, save, depth + 1)
-            return False
-        if not isinstance(node, (cst.Name, cst.Attribute)):
-            return False
-        symbol = scope.lookup_expr(node)
-        if symbol is None:
-            return False
-        moved = any(  # `model.cpu()` before `torch.save(model.state_dict(), ...)`
-            c.order < save.order
-            and c.ctx.function is save.ctx.function
-            and self._to_cpu(c.node, c.scope)
-            and _receiver_symbol(c) is symbol
-            for c in self.method_calls("cpu", "to")
-        )
-        return moved or any(
-            b.kind is Kind.ASSIGN
-            and b.value is not None
-            and self._on_cpu(b.value, b.ctx.scope, save, depth + 1)
-            for b in symbol.bindings
-        )
-
-    def _to_cpu(self, call: cst.Call, scope: Scope) -> bool:
-        """`.cpu()`, or `.to(<the CPU>)`."""
-        func = call.func
-        if not isinstance(func, cst.Attribute):
-            return False
-        if func.attr.value == "cpu":
-            return True
-        if func.attr.value != "to" or not call.args:
-            return False
-        device = self.device(call.args[0].value, scope)
-        return device is not None and device.is_cpu and not device.unknown_path
+    @property
+    def saved_paths(self) -> list[tuple[cst.BaseExpression, Scope]]:
+        return self.checkpoints.saved_paths
 
     # -- module attributes set ---------------------------------------------------------
 
@@ -564,19 +511,6 @@ class TorchModule:
     def binding_of(self, value: cst.CSTNode) -> Binding | None:
         """The assignment that binds exactly this expression (`x = <value>`)."""
         return self.facts.by_value.get(id(value))
-
-
-SAVES = ("torch.save", "torch.serialization.save")
-# Methods whose result lies where their receiver's tensors lie.
-KEEPS_DEVICE = frozenset({"state_dict", "detach", "clone", "contiguous", "float", "half", "eval"})
-
-
-def _receiver_symbol(call: CallSite) -> Symbol | None:
-    """The symbol a method call works on, through chained calls (`model.eval().cpu()`)."""
-    node = call.receiver
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        node = node.func.value
-    return call.scope.lookup_expr(node) if node is not None else None
 
 
 def build(
