@@ -747,14 +747,14 @@ def test_a_file_adding_to_sys_path_imports_from_there(tmp_path: Path):
     the folder above, as Python finds them; a folder above the root stays outside."""
     from torchlint.project.layout import sys_paths
 
-    for key in ("helper.py", "nb/run.py", "nb/deep/x.py"):
+    for key in ("lib/helper.py", "lib/nb/run.py", "lib/nb/x.py"):
         (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / key).write_text("")
     layout = Layout(tmp_path, list(tmp_path.rglob("*.py")))
-    assert layout.resolve("nb/run.py", "helper.train") is None
+    assert layout.resolve("lib/nb/run.py", "helper.train") is None
     text = 'import sys\nsys.path.insert(0, "..")\nsys.path.append("/usr/lib")\n'
     assert sys_paths(text) == [".."]
-    layout.add_paths("nb/run.py", sys_paths(text))
-    assert layout.resolve("nb/run.py", "helper.train") == ("helper.py", ("train",))
-    layout.add_paths("nb/deep/x.py", ["../../.."])
-    assert layout.resolve("nb/deep/x.py", "helper.train") is None
+    layout.add_paths("lib/nb/run.py", sys_paths(text))
+    assert layout.resolve("lib/nb/run.py", "helper.train") == ("lib/helper.py", ("train",))
+    layout.add_paths("lib/nb/x.py", ["../../.."])  # above the root: outside the project
+    assert layout.resolve("lib/nb/x.py", "helper.train") is None
