@@ -68,10 +68,12 @@ Goyal et al. 2017) and check convergence; `torchlint verify --tune-batch-size` m
 the largest batch that fits on your GPU.
 
 Impact: low where the loader trains a Hugging Face pretrained transformer
-(`from_pretrained`) of 100M parameters or more, or of a size nothing in the file says
-(BERT-base, GPT-2): fine-tuning examples choose the batch that fits beside the weights
-and activations on a common GPU, so raising it often runs out of memory and the gain,
-where it fits, is modest. High otherwise.
+(`from_pretrained`), whatever its size (DistilBERT's 66M at 512 tokens a sample is
+already compute-bound at 16), or where the file loads one, which the networks it trains
+hold or wrap (a LightningModule, a classifier head over `DistilBertModel`): fine-tuning examples
+choose the batch that fits beside the weights and activations on a common GPU, so
+raising it often runs out of memory and the gain, where it fits, is modest. High
+otherwise.
 
 Unknown device: the file must use a GPU where there is one (a device that is a GPU on
 some branch, `.cuda()`, `torch.cuda` calls, a managed framework) or train on a device its
@@ -96,8 +98,8 @@ from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchM
 
 SMALL_NETWORK = 10_000_000  # parameters
 TINY_NETWORK = 1_000_000  # parameters: a step of it is launch overhead up to large batches
-PRETRAINED_LOW = 100_000_000  # a pretrained model this size or more: fine-tuned on a budget
-LOW_REASON = "a pretrained model fine-tuned with a small batch: the batch is its memory budget"
+LOW_REASON = "a pretrained transformer fine-tuned: the batch is its memory budget"
+NOT_MODELS = ("Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "Config")
 ORIGINS = {
     "argparse": "the command-line default",
     "config": "the config value",
@@ -141,7 +143,7 @@ class SmallBatchSize(Rule):
             trained = _trained(module, loader)
             if module.shards_models or any(module.memory_bound(site) for site in trained):
                 continue  # a billion parameters, quantized or sharded: memory sets the batch
-            low = any(_pretrained(module, site) for site in trained)
+            low = any(_pretrained(site) for site in trained) or _fine_tunes(module)
             where = (
                 loader.said("batch_size", str(size))
                 if found.origin == "literal"
@@ -195,16 +197,26 @@ def _sizes(module: TorchModule, loader: DataLoaderSite) -> list[int]:
     return [n for n in sizes if n is not None] if None not in sizes else []
 
 
-def _pretrained(module: TorchModule, site: Model) -> bool:
-    """A Hugging Face pretrained model (`from_pretrained`) of 100M parameters or more, or
-    of a size nothing says: fine-tuned, its batch is what fits beside its weights."""
-    if not isinstance(site, ModelSite):
-        return False
-    qualname = site.construction.qualname or ""
-    if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
-        return False
-    size = module.networks.estimated_parameters(site)
-    return size is None or size >= PRETRAINED_LOW
+def _pretrained(site: Model) -> bool:
+    """A Hugging Face pretrained model (`from_pretrained`): fine-tuned on sequences of
+    hundreds of tokens, its batch is what fits beside its weights and activations."""
+    return isinstance(site, ModelSite) and _hf_pretrained(site.construction.qualname or "")
+
+
+def _fine_tunes(module: TorchModule) -> bool:
+    """The file loads a Hugging Face pretrained model, which the networks it trains hold
+    or wrap (a LightningModule, a classifier head over `DistilBertModel`)."""
+    return any(_hf_pretrained(q) for q in module.qualnames_called)
+
+
+def _hf_pretrained(qualname: str) -> bool:
+    """`transformers.<Model>.from_pretrained`, not a tokenizer's, processor's or config's."""
+    head, _, name = qualname.removesuffix(".from_pretrained").rpartition(".")
+    return (
+        qualname.endswith(".from_pretrained")
+        and head.startswith("transformers")
+        and not name.endswith(NOT_MODELS)
+    )
 
 
 def _code(node: cst.BaseExpression) -> str:
