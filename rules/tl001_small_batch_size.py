@@ -3,7 +3,7 @@
 What: a `torch.utils.data.DataLoader` whose batches feed a training loop of the file
 (a backward pass and an optimizer step per batch) or a framework's training
 (`trainer.fit(model, loader)`), and whose `batch_size` is a constant from 2 to below the
-`min-batch-size` option (default 32), or below `tiny-network-batch-size` (default 100)
+`min-batch-size` option (default 32), or below `tiny-network-batch-size` (default 64)
 where every network it trains has under 1M parameters counted from its layers (a
 logistic regression, a small MLP or CNN: launch overhead bounds each step up to large
 batches): an int literal (or arithmetic of them), a name bound once to one, an argparse
@@ -50,7 +50,7 @@ Bad:
         optimizer.step()
 
 Good:
-    BATCH_SIZE = 100  # and the learning rate scaled with it
+    BATCH_SIZE = 64  # and the learning rate scaled with it
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True)
     model = nn.Linear(8, 1).cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

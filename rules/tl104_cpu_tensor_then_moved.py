@@ -56,15 +56,16 @@ spelled as a tuple, `x.shape` or `x.size()`); the random ones are reported witho
 fix (torch's generator draws other numbers than NumPy's: port them by hand as the
 message says).
 
-Impact: low where the tensor has at most 256 elements and its shape is visible as int
+Impact: low where the tensor has at most 4096 elements and its shape is visible as int
 constants (literals, names bound once, argparse defaults: `torch.zeros(BATCH,
 dtype=torch.long)`, `torch.ones(opt.n_classes)`, `torch.tensor([0.5, 2.0])`,
 `torch.arange(10)`, `torch.randperm(n)`...), or none at all (`torch.empty(0)`: nothing is
-copied): the copy moves a few hundred bytes at most. NumPy-built arrays are low on the
-same terms, a size that reads the first dimension of a batch (`imgs.shape[0]`,
-`imgs.size(0)`, a name bound to one) counting as the constant `batch_size` of the loader
-the batch comes from (`np.random.randint(0, n_classes, imgs.shape[0])` with batches of
-64). Other shapes known only at run time, `*_like` and `*shape` stay high.
+copied): the copy moves a few KB at most. A size that reads the first dimension of a
+batch (`imgs.shape[0]`, `imgs.size(0)`, a name bound to one) counts as the constant
+`batch_size` of the loader the batch comes from (`torch.ones(imgs.size(0), 1)`, labels of
+a batch of 64; `np.random.randint(0, n_classes, imgs.shape[0])`), for torch factories and
+NumPy-built arrays alike. Other shapes known only at run time, `*_like` and `*shape` stay
+high.
 
 Unknown device: reported where a factory is moved on every step to a device that cannot
 be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same
@@ -168,9 +169,9 @@ PATTERN = re.compile(
 )
 
 
-# At most this many elements: a tensor whose copy moves a few bytes (labels of a small
-# batch, a mask, a 0-element tensor).
-TINY = 256
+# At most this many elements (16 KB of float32): a tensor whose copy moves a few KB
+# (labels of a batch, a mask, the noise of a small batch, a 0-element tensor).
+TINY = 4096
 
 
 def _tiny(count: int) -> str:
@@ -208,16 +209,23 @@ def _array_numel(module: TorchModule, name: str, array: CallSite) -> int | None:
     )
 
 
-def _numel(module: TorchModule, name: str, factory: cst.Call, scope: Scope) -> int | None:
+def _numel(module: TorchModule, name: str, factory: cst.Call, move: CallSite) -> int | None:
     """The elements of the tensor a factory builds, where its shape is visible as int
-    constants; None otherwise (`*_like`, sizes computed at run time)."""
+    constants or the first dimension of a batch of a loader with a constant `batch_size`
+    (at most: `torch.ones(x.size(0))`); None otherwise (`*_like`, other sizes computed at
+    run time)."""
+    scope = move.scope
     args = [a.value for a in factory.args if a.keyword is None and not a.star]
     sized = next((a.value for a in factory.args if a.keyword and a.keyword.value == "size"), None)
     values = module.values
     if any(a.star for a in factory.args):
         return None
     if name in ("zeros", "ones", "empty", "rand", "randn"):
-        return values.numel([sized] if sized is not None else args, scope)
+        return values.numel(
+            [sized] if sized is not None else args,
+            scope,
+            lambda size: batch_size_of(module, size, scope, move.ctx.loops),
+        )
     if name == "full" and args:
         return values.numel([args[0]], scope)
     if name == "randint" and (sized is not None or len(args) >= 2):
@@ -383,7 +391,7 @@ class CpuTensorThenMoved(Rule):
                 continue
             safe = _safe(name, factory) and not random_fill
             spelled = module.module.code_for_node(factory.func)
-            count = _numel(module, name, factory, move.scope)
+            count = _numel(module, name, factory, move)
             low = None if count is None or count > TINY else _tiny(count)
             if bound is not None:  # built a statement before: reported, fixed by hand
                 yield self._apart(move, spelled, low)

@@ -56,7 +56,8 @@ well would raise TypeError), and a dict the file does not show is not reported.
 
 Impact: high where the loader has workers (the pin thread pins the next batches while
 the GPU trains), unless its batches are small images (a torchvision MNIST/CIFAR-like
-dataset, at most 64x64, batches of at most 1 MB: a copy of microseconds, pinned or not).
+dataset, at most 64x64, directly or through a `Subset`/`random_split` of one, batches of
+at most 4 MB: a copy of a fraction of a millisecond, pinned or not).
 Low for a loader without workers (`num_workers` absent or 0) where
 TL201 asks for workers: its fix gives them and pins in the same edit (one decision, one
 change), and where it cannot make the change itself (a script without a main guard, a

@@ -48,9 +48,12 @@ Impact: low for a loader whose iterator is made again only every N steps, N at l
 100 as the file shows it (`next(iter(val_loader))` in a sampling helper every call of
 which is under `if batches_done % opt.sample_interval == 0:`, an argparse default
 read): the workers' start, a fraction of a second to seconds, is spread over the N
-training steps in between. Where N cannot be read it stays high. Loaders iterated every
-epoch stay high: the length of an epoch (how many steps share one start) is not known
-from the code, so a long epoch's amortized start is not told from a short one's.
+training steps in between. Where N cannot be read it stays high. Low for a loader no
+training loop takes batches from (a validation loader restarted once per epoch: its
+start is a small share of the run, and dropping its workers is often the simpler fix).
+Training loaders iterated every epoch stay high: the length of an epoch (how many steps
+share one start) is not known from the code, so a long epoch's amortized start is not
+told from a short one's.
 
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives (training code for an accelerator, whose
@@ -75,6 +78,7 @@ from torchlint.semantic import MISSING, DataLoaderSite, Loop, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.syntax import argument, int_value
 
+EVALUATION = "an evaluation loader, restarted once per epoch: a small share of the run"
 # A loader whose iterator is made again at most once in this many steps: its workers'
 # start (a fraction of a second to seconds) is a small share of the steps in between.
 RARE_STEPS = 100
@@ -156,9 +160,11 @@ class DataLoaderNoPersistentWorkers(Rule):
                     continue  # batches looked at, nothing run on them (a loading demo)
                 what = "is iterated every epoch"
                 when = "at the start of each epoch"
+                low = None if loader.trains else EVALUATION
             elif loader.outside is not None and loader.outside.repeated:
                 what = f"is iterated every epoch ({loader.outside.where})"
                 when = "at the start of each epoch"
+                low = None if loader.trains else EVALUATION
             elif loader.trained_by_framework:
                 if module.frameworks.single_epoch:
                     continue  # the Trainer stops after one epoch: nothing restarts

@@ -81,7 +81,9 @@ parameters or more (counted, or as its pretrained model id says) or a Hugging Fa
 pretrained transformer, called in the loop or handed to a function it calls; beside such
 a step one sync costs little. Low too for any value read in a full-batch teaching loop
 (`for epoch in range(n):`, no loader, the network called on whole tensors bound before
-the loop): each step is an epoch, so it syncs once per epoch. `torch.cuda.synchronize()`
+the loop): each step is an epoch, so it syncs once per epoch. Low for a step of
+networks of under 1M parameters counted from their layers: microseconds of GPU work to
+wait for, nothing for the CPU to run ahead of. `torch.cuda.synchronize()`
 and values accumulated every step (`total += loss.item()`) stay high. In evaluation
 loops: high where evaluating is the program's work (an inference or evaluation script);
 low in a program that also trains (a pass between epochs is a small share of the run),
@@ -131,6 +133,7 @@ SYNCHRONIZE = "`torch.cuda.synchronize()`"
 REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
 HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
 FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
+TINY = "a step of networks of under 1M parameters: microseconds of GPU work to wait for"
 COLLECTED = "outputs collected on the host for metrics computed there: one copy per batch"
 HEAVY_EVAL = "an evaluation of a large network, beside whose batches one sync costs little"
 BESIDE_TRAINING = "an evaluation pass of a program that trains: a small share of the run"
@@ -287,6 +290,8 @@ def _low(module: TorchModule, loop: Loop) -> str | None:
     """Why a per-step sync of the loop gains little to remove, if it does."""
     if module.heavy_step(loop):
         return HEAVY
+    if module.tiny_step(loop):
+        return TINY
     return FULL_BATCH if module.full_batch(loop) else None
 
 

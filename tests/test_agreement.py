@@ -511,7 +511,7 @@ ROWS = [
         model.load_state_dict(torch.load("pretrained.pt"))  # expect: TL106
         head = torch.load("head.pt", map_location=device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
-        loader = DataLoader(  # expect: TL001 (64 for a 40k-parameter network)
+        loader = DataLoader(
             dataset, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True
         )
         probe = DataLoader(dataset, batch_size=64, persistent_workers=True)  # expect: TL204

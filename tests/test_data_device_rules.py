@@ -170,7 +170,7 @@ def test_min_batch_size_option():
     # A network of 9 parameters: launch overhead bounds its steps up to large batches.
     linter = Linter(instantiate(["TL001"]), Settings())
     message = linter.lint(textwrap.dedent(SMALL_BATCH))[0].message
-    assert "for a network of 9 parameters" in message and "at least 100" in message
+    assert "for a network of 9 parameters" in message and "at least 64" in message
     options = {"min-batch-size": 64, "tiny-network-batch-size": 64}
     linter = Linter(instantiate(["TL001"]), Settings(options=options))
     assert "batch_size=64" in linter.fix(textwrap.dedent(SMALL_BATCH), unsafe=True).text
@@ -227,10 +227,10 @@ FACTORIES = """
     device = "cuda"
     model = torch.nn.Linear(3, 3).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(10):  # sizes above TL104's low-impact bound (256 elements)
-        a = torch.zeros(300).to(device)
-        b = torch.randn(300).to(device)
-        c = torch.arange(400).cuda()
+    for step in range(10):  # sizes above TL104's low-impact bound (4096 elements)
+        a = torch.zeros(5000).to(device)
+        b = torch.randn(5000).to(device)
+        c = torch.arange(6000).cuda()
         d = torch.arange(0.0, 1.0, 0.5).cuda()
         model(a[:3] + b[:3] + c[:3] + d.sum()).sum().backward()
         optimizer.step()
@@ -239,12 +239,12 @@ FACTORIES = """
 
 def test_tl104_random_and_inexact_factories_are_unsafe():
     safe = fix(["TL104"], FACTORIES, unsafe=False)
-    assert "torch.zeros(300, device=device)" in safe
-    assert 'torch.arange(400, device="cuda")' in safe
-    assert "torch.randn(300).to(device)" in safe
+    assert "torch.zeros(5000, device=device)" in safe
+    assert 'torch.arange(6000, device="cuda")' in safe
+    assert "torch.randn(5000).to(device)" in safe
     assert "torch.arange(0.0, 1.0, 0.5).cuda()" in safe
     unsafe = fix(["TL104"], FACTORIES, unsafe=True)
-    assert "torch.randn(300, device=device)" in unsafe
+    assert "torch.randn(5000, device=device)" in unsafe
     assert 'torch.arange(0.0, 1.0, 0.5, device="cuda")' in unsafe
 
 

@@ -20,7 +20,7 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128))
-        self.conv = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16))
+        self.conv = nn.Sequential(nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64))
 """
 LOW_LINE, HIGH_LINE = 7, 8
 ONLY_LOW = """\
@@ -79,7 +79,7 @@ def test_fix_changes_only_what_check_shows(project: Path):
     result = run_cli("fix", *SELECT, "--unsafe-fixes", "net.py", cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
     text = (project / "net.py").read_text()
-    assert "nn.Conv2d(3, 16, 3, bias=False)" in text and "nn.Linear(64, 128)," in text
+    assert "nn.Conv2d(3, 64, 3, bias=False)" in text and "nn.Linear(64, 128)," in text
     run_cli("fix", *SELECT, "--unsafe-fixes", "--show-low-impact", "net.py", cwd=project)
     assert "nn.Linear(64, 128, bias=False)" in (project / "net.py").read_text()
 

@@ -23,7 +23,7 @@ STEPPED = """\
 import torch
 from {module} import backward_and_step as bs
 
-model = torch.nn.Linear(10, 1).cuda()
+model = torch.nn.Linear(1024, 1024).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = torch.utils.data.DataLoader(range(10), batch_size=256, pin_memory=True)
 for x in loader:
@@ -101,7 +101,7 @@ def test_the_project_layer_carries_what_a_factory_returns_to_another_file(tmp_pa
     )
     main = (
         "import torch\nfrom mylib.data import build_loader\nfrom engine import train\n\n"
-        "model = torch.nn.Linear(10, 1).cuda()\n"
+        "model = torch.nn.Linear(1024, 1024).cuda()\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "train(model, build_loader(range(10), pin=True), opt)\n"
     )
@@ -134,7 +134,7 @@ import torch
 from mylib.utils import get_device
 
 device = get_device()
-model = torch.nn.Linear(10, 1).to(device)
+model = torch.nn.Linear(1024, 1024).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = torch.utils.data.DataLoader(range(10), batch_size=256)
 for x in loader:
@@ -145,7 +145,7 @@ LOADER = """\
 import torch
 from mylib.data import build_loader
 
-model = torch.nn.Linear(10, 1).cuda()
+model = torch.nn.Linear(1024, 1024).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for x in build_loader(range(10), pin={pin}):
     model(x.cuda()).sum().backward()
@@ -199,7 +199,7 @@ from mylib.data import build_loader
 
 
 def main():
-    model = torch.nn.Linear(10, 1).cuda()
+    model = torch.nn.Linear(1024, 1024).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for x in build_loader(range(10), {args}):
         model(x.cuda()).sum().backward()
@@ -245,12 +245,12 @@ def test_factories_say_which_arguments_carry_batch_size_and_workers(
         (
             f'{{ {BUILD}, batch-size = "bs", workers = "workers" }}',
             "bs=8, workers=0",
-            "build_loader(range(10), bs=100, workers=NUM_WORKERS)",  # a tiny network
+            "build_loader(range(10), bs=32, workers=NUM_WORKERS)",
         ),
         (
             f"{{ {BUILD}, batch-size = 1, workers = 2 }}",
             "8, 0",
-            "build_loader(range(10), 100, NUM_WORKERS)",
+            "build_loader(range(10), 32, NUM_WORKERS)",
         ),
     ],
 )
@@ -271,7 +271,7 @@ def test_a_factory_loader_another_file_trains_on_is_read_where_it_is_built(tmp_p
     )
     main = (
         "import torch\nfrom mylib.data import build_loader\nfrom engine import train\n\n"
-        "model = torch.nn.Linear(10, 1).cuda()\n"
+        "model = torch.nn.Linear(1024, 1024).cuda()\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "train(model, build_loader(range(10), bs=8), opt)\n"
     )

@@ -120,7 +120,7 @@ def test_settings_describe_each_option_with_its_effective_value():
 
 def test_a_rule_doc_and_page_show_each_option_declared():
     one = f"`min-batch-size` (int, default `32`, from 2 to 65536): {MIN_BATCH_SIZE.doc}"
-    two = f"`tiny-network-batch-size` (int, default `100`, from 2 to 65536): {TINY.doc}"
+    two = f"`tiny-network-batch-size` (int, default `64`, from 2 to 65536): {TINY.doc}"
     for code, line in (("TL704", f"Options: {one}."), ("TL001", f"Options: {one}; {two}.")):
         rule = all_rules()[code]
         assert rule.doc().endswith(f"\n\n{line}")

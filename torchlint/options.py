@@ -125,7 +125,7 @@ def describe(declared: Iterable[Option[Any]], values: Mapping[str, object]) -> l
 TINY_NETWORK_BATCH_SIZE = Option(
     "tiny-network-batch-size",
     int,
-    100,
+    64,
     (2, 65536),
     "the batch size below which a network of under 1M parameters (counted from its layers)"
     " waits on per-step overhead, and what a fix raises it to",

@@ -33,8 +33,11 @@ SMALL_IMAGES = dict.fromkeys(
 # Transforms that set the image size (an int: square), and the largest side kept as tiny.
 RESIZING = ("Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop")
 SMALL_SIDE = 64
-# A batch this small (bytes) is copied in microseconds: nothing worth overlapping.
-TINY_BATCH = 1 << 20
+# A batch this small (bytes: CIFAR at a batch of 256) is copied in a fraction of a
+# millisecond: little worth overlapping.
+TINY_BATCH = 4 << 20
+# Parts of a dataset, whose samples are the dataset's.
+SUBSETS = ("torch.utils.data.Subset", "torch.utils.data.random_split")
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Datasets that are iterable pipes (torchtext's datasets since 0.12, torchdata's pipes).
 PIPES = ("torchtext.datasets.", "torchdata.datapipes.iter.")
@@ -355,10 +358,15 @@ class Datasets:
             return None
         return batch * max(s for s in samples if s is not None)
 
-    def _sample_bytes(self, value: cst.BaseExpression, scope: Scope) -> int | None:
+    def _sample_bytes(self, value: cst.BaseExpression, scope: Scope, depth: int = 0) -> int | None:
         if not isinstance(value, cst.Call):
             return None
         qualname = scope.resolve(value.func) or ""
+        if qualname in SUBSETS and value.args and depth < 3:  # a part of another dataset
+            origins = self.values.origins(value.args[0].value, scope)
+            parts = [self._sample_bytes(v, w, depth + 1) for v, w in origins]
+            known = [n for n in parts if n is not None]
+            return max(known) if known and len(known) == len(parts) else None
         shape = SMALL_IMAGES.get(qualname.removeprefix("torchvision.datasets."))
         if shape is None or not qualname.startswith("torchvision.datasets."):
             return None

@@ -105,6 +105,7 @@ class TorchModule:
         self.trains_memory_bound = self.workload.trains_memory_bound
         self.heavy_step = self.workload.heavy_step
         self.full_batch = self.workload.full_batch
+        self.tiny_step = self.workload.tiny_step
         self.placement = Placement(
             facts, self.devices, self._models, self._loaders, self.frameworks, self.functions, env
         )

@@ -15,7 +15,7 @@ from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
-from torchlint.semantic.networks import BILLION, Networks, size_in_name
+from torchlint.semantic.networks import BILLION, Networks, size_in_name, toy
 from torchlint.semantic.scopes import CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, argument, str_value
 from torchlint.semantic.values import Values
@@ -228,6 +228,13 @@ class Workload:
             isinstance(value, cst.Call) and self.networks.pretrained_transformer(value, where)
             for value, where in self.values.origins(node, scope)
         )
+
+    def tiny_step(self, loop: Loop) -> bool:
+        """The loop's step runs networks whose sizes are all counted and together hold
+        under a million parameters (`networks.toy`): microseconds of GPU work a step,
+        nothing for the CPU to run ahead of."""
+        sites = [s for c in self.models.network_calls(loop) if (s := self.models.called(c))]
+        return bool(sites) and toy(self.networks.parameters(s) for s in sites)
 
     def full_batch(self, loop: Loop) -> bool:
         """A teaching loop that fits the whole data set every step: `for epoch in
