@@ -164,7 +164,7 @@ def test_annotations_and_summary(runner):
     assert [s["uses"] for s in reached] == ["actions/cache@v5"]  # no SARIF upload unless asked
     assert check.returncode == 1 and runner.failed, check.stderr
     assert check.stdout.startswith(
-        "::warning file=src/train.py,line=3,endLine=3,col=10,endColumn=56,title=torchlint (TL201)::"
+        "::warning file=src/train.py,line=3,endLine=3,col=10,endColumn=57,title=torchlint (TL201)::"
     )
     assert "| src/train.py | 3 | TL201 |" in runner.summary.read_text()
     clean = runner.run(paths="src/clean.py")[0][-1]

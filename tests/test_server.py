@@ -347,7 +347,8 @@ async def test_fix_all_is_torchlint_fix(client, tmp_path):
     resolved = await resolve(client, fix_all)
     (change,) = resolved.edit.document_changes
     assert change.text_document.version == 1  # the client refuses it if the text moved on
-    assert len(change.edits) > 1  # minimal edits, not the whole document
+    # minimal edits, not the whole document
+    assert all(e.range.end.line - e.range.start.line < 5 for e in change.edits)
     fixed = apply_edits(EXAMPLE, list(change.edits))
     assert fixed == cli_fixed(EXAMPLE, tmp_path, name="train.py") != EXAMPLE
     assert await actions(client, doc, 0, only=["refactor"]) == []
@@ -542,11 +543,11 @@ async def test_notebook_cells(client, tmp_path):
     assert [fixed[u] for u in uris] == expected != sources
 
     # one quick fix, in the cell its finding is in
-    line = next(d.range.start.line for d in found[uris[2]] if d.code == "TL403")
-    (fix,) = [a for a in await actions(client, uris[2], line) if a.title.startswith("TL403")]
+    line = next(d.range.start.line for d in found[uris[2]] if d.code == "TL402")
+    (fix,) = [a for a in await actions(client, uris[2], line) if a.title.startswith("TL402")]
     assert fix.is_preferred
     fixed = await apply_action(client, fix, {u: t for u, _, t in cells})
-    assert fixed[uris[2]].count("+= loss.detach()") == 1 and fixed[uris[1]] == sources[1]
+    assert "empty_cache" not in fixed[uris[2]] and fixed[uris[1]] == sources[1]
 
     # a cell that does not parse: an error on it, the other cells still analysed
     broken = f"{uris[0].rsplit('#', 1)[0]}#C9"

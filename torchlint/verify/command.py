@@ -438,7 +438,8 @@ def _tune(session: _Session, source: Any) -> int:
 def _apply_batch_size(
     options: VerifyOptions, source: Any, best: int, start: int | None, out: TextIO
 ) -> int:
-    """Write `best` into the script through TL001's fix (min-batch-size = best)."""
+    """Write `best` into the script through TL001's fix (min-batch-size and
+    tiny-network-batch-size = best: the one value the fix writes)."""
     from torchlint.config import instantiate
     from torchlint.linter import Linter, unified_diff
     from torchlint.parser import LintError
@@ -454,7 +455,8 @@ def _apply_batch_size(
         return EXIT_FAILED
     config = _load_config(script, options.config_file)
     settings = dataclasses.replace(
-        config.settings(), options={**config.options, "min-batch-size": best}
+        config.settings(),
+        options={**config.options, "min-batch-size": best, "tiny-network-batch-size": best},
     )
     try:
         outcome = Linter(instantiate(["TL001"]), settings).fix(
