@@ -19,6 +19,9 @@ like keywords). A call of a loader factory the project names (`loader-factories`
 for that parameter; one that passes nothing, or whose entry names no `workers`, has
 workers we cannot see: silent. Its fix sets the factory's parameter only (no
 `persistent_workers` or `pin_memory`, which the factory may not take).
+A `num_workers` read from a name counts where its value is provably 0: a command-line
+flag's default (`argparse`), a config value, or a function parameter every call leaves
+at 0; it is reported without a fix, as the 0 is set elsewhere (raise it there).
 A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
 batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
 bug-report template), trains on is left alone.
@@ -96,8 +99,28 @@ from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, worke
 from torchlint.fixes import FixSafety
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.syntax import int_value
+
+# Where a `num_workers` of 0 that is not written at the call comes from.
+DEFAULTS = {
+    "argparse": "the command-line default is 0",
+    "config": "the config's value is 0",
+    "default": "the parameter's default is 0",
+    "argument": "every call of the function leaves it 0",
+}
+
+
+def zero_default(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """What sets `num_workers` to 0 where a name (`args.workers`, a config field, a
+    parameter's default) holds it, or None."""
+    value = loader.arg("num_workers")
+    if value is MISSING or int_value(value) is not None:
+        return None
+    found = module.constant(value, loader.call.scope)
+    if found is None or found.value != 0 or found.origin not in DEFAULTS:
+        return None
+    return DEFAULTS[found.origin]
 
 
 class DataLoaderSyncLoading(Rule):
@@ -115,7 +138,8 @@ class DataLoaderSyncLoading(Rule):
             if module.idle_framework_loader(loader):
                 continue
             workers = loader.arg("num_workers")
-            if workers is not MISSING and int_value(workers) != 0:
+            default = zero_default(module, loader)
+            if workers is not MISSING and int_value(workers) != 0 and default is None:
                 continue
             if module.datasets.plain_data(loader) or module.datasets.iterable_dataset(loader):
                 continue
@@ -124,6 +148,9 @@ class DataLoaderSyncLoading(Rule):
                 if workers is MISSING
                 else f"{loader.said('num_workers', '0')} on a training DataLoader"
             )
+            if default is not None:
+                written = module.module.code_for_node(workers)
+                what = f"{loader.said('num_workers', written)} ({default}) on a training DataLoader"
             hazard = module.datasets.workers_hazard(loader)
             persistent = module.restarts_workers(loader)
             pin = pin_with_workers(module, loader, persistent)
@@ -132,6 +159,8 @@ class DataLoaderSyncLoading(Rule):
                 "`num_workers` to the CPU cores per process minus one"
                 + (" (and `pin_memory` with them)" if pin is not None else "")
             )
+            if default is not None:
+                hazard = hazard or "the value is a default set elsewhere: raise it there"
             fixed = (
                 None
                 if hazard
