@@ -12,9 +12,7 @@ LightningModule (Lightning runs it once per optimizer step, around its own backw
 step) and the functions of the file it calls, every step: `self.log("loss",
 loss.item())` is the common case. Not reported: calls under a periodic condition (`if step %
 100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
-is fine), a value the loop needs on the host to decide what to do (`if not
-math.isfinite(loss.item()):`, or `loss_value = loss.item()` tested by an `if` of the
-loop: a NaN guard, early stopping), a call in a branch that ends the run or leaves the
+is fine), a call in a branch that ends the run or leaves the
 loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss): print(loss.item());
 sys.exit(1)` runs at most once), and a call under a flag that is off by default (an
 argparse option, config entry or constant set to False/None): any for
@@ -75,7 +73,12 @@ when it writes logs (every `log_every_n_steps`) or refreshes a progress bar
 (`prog_bar=True`: raise `TQDMProgressBar(refresh_rate=...)` too). Elsewhere no fix:
 where to accumulate and how often to log is the author's choice.
 
-Impact: low for a value read in a progress report (a formatted string, or an argument of
+Impact: low for a value the loop needs on the host to decide what to do, a NaN guard or
+early stopping: a tensor an `if` tests (`if not torch.isfinite(loss):`, `if
+loss.isnan().any():`), `if not math.isfinite(loss.item()):`, or `loss_value =
+loss.item()` tested by an `if` of the loop (the wait is real, but the check is the
+author's choice: test every N steps, or let a GradScaler skip non-finite steps). Low
+for a value read in a progress report (a formatted string, or an argument of
 `print`, `logger.info`, `tracker.log`...) of a step that runs a large network: 100M
 parameters or more (counted, or as its pretrained model id says) or a Hugging Face
 pretrained transformer, called in the loop or handed to a function it calls; beside such
@@ -137,6 +140,12 @@ TINY = "a step of networks of under 1M parameters: microseconds of GPU work to w
 COLLECTED = "outputs collected on the host for metrics computed there: one copy per batch"
 HEAVY_EVAL = "an evaluation of a large network, beside whose batches one sync costs little"
 BESIDE_TRAINING = "an evaluation pass of a program that trains: a small share of the run"
+DECIDES = "the value decides what runs next: a NaN guard, early stopping"
+DECIDES_ADVICE = (
+    "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
+)
+# Tensor predicates an `if` turns into a Python bool: the test waits for the GPU.
+PREDICATES = ("isnan", "isinf", "isfinite")
 # What the text of a file this rule reports in holds, at least: a backward pass called
 # (`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`), a
 # Lightning `training_step`, or an evaluation (autograd off, `.eval()`, a function named
@@ -177,18 +186,21 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if tested is None:
                     tested = _names_tested(loop)
-                if _decides(call, tested) or _rare(module, call, loop):
+                if _rare(module, call, loop):
                     continue
                 seen.add(id(call.ctx.statement))
                 if low is False:
                     low = _low(module, loop)
                 why = low if isinstance(low, str) and what != SYNCHRONIZE else None
+                if _decides(call, tested):
+                    why = DECIDES
                 if why == HEAVY and not _progress(call):
                     why = None  # accumulating a value every step: the TP case
                 yield self.diagnostic(
                     call.node,
                     f"{what} in the training loop blocks until the GPU has finished every "
-                    f"queued kernel, on every step, so the GPU idles; {ADVICE}"
+                    "queued kernel, on every step, so the GPU idles; "
+                    + (DECIDES_ADVICE if why == DECIDES else ADVICE)
                     + (f" (low impact: {why})" if why else ""),
                     impact=Impact.LOW if why else Impact.HIGH,
                 )
@@ -301,6 +313,11 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
     if call.qualname == "torch.cuda.synchronize":
         return SYNCHRONIZE
     method = call.method
+    torch_form = (call.qualname or "").removeprefix("torch.") in PREDICATES
+    if torch_form or (call.qualname is None and method in PREDICATES):
+        if any(contains(if_.test, node) for if_ in call.ctx.ifs):
+            return "a tensor tested by `if`"
+        return None
     if method in SYNC_METHODS and call.receiver is not None:
         if method == "numpy" and not _forced(call):
             return None  # `.numpy()` works on CPU tensors only: the copy is elsewhere

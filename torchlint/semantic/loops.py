@@ -285,12 +285,25 @@ def is_periodic(site: CallSite) -> bool:
     (not the `else`) of an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i %
     log_every:`), or compares a counter with an int: below a small bound (`if ni < 3:`,
     the first batches), or equal to one value (`if i == 0:`, `if i == len(loader) - 1:`,
-    once per loop)."""
+    once per loop); or it is in such a test after an `and` that has a `%` (`if step % 100
+    == 0 and loss.isnan():` tests the loss every 100 steps)."""
     return any(
-        (has_modulo(if_.test) or (_few(if_.test) and _in_a_training_loop(site, if_)))
-        and contains(if_.body, site.node)
+        (
+            (has_modulo(if_.test) or (_few(if_.test) and _in_a_training_loop(site, if_)))
+            and contains(if_.body, site.node)
+        )
+        or _gated_by_modulo(if_.test, site.node)
         for if_ in site.ctx.ifs
     )
+
+
+def _gated_by_modulo(test: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """`node` is evaluated only when an `and`'s left operand with a `%` is true."""
+    if not isinstance(test, cst.BooleanOperation):
+        return False
+    if isinstance(test.operator, cst.And) and has_modulo(test.left) and contains(test.right, node):
+        return True
+    return _gated_by_modulo(test.left, node) or _gated_by_modulo(test.right, node)
 
 
 def _in_a_training_loop(site: CallSite, if_: cst.If) -> bool:
