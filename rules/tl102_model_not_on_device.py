@@ -12,7 +12,12 @@ optimizer step) and is never moved with `.to(...)`/`.cuda()` (nor wrapped in
   `torch.cuda`/`torch.accelerator` call, no `device=` argument, no
   `torch.set_default_device`, and it is not Lightning/Accelerate/DeepSpeed/
   transformers Trainer code (those place the model for you). The script then
-  trains on the CPU even where a GPU is free.
+  trains on the CPU even where a GPU is free;
+- a GPU device is bound to a name before the model is built (`device =
+  torch.device("cuda" if torch.cuda.is_available() else "cpu")`, at the top level or
+  in the model's function), but nothing in the file is moved to a GPU, the model's
+  batches are not moved, and the model is handed to no function (a helper could move
+  it): the device was defined and forgotten, and the script trains on the CPU.
 
 Why: PyTorch never moves anything by itself. Files that handle devices in some other
 way (a helper, `torch.set_default_device`, a `device` argument) and batches moved to
@@ -50,7 +55,9 @@ Unsafe
 because results on the GPU differ numerically from the CPU (other kernels, TF32,
 non-deterministic reductions) and GPU memory may not suffice. Where the batches are
 already moved, the finding says which device to move the model to; no fix is
-offered (the device expression may not exist yet where the model is built).
+offered (the device expression may not exist yet where the model is built). Beside a
+forgotten device, the same edit as in a file without devices, moving to that device:
+only where it is named `device` and every call of the model can read it.
 
 Impact: Always high: the model trains on the CPU (or the first step fails on a device
 mismatch) while the GPU sits idle: the largest loss of speed there is.
@@ -150,6 +157,35 @@ def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
     return None
 
 
+def unused_gpu_device(module: TorchModule, site: ModelSite) -> CallSite | None:
+    """A GPU device the file binds to a name (`device = torch.device("cuda" if ...)`)
+    before the model is built, in its function or at the top level, where nothing in the
+    file is moved to a GPU and the model is passed to no function (a helper could move
+    it): the device is defined, then forgotten."""
+    if any((device := module.move(c)) is not None and device.is_gpu for c in module.calls):
+        return None
+    if any(_passes(call, site, module) for call in module.calls):
+        return None
+    built = site.construction
+    for call in module.calls_to("torch.device"):
+        binding = module.binding_of(call.node)
+        device = module.device(call.node, call.scope)
+        if binding is None or device is None or not device.is_gpu:
+            continue
+        if call.ctx.function not in (None, built.ctx.function) or call.order > built.order:
+            continue
+        return call
+    return None
+
+
+def _passes(call: CallSite, site: ModelSite, module: TorchModule) -> bool:
+    """`call` hands the model itself to a function (`place(model, device)`); calling the
+    model, or giving its parameters to an optimizer, does not."""
+    if module.model_called(call) is site:
+        return False
+    return any(module.model_of(a.value, call.scope) is site for a in call.node.args)
+
+
 class ModelNotOnDevice(Rule):
     code = "TL102"
     name = "model-not-on-device"
@@ -179,8 +215,13 @@ class ModelNotOnDevice(Rule):
                 continue
             if handles is None:
                 handles = module.handles_devices()
-            moves = None if handles else batch_moves(module, site)
+            moves = batch_moves(module, site)
             if moves is None:
+                continue
+            if handles:
+                device = unused_gpu_device(module, site)
+                if device is not None:
+                    yield self._forgotten(module, site, device, moves)
                 continue
             statement = site.binding.ctx.statement
             if not isinstance(statement, cst.SimpleStatementLine) or not any(
@@ -202,3 +243,33 @@ class ModelNotOnDevice(Rule):
                     definitions=[definition],
                 ),
             )
+
+    def _forgotten(
+        self, module: TorchModule, site: ModelSite, device: CallSite, moves: list[Edit]
+    ) -> Diagnostic:
+        """The model and its batches left on the CPU beside a GPU device the file defines.
+        Fixed where the device is called `device` and every call of the model can read it
+        (it is bound at the top level, or in the function that calls the model)."""
+        binding = module.binding_of(device.node)
+        assert binding is not None
+        name = binding.symbol.name
+        statement = site.binding.ctx.statement
+        calls = [c for c in module.calls if module.model_called(c) is site]
+        visible = device.ctx.function is None or all(
+            c.ctx.function is device.ctx.function for c in calls
+        )
+        fixed = None
+        if name == "device" and visible and isinstance(statement, cst.SimpleStatementLine):
+            fixed = fix(
+                f"Move `{site.name}` and its batches to `{name}`",
+                Applicability.UNSAFE,
+                InsertAfter(statement, statements(f"{site.name} = {site.name}.to(device)\n")),
+                *moves,
+            )
+        return self.diagnostic(
+            site.construction.node,
+            f"`{site.name}` is trained but never moved to `{name}`, the GPU device this file "
+            f"defines, and neither are its batches: it trains on the CPU; move the model "
+            f"(`{site.name} = {site.name}.to({name})`) and its batches",
+            fix=fixed,
+        )
