@@ -215,3 +215,20 @@ def test_hook_env_has_no_torch(env, repo, pre_commit, head):
     for python in pythons:
         out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
         assert out.stdout.split() == ["None", "True"], f"{python}: {out.stdout}"
+
+
+def test_the_readme_snippet_runs_pinned_to_a_commit(repo, pre_commit, head):
+    """Issue #44: the README's `.pre-commit-config.yaml`, as copied, with what it says to
+    put there before v0.1.0 is tagged (a commit hash) and this checkout for the URL."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("# .pre-commit-config.yaml\n", 1)[1].split("```", 1)[0]
+    assert "repo: https://github.com/torchlint/torchlint" in snippet and "rev: v" in snippet
+    pinned = snippet.replace("https://github.com/torchlint/torchlint", str(ROOT))
+    pinned = "\n".join(
+        line.split("rev:")[0] + f"rev: {head}" if "rev:" in line else line
+        for line in pinned.splitlines()
+    )
+    project = repo({"train.py": BAD, ".pre-commit-config.yaml": pinned, "pyproject.toml": UNSAFE})
+    result = pre_commit(project, "run", "--all-files")
+    assert result.returncode == 1, result.stdout
+    assert "Found 1 problem (1 fixed, 0 remaining)." in result.stdout
