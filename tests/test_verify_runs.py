@@ -165,6 +165,32 @@ def test_a_validation_loader_does_not_change_samples_per_second(tmp_path):
     assert validation >= 8 * (steps // 3)  # the validation batches were there, not counted
 
 
+def test_a_validation_pass_after_each_epoch_is_not_counted(tmp_path):
+    """Issue #44: a validation pass after each short epoch (a new iterator each time, made
+    where the freed one was) was counted as training samples (17 per step of 16)."""
+    script = write(
+        tmp_path,
+        "epochs.py",
+        TRAIN
+        + """
+    small = DataLoader(TensorDataset(torch.randn(64, 16), torch.randn(64, 1)), batch_size=16)
+    val = DataLoader(TensorDataset(torch.randn(256, 16), torch.randn(256, 1)), batch_size=64)
+    for epoch in range(1000):
+        for x, y in small:  # 4 steps an epoch
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+        with torch.no_grad():
+            for vx, vy in val:  # 4 batches of 64 after each epoch
+                model(vx)
+    """,
+    )
+    options = VerifyOptions(script, warmup=2, steps=24, window=0.2)
+    result = run_once(RunSpec("original", script, 1, tmp_path, options))
+    assert result.status == "ok", result.message + result.stderr_tail
+    m = run_metrics(result)
+    assert m["samples_per_step"] == 16
+
+
 def test_script_that_ignores_the_stop_is_killed_with_its_workers(tmp_path):
     pids = tmp_path / "pids.txt"
     script = write(

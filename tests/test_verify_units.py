@@ -600,6 +600,24 @@ def test_only_batches_that_feed_optimizer_steps_are_counted(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_new_iterator_at_a_freed_ones_address_starts_from_nothing(tmp_path):
+    """Issue #44: 250 steps counted 254 batches of a batch size of 16: a validation pass's
+    iterator, freed, left its batches under its address, and the next epoch's training
+    iterator, made at the same address, fed them to its first step."""
+    torch = pytest.importorskip("torch")
+    counter = Counter({"channel": str(tmp_path / "c"), "warmup": 1, "steps": 1000})
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    address = object()  # the validation iterator, then the training one at its address
+    counter.on_iterator(address)
+    for _ in range(4):
+        counter.on_batch(address, torch.zeros(64, 3))
+    counter.on_iterator(address)  # the next epoch's training iterator
+    counter.on_batch(address, torch.zeros(16, 3))
+    counter.on_step(optimizer)
+    assert (counter.batches, counter.samples, counter.loader_batches) == (1, 16, 5)
+
+
+@pytest.mark.slow
 def test_a_torch_without_numpy_says_nothing_of_it():
     """torch warns "Failed to initialize NumPy" when it is imported without NumPy, and
     `verify --profile` imports it first to check its matcher: that warning was the first

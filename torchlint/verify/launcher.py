@@ -147,6 +147,11 @@ class Counter:
         if self.phase == 2:
             raise StopRun
 
+    def on_iterator(self, iterator: object) -> None:
+        """A DataLoader iterator was made: what an earlier one at the same address yielded
+        (a validation pass's iterator, freed) is not its own."""
+        self.pending.pop(id(iterator), None)
+
     def on_step(self, optimizer: Any, _args: Any = None, _kwargs: Any = None) -> None:
         if self.first_optimizer is None:
             self.first_optimizer = id(optimizer)
@@ -242,9 +247,21 @@ class Counter:
                 counter.on_batch(it, batch)
                 return batch
 
+            original_init = base.__init__
+
+            @functools.wraps(original_init)
+            def __init__(it: Any, *args: Any, **kwargs: Any) -> None:
+                original_init(it, *args, **kwargs)
+                counter.on_iterator(it)
+
             setattr(base, "__next__", __next__)  # noqa: B010 (a method of torch's class)
+            setattr(base, "__init__", __init__)  # noqa: B010
             handle = register_optimizer_step_post_hook(self.on_step)
-            self.undo = [lambda: setattr(base, "__next__", original_next), handle.remove]
+            self.undo = [
+                lambda: setattr(base, "__next__", original_next),
+                lambda: setattr(base, "__init__", original_init),
+                handle.remove,
+            ]
             if self.batch_size is not None or self.watch_batch_size:
                 self._watch_batch_size(dataloader.DataLoader)
         except Exception as exc:  # never break the user's script
