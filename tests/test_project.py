@@ -37,7 +37,8 @@ SHAPES = sorted(p for p in (FIXTURES / "project").iterdir() if p.is_dir())
 ONE_FILE = {"checkpoint", "unresolved"}
 # Shapes whose point is a near miss only the project shows: alone, a file reports more.
 NEAR_MISS_ACROSS_FILES = {"saved_by_helper"}
-MARK = re.compile(r"#\s*error:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
+# A finding's mark, whatever its impact (`run_files` reports both).
+MARK = re.compile(r"#\s*(?:error|low):\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 Finding = tuple[str, int, str]  # file key, line, code
 
 
@@ -60,8 +61,7 @@ def _marks(root: Path) -> set[Finding]:
     for path in _files(root):
         for key, text in _texts(root, path):
             for number, line in enumerate(text.splitlines(), 1):
-                m = MARK.search(line)
-                if m:
+                for m in MARK.finditer(line):
                     found |= {(key, number, c.strip()) for c in m.group("codes").split(",")}
     return found
 
@@ -735,10 +735,11 @@ def test_add_noqa_adds_what_check_reports_across_files(tmp_path: Path):
     assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 1
     added = run_cli("check", "--no-cache", "--add-noqa", ".", cwd=root)
     assert added.returncode == 0, added.stderr
-    assert "added 4 noqa directives" in added.stderr
+    assert "added 5 noqa directives" in added.stderr
     data = (root / "pkg" / "data.py").read_text(encoding="utf-8")
     assert data.count("# noqa: TL201\n") == 1  # TL202 there is of low impact: hidden
     assert "# noqa: TL404" in (root / "explore.ipynb").read_text(encoding="utf-8")
+    assert "# noqa: TL501" in (root / "pkg" / "engine.py").read_text(encoding="utf-8")
     assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 0
 
 

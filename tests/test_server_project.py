@@ -335,7 +335,7 @@ async def test_every_project_shape_as_the_command_line_checks_it(client, shape: 
     for path in files:
         expected = set()
         for number, line in enumerate(path.read_text().splitlines()):
-            if m := MARK.search(line):
+            for m in MARK.finditer(line):
                 expected |= {(c.strip(), number) for c in m["codes"].split(",")}
         await eventually(lambda p=path: uri(p) in client.diagnostics)
         assert codes(client.diagnostics[uri(path)]) == expected, path.relative_to(root)

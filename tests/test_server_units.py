@@ -111,7 +111,7 @@ def test_each_document_gets_its_nearest_config_and_the_editor_settings_on_top(tm
     configs = Configs()
     plain = setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)
     assert plain is not None and not plain.unsafe
-    assert "TL201" in plain.codes and "TL202" not in plain.codes and "TL501" not in plain.codes
+    assert "TL201" in plain.codes and "TL202" not in plain.codes and "TL503" not in plain.codes
     in_tests = setup(configs, EditorSettings(), tmp_path / "tests" / "t.py", tmp_path)
     assert in_tests is not None and "TL201" not in in_tests.codes
     assert setup(configs, EditorSettings(), tmp_path / "generated" / "t.py", tmp_path) is None
@@ -138,7 +138,7 @@ def test_the_projects_torch_version_reaches_the_editor_too(tmp_path):
 
 def test_a_document_without_a_config_is_linted_with_the_defaults(tmp_path):
     chosen = setup(Configs(), EditorSettings(), None, tmp_path)
-    assert chosen is not None and "TL201" in chosen.codes and "TL501" not in chosen.codes
+    assert chosen is not None and "TL201" in chosen.codes and "TL503" not in chosen.codes
 
 
 def test_notebook_errors_are_placed_in_their_cells(tmp_path):

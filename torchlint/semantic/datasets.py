@@ -16,7 +16,15 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Dataset
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite
-from torchlint.semantic.scopes import CallSite, Context, Kind, Scope, assigned_values, bindings
+from torchlint.semantic.scopes import (
+    CallSite,
+    Context,
+    Kind,
+    Loop,
+    Scope,
+    assigned_values,
+    bindings,
+)
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Values
 from torchlint.walk import children, descendants
@@ -37,7 +45,10 @@ SMALL_SIDE = 64
 # millisecond: little worth overlapping.
 TINY_BATCH = 4 << 20
 # Parts of a dataset, whose samples are the dataset's.
-SUBSETS = ("torch.utils.data.Subset", "torch.utils.data.random_split")
+SUBSETS = (
+    *("torch.utils.data.Subset", "torch.utils.data.random_split"),
+    *("torch.utils.data.dataset.Subset", "torch.utils.data.dataset.random_split"),
+)
 ITERABLE_DATASET = "torch.utils.data.IterableDataset"
 # Datasets that are iterable pipes (torchtext's datasets since 0.12, torchdata's pipes).
 PIPES = ("torchtext.datasets.", "torchdata.datapipes.iter.")
@@ -358,6 +369,23 @@ class Datasets:
             return None
         return batch * max(s for s in samples if s is not None)
 
+    def small_images(self, loop: Loop) -> bool:
+        """Every loader the loop iterates is one of this file whose samples are small
+        images (`batch_bytes`' datasets: MNIST, CIFAR, at most 64x64 after a constant
+        resize or crop), whatever its batch size: little work a step for tensor cores or
+        cuDNN's choice of algorithm."""
+        loaders = loop.loaders
+        return bool(loaders) and all(
+            isinstance(x, DataLoaderSite) and self._small_samples(x) for x in loaders
+        )
+
+    def _small_samples(self, loader: DataLoaderSite) -> bool:
+        dataset = loader.arg("dataset")
+        if dataset is MISSING:
+            return False
+        origins = self.values.origins(dataset, loader.call.scope)
+        return bool(origins) and all(self._sample_bytes(v, s) is not None for v, s in origins)
+
     def _sample_bytes(self, value: cst.BaseExpression, scope: Scope, depth: int = 0) -> int | None:
         if not isinstance(value, cst.Call):
             return None
@@ -381,11 +409,18 @@ class Datasets:
                     name = (scope.resolve(node.func) or "").rpartition(".")[2]
                     if name not in RESIZING:
                         continue
-                    side = self.values.constant(node.args[0].value, scope) if node.args else None
-                    if side is None or type(side.value) is not int or side.value > SMALL_SIDE:
+                    side = self._side(node.args[0].value, scope) if node.args else None
+                    if side is None or side > SMALL_SIDE:
                         return None
-                    height = width = max(side.value, 1)
+                    height = width = max(side, 1)
         return 4 * channels * height * width + 8  # float32 pixels and an int64 label
+
+    def _side(self, node: cst.BaseExpression, scope: Scope) -> int | None:
+        """The largest side a resize or crop sets: an int, or a tuple of ints `(h, w)`."""
+        parts = [e.value for e in node.elements] if isinstance(node, cst.Tuple) else [node]
+        sides = [self.values.constant(part, scope) for part in parts]
+        values = [s.value for s in sides if s is not None and type(s.value) is int]
+        return max(values) if values and len(values) == len(parts) else None
 
     def map_style(self, loader: DataLoaderSite) -> bool:
         """The loader has a length: default batching over a dataset known to define
