@@ -21,11 +21,11 @@ RULES = ROOT / "rules"
 LAYERS = [
     ["__main__"],  # `python -m torchlint`
     ["cli"],
-    ["server"],
+    ["server", "verify"],  # verify fixes a script's files as a run of the CLI does
     ["parallel"],
     ["rounds"],
     ["pool"],
-    ["runner", "docs", "verify", "project", "testing"],
+    ["runner", "docs", "project", "testing"],
     # `torchlint`: the package's `__version__`, and the public API (`api`) it forwards
     ["config", "cache", "reporters", "progress", "torchlint"],
     ["registry", "linter", "rules"],

@@ -222,7 +222,7 @@ def test_why_a_pattern_has_no_finding():
     assert status(check, "TL201") == [(6, "confirmed")]
     outside = next(r for r in check.runtime_only if r.pattern == "GradNotSetToNonePattern")
     assert outside.entity is None and outside.where.endswith("helpers/train.py:7")
-    assert outside.why == "outside the script (torchlint checks only the script here)"
+    assert outside.why == "outside the script (joined here with the script's own findings)"
     # A rule left out of the selection.
     check = join(code, found, select=["TL202"])
     assert ("DataLoader `other` (line 6)", "TL201 not selected") in {

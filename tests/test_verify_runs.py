@@ -134,6 +134,56 @@ def test_slow_loading_example(tmp_path):
         assert "note: no GPU" in out and "Colab" in out and "no GPU" in page
 
 
+def test_the_files_beside_the_script_are_fixed_in_the_fixed_runs(tmp_path):
+    """Issue #44: the loader built in data.py, the loop in train.py: verify used to find
+    nothing to compare. The fixed runs import the fixed data.py from their folder; the
+    user's data.py is untouched."""
+    data = write(
+        tmp_path,
+        "data.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        def make_loader():
+            dataset = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
+            return DataLoader(dataset, batch_size=32)
+        """,
+    )
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        import torch
+        from data import make_loader
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = torch.nn.Linear(16, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        with open("seen.txt", "w") as seen:  # which data.py this run imported
+            seen.write(open("data.py").read())
+        for epoch in range(1000):
+            for x, y in make_loader():
+                loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+                optimizer.zero_grad(); loss.backward(); optimizer.step()
+        """,
+    )
+    before = data.read_text()
+    out_json = tmp_path / "v.json"
+    code, out, err = verify(
+        script, select=("TL202",), warmup=1, steps=3, repeats=1, json_out=out_json
+    )
+    assert code == 0, out + err
+    assert "Fixes applied to a copy of data.py (TL202):" in out
+    assert "+++ data.py" in out and "pin_memory=torch.cuda.is_available()" in out
+    log_dir = Path(json.loads(out_json.read_text())["log_dir"])
+    seen = {p.parent.name: p.read_text() for p in (log_dir / "runs").glob("*/seen.txt")}
+    assert "pin_memory" in seen["02-fixed"] or "pin_memory" in seen["01-fixed"]
+    assert all("pin_memory" not in text for name, text in seen.items() if "original" in name)
+    assert data.read_text() == before
+
+
 def test_a_validation_loader_does_not_change_samples_per_second(tmp_path):
     script = write(
         tmp_path,

@@ -97,3 +97,19 @@ def test_logs_inside_the_scripts_folder_are_not_mirrored_into_themselves(project
     assert (work.root / "train.py").is_file()
     tidy(work)
     assert not work.root.exists()
+
+
+def test_a_fixed_file_replaces_its_copy_and_never_writes_through_a_link(
+    project, tmp_path, monkeypatch
+):
+    """The fixed runs get the fixed files of the script's folder in place of their copies;
+    a file in a linked folder is left as it is, or writing it would write the user's."""
+    monkeypatch.setattr(scratch, "LINKED", scratch.LINKED | {"data"})
+    before = snapshot(project)
+    work = mirror(project, tmp_path / "runs" / "02-fixed")
+    assert scratch.overlay(work, "helper.py", b"VALUE = 4\n")
+    assert (work.root / "helper.py").read_text() == "VALUE = 4\n"
+    assert not scratch.overlay(work, "data/labels.txt", b"fixed\n")  # data/ is a link
+    tidy(work)
+    assert snapshot(project) == before  # the user's folder as it was
+    assert not work.root.exists()  # the overlay is the mirror's, not the run's

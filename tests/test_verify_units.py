@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.verify import command, stats
+from torchlint.verify import command, fixed, stats
 from torchlint.verify.harness import RunResult, run_order
 from torchlint.verify.launcher import Counter, batch_len, is_oom
 from torchlint.verify.nvml import (
@@ -663,19 +663,44 @@ for (x,) in loader:
 
 
 @pytest.mark.parametrize(
-    ("config", "fixed"),
+    ("config", "codes"),
     [
         ("", {"TL202"}),
         ('unfixable = ["TL202"]\n', set()),
     ],
 )
-def test_the_fixed_script_is_what_fix_makes_of_it_under_its_config(tmp_path, config, fixed):
+def test_the_fixed_script_is_what_fix_makes_of_it_under_its_config(tmp_path, config, codes):
     """verify fixes the script as `torchlint fix` would: the same run plan (config.resolve),
     its `unfixable` list included."""
     (tmp_path / "pyproject.toml").write_text(f"[tool.torchlint]\n{config}")
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     options = VerifyOptions(script=script, select=("TL202",), unsafe_fixes=True)
-    text, codes, _ = command.build_fixed(options, SCRIPT)
-    assert set(codes) == fixed
-    assert ("pin_memory" in text) == bool(fixed)
+    result = fixed.build_fixed(options, SCRIPT)
+    assert set(result.codes) == codes
+    assert ("pin_memory" in result.script_text(script, SCRIPT)) == bool(codes)
+
+
+def test_the_files_beside_the_script_are_fixed_with_what_the_project_tells_them(tmp_path):
+    """Issue #44: a loader built in data.py and trained on in train.py: `fix` changes
+    data.py (TL202 knows the loop is on the GPU from train.py); verify fixes it too."""
+    (tmp_path / "data.py").write_text(
+        "from torch.utils.data import DataLoader\n\n\n"
+        "def make_loader(ds):\n"
+        "    return DataLoader(ds, batch_size=64, num_workers=4)\n"
+    )
+    script = tmp_path / "train.py"
+    text = (
+        "import torch\nfrom data import make_loader\n\n"
+        "model = torch.nn.Linear(8, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in make_loader(range(10)):\n"
+        "    model(x.cuda()).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    script.write_text(text)
+    options = VerifyOptions(script=script, select=("TL202",))
+    result = fixed.build_fixed(options, text)
+    assert list(result.texts) == [tmp_path / "data.py"] and result.codes == ["TL202"]
+    assert "pin_memory=torch.cuda.is_available()" in result.texts[tmp_path / "data.py"]
+    assert result.script_text(script, text) == text

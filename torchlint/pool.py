@@ -76,8 +76,9 @@ def lint_one(
     (one bad file must not cost the results of a thousand others)."""
     try:
         result = process_file(path, job, codes, env)
-        if not result.records():
-            result.text = None  # only reporters read it, for code frames: not worth shipping
+        if not result.records() and result.diff is None:
+            # only reporters read it, for code frames, and verify the fixed text (--diff)
+            result.text = None
         return result
     except RecursionError:
         from torchlint.parser import TOO_DEEP

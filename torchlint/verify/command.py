@@ -4,7 +4,7 @@ anti-patterns with the static findings.
 
 `verify(options)` returns the exit code: 0 measured, 1 the script could not be measured
 (its own failure, reported with its stderr), 2 bad input (one line, never a traceback),
-3 nothing to compare (no fix applies to the script).
+3 nothing to compare (no fix applies to the script or the files of its folder).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from torchlint.verify.fixed import build_fixed, linter_for, load_config_of
 from torchlint.verify.options import UsageError, VerifyOptions
 
 if TYPE_CHECKING:
-    from torchlint.config import RunPlan
-    from torchlint.linter import Linter
+    pass
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
@@ -84,53 +84,6 @@ def _read_script(script: Path) -> tuple[Any, str]:
     except (SyntaxError, ValueError) as exc:
         raise UsageError(f"{script}: {InvalidSyntax.from_compile(exc, source.text)}") from None
     return source, source.text
-
-
-def _load_config(script: Path, config_file: Path | None) -> Any:
-    from torchlint.config import ConfigError, find_config, load_config
-
-    try:
-        return load_config(config_file or find_config(script.parent))
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _linter(options: VerifyOptions) -> tuple[Linter, RunPlan]:
-    """The linter `torchlint fix` would run on the script (its configuration, the project's
-    torch, verify's --select/--ignore/--preview), and its plan."""
-    from torchlint.config import ConfigError, Overrides, instantiate, resolve
-    from torchlint.linter import Linter
-
-    script = options.script
-    config = _load_config(script, options.config_file)
-    config.read_project_torch(script.parent)
-    overrides = Overrides(
-        select=options.select, ignore=options.ignore or (), preview=options.preview or None
-    )
-    try:
-        plan = resolve(config, overrides).for_file(script)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
-    rules = instantiate(plan.codes)
-    linter = Linter(rules, plan.settings, plan.unfixable, low_impact=plan.low_impact)
-    return linter, plan
-
-
-def build_fixed(options: VerifyOptions, text: str) -> tuple[str, list[str], list[str]]:
-    """(fixed text, codes fixed, codes whose fixes need --unsafe-fixes) with the normal
-    fix engine and the script's configuration."""
-    from torchlint.parser import LintError
-
-    script = options.script
-    linter, plan = _linter(options)
-    try:
-        outcome = linter.fix(text, str(script), unsafe=options.unsafe_fixes or plan.unsafe)
-    except LintError as exc:
-        raise UsageError(f"{script}: {exc}") from None
-    held = sorted(
-        {v.code for v in outcome.remaining if v.fix is not None and v.fix.applicability == "unsafe"}
-    )
-    return outcome.text, sorted(set(outcome.fixed)), held
 
 
 def _probe_gpu(nvml: Any) -> tuple[Any, list[Any], str | None]:
@@ -247,18 +200,27 @@ def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
     source, text = _read_script(script)
     if options.profile:
         return _profile(options, text, out, err)
-    fixed_text, diff = text, ""
+    fixed_text, diff, others = text, "", {}
     if not options.tune_batch_size:
-        fixed_text, fixed_codes, held = build_fixed(options, text)
-        if fixed_text == text:
-            more = f"; {', '.join(held)} can be fixed with --unsafe-fixes" if held else ""
+        fixed = build_fixed(options, text)
+        if not fixed.texts:
+            more = (
+                f"; {', '.join(fixed.held)} can be fixed with --unsafe-fixes" if fixed.held else ""
+            )
             print(
-                f"torchlint verify: no fixes apply to {script.name}{more}: nothing to compare",
+                f"torchlint verify: no fixes apply to {script.name} or the files it imports"
+                f"{more}: nothing to compare",
                 file=out,
             )
             return EXIT_NOTHING
-        diff = unified_diff(script.name, text, fixed_text)
-        print(f"Fixes applied to a copy of {script.name} ({', '.join(fixed_codes)}):", file=out)
+        fixed_text = fixed.script_text(script, text)
+        changed = sorted(fixed.texts, key=lambda p: (p != script, str(p)))
+        shown = [os.path.relpath(p, script.parent) for p in changed]
+        pairs = list(zip(shown, changed, strict=True))
+        others = {name: fixed.texts[p] for name, p in pairs if p != script}
+        diff = "".join(unified_diff(name, fixed.originals[p], fixed.texts[p]) for name, p in pairs)
+        copies = "a copy of" if len(changed) == 1 else "copies of"
+        print(f"Fixes applied to {copies} {', '.join(shown)} ({', '.join(fixed.codes)}):", file=out)
         print(diff, file=out)
 
     log_dir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
@@ -287,16 +249,25 @@ def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
         fixed_path = log_dir / "fixed" / script.name
         fixed_path.parent.mkdir()
         fixed_path.write_bytes(fixed_text.encode(source.encoding))
+        overlay = []
+        for name, fixed_other in others.items():
+            copy = log_dir / "fixed" / name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(fixed_other, encoding="utf-8")
+            overlay.append((name, copy))
         (log_dir / "fix.diff").write_text(diff, encoding="utf-8")
-        return _report(session, _measure(session, fixed_path), diff)
+        return _report(session, _measure(session, fixed_path, tuple(overlay)), diff)
     finally:
         if nvml is not None:
             nvml.close()
 
 
-def _measure(session: _Session, fixed_path: Path) -> list[Any]:
-    """Every run, in the counterbalanced order; stops early once a variant has failed
-    every run so far (after each pair)."""
+def _measure(
+    session: _Session, fixed_path: Path, overlay: tuple[tuple[str, Path], ...] = ()
+) -> list[Any]:
+    """Every run, in the counterbalanced order (the fixed runs with the fixed files of
+    the script's folder in `overlay`); stops early once a variant has failed every run so
+    far (after each pair)."""
     from torchlint.verify.harness import VARIANTS, run_order
 
     o, err = session.options, session.err
@@ -304,10 +275,19 @@ def _measure(session: _Session, fixed_path: Path) -> list[Any]:
     listed = ", ".join(v + ("*" if warm else "") for v, warm in order)
     footnote = " (* warm-up, discarded)" if o.warmup_runs else ""
     print(f"torchlint verify: run order {listed}{footnote}", file=err)
-    runs = []
+    runs: list[Any] = []
     for index, (variant, warm) in enumerate(order, 1):
-        code = o.script if variant == VARIANTS[0] else fixed_path
-        result = session.run(variant, code, index, warmup_run=warm)
+        original = variant == VARIANTS[0]
+        code = o.script if original else fixed_path
+        result = session.run(
+            variant, code, index, warmup_run=warm, overlay=() if original else overlay
+        )
+        if result.unfixed and not any(r.unfixed for r in runs):
+            print(
+                f"torchlint verify: {', '.join(result.unfixed)}: in a folder each run links "
+                "to (too large to copy), so the fixed runs use the file as it is",
+                file=err,
+            )
         runs.append(result)
         label = variant + (" (warm-up)" if warm else "")
         print(f"[{index}/{len(order)}] {label}: {_run_label(result)}", file=err)
@@ -453,7 +433,7 @@ def _apply_batch_size(
     if "TL001" not in all_rules():
         print(f"--apply: rule TL001 is not available; set batch_size={best} by hand", file=out)
         return EXIT_FAILED
-    config = _load_config(script, options.config_file)
+    config = load_config_of(script, options.config_file)
     settings = dataclasses.replace(
         config.settings(),
         options={**config.options, "min-batch-size": best, "tiny-network-batch-size": best},
@@ -512,15 +492,28 @@ def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int
     from torchlint.verify.report import failure, where
 
     script = options.script
-    linter, plan = _linter(options)
-    try:
-        violations = linter.lint(text, str(script))
-        module = build(parse(text, str(script)), str(script), plan.settings)
-    except LintError as exc:
-        raise UsageError(f"{script}: {exc}") from None
     problem = matcher.problem()
     if problem is not None:
         raise UsageError(problem)
+    linter, plan = linter_for(options)
+    static = build_fixed(options, text, fix=False)
+    violations = static.findings.get(script, [])
+    try:
+        module = build(parse(text, str(script)), str(script), plan.settings)
+    except LintError as exc:
+        raise UsageError(f"{script}: {exc}") from None
+    elsewhere = {
+        os.path.relpath(p, script.parent): sorted({v.code for v in found})
+        for p, found in static.findings.items()
+        if p != script and found
+    }
+    if elsewhere:
+        listed = "; ".join(f"{name}: {', '.join(c)}" for name, c in sorted(elsewhere.items()))
+        print(
+            f"torchlint verify: the files {script.name} imports have findings ({listed}); "
+            f"the profile is joined with {script.name}'s own",
+            file=err,
+        )
     log_dir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
     print(
         f"torchlint verify: profiling {script.name} up to {options.steps} optimizer steps; "

@@ -445,7 +445,7 @@ def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppr
     if not p.rules:
         return "no torchlint rule for this pattern"
     if entry.entity is None:
-        return "outside the script (torchlint checks only the script here)"
+        return "outside the script (joined here with the script's own findings)"
     codes = ", ".join(p.rules)
     if not selected & set(p.rules):
         return f"{codes} not selected"

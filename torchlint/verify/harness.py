@@ -20,7 +20,7 @@ from typing import Any
 from torchlint.verify.nvml import GpuDevice, GpuSample, Nvml
 from torchlint.verify.options import VerifyOptions
 from torchlint.verify.procs import CpuSample, ProcessTree
-from torchlint.verify.scratch import mirror, tidy
+from torchlint.verify.scratch import mirror, overlay, tidy
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 ENV = "TORCHLINT_VERIFY"
@@ -50,6 +50,9 @@ class RunSpec:
     warmup_run: bool = False  # discarded from the comparison
     env: dict[str, str] | None = None
     profile_steps: int | None = None  # --profile: profile up to this many steps, no window
+    # Other files of the script's folder in their fixed form: (path relative to the
+    # folder, the fixed copy), placed in the run's mirror.
+    overlay: tuple[tuple[str, Path], ...] = ()
 
 
 @dataclass
@@ -79,6 +82,7 @@ class RunResult:
     workdir: str | None = None  # ran_in, when the run wrote something there (kept)
     linked: list[str] = field(default_factory=list)  # the user's files it reached by links
     touched: list[str] = field(default_factory=list)  # ...and those it changed
+    unfixed: list[str] = field(default_factory=list)  # overlay files left as they are (linked)
 
     # -- the window -----------------------------------------------------------------------
 
@@ -255,6 +259,9 @@ def run_once(
             result.foreign_pids.extend(nvml.processes(d))
     reader = _Channel(channel)
     work = mirror(o.script.parent, spec.log_dir / "runs" / stem)
+    for relative, fixed in spec.overlay:
+        if not overlay(work, relative, fixed.read_bytes()):
+            result.unfixed.append(relative)
     result.ran_in, result.linked = str(work.root), [str(p) for p in work.linked_files()]
     try:
         _run(spec, result, env, reader, work.root / o.script.name, nvml, devices)

@@ -106,6 +106,26 @@ def _place(
         made.watched[real] = _stamp(real)
 
 
+def overlay(made: Mirror, relative: str, data: bytes) -> bool:
+    """Put `data` at `relative` in the mirror in place of its copy (a fixed file of the
+    script's folder); False where the file lies in a linked folder, where writing it
+    would write the user's file."""
+    target = made.root / relative
+    for folder in target.parents:
+        if folder == made.root:
+            break
+        if folder.is_symlink() or not folder.is_dir():
+            return False
+    if target.is_symlink():  # a large file linked: the fixed copy replaces the link
+        real = made.links.pop(target, None)
+        if real is not None:
+            made.watched.pop(real, None)
+        target.unlink()
+    target.write_bytes(data)
+    made.copied[target] = _stamp(target)
+    return True
+
+
 def tidy(made: Mirror) -> list[Path]:
     """After a run: remove the links and the copies the run left unchanged, and the
     folders left empty, so `root` holds what the run wrote. The user's linked files the
