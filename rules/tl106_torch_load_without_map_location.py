@@ -8,7 +8,9 @@ script is written to run without a GPU too (it asks `torch.cuda.is_available()`,
 moves to the GPU only on a branch), or it runs as several processes
 (`torch.distributed`, `DistributedDataParallel`). Left alone: loads of other things
 (datasets, arrays, vocabularies: they were saved from the CPU), checkpoints the same
-file saves (same path or path template: a resume on the setup that wrote them), and
+file saves (same path or path template: a resume on the setup that wrote them; a path
+in the folder a checkpoint handler saves into: ignite's `ModelCheckpoint(dirname)` and
+`DiskSaver(dirname)`, Lightning's `ModelCheckpoint(dirpath=...)`), and
 files that write what they save from the CPU: `torch.save` of `t.cpu()`,
 `{k: v.cpu() for ...}`, `model.cpu().state_dict()` or a name bound to one of these, a
 model or tensor moved by `.cpu()`/`.to("cpu")` earlier in the same function, FSDP's
@@ -59,7 +61,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Kind, TorchModule
+from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule
 from torchlint.semantic.syntax import str_value
 
 LOADS = ("torch.load", "torch.serialization.load")
@@ -78,9 +80,13 @@ def _state_argument(call: CallSite) -> cst.BaseExpression:
     return state
 
 
-def _template(module: TorchModule, path: cst.BaseExpression) -> str:
+def _template(module: TorchModule, path: cst.BaseExpression, scope: Scope) -> str:
     """What identifies a checkpoint path: its leading string (a `%`/`.format`/f-string
-    template, an f-string's fields written `{}`), else its code."""
+    template, an f-string's fields written `{}`; a name bound to a string: the string),
+    else its code."""
+    found = module.constant(path, scope) if isinstance(path, cst.Name) else None
+    if found is not None and isinstance(found.value, str):
+        return found.value
     node: cst.CSTNode = path
     if isinstance(node, cst.BinaryOperation):
         node = node.left
@@ -98,10 +104,14 @@ def _template(module: TorchModule, path: cst.BaseExpression) -> str:
 FIELD = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdifgeExXor]|\{[^{}]*\}")
 
 
-def _saved_here(loaded: str, saved: set[str]) -> bool:
+def _saved_here(loaded: str, saved: set[str], folders: set[str], code: str) -> bool:
     """The path a load reads is one the program saves to: the same template, or one a
-    saved template's fields fill (`"ae_i_20_%s.pt"` of `"ae_i_%d_%s.pt"`)."""
+    saved template's fields fill (`"ae_i_20_%s.pt"` of `"ae_i_%d_%s.pt"`), or a path in a
+    folder a checkpoint handler of the program saves into (its template leads the path,
+    or the load's expression names it: `log_path + "/model.pt"`, `last("./saved")`)."""
     if loaded in saved:
+        return True
+    if any(loaded.startswith(f.rstrip("/") + "/") or f in code for f in folders):
         return True
     for template in saved:
         parts = FIELD.split(template)
@@ -132,14 +142,21 @@ class TorchLoadWithoutMapLocation(Rule):
             for c in module.method_calls("load_state_dict")
             if (symbol := c.scope.lookup_expr(_state_argument(c))) is not None
         }
-        saved = {_template(module, path) for path, _ in module.saved_paths}
+        saved = {_template(module, path, scope) for path, scope in module.saved_paths}
+        folders = {_template(module, path, scope) for path, scope in module.saved_folders}
+        folders = {f for f in folders if f.strip("./")}  # "." or "./": too vague to match
         for call in loads:
             if call.has_star_args or call.kwarg("map_location") is not MISSING:
                 continue
             if len(call.positional) >= 2:
                 continue  # torch.load(f, map_location)
             path = call.arg("f", index=0)
-            if path is not MISSING and _saved_here(_template(module, path), saved):
+            if path is not MISSING and _saved_here(
+                _template(module, path, call.scope),
+                saved,
+                folders,
+                module.module.code_for_node(path),
+            ):
                 continue  # this program's own checkpoint, reloaded on the setup that wrote it
             into_state = id(call.node) in direct
             if not into_state and not self._model_state(module, call, states):

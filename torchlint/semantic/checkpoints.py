@@ -16,6 +16,12 @@ from torchlint.semantic.scopes import CallSite, Kind, Scope, Symbol
 from torchlint.semantic.syntax import MISSING
 
 SAVES = ("torch.save", "torch.serialization.save")
+# Framework handlers that save checkpoints into a folder (`dirname`/`dirpath`, first).
+FOLDER_SAVERS = (
+    *("ignite.handlers.ModelCheckpoint", "ignite.handlers.checkpoint.ModelCheckpoint"),
+    *("ignite.handlers.DiskSaver", "ignite.handlers.checkpoint.DiskSaver"),
+    *("lightning.pytorch.callbacks.ModelCheckpoint", "pytorch_lightning.callbacks.ModelCheckpoint"),
+)
 # Methods whose result lies where their receiver's tensors lie.
 KEEPS_DEVICE = frozenset({"state_dict", "detach", "clone", "contiguous", "float", "half", "eval"})
 
@@ -81,6 +87,22 @@ class Checkpoints:
                 value = _passed(call, name, params, offset)
                 if value is not None:
                     found.append((value, call.scope))
+        return found
+
+    @cached_property
+    def saved_folders(self) -> list[tuple[cst.BaseExpression, Scope]]:
+        """The folders a framework's checkpoint handler saves into: ignite's
+        `ModelCheckpoint(dirname, ...)` and `DiskSaver(dirname)`, Lightning's
+        `ModelCheckpoint(dirpath=...)`."""
+        found = []
+        for call in self.facts.calls_to(*FOLDER_SAVERS):
+            folder = call.kwarg("dirname")
+            if folder is MISSING:
+                folder = call.kwarg("dirpath")
+            if folder is MISSING and call.positional:
+                folder = call.positional[0]
+            if folder is not MISSING:
+                found.append((folder, call.scope))
         return found
 
     def _on_cpu(self, node: cst.BaseExpression, scope: Scope, save: CallSite, depth: int) -> bool:

@@ -200,6 +200,10 @@ class TorchModule:
     def saved_paths(self) -> list[tuple[cst.BaseExpression, Scope]]:
         return self.checkpoints.saved_paths
 
+    @property
+    def saved_folders(self) -> list[tuple[cst.BaseExpression, Scope]]:
+        return self.checkpoints.saved_folders
+
     # -- module attributes set ---------------------------------------------------------
 
     @cached_property
