@@ -91,6 +91,7 @@ from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
 from torchlint.semantic.batches import derived_from_batch
 from torchlint.semantic.networks import millions
 from torchlint.semantic.syntax import names_read
+from torchlint.tokens import TRAINS
 
 # Anything of these in a file means someone already thought about several GPUs.
 PARALLEL = (
@@ -128,6 +129,7 @@ class ModelNotParallel(Rule):
     name = "model-not-parallel"
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
+    pattern = TRAINS  # a step loop of its own (or the project engages the file)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or parallel_aware(module):

@@ -88,6 +88,7 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import bool_value, contains, dotted_name, int_value
+from torchlint.tokens import TRAINS
 from torchlint.walk import descendants
 
 GRAD = "torch.autograd.grad"
@@ -114,6 +115,7 @@ class TrainingWithoutMixedPrecision(Rule):
     name = "training-without-mixed-precision"
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
+    pattern = TRAINS  # a step loop of its own (or the project engages the file)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or module.reduced_precision:

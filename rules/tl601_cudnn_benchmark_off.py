@@ -63,6 +63,7 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Loop, ModelSite, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import bool_value
+from torchlint.tokens import TRAINS
 
 BENCHMARK = "torch.backends.cudnn.benchmark"
 DETERMINISTIC = "torch.backends.cudnn.deterministic"
@@ -76,6 +77,7 @@ class CudnnBenchmarkOff(Rule):
     name = "cudnn-benchmark-off"
     fix_safety = FixSafety.UNSAFE
     tokens = ("Conv", "torchvision")
+    pattern = TRAINS  # a step loop of its own (or the project engages the file)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.managed or module.stores_to(BENCHMARK, DETERMINISTIC):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,6 +27,13 @@ from torchlint.semantic.syntax import dotted_name
 from torchlint.walk import walk
 
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# What says a script runs on several GPUs: an option, variable or key naming their number
+# or list, or a launcher's variable (`--ngpu`, `args.gpu_ids`, "LOCAL_RANK", "WORLD_SIZE").
+MULTI_GPU_NAME = re.compile(
+    r"^-*(n_?gpus?|num_?gpus?|gpus|gpu_ids|device_ids|world_size|local_rank|nproc_per_node"
+    r"|multi_?gpus?|num_devices|n_devices)$",
+    re.IGNORECASE,
+)
 T = TypeVar("T")
 
 
@@ -56,6 +64,7 @@ class Facts:
         default_factory=list
     )
     stars: list[str] = field(default_factory=list)  # modules imported `*` at module level
+    multi_gpu_name: bool = False  # a name, attribute or string matches MULTI_GPU_NAME
 
     def calls_to(self, *qualnames: str) -> list[CallSite]:
         found = [c for q in qualnames for c in self.calls_by_qualname.get(q, ())]
@@ -502,8 +511,16 @@ class _Builder(cst.CSTVisitor):
         if self.functions:
             self.facts.yields.setdefault(id(self.functions[-1]), []).append(node)
 
+    def visit_Name(self, node: cst.Name) -> None:  # an attribute's name too
+        if not self.facts.multi_gpu_name and MULTI_GPU_NAME.match(node.value):
+            self.facts.multi_gpu_name = True
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = node.value
+        if not self.facts.multi_gpu_name and MULTI_GPU_NAME.match(
+            value.lstrip("rRbBuU").strip("\"'")
+        ):
+            self.facts.multi_gpu_name = True
         if "cuda" in value:
             text = value.strip("\"'rRbBuU")
             if text == "cuda" or text.startswith("cuda:"):

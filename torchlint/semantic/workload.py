@@ -5,7 +5,6 @@ a file that says it runs on several GPUs."""
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 
 import libcst as cst
@@ -19,7 +18,6 @@ from torchlint.semantic.networks import BILLION, Networks, size_in_name, toy
 from torchlint.semantic.scopes import CallSite, Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, argument, str_value
 from torchlint.semantic.values import Values
-from torchlint.walk import descendants
 
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
 LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
@@ -28,13 +26,6 @@ LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
 # Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
 AUTOCAST_REFUSED = ("torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy")
-# What says a script runs on several GPUs: an option, variable or key naming their number
-# or list, or a launcher's variable (`--ngpu`, `args.gpu_ids`, "LOCAL_RANK", "WORLD_SIZE").
-MULTI_GPU_NAME = re.compile(
-    r"^-*(n_?gpus?|num_?gpus?|gpus|gpu_ids|device_ids|world_size|local_rank|nproc_per_node"
-    r"|multi_?gpus?|num_devices|n_devices)$",
-    re.IGNORECASE,
-)
 DEVICE_COUNTS = ("torch.cuda.device_count", "torch.accelerator.device_count")
 HEAVY_STEP = 100_000_000  # parameters
 # Building a model without allocating it, or sharding it across GPUs: done for models too
@@ -187,20 +178,7 @@ class Workload:
         (`torch.cuda.device_count()`), or an option, variable, attribute or string names
         their number or list or a launcher's rank (`--ngpu`, `args.gpu_ids`, `n_gpu`,
         "LOCAL_RANK", "WORLD_SIZE")."""
-        if self.facts.calls_to(*DEVICE_COUNTS):
-            return True
-        for node in descendants(self.facts.module):
-            if isinstance(node, cst.Name):
-                text: str | None = node.value
-            elif isinstance(node, cst.Attribute):
-                text = node.attr.value
-            elif isinstance(node, cst.SimpleString):
-                text = str_value(node)
-            else:
-                continue
-            if text and MULTI_GPU_NAME.match(text):
-                return True
-        return False
+        return self.facts.multi_gpu_name or bool(self.facts.calls_to(*DEVICE_COUNTS))
 
     def heavy_step(self, loop: Loop) -> bool:
         """A training step of the loop runs a large network (called, or handed to a
