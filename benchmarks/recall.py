@@ -97,6 +97,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "padding": (),
     "generation-cache": (),
     "busy-wait": (),
+    "train-set-reevaluated": ("TL410",),
     "other": (),
 }
 

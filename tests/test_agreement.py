@@ -24,8 +24,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL501", "TL503", "TL601", "TL602", "TL603", "TL604",
-    "TL605", "TL606",
+    "TL406", "TL407", "TL408", "TL409", "TL410", "TL501", "TL503", "TL601", "TL602", "TL603",
+    "TL604", "TL605", "TL606",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -461,6 +461,32 @@ ROWS = [
             model.load_state_dict(torch.load(path))
         """,
         devices={"x": UNKNOWN, "y": UNKNOWN, "torch.randn(x.shape)": UNKNOWN},
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "a library's epoch loop measuring the training set again, twice (TL410)",
+        """
+        def fit(model, loader, optimizer, epochs, device):
+            for epoch in range(epochs):
+                model.train()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x.to(device)), y.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    print(evaluate(model, loader, device))  # expect: TL410
+                    for x, y in loader:  # expect: TL410
+                        print(F.cross_entropy(model(x.to(device)), y.to(device)))
+
+
+        def evaluate(model, loader, device):
+            correct = 0
+            for x, y in loader:
+                correct += (model(x.to(device)).argmax(1) == y.to(device)).sum()
+            return correct
+        """,
         steps={"optimizer.step()": True},
     ),
     Row(

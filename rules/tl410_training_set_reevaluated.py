@@ -1,0 +1,297 @@
+"""TL410 training-set-reevaluated: the training set is run through the network again to measure it.
+
+What: inside the loop that repeats training epochs, the loader the step loop trains on
+is walked a second time by the network without training: a loop over it with no
+backward pass (an evaluation loop), a call that hands it to a function of this file
+whose loop evaluates that parameter, or to a function of another file named for a
+measure and given a network (`compute_accuracy(model, train_loader, device)`,
+`evaluate(model, train_loader)`); with ignite, an evaluator run on the trainer's own
+loader from an `Events.EPOCH_COMPLETED` handler (`evaluator.run(train_loader)`).
+Same loader means the same name the step loop iterates (`enumerate(train_loader)`,
+`tqdm(train_loader)`); a separate loader over the training data (a fixed subset, no
+augmentation) is a choice and is not reported, nor is a pass behind a flag that is off
+by default (`if args.train_acc:`), nor one after the last epoch.
+
+Why: a pass of the network over every training batch is about a third of a training
+epoch's GPU work (a forward pass without the backward), and the loader decodes and
+copies every batch again: experts listing the problems of real repositories before
+any run count it among the first (an epoch that takes 1.3-2x as long for a logging
+metric). The training pass already computes every output: accumulated on the device,
+its loss and accuracy cost nothing more (they lag the weights by part of an epoch,
+which a trend does not mind).
+
+Bad:
+    model = torchvision.models.resnet18().cuda()
+    train_loader = DataLoader(train_set, batch_size=256, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(90):
+        for x, y in train_loader:
+            loss = F.cross_entropy(model(x.cuda()), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            correct = 0
+            for x, y in train_loader:
+                correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
+
+Good:
+    model = torchvision.models.resnet18().cuda()
+    train_loader = DataLoader(train_set, batch_size=256, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(90):
+        correct = torch.zeros((), device="cuda")
+        for x, y in train_loader:
+            out = model(x.cuda())
+            loss = F.cross_entropy(out, y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            correct += (out.argmax(1) == y.cuda()).sum()
+
+Fix: none offered: where the metric comes from is the author's call (accumulate it in
+the training pass, measure a fixed subset, or every N epochs).
+
+Impact: high where the training set is walked two times or more each epoch for
+measures (accuracy, then loss: one pass would give both). Low for a single pass each
+epoch (a metric of the training set many authors choose to log, which the experts
+listing problems before any run call debatable) and for passes every N epochs only
+(`if epoch % 10 == 0:`, ignite's `EPOCH_COMPLETED(every=N)`).
+
+Unknown device: the pass is repeated work on any device; only code that places no work
+on a device (no GPU named or presumed here) is left alone, as a CPU script.
+
+Sources: PyTorch Performance Tuning Guide (avoid unnecessary work in the training
+loop); ignite's and PyTorch's examples log the running training loss from the
+training pass itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.results import Impact
+from torchlint.rule import Diagnostic, Rule
+from torchlint.semantic import CallSite, Kind, Loop, Scope, Symbol, TorchModule
+from torchlint.semantic.syntax import MISSING, argument, dotted_name
+
+# A function of another file that measures what it is given: `compute_accuracy`,
+# `compute_epoch_loss`, `get_metrics`, `evaluate`, `test`...
+MEASURE = re.compile(
+    r"^_*(?:(?:compute|calc|calculate|get|measure|eval|evaluate)_?\w*"
+    r"(?:acc|accuracy|loss|metrics?|scores?|error)|eval|evaluate|validate|test|predict)",
+    re.IGNORECASE,
+)
+EPOCH_COMPLETED = "Events.EPOCH_COMPLETED"
+PERIODIC = "every N epochs: a fraction of an epoch's work"
+ONE_PASS = "one pass for a metric of the training set each epoch, a choice many make"
+
+
+class TrainingSetReevaluated(Rule):
+    code = "TL410"
+    name = "training-set-reevaluated"
+    # A training loop of its own, or an ignite trainer run.
+    tokens = ("backward", "EPOCH_COMPLETED")
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        if not (module.uses_gpu or module.presumed_accelerator):
+            return
+        done: set[int] = set()
+        for loop in module.step_loops:
+            epoch = loop.ctx.loops[-1] if loop.ctx.loops else None
+            trained = _iterated(module, loop)
+            if epoch is None or id(epoch) in done or not trained:
+                continue
+            done.add(id(epoch))
+            yield from self._report(list(self._passes(module, loop, epoch, trained)))
+        yield from self._report(list(self._ignite(module)))
+
+    def _passes(
+        self, module: TorchModule, step: Loop, epoch: Loop, trained: set[int]
+    ) -> Iterator[_Pass]:
+        """The passes over the trained loader in the epoch loop, outside the step loop."""
+        for loop in module.evaluation_loops:
+            inside = epoch in loop.ctx.loops and step not in loop.ctx.loops
+            if inside and _iterated(module, loop) & trained:
+                periodic = any(module.period(c) is not None for c in loop.calls[:1])
+                yield _Pass(loop.node, "an evaluation loop", periodic)
+        inner = {id(c) for c in step.calls}
+        for call in epoch.calls:
+            if id(call.node) in inner or call.ctx.loops[-1] is not epoch:
+                continue
+            given = {
+                id(s)
+                for a in call.node.args
+                if (s := _symbol(a.value, call.scope)) is not None and id(s) in trained
+            }
+            if given and _measures(module, call, given, step):
+                name = dotted_name(call.node.func) or "a helper"
+                yield _Pass(call.node, f"`{name}`", module.period(call) is not None)
+
+    def _ignite(self, module: TorchModule) -> Iterator[_Pass]:
+        """`evaluator.run(train_loader)` in a handler of the trainer's EPOCH_COMPLETED,
+        where `trainer.run(train_loader, ...)` trains on the same loader."""
+        runs = [c for c in module.method_calls("run") if c.receiver is not None and c.node.args]
+        for call in runs:
+            handler = call.ctx.function
+            loader = _symbol(call.node.args[0].value, call.scope)
+            engine = _symbol(call.receiver, call.scope) if call.receiver is not None else None
+            if handler is None or loader is None or engine is None:
+                continue
+            event = _epoch_handler(module, handler)
+            if event is None or event[0] is engine:
+                continue
+            trainer, periodic = event
+            if any(
+                _symbol(r.receiver, r.scope) is trainer
+                and _symbol(r.node.args[0].value, r.scope) is loader
+                for r in runs
+                if r.receiver is not None
+            ):
+                name = dotted_name(call.node.func)
+                yield _Pass(call.node, f"`{name}`", periodic or module.period(call) is not None)
+
+    def _report(self, passes: list[_Pass]) -> Iterator[Diagnostic]:
+        """Each pass of one training loop: high where the training set is walked twice
+        or more each epoch (one pass would do for every measure), else low."""
+        every = [p for p in passes if not p.periodic]
+        names = ", ".join(p.what for p in every)
+        for p in passes:
+            if p.periodic:
+                why: str | None = PERIODIC
+            elif len(every) == 1:
+                why = ONE_PASS
+            else:
+                why = None
+            times = (
+                "again every few epochs"
+                if p.periodic
+                else f"{len(every)} times each epoch"
+                if why is None
+                else "again each epoch"
+            )
+            what = names if why is None else p.what
+            yield self.diagnostic(
+                p.node,
+                f"the training loader is run through the network {times} "
+                f"({what}) only to measure it: each pass over the training set is about a "
+                "third of a training epoch's GPU work, with every batch loaded again; "
+                + ("compute every measure in one pass, or better " if why is None else "")
+                + "accumulate the loss and accuracy on the device during the training "
+                "pass, or measure a fixed subset" + (f" (low impact: {why})" if why else ""),
+                impact=Impact.LOW if why else Impact.HIGH,
+            )
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """A pass of the network over the training loader, only to measure it."""
+
+    node: cst.CSTNode
+    what: str  # what walks it: "`compute_accuracy`", "an evaluation loop"
+    periodic: bool  # every N epochs only
+
+
+def _symbol(node: cst.BaseExpression, scope: Scope) -> Symbol | None:
+    return scope.lookup_expr(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+
+
+def _iterated(module: TorchModule, loop: Loop) -> set[int]:
+    """The symbols (by id) of what a `for` loop walks (`enumerate(train_loader)`)."""
+    if not isinstance(loop.node, cst.For):
+        return set()
+    found = set()
+    for it in module.iterables(loop.node.iter, loop.ctx.scope):
+        symbol = _symbol(it, loop.ctx.scope)
+        if symbol is not None:
+            found.add(id(symbol))
+    return found
+
+
+def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) -> bool:
+    """The call hands the loader to a function that runs a network over it without
+    training: a loop over that parameter calling a network with no backward pass in it
+    (a function of this file), or a
+    function of another file named for a measure and given a network too."""
+    if module.opt_in(call.ctx, call.node):
+        return False
+    target = module.functions.target(call)
+    if target is not None:
+        for loop in module.loops:
+            if loop.ctx.function is not target.function or not isinstance(loop.node, cst.For):
+                continue
+            if loop.backwards or not module.network_calls(loop):
+                continue  # trains, or runs no network
+            for it in module.iterables(loop.node.iter, loop.ctx.scope):
+                symbol = loop.ctx.scope.lookup_expr(it)
+                param = symbol.only(Kind.PARAM) if symbol is not None else None
+                if param is None or param.index is None:
+                    continue
+                passed = argument(call.node, param.symbol.name, index=param.index - target.offset)
+                if passed is not MISSING and id(_symbol(passed, call.scope)) in given:
+                    return True
+        return False
+    name = dotted_name(call.node.func) or ""
+    if not MEASURE.match(name.rpartition(".")[2]):
+        return False
+    # Given a network: one known as such, or what the step loop calls (`model(x)` on a
+    # parameter `model`).
+    stepped = {
+        id(s)
+        for c in step.calls
+        if isinstance(c.node.func, cst.Name) and (s := _symbol(c.node.func, c.scope))
+    }
+    return any(
+        ((site := module.model_of(a.value, call.scope)) is not None and site.is_network)
+        or id(_symbol(a.value, call.scope)) in stepped
+        for a in call.node.args
+    )
+
+
+def _epoch_handler(module: TorchModule, function: cst.FunctionDef) -> tuple[Symbol, bool] | None:
+    """The engine whose EPOCH_COMPLETED runs `function` (`@trainer.on(Events.EPOCH_COMPLETED)`
+    or `trainer.add_event_handler(Events.EPOCH_COMPLETED, function)`), and whether it
+    runs every N epochs only (`EPOCH_COMPLETED(every=N)`)."""
+    scope = module.functions.scope_of(function).parent
+    assert scope is not None
+    for decorator in function.decorators:
+        on = decorator.decorator
+        if (
+            isinstance(on, cst.Call)
+            and isinstance(on.func, cst.Attribute)
+            and on.func.attr.value == "on"
+            and on.args
+            and (periodic := _epoch_event(on.args[0].value)) is not None
+            and (engine := _symbol(on.func.value, scope)) is not None
+        ):
+            return engine, periodic
+    for call in module.method_calls("add_event_handler"):
+        args = call.node.args
+        if call.receiver is None or len(args) < 2:
+            continue
+        handler = args[1].value
+        if not (isinstance(handler, cst.Name) and handler.value == function.name.value):
+            continue
+        periodic = _epoch_event(args[0].value)
+        engine = _symbol(call.receiver, call.scope)
+        if periodic is not None and engine is not None:
+            return engine, periodic
+    return None
+
+
+def _epoch_event(node: cst.BaseExpression) -> bool | None:
+    """None unless the event is (or includes) EPOCH_COMPLETED; then whether it is
+    filtered to every N epochs."""
+    if isinstance(node, cst.BinaryOperation):  # EPOCH_COMPLETED | COMPLETED
+        found = [_epoch_event(node.left), _epoch_event(node.right)]
+        known = [f for f in found if f is not None]
+        return all(known) if known else None
+    if isinstance(node, cst.Call):
+        inner = _epoch_event(node.func)
+        return None if inner is None else bool(node.args)
+    name = dotted_name(node) or ""
+    return False if name.endswith(EPOCH_COMPLETED) else None
