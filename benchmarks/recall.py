@@ -91,7 +91,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "channels-last": ("TL604",),
     "fused-optimizer": ("TL605",),
     "compile": ("TL606",),
-    "foreach": (),
+    "foreach": ("TL411",),
     "frozen-module": (),
     "attention": (),
     "padding": (),

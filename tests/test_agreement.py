@@ -24,8 +24,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL410", "TL501", "TL503", "TL601", "TL602", "TL603",
-    "TL604", "TL605", "TL606",
+    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL501", "TL503", "TL601", "TL602",
+    "TL603", "TL604", "TL605", "TL606",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -486,6 +486,26 @@ ROWS = [
             for x, y in loader:
                 correct += (model(x.to(device)).argmax(1) == y.to(device)).sum()
             return correct
+        """,
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "an EMA of the weights updated tensor by tensor every step (TL411)",
+        """
+        import copy
+
+        model = Net().cuda()  # expect: TL606
+        ema = copy.deepcopy(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:  # expect: TL501, TL503, TL601
+            loss = F.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                for p_ema, p in zip(ema.parameters(), model.parameters()):  # expect: TL411
+                    p_ema.lerp_(p, 0.001)
         """,
         steps={"optimizer.step()": True},
     ),

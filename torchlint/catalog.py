@@ -37,6 +37,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL408", "gradcheck-in-training-loop", True, False, (), ("gradcheck",), None),
     ("TL409", "cuda-launch-blocking", True, False, (), ("CUDA_LAUNCH_BLOCKING",), None),
     ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None),
+    ("TL411", "per-parameter-loop", True, False, (), ("parameters()", "buffers()", "state_dict()"), None),
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(", 32)),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None),
