@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from torchlint.cli.check import plan as cli_plan
 from torchlint.cli.flags import CheckOptions
-from torchlint.config import Config, ConfigError, Overrides, load_config, resolve
+from torchlint.config import Config, ConfigError, Overrides, RunPlan, load_config, resolve
 from torchlint.options import toml_value
 from torchlint.registry import all_rules
 from torchlint.server.settings import Configs, EditorSettings, setup
@@ -299,3 +300,55 @@ def test_the_editor_gets_the_plan_the_command_line_gets(tmp_path, monkeypatch, c
         assert command_line.settings.options["min-batch-size"] == 8
     if config and "per-file-ignores" in config:
         assert "TL202" not in command_line.codes and "TL201" in command_line.unfixable
+
+
+# -- the command line's --per-file-ignores ---------------------------------------------
+
+
+def plan_of(root: Path, **options) -> RunPlan:
+    """The run plan of `torchlint check` in `root` with these options (parsed)."""
+    return cli_plan(CheckOptions(paths=[str(root)], **options))
+
+
+PER_FILE = (
+    '[tool.torchlint]\nper-file-ignores = { "tests/*" = ["TL201"] }\n'
+    'extend-per-file-ignores = { "src/*" = ["TL202"] }\n'
+)
+
+
+def test_per_file_ignores_on_the_command_line_replace_or_extend(tmp_path):
+    """As ruff's: --per-file-ignores replaces the config's `per-file-ignores` (not its
+    `extend-per-file-ignores`), --extend-per-file-ignores adds; each value is
+    PATTERN:CODES, and a comma may start the next pair."""
+    write_project(tmp_path, PER_FILE)
+    train, test = tmp_path / "src" / "train.py", tmp_path / "tests" / "test_train.py"
+    plan = plan_of(tmp_path)
+    assert "TL201" not in plan.for_file(test).codes and "TL202" not in plan.for_file(train).codes
+    plan = plan_of(tmp_path, per_file_ignores=["src/*:TL4, TL5", "a.py:TL3,b/*.py:TL6"])
+    assert plan.config.per_file_ignores == {"src/*": ["TL4", "TL5"], "a.py": ["TL3"],
+                                            "b/*.py": ["TL6"]}  # fmt: skip
+    assert plan.config.extend_per_file_ignores == {"src/*": ["TL202"]}
+    assert "TL201" in plan.for_file(test).codes  # the file's per-file-ignores are replaced
+    assert not {"TL202", "TL401", "TL501"} & set(plan.for_file(train).codes)
+    plan = plan_of(tmp_path, extend_per_file_ignores=["tests/*:TL202", "tests/*:TL203"])
+    assert plan.config.per_file_ignores == {"tests/*": ["TL201"]}
+    assert plan.config.extend_per_file_ignores == {"src/*": ["TL202"],
+                                                   "tests/*": ["TL202", "TL203"]}  # fmt: skip
+    assert not {"TL201", "TL202", "TL203"} & set(plan.for_file(test).codes)
+    assert load_config(tmp_path / "pyproject.toml").per_file_ignores == {"tests/*": ["TL201"]}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["TL201"], "--per-file-ignores 'TL201': expected PATTERN:CODES"),
+        ([""], "--per-file-ignores '': expected PATTERN:CODES"),
+        ([":TL201"], "--per-file-ignores ':TL201': expected PATTERN:CODES"),
+        (["tests/*:"], "--per-file-ignores 'tests/*:': expected PATTERN:CODES"),
+        (["a.py:TL201", "TL202"], "--per-file-ignores 'TL202': expected PATTERN:CODES"),
+        (["a.py:TL9999"], "unknown rule selector 'TL9999'"),
+    ],
+)
+def test_a_bad_per_file_ignore_is_a_config_error(tmp_path, values, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan_of(tmp_path, per_file_ignores=values)

@@ -334,3 +334,51 @@ def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
     assert f"torchlint: interrupted: {files} rewritten before the run stopped:" in stderr
     assert listed == changed and 0 < len(changed) < len(names)
     assert not list(tmp_path.glob(".*.torchlint"))  # no temporary file left behind
+
+
+# -- --per-file-ignores -----------------------------------------------------------------
+
+
+def test_per_file_ignores_on_the_command_line(project):
+    (project / "pyproject.toml").write_text(
+        '[tool.torchlint]\nper-file-ignores = { "mixed.py" = ["TL405"] }\n'
+    )
+
+    def found(*args: str) -> list[str]:
+        result = run_cli("check", "--output-format", "concise", *args, ".", cwd=project)
+        return [line.split(":")[0] + " " + line.split()[1] for line in concise(result)]
+
+    assert found() == ["train.py TL201"]
+    assert found("--per-file-ignores", "train.py:TL201") == ["mixed.py TL405"]  # replaced
+    assert found("--extend-per-file-ignores", "train.py:TL2") == []
+    assert found("--per-file-ignores", "*.py:TL201,TL405") == []
+    settings = run_cli("check", "--show-settings", "--extend-per-file-ignores", "t*.py:TL2",
+                       "train.py", cwd=project)  # fmt: skip
+    lines = settings.stdout.splitlines()
+    assert 'extend-per-file-ignores = { "t*.py" = ["TL2"] }' in lines
+    rules = json.loads(next(line for line in lines if line.startswith("rules = ")).split(" = ")[1])
+    assert "TL101" in rules and not [code for code in rules if code.startswith("TL2")]
+    bad = run_cli("check", "--per-file-ignores", "TL201", ".", cwd=project)
+    assert bad.returncode == 2 and bad.stderr == (
+        "torchlint: error: --per-file-ignores 'TL201': expected PATTERN:CODES, such as "
+        "'tests/*:TL201,TL202'\n"
+    )
+
+
+# The same options in a real process: what the shell passes, and no traceback on bad input.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (("--per-file-ignores", "t*.py:TL201"), 0, "All checks passed!\n"),
+        (("--extend-per-file-ignores", "train.py"), 2, "expected PATTERN:CODES"),
+    ],
+)
+def test_the_ruff_options_in_a_real_process(project, args, code, said):
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL405"]\n')
+    result = run_cli_process("check", "--no-cache", *args, ".", cwd=project)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert said in (result.stdout if code < 2 else result.stderr)

@@ -28,7 +28,7 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
-    from torchlint.config import RunPlan
+    from torchlint.config import PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
 
@@ -54,9 +54,40 @@ def plan(options: CheckOptions) -> RunPlan:
         min_impact="low" if options.show_low_impact else None,
         target_torch=None if target is None else parse_target(target, "--target-torch"),
         target_torch_source=None if target is None else "--target-torch",
+        per_file_ignores=_pairs(options.per_file_ignores, "--per-file-ignores"),
+        extend_per_file_ignores=(
+            _pairs(options.extend_per_file_ignores, "--extend-per-file-ignores") or ()
+        ),
     )
     config.read_project_torch(start(paths, stdin_filename))
     return resolve(config, overrides)
+
+
+def _pairs(values: list[str] | None, flag: str) -> PerFileIgnores | None:
+    """`PATTERN:CODES` values as (pattern, codes) pairs; codes are comma-separated, and a
+    comma may also start the next pair, as ruff reads it (`a.py:TL201,b.py:TL202`)."""
+    from torchlint.config import ConfigError
+
+    if values is None:
+        return None
+    pairs: list[tuple[str, list[str]]] = []
+    for value in values:
+        bad = ConfigError(
+            f"{flag} {value!r}: expected PATTERN:CODES, such as 'tests/*:TL201,TL202'"
+        )
+        own: list[tuple[str, list[str]]] = []
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            pattern, colon, code = part.rpartition(":")
+            if colon and pattern.strip() and code.strip():
+                own.append((pattern.strip(), [code.strip()]))
+            elif own and not colon:
+                own[-1][1].append(part)
+            else:
+                raise bad
+        if not own:
+            raise bad
+        pairs += own
+    return tuple((pattern, tuple(codes)) for pattern, codes in pairs)
 
 
 def check(options: CheckOptions) -> int:

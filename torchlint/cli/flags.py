@@ -28,6 +28,25 @@ ExtendOpt = Annotated[
         "Like --select, but adds rule codes on top of those already selected",
     ),
 ]
+PerFileIgnoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--per-file-ignores",
+        metavar="PATTERN:CODES",
+        help="Rule codes or prefixes to ignore in the files a glob matches, such as "
+        "`tests/*:TL201,TL202`; replaces the configured per-file-ignores",
+        rich_help_panel=RULES,
+    ),
+]
+ExtendPerFileIgnoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extend-per-file-ignores",
+        metavar="PATTERN:CODES",
+        help="Like --per-file-ignores, but adds to the configured per-file-ignores",
+        rich_help_panel=RULES,
+    ),
+]
 UnsafeFixesOpt = Annotated[
     bool | None,
     typer.Option(
@@ -223,6 +242,8 @@ class CheckOptions:
     select: list[str] | None = None
     ignore: list[str] | None = None
     extend_select: list[str] | None = None
+    per_file_ignores: list[str] | None = None
+    extend_per_file_ignores: list[str] | None = None
     preview: bool | None = None
     show_low_impact: bool = False
     fixable: list[str] | None = None
@@ -307,6 +328,8 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         select: SelectOpt = None,
         ignore: IgnoreOpt = None,
         extend_select: ExtendOpt = None,
+        per_file_ignores: PerFileIgnoresOpt = None,
+        extend_per_file_ignores: ExtendPerFileIgnoresOpt = None,
         preview: PreviewOpt = None,
         show_low_impact: ShowLowImpactOpt = False,
         fixable: FixableOpt = None,
