@@ -336,7 +336,42 @@ def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
     assert not list(tmp_path.glob(".*.torchlint"))  # no temporary file left behind
 
 
-# -- --per-file-ignores -----------------------------------------------------------------
+# -- --isolated, --config KEY = VALUE, --per-file-ignores ------------------------------
+
+
+def test_isolated_ignores_the_config_files(project):
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL201"]\n')
+    assert run_cli("check", "train.py", cwd=project).returncode == 0
+    isolated = run_cli("check", "--isolated", "--output-format", "concise", "train.py",
+                       cwd=project)  # fmt: skip
+    assert isolated.returncode == 1 and concise(isolated)[0].startswith("train.py:3:10: TL201 ")
+    settings = run_cli("check", "--isolated", "--show-settings", "train.py", cwd=project)
+    assert "Settings path: none (defaults)" in settings.stdout.splitlines()
+    both = run_cli("check", "--isolated", "--config", "pyproject.toml", ".", cwd=project)
+    assert both.returncode == 2 and both.stderr == (
+        "torchlint: error: --config pyproject.toml cannot be used with --isolated, which "
+        "ignores every configuration file\n"
+    )
+
+
+def test_config_settings_on_the_command_line(project):
+    (project / "pyproject.toml").write_text("[tool.torchlint]\nmin-batch-size = 8\n")
+    ignoring = run_cli("check", "--config", 'ignore = ["TL201"]', "train.py", cwd=project)
+    assert ignoring.returncode == 0
+    settings = run_cli("check", "--show-settings", "--config", "min-batch-size = 64",
+                       "--config", "unsafe-fixes = true", "train.py", cwd=project)  # fmt: skip
+    lines = settings.stdout.splitlines()
+    assert "unsafe-fixes = true" in lines
+    assert any(line.startswith("min-batch-size = 64  # int") for line in lines)
+    for setting, why in [
+        ("min-batch = 64", "unknown key `min-batch` (did you mean `min-batch-size`?)"),
+        ("min-batch-size = 1", "`min-batch-size` must be from 2 to 65536, got 1"),
+        ("select = [TL201]", "invalid TOML: Invalid value (at line 1, column 11)"),
+        ("settings.toml", "no such config file, nor a TOML `KEY = VALUE` pair"),
+    ]:
+        bad = run_cli("check", "--config", setting, ".", cwd=project)
+        assert bad.returncode == 2
+        assert bad.stderr == f"torchlint: error: --config {setting!r}: {why}\n"
 
 
 def test_per_file_ignores_on_the_command_line(project):
@@ -372,6 +407,11 @@ def test_per_file_ignores_on_the_command_line(project):
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [
+        (("--isolated", "--output-format", "concise"), 1, "train.py:3:10: TL201 "),
+        (("--isolated", "--config", "pyproject.toml"), 2, "cannot be used with --isolated"),
+        (("--config", 'ignore = ["TL201"]'), 0, "All checks passed!\n"),
+        (("--config", "ignore = TL201"), 2, "--config 'ignore = TL201': invalid TOML: "),
+        (("--config", "ignor = []"), 2, "unknown key `ignor` (did you mean `ignore`?)"),
         (("--per-file-ignores", "t*.py:TL201"), 0, "All checks passed!\n"),
         (("--extend-per-file-ignores", "train.py"), 2, "expected PATTERN:CODES"),
     ],

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from torchlint.knowledge import KnowledgeError, read_knowledge
+from torchlint.knowledge import KnowledgeError, read_knowledge, written
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
@@ -442,11 +442,46 @@ def _load(path: Path | None, trusted: bool) -> Config:
         _local_rules(config, table, str(path), trusted)
         apply_table(config, table, str(path))
     except ConfigError as exc:
-        message = str(exc)
-        raise ConfigError(
-            message if message.startswith(str(path)) else f"{path}: {message}"
-        ) from None
+        raise _located(exc, str(path)) from None
     return config
+
+
+def _located(exc: ConfigError, where: str) -> ConfigError:
+    """`exc`, its message starting with `where` (the file, the option)."""
+    message = str(exc)
+    return ConfigError(message if message.startswith(where) else f"{where}: {message}")
+
+
+def override(config: Config, setting: str) -> None:
+    """Lay a command line's `--config KEY = VALUE` (TOML, keys as the config file spells
+    them, checked as its are) over `config`, as ruff does: `select` starts the selection
+    afresh and `per-file-ignores` replaces the file's, as their command-line options do;
+    a `semantic` key replaces that key's list only; the others as a second file would."""
+    where = f"--config {setting!r}"
+    try:
+        table = tomllib.loads(setting)
+    except tomllib.TOMLDecodeError as exc:
+        if "=" not in setting:
+            raise ConfigError(
+                f"{where}: no such config file, nor a TOML `KEY = VALUE` pair"
+            ) from None
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+    if not table:
+        raise ConfigError(f"{where}: sets nothing (expected a TOML `KEY = VALUE` pair)")
+    if "local-rules" in table:
+        raise ConfigError(f"{where}: `local-rules` is read from a config file only")
+    if "select" in table:
+        config.extend_select = []
+    if "per-file-ignores" in table:
+        config.per_file_ignores = {}
+    if isinstance(table.get("semantic"), dict):
+        table["semantic"] = {**written(config.knowledge), **table["semantic"]}
+    try:
+        apply_table(config, table, where)
+    except ConfigError as exc:
+        raise _located(exc, where) from None
+    if "target-torch" in table:
+        config.target_torch_source = where
 
 
 def _local_rules(config: Config, table: Any, where: str, trusted: bool) -> None:

@@ -3,6 +3,7 @@ a run plan, the files found or standard input read, linted, and reported (output
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
-    from torchlint.config import PerFileIgnores, RunPlan
+    from torchlint.config import Config, PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
 
@@ -38,7 +39,7 @@ def plan(options: CheckOptions) -> RunPlan:
 
     paths = options.paths or ["."]
     stdin_filename = options.stdin_filename if options.stdin else None
-    config = load(options.config, paths, stdin_filename)
+    config = _config(options, paths, stdin_filename)
     target = options.target_torch
     overrides = Overrides(
         select=split(options.select),
@@ -59,8 +60,32 @@ def plan(options: CheckOptions) -> RunPlan:
             _pairs(options.extend_per_file_ignores, "--extend-per-file-ignores") or ()
         ),
     )
-    config.read_project_torch(start(paths, stdin_filename))
+    if not options.isolated:
+        config.read_project_torch(start(paths, stdin_filename))
     return resolve(config, overrides)
+
+
+def _config(options: CheckOptions, paths: list[str], stdin_filename: str | None) -> Config:
+    """The config file (given, found, or none with --isolated) under the `--config KEY =
+    VALUE` settings; as ruff reads --config, a value naming a file is the file."""
+    from torchlint.config import ConfigError, load_config, override
+
+    files = [value for value in options.config or () if os.path.isfile(value)]
+    if len(files) > 1:
+        raise ConfigError(f"--config: one configuration file at most, got {', '.join(files)}")
+    if files and options.isolated:
+        raise ConfigError(
+            f"--config {files[0]} cannot be used with --isolated, which ignores every "
+            "configuration file"
+        )
+    if options.isolated:
+        config = load_config(None)
+    else:
+        config = load(Path(files[0]) if files else None, paths, stdin_filename)
+    for setting in options.config or ():
+        if setting not in files:
+            override(config, setting)
+    return config
 
 
 def _pairs(values: list[str] | None, flag: str) -> PerFileIgnores | None:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from torchlint.cli.app import ConfigOpt, IgnoreOpt, SelectOpt, codes_option, patterns_option
+from torchlint.cli.app import IgnoreOpt, SelectOpt, codes_option, patterns_option
 from torchlint.cli.help import FILES, LOG, MISC, RULES
 
 PathsArg = Annotated[
@@ -26,6 +26,24 @@ ExtendOpt = Annotated[
     codes_option(
         "--extend-select",
         "Like --select, but adds rule codes on top of those already selected",
+    ),
+]
+ConfigArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        metavar="CONFIG_OPTION",
+        help="The configuration file to use (pyproject.toml, torchlint.toml; else the "
+        "nearest one is found), or a TOML `<KEY> = <VALUE>` pair overriding one of its "
+        "settings (`min-batch-size = 64`); options such as --select take precedence",
+    ),
+]
+IsolatedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--isolated",
+        help="Ignore all configuration files (and the torch version the project's "
+        "metadata declares): the defaults and the command line only",
     ),
 ]
 PerFileIgnoresOpt = Annotated[
@@ -238,7 +256,8 @@ class CheckOptions:
     add_noqa: bool = False
     show_files: bool = False
     show_settings: bool = False
-    config: Path | None = None
+    config: list[str] | None = None
+    isolated: bool = False
     select: list[str] | None = None
     ignore: list[str] | None = None
     extend_select: list[str] | None = None
@@ -324,7 +343,8 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         ),
         show_files: ShowFilesOpt = False,
         show_settings: ShowSettingsOpt = False,
-        config: ConfigOpt = None,
+        config: ConfigArgsOpt = None,
+        isolated: IsolatedOpt = False,
         select: SelectOpt = None,
         ignore: IgnoreOpt = None,
         extend_select: ExtendOpt = None,
