@@ -336,7 +336,63 @@ def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
     assert not list(tmp_path.glob(".*.torchlint"))  # no temporary file left behind
 
 
-# -- --isolated, --config KEY = VALUE, --per-file-ignores ------------------------------
+# -- --fix-only, --isolated, --config KEY = VALUE, --per-file-ignores --------------------
+
+ONE_UNSAFE = "(1 additional fix available with `--unsafe-fixes`)"
+
+
+def test_fix_only_fixes_and_reports_nothing_left(project):
+    """As ruff's: the fixes applied, said in one line; the findings left neither reported
+    nor counted in the exit code (unless --exit-non-zero-on-fix, for files changed)."""
+    result = run_cli("check", LOW, "--fix-only", ".", cwd=project)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"Fixed 1 problem {ONE_UNSAFE}.\n"  # TL502; not TL405 nor TL201
+    assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    again = run_cli("check", LOW, "--fix-only", ".", cwd=project)
+    assert again.returncode == 0
+    assert again.stdout == "No problems fixed (1 fix available with `--unsafe-fixes`).\n"
+    strict = ("--fix-only", "--exit-non-zero-on-fix", "--unsafe-fixes", ".")
+    unsafe = run_cli("check", "--no-fix", *strict, cwd=project)  # --fix-only implies --fix
+    assert (unsafe.returncode, unsafe.stdout) == (1, "Fixed 1 problem.\n")
+    assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()
+    nothing = run_cli("fix", *strict, cwd=project)
+    assert (nothing.returncode, nothing.stdout) == (0, "")  # TL405 left, not reported
+    off = run_cli("fix", "--fix-only", "--no-fix-only", ".", cwd=project)
+    assert off.returncode == 1 and "mixed.py:3:1: TL405" in off.stdout
+
+
+def test_fix_only_with_diff_show_fixes_formats_quiet_stdin_and_errors(project):
+    diff = run_cli("check", LOW, "--fix-only", "--diff", ".", cwd=project)
+    assert diff.returncode == 1 and '+scaler = torch.amp.GradScaler("cuda")' in diff.stdout
+    assert diff.stderr == f"Would fix 1 problem {ONE_UNSAFE}.\n"
+    assert (project / "mixed.py").read_text() == MIXED
+    for quiet in (("--output-format", "json"), ("-q",)):
+        (project / "mixed.py").write_text(MIXED)
+        silent = run_cli("check", LOW, "--fix-only", *quiet, ".", cwd=project)
+        assert (silent.returncode, silent.stdout, silent.stderr) == (0, "", "")
+        assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    (project / "mixed.py").write_text(MIXED)
+    shown = run_cli("check", LOW, "--fix-only", "--show-fixes", ".", cwd=project)
+    assert shown.stdout == (
+        "\nFixed 1 problem:\n- mixed.py:\n    1 x TL502 (deprecated-cuda-amp-api)\n\n"
+        f"Fixed 1 problem {ONE_UNSAFE}.\n"
+    )
+    stdin = run_cli("fix", "--fix-only", "--unsafe-fixes", "-", input=LOADER, cwd=project)
+    assert stdin.returncode == 0 and stdin.stderr == "Fixed 1 problem.\n"
+    assert "pin_memory=True, num_workers=NUM_WORKERS)\n" in stdin.stdout  # the code only
+    assert stdin.stdout.endswith(LOADER.split("\n", 3)[3])
+    (project / "broken.py").write_text("x = (\n")
+    broken = run_cli("check", "--fix-only", ".", cwd=project)
+    assert broken.returncode == 2 and "TL000" not in broken.stdout  # no report, but said:
+    assert "torchlint: error: broken.py: syntax error at 1:5: '(' was never closed" in (
+        broken.stderr
+    )
+    for other in ("--statistics", "--add-noqa"):
+        refused = run_cli("check", "--fix-only", other, ".", cwd=project)
+        assert refused.returncode == 2
+        assert (
+            refused.stderr == f"torchlint: error: {other} and --fix-only cannot be used together\n"
+        )
 
 
 def test_isolated_ignores_the_config_files(project):
@@ -407,6 +463,8 @@ def test_per_file_ignores_on_the_command_line(project):
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [
+        (("--fix-only", LOW), 0, f"Fixed 1 problem {ONE_UNSAFE}.\n"),
+        (("--fix-only", "--statistics"), 2, "--statistics and --fix-only cannot be used"),
         (("--isolated", "--output-format", "concise"), 1, "train.py:3:10: TL201 "),
         (("--isolated", "--config", "pyproject.toml"), 2, "cannot be used with --isolated"),
         (("--config", 'ignore = ["TL201"]'), 0, "All checks passed!\n"),
@@ -422,3 +480,5 @@ def test_the_ruff_options_in_a_real_process(project, args, code, said):
     assert result.returncode == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert said in (result.stdout if code < 2 else result.stderr)
+    fixed = "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    assert fixed is (args[0] == "--fix-only" and code == 0)

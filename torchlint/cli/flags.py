@@ -88,6 +88,15 @@ DiffOpt = Annotated[
         help="Write nothing; print the fixes as a unified diff instead (exit 1 if there is one)",
     ),
 ]
+FixOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fix-only/--no-fix-only",
+        help="Apply fixes to resolve findings, but report none of those left nor exit "
+        "non-zero for them. Implies --fix. Use `--no-fix-only` to disable or "
+        "`--unsafe-fixes` to include unsafe fixes",
+    ),
+]
 OutputFormatOpt = Annotated[
     str,
     typer.Option(
@@ -249,6 +258,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     show_fixes: bool = False
     diff: bool = False
+    fix_only: bool = False
     output_format: str = "text"
     output_file: Path | None = None
     target_torch: str | None = None
@@ -278,6 +288,9 @@ class CheckOptions:
     verbose: bool = False
     quiet: bool = False
 
+    def __post_init__(self) -> None:
+        self.fix = self.fix or self.fix_only  # --fix-only implies --fix (over --no-fix)
+
     @property
     def stdin(self) -> bool:
         """Standard input is read (`-`, or any `--stdin-filename`, as ruff does)."""
@@ -295,6 +308,7 @@ class CheckOptions:
             ("--quiet", self.quiet, "--verbose", self.verbose),
             ("--exit-zero", self.exit_zero, "--exit-non-zero-on-fix", self.exit_non_zero_on_fix),
             ("--statistics", self.statistics, "--diff", self.diff),
+            ("--statistics", self.statistics, "--fix-only", self.fix_only),
             ("--show-files", self.show_files, "--show-settings", self.show_settings),
         ]
         for special in ("--add-noqa", "--show-files", "--show-settings"):
@@ -312,7 +326,7 @@ class CheckOptions:
         return None
 
     def _fixing(self) -> list[tuple[str, bool]]:
-        return [("--fix", self.fix), ("--diff", self.diff)]
+        return [("--fix-only", self.fix_only), ("--fix", self.fix), ("--diff", self.diff)]
 
 
 def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[..., None]:
@@ -331,6 +345,7 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         unsafe_fixes: UnsafeFixesOpt = None,
         show_fixes: ShowFixesOpt = False,
         diff: DiffOpt = False,
+        fix_only: FixOnlyOpt = False,
         output_format: OutputFormatOpt = "text",
         output_file: OutputFileOpt = None,
         target_torch: TargetTorchOpt = None,
