@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from torchlint.cli.check import plan as cli_plan
 from torchlint.cli.flags import CheckOptions
-from torchlint.config import Config, ConfigError, Overrides, load_config, resolve
+from torchlint.config import Config, ConfigError, Overrides, RunPlan, load_config, resolve
 from torchlint.options import toml_value
 from torchlint.registry import all_rules
 from torchlint.server.settings import Configs, EditorSettings, setup
@@ -114,7 +115,8 @@ def test_config_errors(tmp_path, config, message):
 
 def test_missing_config_file_and_bad_target(tmp_path):
     result = run_cli("check", "--config", "nope.toml", ".", cwd=tmp_path)
-    assert result.returncode == 2 and "nope.toml: no such config file" in result.stderr
+    assert result.returncode == 2
+    assert "--config 'nope.toml': no such config file, nor a TOML" in result.stderr
     result = run_cli("check", "--target-torch", "latest", ".", cwd=tmp_path)
     assert result.returncode == 2 and "--target-torch: target-torch must look like" in result.stderr
 
@@ -299,3 +301,151 @@ def test_the_editor_gets_the_plan_the_command_line_gets(tmp_path, monkeypatch, c
         assert command_line.settings.options["min-batch-size"] == 8
     if config and "per-file-ignores" in config:
         assert "TL202" not in command_line.codes and "TL201" in command_line.unfixable
+
+
+# -- the command line's --per-file-ignores, --config KEY = VALUE and --isolated ----------
+
+
+def plan_of(root: Path, **options) -> RunPlan:
+    """The run plan of `torchlint check` in `root` with these options (parsed)."""
+    return cli_plan(CheckOptions(paths=[str(root)], **options))
+
+
+PER_FILE = (
+    '[tool.torchlint]\nper-file-ignores = { "tests/*" = ["TL201"] }\n'
+    'extend-per-file-ignores = { "src/*" = ["TL202"] }\n'
+)
+
+
+def test_per_file_ignores_on_the_command_line_replace_or_extend(tmp_path):
+    """As ruff's: --per-file-ignores replaces the config's `per-file-ignores` (not its
+    `extend-per-file-ignores`), --extend-per-file-ignores adds; each value is
+    PATTERN:CODES, and a comma may start the next pair."""
+    write_project(tmp_path, PER_FILE)
+    train, test = tmp_path / "src" / "train.py", tmp_path / "tests" / "test_train.py"
+    plan = plan_of(tmp_path)
+    assert "TL201" not in plan.for_file(test).codes and "TL202" not in plan.for_file(train).codes
+    plan = plan_of(tmp_path, per_file_ignores=["src/*:TL4, TL5", "a.py:TL3,b/*.py:TL6"])
+    assert plan.config.per_file_ignores == {"src/*": ["TL4", "TL5"], "a.py": ["TL3"],
+                                            "b/*.py": ["TL6"]}  # fmt: skip
+    assert plan.config.extend_per_file_ignores == {"src/*": ["TL202"]}
+    assert "TL201" in plan.for_file(test).codes  # the file's per-file-ignores are replaced
+    assert not {"TL202", "TL401", "TL501"} & set(plan.for_file(train).codes)
+    plan = plan_of(tmp_path, extend_per_file_ignores=["tests/*:TL202", "tests/*:TL203"])
+    assert plan.config.per_file_ignores == {"tests/*": ["TL201"]}
+    assert plan.config.extend_per_file_ignores == {"src/*": ["TL202"],
+                                                   "tests/*": ["TL202", "TL203"]}  # fmt: skip
+    assert not {"TL201", "TL202", "TL203"} & set(plan.for_file(test).codes)
+    assert load_config(tmp_path / "pyproject.toml").per_file_ignores == {"tests/*": ["TL201"]}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["TL201"], "--per-file-ignores 'TL201': expected PATTERN:CODES"),
+        ([""], "--per-file-ignores '': expected PATTERN:CODES"),
+        ([":TL201"], "--per-file-ignores ':TL201': expected PATTERN:CODES"),
+        (["tests/*:"], "--per-file-ignores 'tests/*:': expected PATTERN:CODES"),
+        (["a.py:TL201", "TL202"], "--per-file-ignores 'TL202': expected PATTERN:CODES"),
+        (["a.py:TL9999"], "unknown rule selector 'TL9999'"),
+    ],
+)
+def test_a_bad_per_file_ignore_is_a_config_error(tmp_path, values, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan_of(tmp_path, per_file_ignores=values)
+
+
+def test_config_settings_layer_over_the_file_and_under_the_options(tmp_path, monkeypatch):
+    """`--config KEY = VALUE`, in any order with the file it names: over the file's
+    settings (`select` afresh, as --select; the file's `ignore` kept), under the options
+    (--select); the config file itself is left as it was."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "other.toml").write_text(
+        'select = ["TL1"]\nextend-select = ["TL501"]\nignore = ["TL102"]\nmin-batch-size = 8\n'
+        'per-file-ignores = { "gen/*" = ["TL1"] }\n'
+    )
+    settings = ['select = ["TL1", "TL2"]', "min-batch-size = 64", "min-batch-size = 128"]
+    plan = plan_of(tmp_path, config=[settings[0], "other.toml", *settings[1:]])
+    expected = {c for c in all_rules() if c[:3] in ("TL1", "TL2")} - {"TL102"}
+    assert set(plan.codes) == expected  # not TL501: `select` starts afresh
+    assert plan.settings.options["min-batch-size"] == 128  # the last one wins
+    assert plan.config.per_file_ignores == {"gen/*": ["TL1"]}
+    plan = plan_of(tmp_path, config=["other.toml", 'per-file-ignores = { "a.py" = ["TL2"] }'])
+    assert plan.config.per_file_ignores == {"a.py": ["TL2"]}  # replaced, as ruff's
+    plan = plan_of(tmp_path, config=["other.toml", 'select = ["TL2"]'], select=["TL201"])
+    assert plan.codes == ("TL201",)
+    plan = plan_of(tmp_path, config=['target-torch = "2.4"'])
+    assert plan.settings.target_torch == (2, 4)
+    assert plan.config.target_torch_source == "--config 'target-torch = \"2.4\"'"
+    assert load_config(tmp_path / "other.toml").options["min-batch-size"] == 8
+
+
+def test_a_config_setting_of_the_semantic_table_keeps_its_other_keys(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchlint.semantic]\nstep-functions = ["lib.step"]\nmodel-factories = ["lib.m"]\n'
+    )
+    plan = plan_of(tmp_path, config=['semantic.model-factories = ["lib.other"]'])
+    knowledge = plan.settings.knowledge
+    assert knowledge.model_factories == ("lib.other",)
+    assert [s.name for s in knowledge.step_functions] == ["lib.step"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "selct = []",
+        'select = ["TL777"]',
+        'select = "TL201"',
+        'per-file-ignores = { "a.py" = ["XX1"] }',
+        "unsafe-fixes = 1",
+        "min-batch-size = -5",
+        "min-batch-size = 1e9",
+        'min-batch-size = "64"',
+        'target-torch = "two"',
+        "target-torch = 2.10",
+        'min-impact = "medium"',
+        'semantic.step-function = ["lib.step"]',
+    ],
+)
+def test_a_bad_config_setting_says_what_the_file_would(tmp_path, setting):
+    """Checked as the config file's keys are: the same message, naming the option."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.torchlint]\n{setting}\n")
+    with pytest.raises(ConfigError) as in_file:
+        load_config(tmp_path / "pyproject.toml")
+    with pytest.raises(ConfigError) as given:
+        plan_of(tmp_path, config=[setting], isolated=True)
+    where = f"--config {setting!r}: "
+    assert str(given.value).startswith(where)
+    assert str(given.value).removeprefix(where) == str(in_file.value).split(": ", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("nope.toml", "--config 'nope.toml': no such config file, nor a TOML `KEY = VALUE` pair"),
+        ("select = [TL201]", "--config 'select = [TL201]': invalid TOML: "),
+        ("min-batch-size =", "--config 'min-batch-size =': invalid TOML: "),
+        ("", "--config '': sets nothing"),
+        ('local-rules = ["rules"]', "`local-rules` is read from a config file only"),
+    ],
+)
+def test_a_config_value_neither_file_nor_setting_is_a_config_error(tmp_path, setting, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan_of(tmp_path, config=[setting])
+
+
+def test_isolated_reads_no_config_file_nor_metadata(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, '[tool.torchlint]\nignore = ["TL201"]\nmin-batch-size = 8\n')
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n")
+    found = plan_of(tmp_path)
+    assert found.config.source is not None and found.settings.target_torch == (2, 0)
+    isolated = plan_of(tmp_path, isolated=True, config=["min-batch-size = 16"])
+    assert isolated.config.source is None and isolated.settings.target_torch is None
+    assert "TL201" in isolated.codes and isolated.settings.options["min-batch-size"] == 16
+    refused = "--config pyproject.toml cannot be used with --isolated"
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        plan_of(tmp_path, isolated=True, config=["pyproject.toml"])
+    (tmp_path / "other.toml").write_text("")
+    with pytest.raises(ConfigError, match="one configuration file at most"):
+        plan_of(tmp_path, config=["pyproject.toml", "other.toml"])

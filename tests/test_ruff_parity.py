@@ -334,3 +334,151 @@ def test_ctrl_c_while_fixing_names_every_file_rewritten(tmp_path, workers):
     assert f"torchlint: interrupted: {files} rewritten before the run stopped:" in stderr
     assert listed == changed and 0 < len(changed) < len(names)
     assert not list(tmp_path.glob(".*.torchlint"))  # no temporary file left behind
+
+
+# -- --fix-only, --isolated, --config KEY = VALUE, --per-file-ignores --------------------
+
+ONE_UNSAFE = "(1 additional fix available with `--unsafe-fixes`)"
+
+
+def test_fix_only_fixes_and_reports_nothing_left(project):
+    """As ruff's: the fixes applied, said in one line; the findings left neither reported
+    nor counted in the exit code (unless --exit-non-zero-on-fix, for files changed)."""
+    result = run_cli("check", LOW, "--fix-only", ".", cwd=project)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"Fixed 1 problem {ONE_UNSAFE}.\n"  # TL502; not TL405 nor TL201
+    assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    again = run_cli("check", LOW, "--fix-only", ".", cwd=project)
+    assert again.returncode == 0
+    assert again.stdout == "No problems fixed (1 fix available with `--unsafe-fixes`).\n"
+    strict = ("--fix-only", "--exit-non-zero-on-fix", "--unsafe-fixes", ".")
+    unsafe = run_cli("check", "--no-fix", *strict, cwd=project)  # --fix-only implies --fix
+    assert (unsafe.returncode, unsafe.stdout) == (1, "Fixed 1 problem.\n")
+    assert "num_workers=NUM_WORKERS" in (project / "train.py").read_text()
+    nothing = run_cli("fix", *strict, cwd=project)
+    assert (nothing.returncode, nothing.stdout) == (0, "")  # TL405 left, not reported
+    off = run_cli("fix", "--fix-only", "--no-fix-only", ".", cwd=project)
+    assert off.returncode == 1 and "mixed.py:3:1: TL405" in off.stdout
+
+
+def test_fix_only_with_diff_show_fixes_formats_quiet_stdin_and_errors(project):
+    diff = run_cli("check", LOW, "--fix-only", "--diff", ".", cwd=project)
+    assert diff.returncode == 1 and '+scaler = torch.amp.GradScaler("cuda")' in diff.stdout
+    assert diff.stderr == f"Would fix 1 problem {ONE_UNSAFE}.\n"
+    assert (project / "mixed.py").read_text() == MIXED
+    for quiet in (("--output-format", "json"), ("-q",)):
+        (project / "mixed.py").write_text(MIXED)
+        silent = run_cli("check", LOW, "--fix-only", *quiet, ".", cwd=project)
+        assert (silent.returncode, silent.stdout, silent.stderr) == (0, "", "")
+        assert "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    (project / "mixed.py").write_text(MIXED)
+    shown = run_cli("check", LOW, "--fix-only", "--show-fixes", ".", cwd=project)
+    assert shown.stdout == (
+        "\nFixed 1 problem:\n- mixed.py:\n    1 x TL502 (deprecated-cuda-amp-api)\n\n"
+        f"Fixed 1 problem {ONE_UNSAFE}.\n"
+    )
+    stdin = run_cli("fix", "--fix-only", "--unsafe-fixes", "-", input=LOADER, cwd=project)
+    assert stdin.returncode == 0 and stdin.stderr == "Fixed 1 problem.\n"
+    assert "pin_memory=True, num_workers=NUM_WORKERS)\n" in stdin.stdout  # the code only
+    assert stdin.stdout.endswith(LOADER.split("\n", 3)[3])
+    (project / "broken.py").write_text("x = (\n")
+    broken = run_cli("check", "--fix-only", ".", cwd=project)
+    assert broken.returncode == 2 and "TL000" not in broken.stdout  # no report, but said:
+    assert "torchlint: error: broken.py: syntax error at 1:5: '(' was never closed" in (
+        broken.stderr
+    )
+    for other in ("--statistics", "--add-noqa"):
+        refused = run_cli("check", "--fix-only", other, ".", cwd=project)
+        assert refused.returncode == 2
+        assert (
+            refused.stderr == f"torchlint: error: {other} and --fix-only cannot be used together\n"
+        )
+
+
+def test_isolated_ignores_the_config_files(project):
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL201"]\n')
+    assert run_cli("check", "train.py", cwd=project).returncode == 0
+    isolated = run_cli("check", "--isolated", "--output-format", "concise", "train.py",
+                       cwd=project)  # fmt: skip
+    assert isolated.returncode == 1 and concise(isolated)[0].startswith("train.py:3:10: TL201 ")
+    settings = run_cli("check", "--isolated", "--show-settings", "train.py", cwd=project)
+    assert "Settings path: none (defaults)" in settings.stdout.splitlines()
+    both = run_cli("check", "--isolated", "--config", "pyproject.toml", ".", cwd=project)
+    assert both.returncode == 2 and both.stderr == (
+        "torchlint: error: --config pyproject.toml cannot be used with --isolated, which "
+        "ignores every configuration file\n"
+    )
+
+
+def test_config_settings_on_the_command_line(project):
+    (project / "pyproject.toml").write_text("[tool.torchlint]\nmin-batch-size = 8\n")
+    ignoring = run_cli("check", "--config", 'ignore = ["TL201"]', "train.py", cwd=project)
+    assert ignoring.returncode == 0
+    settings = run_cli("check", "--show-settings", "--config", "min-batch-size = 64",
+                       "--config", "unsafe-fixes = true", "train.py", cwd=project)  # fmt: skip
+    lines = settings.stdout.splitlines()
+    assert "unsafe-fixes = true" in lines
+    assert any(line.startswith("min-batch-size = 64  # int") for line in lines)
+    for setting, why in [
+        ("min-batch = 64", "unknown key `min-batch` (did you mean `min-batch-size`?)"),
+        ("min-batch-size = 1", "`min-batch-size` must be from 2 to 65536, got 1"),
+        ("select = [TL201]", "invalid TOML: Invalid value (at line 1, column 11)"),
+        ("settings.toml", "no such config file, nor a TOML `KEY = VALUE` pair"),
+    ]:
+        bad = run_cli("check", "--config", setting, ".", cwd=project)
+        assert bad.returncode == 2
+        assert bad.stderr == f"torchlint: error: --config {setting!r}: {why}\n"
+
+
+def test_per_file_ignores_on_the_command_line(project):
+    (project / "pyproject.toml").write_text(
+        '[tool.torchlint]\nper-file-ignores = { "mixed.py" = ["TL405"] }\n'
+    )
+
+    def found(*args: str) -> list[str]:
+        result = run_cli("check", "--output-format", "concise", *args, ".", cwd=project)
+        return [line.split(":")[0] + " " + line.split()[1] for line in concise(result)]
+
+    assert found() == ["train.py TL201"]
+    assert found("--per-file-ignores", "train.py:TL201") == ["mixed.py TL405"]  # replaced
+    assert found("--extend-per-file-ignores", "train.py:TL2") == []
+    assert found("--per-file-ignores", "*.py:TL201,TL405") == []
+    settings = run_cli("check", "--show-settings", "--extend-per-file-ignores", "t*.py:TL2",
+                       "train.py", cwd=project)  # fmt: skip
+    lines = settings.stdout.splitlines()
+    assert 'extend-per-file-ignores = { "t*.py" = ["TL2"] }' in lines
+    rules = json.loads(next(line for line in lines if line.startswith("rules = ")).split(" = ")[1])
+    assert "TL101" in rules and not [code for code in rules if code.startswith("TL2")]
+    bad = run_cli("check", "--per-file-ignores", "TL201", ".", cwd=project)
+    assert bad.returncode == 2 and bad.stderr == (
+        "torchlint: error: --per-file-ignores 'TL201': expected PATTERN:CODES, such as "
+        "'tests/*:TL201,TL202'\n"
+    )
+
+
+# The same options in a real process: what the shell passes, and no traceback on bad input.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (("--fix-only", LOW), 0, f"Fixed 1 problem {ONE_UNSAFE}.\n"),
+        (("--fix-only", "--statistics"), 2, "--statistics and --fix-only cannot be used"),
+        (("--isolated", "--output-format", "concise"), 1, "train.py:3:10: TL201 "),
+        (("--isolated", "--config", "pyproject.toml"), 2, "cannot be used with --isolated"),
+        (("--config", 'ignore = ["TL201"]'), 0, "All checks passed!\n"),
+        (("--config", "ignore = TL201"), 2, "--config 'ignore = TL201': invalid TOML: "),
+        (("--config", "ignor = []"), 2, "unknown key `ignor` (did you mean `ignore`?)"),
+        (("--per-file-ignores", "t*.py:TL201"), 0, "All checks passed!\n"),
+        (("--extend-per-file-ignores", "train.py"), 2, "expected PATTERN:CODES"),
+    ],
+)
+def test_the_ruff_options_in_a_real_process(project, args, code, said):
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL405"]\n')
+    result = run_cli_process("check", "--no-cache", *args, ".", cwd=project)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert said in (result.stdout if code < 2 else result.stderr)
+    fixed = "torch.amp.GradScaler" in (project / "mixed.py").read_text()
+    assert fixed is (args[0] == "--fix-only" and code == 0)

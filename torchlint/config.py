@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from torchlint.knowledge import KnowledgeError, read_knowledge
+from torchlint.knowledge import KnowledgeError, read_knowledge, written
 from torchlint.metadata import oldest_torch
 from torchlint.options import Option, toml_value
 from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
@@ -91,6 +91,8 @@ class Config:
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    # Added to per-file-ignores: a command line's --per-file-ignores replaces only those.
+    extend_per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool = False
@@ -169,10 +171,11 @@ class Config:
 
     def rules_for(self, path: Path | None, codes: Sequence[str]) -> list[str]:
         """The selected codes minus the per-file ignores matching `path`."""
-        if path is None or not self.per_file_ignores:
+        ignores = [*self.per_file_ignores.items(), *self.extend_per_file_ignores.items()]
+        if path is None or not ignores:
             return list(codes)
         ignored: set[str] = set()
-        for pattern, selectors in self.per_file_ignores.items():
+        for pattern, selectors in ignores:
             if matches(path, pattern, self.root):
                 ignored |= set(self.expand(selectors))
         return [c for c in codes if c not in ignored]
@@ -227,6 +230,9 @@ def _patterns(
     return re.compile("|".join(fnmatch.translate(name) for name in names)), slashed
 
 
+PerFileIgnores = tuple[tuple[str, tuple[str, ...]], ...]
+
+
 @dataclass(frozen=True)
 class Overrides:
     """What a command line or an editor sets on top of the config file, as ruff layers
@@ -246,6 +252,9 @@ class Overrides:
     min_impact: str | None = None  # one of IMPACTS
     target_torch: tuple[int, int] | None = None
     target_torch_source: str | None = None  # where it was set (`--target-torch`)
+    # (pattern, codes) pairs: `per_file_ignores` replaces the config's per-file-ignores
+    per_file_ignores: PerFileIgnores | None = None
+    extend_per_file_ignores: PerFileIgnores = ()
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,8 @@ def resolve(config: Config, overrides: Overrides) -> RunPlan:
     the command line's or the editor's `overrides` on top (ConfigError if a selector is
     unknown)."""
     o = overrides
+    for _, codes in (*(o.per_file_ignores or ()), *o.extend_per_file_ignores):
+        config.expand(codes)  # validates
     merged = config.selecting(o.select, o.extend_select, o.ignore)
     merged = dataclasses.replace(
         merged,
@@ -282,6 +293,10 @@ def resolve(config: Config, overrides: Overrides) -> RunPlan:
         unsafe_fixes=merged.unsafe_fixes if o.unsafe_fixes is None else o.unsafe_fixes,
         preview=merged.preview if o.preview is None else o.preview,
         min_impact=o.min_impact or merged.min_impact,
+        per_file_ignores=_adding(
+            merged.per_file_ignores if o.per_file_ignores is None else {}, o.per_file_ignores or ()
+        ),
+        extend_per_file_ignores=_adding(merged.extend_per_file_ignores, o.extend_per_file_ignores),
     )
     if o.target_torch is not None:
         merged.target_torch, merged.target_torch_source = o.target_torch, o.target_torch_source
@@ -294,6 +309,14 @@ def resolve(config: Config, overrides: Overrides) -> RunPlan:
         low_impact=merged.low_impact,
         preview_left_out=tuple(merged.preview_left_out()),
     )
+
+
+def _adding(table: dict[str, list[str]], pairs: PerFileIgnores) -> dict[str, list[str]]:
+    """A copy of per-file ignores `table` with `pairs` added."""
+    out = {pattern: list(codes) for pattern, codes in table.items()}
+    for pattern, codes in pairs:
+        out.setdefault(pattern, []).extend(codes)
+    return out
 
 
 def declared_options(rules: dict[str, type[Rule]] | None = None) -> dict[str, Option[Any]]:
@@ -419,11 +442,46 @@ def _load(path: Path | None, trusted: bool) -> Config:
         _local_rules(config, table, str(path), trusted)
         apply_table(config, table, str(path))
     except ConfigError as exc:
-        message = str(exc)
-        raise ConfigError(
-            message if message.startswith(str(path)) else f"{path}: {message}"
-        ) from None
+        raise _located(exc, str(path)) from None
     return config
+
+
+def _located(exc: ConfigError, where: str) -> ConfigError:
+    """`exc`, its message starting with `where` (the file, the option)."""
+    message = str(exc)
+    return ConfigError(message if message.startswith(where) else f"{where}: {message}")
+
+
+def override(config: Config, setting: str) -> None:
+    """Lay a command line's `--config KEY = VALUE` (TOML, keys as the config file spells
+    them, checked as its are) over `config`, as ruff does: `select` starts the selection
+    afresh and `per-file-ignores` replaces the file's, as their command-line options do;
+    a `semantic` key replaces that key's list only; the others as a second file would."""
+    where = f"--config {setting!r}"
+    try:
+        table = tomllib.loads(setting)
+    except tomllib.TOMLDecodeError as exc:
+        if "=" not in setting:
+            raise ConfigError(
+                f"{where}: no such config file, nor a TOML `KEY = VALUE` pair"
+            ) from None
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+    if not table:
+        raise ConfigError(f"{where}: sets nothing (expected a TOML `KEY = VALUE` pair)")
+    if "local-rules" in table:
+        raise ConfigError(f"{where}: `local-rules` is read from a config file only")
+    if "select" in table:
+        config.extend_select = []
+    if "per-file-ignores" in table:
+        config.per_file_ignores = {}
+    if isinstance(table.get("semantic"), dict):
+        table["semantic"] = {**written(config.knowledge), **table["semantic"]}
+    try:
+        apply_table(config, table, where)
+    except ConfigError as exc:
+        raise _located(exc, where) from None
+    if "target-torch" in table:
+        config.target_torch_source = where
 
 
 def _local_rules(config: Config, table: Any, where: str, trusted: bool) -> None:
@@ -479,7 +537,7 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
                     raise ConfigError(f"{where}: `{key}.{pattern}` must be a list of codes")
                 config.expand(codes)
-                config.per_file_ignores.setdefault(pattern, []).extend(codes)
+                getattr(config, key.replace("-", "_")).setdefault(pattern, []).extend(codes)
         elif key == "min-impact":
             if value not in IMPACTS:
                 raise ConfigError(
@@ -508,7 +566,8 @@ def apply_table(config: Config, table: dict[str, Any], where: str) -> None:
             continue  # perhaps an option of a local rule not loaded
         else:
             fixed_keys = [
-                "per-file-ignores", "target-torch", "min-impact", "local-rules", "semantic"
+                "per-file-ignores", "extend-per-file-ignores", "target-torch", "min-impact",
+                "local-rules", "semantic",
             ]  # fmt: skip
             known = sorted([*_LIST_KEYS, *_BOOL_KEYS, *fixed_keys, *options])
             close = difflib.get_close_matches(key, known, n=1)

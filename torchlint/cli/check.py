@@ -3,6 +3,7 @@ a run plan, the files found or standard input read, linted, and reported (output
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
-    from torchlint.config import RunPlan
+    from torchlint.config import Config, PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
 
@@ -38,7 +39,7 @@ def plan(options: CheckOptions) -> RunPlan:
 
     paths = options.paths or ["."]
     stdin_filename = options.stdin_filename if options.stdin else None
-    config = load(options.config, paths, stdin_filename)
+    config = _config(options, paths, stdin_filename)
     target = options.target_torch
     overrides = Overrides(
         select=split(options.select),
@@ -54,9 +55,64 @@ def plan(options: CheckOptions) -> RunPlan:
         min_impact="low" if options.show_low_impact else None,
         target_torch=None if target is None else parse_target(target, "--target-torch"),
         target_torch_source=None if target is None else "--target-torch",
+        per_file_ignores=_pairs(options.per_file_ignores, "--per-file-ignores"),
+        extend_per_file_ignores=(
+            _pairs(options.extend_per_file_ignores, "--extend-per-file-ignores") or ()
+        ),
     )
-    config.read_project_torch(start(paths, stdin_filename))
+    if not options.isolated:
+        config.read_project_torch(start(paths, stdin_filename))
     return resolve(config, overrides)
+
+
+def _config(options: CheckOptions, paths: list[str], stdin_filename: str | None) -> Config:
+    """The config file (given, found, or none with --isolated) under the `--config KEY =
+    VALUE` settings; as ruff reads --config, a value naming a file is the file."""
+    from torchlint.config import ConfigError, load_config, override
+
+    files = [value for value in options.config or () if os.path.isfile(value)]
+    if len(files) > 1:
+        raise ConfigError(f"--config: one configuration file at most, got {', '.join(files)}")
+    if files and options.isolated:
+        raise ConfigError(
+            f"--config {files[0]} cannot be used with --isolated, which ignores every "
+            "configuration file"
+        )
+    if options.isolated:
+        config = load_config(None)
+    else:
+        config = load(Path(files[0]) if files else None, paths, stdin_filename)
+    for setting in options.config or ():
+        if setting not in files:
+            override(config, setting)
+    return config
+
+
+def _pairs(values: list[str] | None, flag: str) -> PerFileIgnores | None:
+    """`PATTERN:CODES` values as (pattern, codes) pairs; codes are comma-separated, and a
+    comma may also start the next pair, as ruff reads it (`a.py:TL201,b.py:TL202`)."""
+    from torchlint.config import ConfigError
+
+    if values is None:
+        return None
+    pairs: list[tuple[str, list[str]]] = []
+    for value in values:
+        bad = ConfigError(
+            f"{flag} {value!r}: expected PATTERN:CODES, such as 'tests/*:TL201,TL202'"
+        )
+        own: list[tuple[str, list[str]]] = []
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            pattern, colon, code = part.rpartition(":")
+            if colon and pattern.strip() and code.strip():
+                own.append((pattern.strip(), [code.strip()]))
+            elif own and not colon:
+                own[-1][1].append(part)
+            else:
+                raise bad
+        if not own:
+            raise bad
+        pairs += own
+    return tuple((pattern, tuple(codes)) for pattern, codes in pairs)
 
 
 def check(options: CheckOptions) -> int:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from torchlint.cli.app import ConfigOpt, IgnoreOpt, SelectOpt, codes_option, patterns_option
+from torchlint.cli.app import IgnoreOpt, SelectOpt, codes_option, patterns_option
 from torchlint.cli.help import FILES, LOG, MISC, RULES
 
 PathsArg = Annotated[
@@ -26,6 +26,43 @@ ExtendOpt = Annotated[
     codes_option(
         "--extend-select",
         "Like --select, but adds rule codes on top of those already selected",
+    ),
+]
+ConfigArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        metavar="CONFIG_OPTION",
+        help="The configuration file to use (pyproject.toml, torchlint.toml; else the "
+        "nearest one is found), or a TOML `<KEY> = <VALUE>` pair overriding one of its "
+        "settings (`min-batch-size = 64`); options such as --select take precedence",
+    ),
+]
+IsolatedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--isolated",
+        help="Ignore all configuration files (and the torch version the project's "
+        "metadata declares): the defaults and the command line only",
+    ),
+]
+PerFileIgnoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--per-file-ignores",
+        metavar="PATTERN:CODES",
+        help="Rule codes or prefixes to ignore in the files a glob matches, such as "
+        "`tests/*:TL201,TL202`; replaces the configured per-file-ignores",
+        rich_help_panel=RULES,
+    ),
+]
+ExtendPerFileIgnoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extend-per-file-ignores",
+        metavar="PATTERN:CODES",
+        help="Like --per-file-ignores, but adds to the configured per-file-ignores",
+        rich_help_panel=RULES,
     ),
 ]
 UnsafeFixesOpt = Annotated[
@@ -49,6 +86,15 @@ DiffOpt = Annotated[
     typer.Option(
         "--diff",
         help="Write nothing; print the fixes as a unified diff instead (exit 1 if there is one)",
+    ),
+]
+FixOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fix-only/--no-fix-only",
+        help="Apply fixes to resolve findings, but report none of those left nor exit "
+        "non-zero for them. Implies --fix. Use `--no-fix-only` to disable or "
+        "`--unsafe-fixes` to include unsafe fixes",
     ),
 ]
 OutputFormatOpt = Annotated[
@@ -212,6 +258,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     show_fixes: bool = False
     diff: bool = False
+    fix_only: bool = False
     output_format: str = "text"
     output_file: Path | None = None
     target_torch: str | None = None
@@ -219,10 +266,13 @@ class CheckOptions:
     add_noqa: bool = False
     show_files: bool = False
     show_settings: bool = False
-    config: Path | None = None
+    config: list[str] | None = None
+    isolated: bool = False
     select: list[str] | None = None
     ignore: list[str] | None = None
     extend_select: list[str] | None = None
+    per_file_ignores: list[str] | None = None
+    extend_per_file_ignores: list[str] | None = None
     preview: bool | None = None
     show_low_impact: bool = False
     fixable: list[str] | None = None
@@ -237,6 +287,9 @@ class CheckOptions:
     exit_non_zero_on_fix: bool = False
     verbose: bool = False
     quiet: bool = False
+
+    def __post_init__(self) -> None:
+        self.fix = self.fix or self.fix_only  # --fix-only implies --fix (over --no-fix)
 
     @property
     def stdin(self) -> bool:
@@ -255,6 +308,7 @@ class CheckOptions:
             ("--quiet", self.quiet, "--verbose", self.verbose),
             ("--exit-zero", self.exit_zero, "--exit-non-zero-on-fix", self.exit_non_zero_on_fix),
             ("--statistics", self.statistics, "--diff", self.diff),
+            ("--statistics", self.statistics, "--fix-only", self.fix_only),
             ("--show-files", self.show_files, "--show-settings", self.show_settings),
         ]
         for special in ("--add-noqa", "--show-files", "--show-settings"):
@@ -272,7 +326,7 @@ class CheckOptions:
         return None
 
     def _fixing(self) -> list[tuple[str, bool]]:
-        return [("--fix", self.fix), ("--diff", self.diff)]
+        return [("--fix-only", self.fix_only), ("--fix", self.fix), ("--diff", self.diff)]
 
 
 def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[..., None]:
@@ -291,6 +345,7 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         unsafe_fixes: UnsafeFixesOpt = None,
         show_fixes: ShowFixesOpt = False,
         diff: DiffOpt = False,
+        fix_only: FixOnlyOpt = False,
         output_format: OutputFormatOpt = "text",
         output_file: OutputFileOpt = None,
         target_torch: TargetTorchOpt = None,
@@ -303,10 +358,13 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         ),
         show_files: ShowFilesOpt = False,
         show_settings: ShowSettingsOpt = False,
-        config: ConfigOpt = None,
+        config: ConfigArgsOpt = None,
+        isolated: IsolatedOpt = False,
         select: SelectOpt = None,
         ignore: IgnoreOpt = None,
         extend_select: ExtendOpt = None,
+        per_file_ignores: PerFileIgnoresOpt = None,
+        extend_per_file_ignores: ExtendPerFileIgnoresOpt = None,
         preview: PreviewOpt = None,
         show_low_impact: ShowLowImpactOpt = False,
         fixable: FixableOpt = None,

@@ -43,9 +43,10 @@ def report(
     human = options.output_format in reporters.HUMAN
     to_file = out is not sys.stdout
     # Errors are records of every report (TL000 invalid-syntax...); a report read on the
-    # terminal shows them already, one read by a program gets them on stderr too.
+    # terminal shows them already, one read by a program (or none: --fix-only) gets them
+    # on stderr too.
     for r in errors:  # a rule that raised: said on stderr whatever the report
-        if not human or to_file or any(e.code == RULE_ERROR for e in r.errors):
+        if options.fix_only or not human or to_file or any(e.code == RULE_ERROR for e in r.errors):
             error(f"{r.path}: {r.error}")
     warnings = [*warnings, *(f"{r.path}: {r.warning}" for r in results if r.warning is not None)]
     if not options.quiet:
@@ -82,6 +83,8 @@ def _write(
     else:
         if stdin_fix and results[0].fixed_text is not None:
             sys.stdout.write(results[0].fixed_text)
+        if options.fix_only:
+            return stream  # no report of the findings left
         if options.statistics:
             stream.write(statistics.render(results, context))
         else:
@@ -104,7 +107,7 @@ def _summary(
 
     if options.show_fixes and options.fix:
         stream.write(summary.fixes_applied(results, context))
-    said = summary.summary(results, context, options.diff)
+    said = summary.summary(results, context, options.diff, options.fix_only)
     violations = any(r.violations for r in results)
     quiet_now = options.quiet or (options.statistics and not violations)
     if said and not quiet_now and not (errors and said == "All checks passed!\n"):
@@ -113,14 +116,14 @@ def _summary(
 
 def exit_code(options: CheckOptions, results: list[FileResult]) -> int:
     """As ruff's: errors win over findings; `--exit-non-zero-on-fix` counts files fixed,
-    `--diff` the diffs, `--exit-zero` leaves findings out."""
+    `--diff` the diffs; `--exit-zero` and `--fix-only` leave findings out."""
     if any(r.errors for r in results):
         return EXIT_ERROR
     if options.exit_non_zero_on_fix and any(r.fixed for r in results):
         return EXIT_FINDINGS
     if options.diff:
         return EXIT_FINDINGS if any(r.diff for r in results) and not options.exit_zero else 0
-    violations = any(r.violations for r in results)
+    violations = any(r.violations for r in results) and not options.fix_only
     return EXIT_FINDINGS if violations and not options.exit_zero else EXIT_CLEAN
 
 

@@ -50,6 +50,7 @@ def _settings_text(plan: RunPlan, path: Path) -> str:
         "unfixable": sorted(plan.unfixable & set(plan.codes)),
         "target-torch": ".".join(map(str, config.target_torch or ())) or "not set",
         "per-file-ignores": config.per_file_ignores,
+        "extend-per-file-ignores": config.extend_per_file_ignores,
         "exclude": config.exclude,
         "extend-exclude": config.extend_exclude,
         "force-exclude": config.force_exclude,

@@ -15,8 +15,11 @@ def plural(n: int, word: str, suffix: str = "s") -> str:
     return f"{n} {word}{'' if n == 1 else suffix}"
 
 
-def summary(results: list[FileResult], context: Context, diff: bool = False) -> str:
-    """The summary lines (each ending in a newline), or "" when there is nothing to say."""
+def summary(
+    results: list[FileResult], context: Context, diff: bool = False, fix_only: bool = False
+) -> str:
+    """The summary lines (each ending in a newline), or "" when there is nothing to say;
+    only the fixes with `diff` (would fix) or `fix_only` (fixed)."""
     s = Style(context.color)
     remaining = [v for r in results for v in r.records() if v.code != SKIPPED]
     skipped = sum(1 for r in results if r.warning is not None)
@@ -26,17 +29,15 @@ def summary(results: list[FileResult], context: Context, diff: bool = False) -> 
     after = [f"{later} found only after other fixes"] if later else []
     applicable = sum(1 for v in remaining if fixable(v, context))
     hidden = sum(1 for v in remaining if v.fix is not None and not fixable(v, context))
-    if diff:
+    if diff or fix_only:
         fixes = "fix" if hidden == 1 else "fixes"
-        if hidden and not fixed:
-            return (
-                f"No problems would be fixed ({hidden} {fixes} available with `--unsafe-fixes`).\n"
-            )
         if not fixed:
-            return ""
+            none = "No problems would be fixed" if diff else "No problems fixed"
+            return f"{none} ({hidden} {fixes} available with `--unsafe-fixes`).\n" if hidden else ""
         more = [f"{hidden} additional {fixes} available with `--unsafe-fixes`"] if hidden else []
         notes = "; ".join(more + after)
-        return f"Would fix {plural(fixed, 'problem')}{f' ({notes})' if notes else ''}.\n"
+        verb = "Would fix" if diff else "Fixed"
+        return f"{verb} {plural(fixed, 'problem')}{f' ({notes})' if notes else ''}.\n"
     if fixed:
         total = plural(fixed + len(remaining), "problem")
         notes = "; ".join([f"{fixed} fixed, {len(remaining)} remaining", *after])
