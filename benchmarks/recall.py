@@ -94,7 +94,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "foreach": ("TL411",),
     "frozen-module": (),
     "attention": (),
-    "padding": (),
+    "padding": ("TL706",),
     "generation-cache": (),
     "busy-wait": (),
     "train-set-reevaluated": ("TL410",),
