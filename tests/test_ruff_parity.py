@@ -185,9 +185,9 @@ def test_fixable_and_unfixable_from_the_config(project):
     (project / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL502"]\n')
     result = run_cli("fix", "mixed.py", cwd=project)
     assert result.returncode == 1 and (project / "mixed.py").read_text() == MIXED
-    (project / "pyproject.toml").write_text('[tool.torchlint]\nfixable = ["TL9"]\n')
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nfixable = ["TL8"]\n')
     bad = run_cli("check", "mixed.py", cwd=project)
-    assert bad.returncode == 2 and "unknown rule selector 'TL9'" in bad.stderr
+    assert bad.returncode == 2 and "unknown rule selector 'TL8'" in bad.stderr
 
 
 # -- --add-noqa ------------------------------------------------------------------------
