@@ -51,6 +51,15 @@ DiffOpt = Annotated[
         help="Write nothing; print the fixes as a unified diff instead (exit 1 if there is one)",
     ),
 ]
+WatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Run in watch mode by re-running whenever the files checked or the "
+        "configuration change (Ctrl-C stops)",
+    ),
+]
 OutputFormatOpt = Annotated[
     str,
     typer.Option(
@@ -212,6 +221,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     show_fixes: bool = False
     diff: bool = False
+    watch: bool = False
     output_format: str = "text"
     output_file: Path | None = None
     target_torch: str | None = None
@@ -261,6 +271,8 @@ class CheckOptions:
             on = getattr(self, special[2:].replace("-", "_"))
             pairs += [(special, on, "--stdin-filename or -", self.stdin)]
             pairs += [(special, on, "--statistics", self.statistics)]
+            pairs += [("--watch", self.watch, special, on)]
+        pairs += [("--watch", self.watch, "--stdin-filename or -", self.stdin)]
         pairs += [("--add-noqa", self.add_noqa, other, on) for other, on in self._fixing()]
         pairs += [("--add-noqa", self.add_noqa, "--show-files", self.show_files)]
         pairs += [("--add-noqa", self.add_noqa, "--show-settings", self.show_settings)]
@@ -291,6 +303,7 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         unsafe_fixes: UnsafeFixesOpt = None,
         show_fixes: ShowFixesOpt = False,
         diff: DiffOpt = False,
+        watch: WatchOpt = False,
         output_format: OutputFormatOpt = "text",
         output_file: OutputFileOpt = None,
         target_torch: TargetTorchOpt = None,
