@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,18 @@ LOADER = (
     "        model(x.cuda(non_blocking=True)).sum().backward()\n"
     "        optimizer.step()\n"
 )
+
+
+def selection(code: str, text: str) -> list[str]:
+    """The rules a fixture or docstring example of rule `code` runs with: that rule; for
+    TL904, which judges the noqa comments of the rules selected, also the built-in rules
+    whose codes the text names."""
+    from torchlint.registry import builtin_rules
+    from torchlint.results import UNUSED_NOQA
+
+    if code != UNUSED_NOQA:
+        return [code]
+    return sorted({code, *(set(re.findall(r"\bTL\d{3}\b", text)) & set(builtin_rules()))})
 
 
 def run_cli(

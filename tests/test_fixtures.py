@@ -47,7 +47,7 @@ from torchlint.results import Violation
 from torchlint.semantic import Settings
 from torchlint.testing import marks
 
-from .conftest import FIXTURES, ROOT, run_cli
+from .conftest import FIXTURES, ROOT, run_cli, selection
 
 TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 RULE_DIRS = sorted(p for p in FIXTURES.glob("TL*") if p.is_dir())
@@ -78,10 +78,10 @@ def target_torch(path: Path) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def linter_for(code: str, path: Path | None = None, low_impact: bool = False) -> Linter:
-    target = target_torch(path) if path is not None else None
-    settings = Settings(options=default_options(), target_torch=target)
-    return Linter(instantiate([code]), settings, low_impact=low_impact)
+def linter_for(code: str, path: Path, low_impact: bool = False) -> Linter:
+    settings = Settings(options=default_options(), target_torch=target_torch(path))
+    codes = selection(code, path.read_text(encoding="utf-8"))
+    return Linter(instantiate(codes), settings, low_impact=low_impact)
 
 
 @cache
@@ -241,7 +241,8 @@ def cli_findings(fixture: Path, tmp_path: Path, *args: str) -> list[dict[str, An
 def test_bad_matches_its_snapshot(bad: Path):
     code = bad.parent.name
     target = target_torch(bad)
-    command = f"--select {code} {' '.join(SHOW_ALL)}"
+    codes = ",".join(selection(code, bad.read_text(encoding="utf-8")))
+    command = f"--select {codes} {' '.join(SHOW_ALL)}"
     if target:
         command += f" --target-torch {target[0]}.{target[1]}"
     assert_snapshot(bad, command, [violation_dict(case(bad), v) for v in findings(bad)])

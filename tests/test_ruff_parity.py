@@ -1,6 +1,6 @@
 """The command line behaves as ruff's documentation says ruff behaves, where a ruff user
 will reach for the same thing: help, stdin, output files, file and fix selection,
-`--add-noqa`, `--show-files`/`--show-settings`, exit codes, sorted output, Ctrl-C.
+`--add-noqa`, `--show-files`/`--show-settings`, `--watch`, exit codes, sorted output, Ctrl-C.
 
 Each test runs the real `torchlint` in a subprocess; the help of `check` and `fix` is
 compared with golden files in tests/golden/ (UPDATE_GOLDEN=1 rewrites them).
@@ -8,6 +8,7 @@ compared with golden files in tests/golden/ (UPDATE_GOLDEN=1 rewrites them).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -185,9 +186,9 @@ def test_fixable_and_unfixable_from_the_config(project):
     (project / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL502"]\n')
     result = run_cli("fix", "mixed.py", cwd=project)
     assert result.returncode == 1 and (project / "mixed.py").read_text() == MIXED
-    (project / "pyproject.toml").write_text('[tool.torchlint]\nfixable = ["TL9"]\n')
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nfixable = ["TL8"]\n')
     bad = run_cli("check", "mixed.py", cwd=project)
-    assert bad.returncode == 2 and "unknown rule selector 'TL9'" in bad.stderr
+    assert bad.returncode == 2 and "unknown rule selector 'TL8'" in bad.stderr
 
 
 # -- --add-noqa ------------------------------------------------------------------------
@@ -297,6 +298,94 @@ def test_dash_n_neither_reads_nor_writes_the_cache(project):
     assert not (project / "cache").exists()
     run_cli("check", ".", cwd=project, env=env)
     assert (project / "cache").exists()
+
+
+# -- --watch ---------------------------------------------------------------------------
+
+
+def test_watch_runs_again_when_a_checked_file_changes_and_ctrl_c_ends_it(tmp_path):
+    (tmp_path / "train.py").write_text(LOADER)
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "torchlint", "check", "--watch", "--no-cache", "."],
+            cwd=tmp_path,
+            env={**os.environ, "NO_COLOR": "1"},
+            stdout=stdout,
+            stderr=stderr,
+            # Ctrl-C reaches it even where this test runs in a background job (ignored there)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    try:
+        _wait_for(out, "Found 1 problem.", process)
+        fixed = LOADER.replace("pin_memory=True)", "pin_memory=True, num_workers=2)")
+        (tmp_path / "train.py").write_text(fixed)
+        _wait_for(out, "All checks passed!", process)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+    said = err.read_text()
+    assert said.splitlines() == [
+        "torchlint: Starting linter in watch mode...",
+        "torchlint: File change detected...",
+    ]
+    assert "\x1b[" not in out.read_text()  # the screen is cleared on a terminal only
+
+
+def _wait_for(path: Path, text: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in path.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, path.read_text()
+        time.sleep(0.05)
+
+
+def test_watch_clears_a_terminal_before_each_run_and_stops_on_ctrl_c(monkeypatch):
+    from torchlint.cli import watch
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(watch, "POLL_S", 0)
+    runs, polls = [], iter(range(100))
+
+    def run() -> int:
+        runs.append(terminal.getvalue().count("\x1b[2J"))
+        if len(runs) == 3:
+            raise KeyboardInterrupt
+        return 1
+
+    assert watch.watch(run, lambda: {Path("x.py"): (next(polls) // 2, 1)}, quiet=True) == 0
+    assert runs == [1, 2, 3]
+    assert watch.watch(lambda: 130, dict, quiet=True) == 0  # Ctrl-C while fixing
+
+
+def test_watch_stamps_the_config_file_not_the_settings_given_with_config(tmp_path):
+    """`--config FILE` is watched; a `--config KEY = VALUE` setting is not a file to
+    stamp; with --isolated no config file is."""
+    from torchlint.cli.check import _watched
+    from torchlint.cli.flags import CheckOptions
+
+    (tmp_path / "train.py").write_text("import torch\n")
+    config = tmp_path / "torchlint.toml"
+    config.write_text("select = ['TL201']\n")
+    paths = [str(tmp_path)]
+    given = CheckOptions(paths=paths, config=[str(config), "min-batch-size = 64"])
+    assert set(_watched(given, paths)) == {config, tmp_path / "train.py"}
+    isolated = CheckOptions(paths=paths, config=["min-batch-size = 64"], isolated=True)
+    assert set(_watched(isolated, paths)) == {tmp_path / "train.py"}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [("--add-noqa",), ("--show-files",), ("--show-settings",), ("--stdin-filename", "x.py")],
+)
+def test_watch_conflicts_as_in_ruff(project, other):
+    result = run_cli("check", "--watch", *other, ".", cwd=project, input="")
+    assert result.returncode == 2 and "cannot be used together" in result.stderr
 
 
 # -- Ctrl-C while fixing ------------------------------------------------------------------

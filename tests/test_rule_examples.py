@@ -1,6 +1,7 @@
 """Each rule's docstring examples run as tests: its `Bad:` example is reported by the
 rule, its `Good:` examples are not, through the linter with only that rule selected
-(preview on, low-impact findings shown).
+(TL904: with the rules the example's comments name; preview on, low-impact findings
+shown).
 
 An example is read as a script written with the usual imports of the names it uses and
 does not import itself (`torch`, `nn`, `DataLoader`, `TrainingArguments`...: IMPORTS);
@@ -18,7 +19,7 @@ from torchlint.docs import Example, examples
 from torchlint.linter import Linter
 from torchlint.registry import builtin_rules
 
-from .conftest import ROOT
+from .conftest import ROOT, selection
 
 IMPORTS = {
     "torch": "import torch",
@@ -58,11 +59,12 @@ def program(code: str) -> str:
 
 
 def reported(code: str, example: Example) -> list[str]:
+    codes = selection(code, example.code)
     config = Config(
-        root=ROOT, select=[code], preview=True, min_impact="low", options=default_options()
+        root=ROOT, select=codes, preview=True, min_impact="low", options=default_options()
     )
-    assert config.selected_codes() == [code]
-    linter = Linter(instantiate([code]), config.settings(), low_impact=config.low_impact)
+    assert config.selected_codes() == codes
+    linter = Linter(instantiate(codes), config.settings(), low_impact=config.low_impact)
     found = linter.lint(program(example.code), f"{code.lower()}_example.py")
     return [f"{v.line}: {v.message}" for v in found if v.code == code]
 

@@ -17,7 +17,7 @@ from torchlint.linter import Linter
 from torchlint.registry import builtin_rules
 from torchlint.semantic import Settings
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, selection
 
 TARGET = re.compile(r"# target-torch: (\d+)\.(\d+)\n")
 NO_FIX = "no fix"
@@ -53,8 +53,9 @@ def _applicabilities(code: str, path: Path) -> list[str]:
         options=default_options(),
         target_torch=(int(target[1]), int(target[2])) if target else None,
     )
-    linter = Linter(instantiate([code]), settings, low_impact=True)
-    return [v.fix.applicability if v.fix else NO_FIX for v in linter.lint(text, str(path))]
+    linter = Linter(instantiate(selection(code, text)), settings, low_impact=True)
+    found = [v for v in linter.lint(text, str(path)) if v.code == code]
+    return [v.fix.applicability if v.fix else NO_FIX for v in found]
 
 
 @pytest.mark.parametrize("code", list(builtin_rules()))

@@ -56,5 +56,6 @@ CATALOG: tuple[Entry, ...] = (
     ("TL721", "lightning-full-precision", False, False, (), ("Trainer",), None),
     ("TL722", "lightning-single-device", False, False, (), ("Trainer",), None),
     ("TL723", "lightning-data-parallel", True, False, (), ("\"dp\"", "'dp'", "DataParallelStrategy"), None),
+    ("TL904", "unused-noqa", False, False, (), ("noqa", "NOQA"), ("#\\s*noqa:[\\s,A-Z0-9]*?\\bTL[0-9]", 34)),
 )
 # fmt: on

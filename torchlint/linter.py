@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from torchlint.fixes import Applicability, select_compatible, text_edits
+from torchlint.fixes import Applicability, apply_line_edits, select_compatible, text_edits
 from torchlint.gate import Gate, apply_checked, later
-from torchlint.noqa import parse_suppressions
+from torchlint.noqa import FIX_TITLE, Suppressions, parse_suppressions
 from torchlint.parser import (
     TOO_DEEP,
     LintError,
@@ -31,12 +31,13 @@ from torchlint.parser import (
     too_deep_is_a_lint_error,
 )
 from torchlint.positions import Layout, NodePositions
-from torchlint.results import FixRecord, Impact, Violation
+from torchlint.results import UNUSED_NOQA, FixRecord, Impact, TextEdit, Violation
 from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
 from torchlint.settings import Settings
+from torchlint.source import split_lines
 from torchlint.tokens import applies
 
 if TYPE_CHECKING:
@@ -160,6 +161,11 @@ class Linter:
         # False: a lint with an environment leaves out the file's summary (an editor's
         # unsaved text: the rest of its project sees the file as saved).
         self.summary = summary
+        # The codes whose noqa comments TL904 judges, where it is selected: the
+        # built-in rules selected but itself (another tool's codes, a plugin's, those of
+        # rules not selected are left alone).
+        built_in = frozenset(r.code for r in self.rules if r.origin == BUILT_IN)
+        self.judged = built_in - {UNUSED_NOQA} if UNUSED_NOQA in built_in else frozenset()
 
     def _diagnostics(
         self,
@@ -235,18 +241,23 @@ class Linter:
         buffer: Buffer | None = None,
         refused: dict[FindingKey, str] | None = None,
     ) -> list[Violation]:
-        """Violations of `diagnostics`; those whose fix the gate `refused` say why, and
-        carry no fix."""
-        if not diagnostics:
+        """Violations of `diagnostics`, and TL904's; those whose fix the gate `refused`
+        say why, and carry no fix."""
+        if not diagnostics and not self.judged:
             return []
         suppressions = parse_suppressions(source)
         layout = buffer.layout_of(module) if buffer is not None else None
         positions = _positions(module, diagnostics, bool(with_edits), layout)
         out: list[Violation] = []
         seen: set[tuple[str, int, int]] = set()
+        used: set[tuple[int, str]] = set()  # (line of a noqa comment, code it suppressed)
         for d in diagnostics:
             r: CodeRange = positions[d.node]
-            if suppressions.suppressed(d.code, r.start.line):
+            if suppressions.exempt(d.code):
+                continue
+            by = suppressions.suppressing(d.code, r.start.line)
+            if by:
+                used.update((line, d.code) for line in by)
                 continue
             key = (d.code, r.start.line, r.start.column + 1)
             if key in seen:
@@ -274,7 +285,36 @@ class Linter:
                     impact=d.impact.value,
                 )
             )
+        if self.judged:
+            out += self._unused_noqa(source, suppressions, used, with_edits)
         out.sort(key=lambda v: (v.line, v.column, v.code))
+        return out
+
+    def _unused_noqa(
+        self,
+        source: str,
+        suppressions: Suppressions,
+        used: Set[tuple[int, str]],
+        with_edits: EditsWanted,
+    ) -> list[Violation]:
+        """TL904's findings: the `# noqa` comments naming judged codes that suppressed
+        nothing, but those naming TL904 (as ruff's RUF100); each fix rewrites its line."""
+        if suppressions.exempt(UNUSED_NOQA):
+            return []
+        lines = split_lines(source)
+        out = []
+        for unused in suppressions.unused(used, self.judged):
+            line, start, end = unused.line, unused.directive.start + 1, unused.directive.end + 1
+            if unused.directive.suppresses(UNUSED_NOQA):
+                continue
+            record = None
+            if UNUSED_NOQA not in self.unfixable:
+                key = (UNUSED_NOQA, line, start)
+                wanted = with_edits if isinstance(with_edits, bool) else key in with_edits
+                edit = TextEdit((line, 1), (line + 1, 1), unused.rewrite(lines[line - 1]))
+                record = FixRecord(FIX_TITLE, Applicability.SAFE.value, (edit,) if wanted else ())
+            name = self.names[UNUSED_NOQA]
+            out.append(Violation(UNUSED_NOQA, name, unused.message, line, start, line, end, record))
         return out
 
     @too_deep_is_a_lint_error
@@ -322,7 +362,9 @@ class Linter:
             diagnostics = self._diagnostics(module, path, rules, env)
             outcome.remaining = self._violations(module, text, diagnostics, False, None, refused)
         outcome.text = text
-        outcome.later = later(first or Counter(), outcome.fixed)
+        # A noqa comment is judged once, on the text the other fixes leave.
+        applied = [code for code in outcome.fixed if code != UNUSED_NOQA]
+        outcome.later = later(first or Counter(), applied)
         return outcome
 
     def _fix_pass(
@@ -369,6 +411,11 @@ class Linter:
             gone = {id(fix) for fix, _ in checked.refused}
             candidates = [d for d in candidates if id(d.fix) not in gone]
         remaining = self._violations(module, text, diagnostics, False, None, refused)
+        unused = {(v.code, v.line, v.column) for v in remaining if v.code == UNUSED_NOQA and v.fix}
+        if unused:  # every other fix applied: the noqa codes nothing needs go
+            found = self._violations(module, text, diagnostics, unused, None, refused)
+            edits = [e for v in found if v.fix is not None for e in v.fix.edits]
+            return _Pass(apply_line_edits(text, edits), [UNUSED_NOQA] * len(edits), fixable, None)
         return _Pass(text, [], fixable, remaining)
 
 

@@ -3,7 +3,9 @@
 A line comment suppresses a finding whose statement (logical line) starts or ends on
 that line, so a multi-line call can carry its `# noqa` on its first or last line.
 Comments are found with `tokenize`, so a `# noqa` inside a string never counts; files
-that do not contain the text "noqa" are never tokenized.
+that do not contain the text "noqa" are never tokenized. `Suppressions.unused` finds the
+codes of a line comment that suppressed nothing (TL904, as ruff's RUF100), and
+`Unused.rewrite` its line without them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
@@ -25,23 +28,108 @@ def _codes(match: re.Match[str]) -> set[str]:
     return {c.upper() for c in re.split(r"[\s,]+", codes) if c} if codes else {ALL}
 
 
+FIX_TITLE = "Remove unused `noqa` directive"
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A line's `# noqa` comment: where it is in its line (0-based character offsets,
+    from `#` to its last code), and its codes as written (none: a blanket `# noqa`)."""
+
+    start: int
+    end: int
+    codes: tuple[str, ...]
+
+    def suppresses(self, code: str) -> bool:
+        return not self.codes or any(c.upper() == code for c in self.codes)
+
+
+@dataclass(frozen=True)
+class Unused:
+    """A directive naming codes that suppressed nothing, or a code twice."""
+
+    line: int
+    directive: Directive
+    kept: tuple[str, ...]  # as written, in order
+    unused: tuple[str, ...]
+    duplicated: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        """As ruff says it: `Unused `noqa` directive (unused: `TL201`)`."""
+        reasons = [
+            f"{reason}: {', '.join(f'`{c}`' for c in codes)}"
+            for reason, codes in (("unused", self.unused), ("duplicated", self.duplicated))
+            if codes
+        ]
+        return f"Unused `noqa` directive ({'; '.join(reasons)})"
+
+    def rewrite(self, line: str) -> str:
+        """`line` (with its ending) with the kept codes only, or without the directive
+        when none is kept (ruff's cases: the whole line when the comment is all it holds,
+        a comment after it kept, the words after it kept as a comment)."""
+        body = line.rstrip("\r\n")
+        ending = line[len(body) :]
+        start, end = self.directive.start, self.directive.end
+        if self.kept:
+            return f"{body[:start]}# noqa: {', '.join(self.kept)}{body[end:]}{ending}"
+        before, after = body[:start].rstrip(), body[end:].lstrip()
+        if not before and not after:
+            return ""
+        if not after:
+            return before + ending
+        if after.startswith("#"):
+            return body[:start] + after + ending
+        return body[: start + 2] + after + ending  # `# noqa: TL201 why` -> `# why`
+
+
 @dataclass
 class Suppressions:
     file: set[str] = field(default_factory=set)
-    lines: dict[int, set[str]] = field(default_factory=dict)  # line -> codes (or ALL)
+    lines: dict[int, Directive] = field(default_factory=dict)
     logical: dict[int, tuple[int, int]] = field(default_factory=dict)  # line -> (first, last)
 
     def suppressed(self, code: str, line: int) -> bool:
-        if ALL in self.file or code in self.file:
-            return True
+        return self.exempt(code) or bool(self.suppressing(code, line))
+
+    def exempt(self, code: str) -> bool:
+        """The whole file is exempt from `code` (`# torchlint: noqa`)."""
+        return ALL in self.file or code in self.file
+
+    def suppressing(self, code: str, line: int) -> list[int]:
+        """The lines whose comment suppresses `code` found on `line`: that line, and the
+        first and last of its statement."""
         if not self.lines:
-            return False
+            return []
         first, last = self.logical.get(line, (line, line))
-        for candidate in {line, first, last}:
-            codes = self.lines.get(candidate)
-            if codes and (ALL in codes or code in codes):
-                return True
-        return False
+        return [
+            candidate
+            for candidate in {line, first, last}
+            if (directive := self.lines.get(candidate)) and directive.suppresses(code)
+        ]
+
+    def unused(self, used: Set[tuple[int, str]], judged: Set[str]) -> list[Unused]:
+        """The directives naming a code of `judged` that suppressed nothing (`used`: the
+        (line, code) of every suppression), or naming one twice. Other codes (another
+        tool's, a rule's not judged) and blanket comments are left alone."""
+        found = []
+        for line, directive in sorted(self.lines.items()):
+            kept: list[str] = []
+            unused: list[str] = []
+            duplicated: list[str] = []
+            seen: set[str] = set()
+            for written in directive.codes:
+                code = written.upper()
+                if code in judged and code in seen:
+                    duplicated.append(written)
+                elif code in judged and (line, code) not in used:
+                    unused.append(written)
+                else:
+                    kept.append(written)
+                seen.add(code)
+            if unused or duplicated:
+                found.append(Unused(line, directive, tuple(kept), tuple(unused), tuple(duplicated)))
+        return found
 
 
 class _Statements:
@@ -80,7 +168,12 @@ def parse_suppressions(source: str) -> Suppressions:
                     continue
                 match = _NOQA.search(tok.string)
                 if match:
-                    result.lines.setdefault(tok.start[0], set()).update(_codes(match))
+                    codes = match.group("codes")
+                    result.lines[tok.start[0]] = Directive(
+                        tok.start[1] + match.start(),
+                        tok.start[1] + match.end(),
+                        tuple(re.split(r"[\s,]+", codes)) if codes else (),
+                    )
     except (tokenize.TokenError, SyntaxError):
         pass  # the parser reports real syntax errors; keep what was read
     return result

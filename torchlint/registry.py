@@ -33,6 +33,7 @@ FAMILIES = {
     "TL5": "precision",
     "TL6": "backends and kernels",
     "TL7": "frameworks",
+    "TL9": "meta",
 }
 
 

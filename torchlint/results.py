@@ -66,6 +66,9 @@ ANALYSIS_ERROR = "TL901"  # valid code that could not be analysed or fixed
 RULE_ERROR = "TL902"  # a local or installed rule raised (the others' findings are kept)
 # A file not analysed (too large): a note in every report, neither a finding nor an error.
 SKIPPED = "TL903"
+# A rule (selected, ignored and fixed as any: rules/tl904_unused_noqa.py) whose findings
+# the linter makes: the noqa codes that suppressed nothing.
+UNUSED_NOQA = "TL904"
 ERROR_NAMES = {
     INVALID_SYNTAX: "invalid-syntax",
     IO_ERROR: "io-error",

@@ -20,6 +20,7 @@ from torchlint.results import (
     ANALYSIS_ERROR,
     IO_ERROR,
     RULE_ERROR,
+    UNUSED_NOQA,
     FileError,
     FileResult,
     Job,
@@ -384,9 +385,11 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
 def add_noqa_text(text: str, name: str, violations: Sequence[Violation]) -> tuple[str, int]:
     """`text` (a `.py` file's, or a notebook's JSON) with a `# noqa: CODE` comment on each
     line of `violations` (the file's findings, as its project's run found them), and how
-    many lines got a comment."""
+    many lines got a comment. A TL904 finding gets none (as ruff adds no RUF100): a
+    stale code is for `fix` to remove, not to keep."""
     from torchlint.notebook import Notebook
 
+    violations = [v for v in violations if v.code != UNUSED_NOQA]
     wanted: dict[int, set[str]] = {}
     if not name.endswith(".ipynb"):
         for v in violations:

@@ -29,6 +29,7 @@ from torchlint.progress import Progress
 from torchlint.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
+    from torchlint.cli.watch import Stamps
     from torchlint.config import Config, PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
@@ -116,9 +117,8 @@ def _pairs(values: list[str] | None, flag: str) -> PerFileIgnores | None:
 
 
 def check(options: CheckOptions) -> int:
-    """`check` and `fix`: the exit code of the run (as ruff's)."""
-    from torchlint.config import ConfigError
-
+    """`check` and `fix`: the exit code of the run (as ruff's); with `--watch`, runs
+    until Ctrl-C."""
     problem = options.conflict()
     if problem is not None:
         error(problem)
@@ -128,6 +128,20 @@ def check(options: CheckOptions) -> int:
         for path in paths:
             if path not in ("-", "."):
                 warn(f"ignoring {path} in favour of standard input (--stdin-filename)")
+    if options.watch:
+        from torchlint.cli.watch import watch
+
+        return watch(
+            lambda: _check(options, paths), lambda: _watched(options, paths), options.quiet
+        )
+    return _check(options, paths)
+
+
+def _check(options: CheckOptions, paths: list[str]) -> int:
+    """One run: the plan made (the config read again: `--watch` follows its changes),
+    the files checked and reported."""
+    from torchlint.config import ConfigError
+
     try:
         run_plan = plan(options)
     except ConfigError as exc:
@@ -149,6 +163,24 @@ def check(options: CheckOptions) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
+
+
+def _watched(options: CheckOptions, paths: list[str]) -> Stamps:
+    """`--watch`: the stamps of what a run reads, the files it checks and its config file
+    (only that file while it is broken: the next run says what is wrong)."""
+    from torchlint.cli.watch import stamps
+    from torchlint.config import ConfigError, find_config
+    from torchlint.runner import discover
+
+    given: list[Path | None] = [Path(v) for v in options.config or () if os.path.isfile(v)]
+    config = [] if options.isolated else given or [find_config(start(paths))]
+    try:
+        run_plan = plan(options)
+    except ConfigError:
+        return stamps(filter(None, config))
+    force_exclude = options.force_exclude or run_plan.config.force_exclude
+    found = discover(paths, run_plan.config, force_exclude=force_exclude)
+    return stamps([*filter(None, config), *found.files])
 
 
 def _run(

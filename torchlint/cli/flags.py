@@ -97,6 +97,15 @@ FixOnlyOpt = Annotated[
         "`--unsafe-fixes` to include unsafe fixes",
     ),
 ]
+WatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="Run in watch mode by re-running whenever the files checked or the "
+        "configuration change (Ctrl-C stops)",
+    ),
+]
 OutputFormatOpt = Annotated[
     str,
     typer.Option(
@@ -259,6 +268,7 @@ class CheckOptions:
     show_fixes: bool = False
     diff: bool = False
     fix_only: bool = False
+    watch: bool = False
     output_format: str = "text"
     output_file: Path | None = None
     target_torch: str | None = None
@@ -315,6 +325,8 @@ class CheckOptions:
             on = getattr(self, special[2:].replace("-", "_"))
             pairs += [(special, on, "--stdin-filename or -", self.stdin)]
             pairs += [(special, on, "--statistics", self.statistics)]
+            pairs += [("--watch", self.watch, special, on)]
+        pairs += [("--watch", self.watch, "--stdin-filename or -", self.stdin)]
         pairs += [("--add-noqa", self.add_noqa, other, on) for other, on in self._fixing()]
         pairs += [("--add-noqa", self.add_noqa, "--show-files", self.show_files)]
         pairs += [("--add-noqa", self.add_noqa, "--show-settings", self.show_settings)]
@@ -346,6 +358,7 @@ def command(fix_default: bool, run: Callable[[CheckOptions], int]) -> Callable[.
         show_fixes: ShowFixesOpt = False,
         diff: DiffOpt = False,
         fix_only: FixOnlyOpt = False,
+        watch: WatchOpt = False,
         output_format: OutputFormatOpt = "text",
         output_file: OutputFileOpt = None,
         target_torch: TargetTorchOpt = None,

@@ -26,7 +26,7 @@ from torchlint.linter import Linter, RuleErrorHandler
 from torchlint.noqa import add_noqa
 from torchlint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
 from torchlint.reporters import Context, fixable
-from torchlint.results import FileError, Job, Violation
+from torchlint.results import UNUSED_NOQA, FileError, Job, Violation
 from torchlint.runner import lint_notebook
 from torchlint.semantic.external import Environment
 
@@ -161,7 +161,7 @@ def fix_python(
     if code not in setup.codes:
         return None
     try:
-        linter = _linter(setup, codes=[code])
+        linter = _linter(setup, codes=_resolving(code, setup))
         found = linter.lint(text, path, with_edits={key}, buffer=buffer, env=env)
     except Exception:
         return None
@@ -176,6 +176,12 @@ def fix_python(
                 return None
             return new
     return None
+
+
+def _resolving(code: str, setup: RunPlan) -> tuple[str, ...]:
+    """The rules that find `code`'s finding again, to fix it alone: that rule; for TL904,
+    which judges the noqa comments of the rules selected, every rule selected."""
+    return setup.codes if code == UNUSED_NOQA else (code,)
 
 
 def ignore(text: str, line: int, code: str) -> str | None:
@@ -291,15 +297,16 @@ def fix_cells(
     code = key[0]
     if code not in setup.codes:
         return None
+    codes = _resolving(code, setup)
     job = Job(
-        codes=(code,),
+        codes=codes,
         settings=setup.settings,
         with_edits=True,
         unfixable=setup.unfixable,
         low_impact=setup.low_impact,
     )
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, [code], buffer=buffer, env=env)
+        result, _ = lint_notebook(notebook_json(cells), path, job, codes, buffer=buffer, env=env)
     except Exception:
         return None
     if result.error is not None:
