@@ -26,7 +26,7 @@ RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
     "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL501", "TL503", "TL601", "TL602",
-    "TL603", "TL604", "TL605", "TL606",
+    "TL603", "TL604", "TL605", "TL606", "TL607",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -507,6 +507,22 @@ ROWS = [
             with torch.no_grad():
                 for p_ema, p in zip(ema.parameters(), model.parameters()):  # expect: TL411
                     p_ema.lerp_(p, 0.001)
+        """,
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "torch.compile's result thrown away, and compiling in the loop (TL607)",
+        """
+        model = Net().cuda()  # compiled, if uselessly: not TL606's
+        torch.compile(model)  # expect: TL607
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:  # expect: TL501, TL503, TL601
+            net = torch.compile(model)  # expect: TL607
+            loss = F.cross_entropy(net(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
         """,
         steps={"optimizer.step()": True},
     ),

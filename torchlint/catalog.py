@@ -47,6 +47,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL604", "channels-last-not-used", False, False, (), ("Conv2d", "torchvision"), None),
     ("TL605", "optimizer-not-fused", False, False, (), ("Adam", "SGD"), None),
     ("TL606", "model-not-compiled", False, False, (), ("cuda", "accelerator"), None),
+    ("TL607", "compiled-model-unused", True, False, (), ("compile(",), None),
     ("TL701", "hf-dataloader-sync-loading", True, False, (), ("TrainingArguments",), None),
     ("TL702", "hf-dataloader-no-pin-memory", False, False, (), ("dataloader_pin_memory",), None),
     ("TL703", "hf-training-without-mixed-precision", True, False, (), ("TrainingArguments",), None),
