@@ -73,6 +73,7 @@ from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import dotted_name
+from torchlint.tokens import TRAINS
 from torchlint.walk import descendants
 
 # What walks a network's tensors: `m.parameters()`, `m.state_dict().items()`.
@@ -100,6 +101,7 @@ class PerParameterLoop(Rule):
     code = "TL411"
     name = "per-parameter-loop"
     tokens = ("parameters()", "buffers()", "state_dict()")
+    pattern = TRAINS  # a step loop of its own (or the project reaches the file)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not (module.uses_gpu or module.presumed_accelerator or module.handles_devices()):

@@ -62,7 +62,7 @@ class CompiledModelUnused(Rule):
     code = "TL607"
     name = "compiled-model-unused"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("compile(",)
+    tokens = ("torch.compile", "import compile")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         calls = module.calls_to(COMPILE)
