@@ -118,6 +118,7 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
+from torchlint.semantic.batches import PACK_PADDED
 from torchlint.semantic.loops import is_periodic, runs_once
 from torchlint.semantic.syntax import MISSING, contains, dotted_name, names_read
 from torchlint.walk import children
@@ -325,6 +326,8 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
         if _numpy_receiver(module, call.receiver, call.scope) or _has_sync_call(call.receiver):
             return None
+        if _packed_lengths(module, call):
+            return None  # `pack_padded_sequence` wants its lengths on the CPU
         return f"`.{method}()`"
     if call.qualname in ("float", "int", "print"):  # the builtins, not shadowed
         for arg in node.args:
@@ -333,6 +336,28 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             if _reads_tensor(arg.value, tensors, allow_strings=call.qualname == "print"):
                 return f"`{call.qualname}()` of a tensor"
     return None
+
+
+def _packed_lengths(module: TorchModule, call: CallSite) -> bool:
+    """The call gives `pack_padded_sequence` its lengths, which must be on the CPU: in
+    the argument (`lengths.cpu()`), or bound to the name passed there in the same loop
+    (`lengths = lengths.cpu()`)."""
+    statement = call.ctx.statement
+    bound = set()
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and contains(small.value, call.node):
+                bound |= {n for t in small.targets for n in names_read(t.target)}
+    for pack in module.calls_to(PACK_PADDED):
+        lengths = pack.arg("lengths", ("input", "lengths"))
+        if lengths is MISSING:
+            continue
+        if contains(lengths, call.node):
+            return True
+        same_loop = pack.ctx.loops[-1:] == call.ctx.loops[-1:]
+        if same_loop and set(names_read(lengths)) & bound:
+            return True
+    return False
 
 
 def _names_tested(loop: Loop) -> set[str]:
