@@ -21,7 +21,7 @@ RULES = ROOT / "rules"
 LAYERS = [
     ["__main__"],  # `python -m torchlint`
     ["cli"],
-    ["server", "verify"],  # verify fixes a script's files as a run of the CLI does
+    ["server", "verify", "explain"],  # verify and explain run files as the CLI's check does
     ["parallel"],
     ["rounds"],
     ["pool"],

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from torchlint.pool import (
 from torchlint.results import FileResult, Job
 from torchlint.rounds import Rounds
 
-__all__ = ["Interrupted", "run_files"]
+__all__ = ["Interrupted", "opened", "run_files"]
 
 
 def run_files(
@@ -43,18 +43,34 @@ def run_files(
     that rewrites files stops at Ctrl-C once the files in progress are done, and raises
     `Interrupted` with the results of every file finished."""
     tasks = [Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
-    rounds = Rounds(tasks, job, config, bases or {}, cache_dir, walked)
+    with opened(tasks, job, config, bases or {}, cache_dir, walked) as rounds:
+        if not (job.fix or job.diff):
+            results = rounds.converge(job)
+            for result in results:
+                if on_result is not None:
+                    on_result(result)
+            return results
+        rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
+        return _rewrite(tasks, job, on_result, cache_dir, rounds)
+
+
+@contextlib.contextmanager
+def opened(
+    tasks: list[Task],
+    job: Job,
+    config: Config,
+    bases: dict[Path, Path],
+    cache_dir: Path | None,
+    walked: Sequence[Path] = (),
+) -> Iterator[Rounds]:
+    """The rounds of a run's `tasks` (`Rounds`: their projects), for the block: the
+    worker processes started in it get those projects, and what the run keeps is kept
+    out of the collector's scans until it ends (`survivors_frozen`)."""
+    rounds = Rounds(tasks, job, config, bases, cache_dir, walked)
     use_projects(rounds.projects)
     try:
         with survivors_frozen():
-            if not (job.fix or job.diff):
-                results = rounds.converge(job)
-                for result in results:
-                    if on_result is not None:
-                        on_result(result)
-                return results
-            rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
-            return _rewrite(tasks, job, on_result, cache_dir, rounds)
+            yield rounds
     finally:
         use_projects([])
 

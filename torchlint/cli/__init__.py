@@ -10,7 +10,7 @@ order `--help` lists them.
 
 from __future__ import annotations
 
-from torchlint.cli import check, rules, server, verify
+from torchlint.cli import check, explain, rules, server, verify
 from torchlint.cli.app import app, main
 from torchlint.cli.flags import command
 from torchlint.cli.help import Command, ScriptCommand
@@ -25,6 +25,7 @@ app.command("fix", cls=Command, help="Apply fixes (same as `check --fix`).")(
 )
 app.command("rules", cls=Command)(rules.rules_command)
 app.command("rule", cls=Command)(rules.rule_command)
+app.command("explain", cls=Command)(explain.explain_command)
 app.command(
     "verify",
     cls=ScriptCommand,

@@ -1,0 +1,200 @@
+"""`torchlint explain PATH[:LINE]`: what the analysis knows at a line, the file checked as
+`check` checks it, with its project (issue 44, "why was this not flagged?").
+
+In-process on the fixtures (the API, and the command through typer's runner), and once
+through the real command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torchlint.cli.check import plan
+from torchlint.cli.flags import CheckOptions
+from torchlint.explain import ExplainError, Explanation, Place, explain, place
+
+from .conftest import FIXTURES, LOADER, run_cli, run_cli_process
+
+ENGINE = FIXTURES / "project" / "engine_layout"
+HELPERS = FIXTURES / "project" / "helpers"
+
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch):
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+
+
+def explained(path: Path, line: int | None = None, cell: int | None = None, **options):
+    """`explain` at a place, under the plan `check` would make with these options."""
+    run_plan = plan(CheckOptions(paths=[str(path)], **options))
+    return explain(Place(path, line, cell), run_plan)
+
+
+def own_project(tmp_path: Path, fixture: Path) -> Path:
+    """A fixture copied into a project of its own (beside a pyproject.toml), so that its
+    project is not this repository."""
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    return Path(shutil.copy(fixture, tmp_path / fixture.name))
+
+
+def state(found: Explanation, code: str) -> str:
+    return next(r.here for r in found.rules if r.code == code)
+
+
+def test_a_line_with_a_finding_in_a_step_loop_of_a_function_another_file_calls():
+    found = explained(ENGINE / "mypkg" / "engine.py", 12)
+    (finding,) = found.findings
+    assert (finding.code, finding.column, finding.impact, finding.hidden) == (
+        "TL401", 23, "high", []
+    )  # fmt: skip
+    assert state(found, "TL401") == "reported"
+    assert state(found, "TL404") == "no finding"
+    facts = found.facts
+    assert facts.function is not None and facts.function.name == "train_one_epoch"
+    assert facts.function.elsewhere is not None and "train.py" in facts.function.elsewhere.where
+    assert [loop.kind for loop in facts.loops] == ["training step loop"]
+    assert facts.loops[0].loaders[0].built == "mypkg/data.py#0"  # what train.py passes
+    assert facts.per_step is True and facts.period is None
+    assert facts.gpu.uses_gpu
+
+
+def test_the_device_a_parameter_holds_is_the_projects(tmp_path):
+    """`images.to(device)`: CUDA as train.py passes it; the file alone cannot name it."""
+    engine = ENGINE / "mypkg" / "engine.py"
+    moved = {n.expression: n.moves_to for n in explained(engine, 7).facts.names}
+    assert moved["images.to(device)"] == "CUDA where there is one, else the CPU"
+    alone = {
+        n.expression: n.moves_to for n in explained(own_project(tmp_path, engine), 7).facts.names
+    }
+    assert alone["images.to(device)"] == "a device the analysis cannot name"
+
+
+def test_a_hidden_low_impact_finding_and_the_option_that_shows_it():
+    engine = ENGINE / "mypkg" / "engine.py"
+    (finding,) = explained(engine, 20).findings
+    assert (finding.code, finding.impact) == ("TL401", "low")
+    assert finding.hidden == ["low impact: shown with --show-low-impact"]
+    assert state(explained(engine, 20), "TL401") == "hidden"
+    assert explained(engine, 20, show_low_impact=True).findings[0].hidden == []
+    assert explained(engine, 20).facts.loops[0].kind == "evaluation loop"
+
+
+def test_a_finding_of_a_rule_not_selected_is_found_and_says_so():
+    (finding,) = explained(ENGINE / "mypkg" / "engine.py", 12, select=["TL501"]).findings
+    assert finding.code == "TL401"
+    assert finding.hidden == ["TL401 is not selected (--select, --extend-select)"]
+
+
+def test_a_noqa_comment_hides_a_finding(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    lines = LOADER.splitlines(keepends=True)  # TL201 on its loader, line 3
+    lines[2] = lines[2].rstrip("\n") + "  # noqa: TL201\n"
+    (tmp_path / "train.py").write_text("".join(lines))
+    (finding,) = explained(tmp_path / "train.py", 3).findings
+    assert (finding.code, finding.hidden) == ("TL201", ["a noqa comment"])
+    assert state(explained(tmp_path / "train.py", 3), "TL201") == "hidden"
+
+
+def test_a_function_another_file_calls_every_step():
+    found = explained(HELPERS / "utils.py", 4)
+    assert found.facts.function is not None
+    assert found.facts.function.stepped_by == "`train` in engine.py"
+    assert found.facts.per_step is True and found.facts.loops == []
+    assert state(found, "TL401") == "reported"
+    assert found.read.startswith("yes: another file of its project")  # no token of its own
+
+
+def test_a_cpu_only_file_says_why_it_is_no_gpu_program(tmp_path):
+    script = own_project(tmp_path, FIXTURES / "TL201" / "good_cpu_only.py")
+    found = explained(script, 9)
+    assert not found.facts.gpu.uses_gpu and not found.facts.gpu.presumed_accelerator
+    assert found.facts.gpu.why.startswith("no GPU in sight")
+    assert found.findings == [] and state(found, "TL201") == "no finding"
+    (loader,) = next(n for n in found.facts.names if n.expression == "loader").loaders
+    assert loader.arguments == {"batch_size": "100", "num_workers": None, "pin_memory": None}
+    assert loader.trains
+
+
+def test_a_file_no_selected_rule_reads(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    found = explained(tmp_path / "util.py")
+    assert found.read.startswith("no: no selected rule's tokens")
+    assert {r.here for r in found.rules} == {"did not read the file"}
+
+
+def test_a_notebook_cell_line(tmp_path):
+    notebook = own_project(tmp_path, FIXTURES / "notebooks" / "colab_mnist.ipynb")
+    found = explained(notebook, 8, cell=7)
+    assert found.text.startswith("train_loader = DataLoader(")
+    codes = {(f.code, f.cell, f.line, bool(f.hidden)) for f in found.findings}
+    assert codes == {("TL201", 7, 8, False), ("TL202", 7, 8, True)}
+    with pytest.raises(ExplainError, match="cell N:LINE"):
+        explained(notebook, 8)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("train.py", Place(Path("train.py"))),
+        ("train.py:12", Place(Path("train.py"), 12)),
+        ("train.py:12:23", Place(Path("train.py"), 12)),  # as reports write it
+        ("run.ipynb:cell 3:7", Place(Path("run.ipynb"), 7, 3)),
+    ],
+)
+def test_places(spec, expected):
+    assert place(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("missing.py:3", "missing.py: no such file"),
+        ("ok.py:5", "ok.py: line 5 is out of range (1-2)"),
+        ("ok.py:0", "lines and cells are numbered from 1"),
+        ("ok.py:cell 1:1", "not a notebook"),
+        ("broken.py:1", "broken.py: syntax error at 2:7"),
+        (".", "not a file"),
+    ],
+)
+def test_bad_input_is_a_message_and_exit_2(tmp_path, where, said):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "ok.py").write_text("import torch\nx = torch.zeros(3)\n")
+    (tmp_path / "broken.py").write_text("import torch\ndef f(:\n")
+    result = run_cli("explain", "--no-cache", where, cwd=tmp_path)
+    assert result.returncode == 2
+    assert said in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_unknown_output_format_is_refused(tmp_path):
+    result = run_cli("explain", "--output-format", "xml", "x.py:1", cwd=tmp_path)
+    assert result.returncode == 2 and "unknown output format 'xml'" in result.stderr
+
+
+def test_text_names_the_finding_the_loop_and_the_caller():
+    result = run_cli("explain", "--no-cache", "mypkg/engine.py:12", cwd=ENGINE)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith('mypkg/engine.py:12: print(f"loss {loss.item():.3f}")')
+    assert "12:23 TL401 host-sync-in-training-loop (high impact), shown" in out
+    assert "in a training step loop (line 6 in `train_one_epoch`)" in out
+    assert "called by another file: `main` in train.py" in out
+    assert "  reported here: TL401\n" in out
+
+
+@pytest.mark.slow
+def test_the_real_command_prints_json_for_tools():
+    result = run_cli_process(
+        "explain", "--no-cache", "--output-format", "json", "mypkg/engine.py:20", cwd=ENGINE
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["path"], data["line"], data["cell"]) == ("mypkg/engine.py", 20, None)
+    (finding,) = data["findings"]
+    assert finding["code"] == "TL401" and finding["hidden"]
+    assert data["facts"]["loops"][0]["kind"] == "evaluation loop"
+    assert data["facts"]["function"]["name"] == "evaluate"
