@@ -56,7 +56,7 @@ def test_a_line_with_a_finding_in_a_step_loop_of_a_function_another_file_calls()
     assert facts.function is not None and facts.function.name == "train_one_epoch"
     assert facts.function.elsewhere is not None and "train.py" in facts.function.elsewhere.where
     assert [loop.kind for loop in facts.loops] == ["training step loop"]
-    assert facts.loops[0].loaders[0].built == "mypkg/data.py#0"  # what train.py passes
+    assert facts.loops[0].loaders[0].built == "mypkg/data.py"  # what train.py passes
     assert facts.per_step is True and facts.period is None
     assert facts.gpu.uses_gpu
 

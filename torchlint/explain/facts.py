@@ -47,7 +47,7 @@ class At:
 @dataclass
 class LoaderFacts:
     at: At | None  # where it is built (None: in another file)
-    built: str  # "here", or the file that builds it ("pkg/data.py#0": its first loader)
+    built: str  # "here", or the file that builds it ("pkg/data.py")
     arguments: dict[str, str | None] = field(default_factory=dict)  # as written; None: unset
     trains: bool = False  # a training loop (here or in another file) iterates it
     pinned: bool = False  # pin_memory=True (or pinned where an accelerator is there)
@@ -355,8 +355,9 @@ class _Reader:
     def loader(self, loader: object) -> LoaderFacts:
         m = self.module
         if not isinstance(loader, DataLoaderSite):
-            ref = getattr(loader, "ref", "another file")
-            return LoaderFacts(None, ref, pinned=bool(getattr(loader, "pinned", False)))
+            ref = str(getattr(loader, "ref", "another file"))
+            file = ref.rpartition("#")[0] or ref  # "pkg/data.py#0": the file's first loader
+            return LoaderFacts(None, file, pinned=bool(getattr(loader, "pinned", False)))
         arguments = {}
         for name in LOADER_ARGS:
             value = loader.arg(name)
