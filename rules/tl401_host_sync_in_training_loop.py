@@ -150,12 +150,14 @@ PREDICATES = ("isnan", "isinf", "isfinite")
 # What the text of a file this rule reports in holds, at least: a backward pass called
 # (`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`), a
 # Lightning `training_step`, or an evaluation (autograd off, `.eval()`, a function named
-# for one). Files where "backward" is only a word of a comment
-# ("backward compatibility") or an autograd Function's `def backward(ctx, grad)` are
-# not parsed for this rule.
+# for one: `test(`, `test_epoch(`..., not any `test_*`, which in a model zoo builds a
+# network: timm's `def test_resnet(pretrained=False)`). Files where "backward" is only a
+# word of a comment ("backward compatibility") or an autograd Function's
+# `def backward(ctx, grad)` are not parsed for this rule.
 PATTERN = re.compile(
     r"backward(?<!def backward)\s*\(|training_step|no_grad|inference_mode|\.eval\("
-    r"|def _*(?:eval|valid|val(?:_|\d|\()|test|predict|infer)"
+    r"|def _*(?:eval|valid|val(?:_|\d|\()|predict|infer)"
+    r"|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\("
 )
 
 

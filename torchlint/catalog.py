@@ -27,7 +27,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None),
     ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None),
     ("TL306", "ddp-find-unused-parameters", False, False, (), ("find_unused_parameters",), None),
-    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|test|predict|infer)", 32)),
+    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32)),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None),
     ("TL403", "loss-accumulates-graph", True, False, (), ("backward",), None),
     ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward("), None),
