@@ -19,7 +19,8 @@ misses with the cause "no rule".
 
 benchmarks/recall/misses.tsv says why each miss of the default run is missed (folder,
 location, category, cause, note; causes in CAUSES); `--misses` lists the misses with
-their cause, or "?" where none is written yet.
+their cause: the one written there, else the one the findings tell ("no rule"; "low
+impact" or "preview" where the run of every rule finds it), or "?".
 
 BLIND names the repositories kept out of the development loop: scored only at the end.
 """
@@ -130,7 +131,8 @@ def place(text: str) -> Place:
 
 def read_items(folder: Path = LISTS) -> tuple[list[Item], list[str]]:
     """Every listed item, and what is wrong with the files (empty when well-formed)."""
-    items, problems = [], []
+    items: list[Item] = []
+    problems: list[str] = []
     for path in sorted(folder.glob("*.tsv")):
         if path == folder / MISSES.name:
             continue
@@ -205,20 +207,27 @@ def run(repos: Iterable[str], every_rule: bool, corpus: Path = CORPUS) -> Findin
 
 
 def answered(item: Item, found: Findings, near: int = NEAR) -> bool:
+    return bool(answering(item, found, near))
+
+
+def answering(item: Item, found: Findings, near: int = NEAR) -> set[str]:
+    """The rules of the item's category with a finding that answers it."""
     rules = CATEGORIES[item.category]
     if item.category in WHOLE_FILE:
         paths = {p.path for p in item.places}
-        return any(
-            code in rules
+        return {
+            code
             for (repo, path, _), rows in found.items()
             if repo == item.folder and path in paths
             for _, code in rows
-        )
-    return any(
-        code in rules and abs(row - p.line) <= near
+            if code in rules
+        }
+    return {
+        code
         for p in item.places
         for row, code in found.get((item.folder, p.path, p.cell), ())
-    )
+        if code in rules and abs(row - p.line) <= near
+    }
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -261,18 +270,34 @@ def report(items: list[Item], found: Findings) -> list[str]:
 
 
 def misses(
-    items: list[Item], found: Findings, causes: dict[tuple[str, str, str], str]
+    items: list[Item],
+    found: Findings,
+    causes: dict[tuple[str, str, str], str],
+    every: Findings | None = None,
 ) -> list[str]:
+    """The misses of the default run (`found`), each with its cause: written in
+    misses.tsv, else read off the findings where they tell it ("no rule": a category no
+    rule answers; with `every`, the run of every rule with low impact shown: "low impact"
+    where a default rule found it, "preview" where only a rule off by default did), else
+    "?"."""
     out = []
     for item in items:
         if not answered(item, found):
             cause = causes.get((item.folder, item.location, item.category))
             if cause is None and not CATEGORIES[item.category]:
                 cause = "no rule"
+            if cause is None and every is not None and (codes := answering(item, every)):
+                cause = "low impact" if codes & _on_by_default() else "preview"
             out.append(
                 f"{item.folder}\t{item.location}\t{item.category}\t{cause or '?'}\t{item.why}"
             )
     return out
+
+
+def _on_by_default() -> set[str]:
+    from torchlint.catalog import CATALOG
+
+    return {code for code, _, default, preview, *_ in CATALOG if default and not preview}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recall on the {args.split} split ({mode})\n")
     print("\n".join(report(items, found)))
     if args.misses:
+        every = None if args.every_rule else run(sorted({i.folder for i in items}), True)
         print("\nmisses (folder, location, category, cause, why):")
-        print("\n".join(misses(items, found, causes)))
+        print("\n".join(misses(items, found, causes, every)))
     return 0
 
 

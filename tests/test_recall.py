@@ -64,6 +64,20 @@ def test_an_item_is_found_by_a_rule_of_its_category_near_one_of_its_places(tmp_p
     assert (counts["clear found"], counts["clear listed"]) == (1, 3)
     missed = recall.misses(items, found, {("repo", "train.py:20", "workers"): "helper"})
     assert [m.split("\t")[3] for m in missed] == ["helper", "?", "no rule"]
+    # The run of every rule tells the rest: a default rule's hidden (low-impact) finding
+    # (TL401, TL701 are on by default); a finding of no rule of the category tells nothing.
+    every = {**found, ("repo", "nb.ipynb", 2): [(5, "TL401")]}
+    every[("repo", "train.py", None)] = [(20, "TL701")]
+    missed = recall.misses(items, found, {}, every)
+    assert [m.split("\t")[3] for m in missed] == ["low impact", "low impact", "no rule"]
+    every[("repo", "train.py", None)] = [(20, "TL702")]  # pin memory's, not workers'
+    assert recall.misses(items, found, {}, every)[0].split("\t")[3] == "?"
+
+
+def test_a_miss_only_a_rule_off_by_default_finds_is_in_preview(tmp_path):
+    items, _ = _items(tmp_path, ["repo	train.py:5	tf32	clear	no TF32	T"])
+    every = {("repo", "train.py", None): [(1, "TL503")]}  # TL503 is off by default
+    assert recall.misses(items, {}, {}, every)[0].split("\t")[3] == "preview"
 
 
 def test_a_setting_of_the_whole_program_is_found_anywhere_in_its_file(tmp_path):
