@@ -54,11 +54,12 @@ def _holds(source: str, token: str | re.Pattern[str]) -> bool:
 
 
 # A file that holds none of these can tell the rest of its project nothing (no network,
-# optimizer, loader, dataset, device, step, backward pass, sync or generator to export).
+# optimizer, loader, dataset, device, step, backward pass, sync or generator to export,
+# no function given a network's parameters: an EMA update a training step calls).
 TELLING = (
     "Module", "nn.", "Dataset", "DataLoader", "optim", "backward", "step(", ".item(",
     ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda", "accelerat",
-    "prepare", "Trainer", "Lightning",
+    "prepare", "Trainer", "Lightning", "parameters(",
 )  # fmt: skip
 
 
