@@ -72,6 +72,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
+from torchlint.semantic.scopes import bound_names
 from torchlint.semantic.syntax import dotted_name
 from torchlint.tokens import TRAINS
 from torchlint.walk import descendants
@@ -166,12 +167,6 @@ def _walked(module: TorchModule, loop: Loop) -> list[cst.BaseExpression] | None:
     return found or None
 
 
-def _targets(loop: Loop) -> set[str]:
-    """The names the loop binds to each item (`p_ema`, `p`; `k`, `v`)."""
-    assert isinstance(loop.node, cst.For)
-    return {n.value for n in descendants(loop.node.target) if isinstance(n, cst.Name)}
-
-
 def _root(node: cst.BaseExpression) -> str | None:
     """The name an expression starts from (`p` of `p.grad.data`), through attributes."""
     while isinstance(node, cst.Attribute):
@@ -180,8 +175,10 @@ def _root(node: cst.BaseExpression) -> str | None:
 
 
 def _in_place(loop: Loop) -> list[str]:
-    """The in-place operations the body does on the loop's tensors, in source order."""
-    names = _targets(loop)
+    """The in-place operations the body does on the loop's tensors (in IN_PLACE's order,
+    then the augmented assignments')."""
+    assert isinstance(loop.node, cst.For)
+    names = {n.value for n in bound_names(loop.node.target)}  # `p_ema, p`; `k, v`
     found: list[str] = []
     for call in loop.calls:
         func = call.node.func
@@ -195,7 +192,6 @@ def _in_place(loop: Loop) -> list[str]:
             op = method if written and method else f"{dotted_name(func) or 'a call'}(out=...)"
             if op not in found:
                 found.append(op)
-    assert isinstance(loop.node, cst.For)
     for node in descendants(loop.node.body):
         if isinstance(node, cst.AugAssign) and _root(node.target) in names:
             op = AUGMENTED.get(type(node.operator).__name__, "an augmented assignment")

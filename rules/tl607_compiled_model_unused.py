@@ -46,6 +46,7 @@ Sources: PyTorch docs, "torch.compile" ("returns the optimized module"),
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import libcst as cst
@@ -53,7 +54,7 @@ import libcst as cst
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
-from torchlint.walk import descendants
+from torchlint.semantic.syntax import names_read
 
 COMPILE = "torch.compile"
 
@@ -68,7 +69,7 @@ class CompiledModelUnused(Rule):
         calls = module.calls_to(COMPILE)
         if not calls:
             return
-        names = _names_read(module.module)
+        names = Counter(names_read(module.module))  # how often each name appears
         for call in calls:
             statement = call.ctx.statement
             if module.per_step(call.ctx):
@@ -90,7 +91,7 @@ class CompiledModelUnused(Rule):
             else:
                 binding = module.binding_of(call.node)
                 name = binding.symbol.name if binding is not None else None
-                if name is not None and name.isidentifier() and names.get(name, 0) <= 1:
+                if name is not None and name.isidentifier() and names[name] <= 1:
                     yield self.diagnostic(
                         call.node,
                         f"`{name}`, the compiled module, is never used: calls of the model "
@@ -123,12 +124,3 @@ def _bind(call: CallSite) -> Fix | None:
         Applicability.UNSAFE,
         Replace(statement.body[0], assign),
     )
-
-
-def _names_read(module: cst.Module) -> dict[str, int]:
-    """How often each name appears in the file (its binding included)."""
-    counts: dict[str, int] = {}
-    for node in descendants(module):
-        if isinstance(node, cst.Name):
-            counts[node.value] = counts.get(node.value, 0) + 1
-    return counts

@@ -69,10 +69,8 @@ class TokenizerPadsToMaxLength(Rule):
         if module.imports_any("torch_xla") or _tests_xla(module):
             return
         for call in module.calls:
-            if not _tokenizer(module, call):
-                continue
-            fixed = _fixed_length(module, call)
-            if fixed is None:
+            fixed = _fixed_length(module, call)  # read the keywords before the tokenizer
+            if fixed is None or not _tokenizer(module, call):
                 continue
             length, spelled = fixed
             short = length is not None and length <= SHORT
@@ -98,7 +96,7 @@ class TokenizerPadsToMaxLength(Rule):
                 continue
             function = _function(module, call, node.args[0].value)
             if function is None or not any(
-                _tokenizer(module, c) and _pads(c) for c in module.calls if _inside(c, function)
+                _pads(c) and _tokenizer(module, c) for c in module.calls if _inside(c, function)
             ):
                 continue
             yield self.diagnostic(
