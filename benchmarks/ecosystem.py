@@ -38,8 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchlint.notebook import Notebook
-from torchlint.registry import all_rules
+from torchlint.lint.notebook import Notebook
+from torchlint.lint.registry import all_rules
 from torchlint.results import ERROR_NAMES, SKIPPED
 
 HERE = Path(__file__).resolve().parent

@@ -74,8 +74,8 @@ from pathlib import Path
 
 from ecosystem import default_dirs
 
-from torchlint.notebook import Notebook
-from torchlint.undefined import mixed_indentation, undefined_names
+from torchlint.lint.notebook import Notebook
+from torchlint.lint.undefined import mixed_indentation, undefined_names
 
 WORKER_FNS = ("collate_fn", "worker_init_fn")
 LOSS_NAME = re.compile(r"(?i)loss|criterion")

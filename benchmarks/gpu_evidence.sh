@@ -182,10 +182,10 @@ EOF
 fi
 "$PY" - <<'EOF' || die "torchlint cannot be imported from the checkout (see above)"
 from importlib.metadata import version
-import libcst, torchlint, torchlint.cli, torchlint.registry
+import libcst, torchlint, torchlint.cli, torchlint.lint.registry
 print(f"gpu_evidence: torchlint {torchlint.__version__} from {torchlint.__file__}; "
       f"libcst {version('libcst')} from {libcst.__file__}; "
-      f"{len(torchlint.registry.all_rules())} rules")
+      f"{len(torchlint.lint.registry.all_rules())} rules")
 EOF
 
 STATUS=0

@@ -295,7 +295,7 @@ def misses(
 
 
 def _on_by_default() -> set[str]:
-    from torchlint.catalog import CATALOG
+    from torchlint.lint.catalog import CATALOG
 
     return {code for code, _, default, preview, *_ in CATALOG if default and not preview}
 

@@ -45,7 +45,7 @@ from pygls.uris import from_fs_path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scaling import training_functions
 
-from torchlint.incremental import Buffer
+from torchlint.lint.incremental import Buffer
 from torchlint.server.analysis import lint_python
 from torchlint.server.lsp import _collect, _paused
 from torchlint.server.settings import Configs, EditorSettings, setup

@@ -1,1 +1,1 @@
-"""torchlint's rules: one module per rule, found by `torchlint.registry`."""
+"""torchlint's rules: one module per rule, found by `torchlint.lint.registry`."""

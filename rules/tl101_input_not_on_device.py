@@ -79,10 +79,9 @@ class InputNotOnDevice(Rule):
     name = "input-not-on-device"
     fix_safety = FixSafety.SAFE
     tokens = ("DataLoader",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed:
-            return
         for loop in module.loops:
             if not loop.loaders or not isinstance(loop.node, cst.For):
                 continue

@@ -191,9 +191,10 @@ class ModelNotOnDevice(Rule):
     name = "model-not-on-device"
     fix_safety = FixSafety.UNSAFE
     tokens = ("backward",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or module.calls_to("torch.set_default_device"):
+        if module.calls_to("torch.set_default_device"):
             return
         handles = None
         for site in module.models:

@@ -82,10 +82,9 @@ class BlockingHostToDeviceCopy(Rule):
     name = "blocking-host-to-device-copy"
     fix_safety = FixSafety.SAFE
     tokens = ("DataLoader",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed:
-            return
         seen: set[int] = set()
         for loop in module.loops:
             if not loop.loaders or not all(module.pins_memory(loader) for loader in loop.loaders):

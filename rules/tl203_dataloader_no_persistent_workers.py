@@ -143,10 +143,9 @@ class DataLoaderNoPersistentWorkers(Rule):
     name = "dataloader-no-persistent-workers"
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataLoader",)
+    min_torch = (1, 7)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.target_torch is not None and module.target_torch < (1, 7):
-            return
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # no GPU to wait: the restarts cost CPU time only
         for loader in module.dataloaders:

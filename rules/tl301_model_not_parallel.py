@@ -86,12 +86,11 @@ import libcst as cst
 
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, fix, statements
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
 from torchlint.semantic.batches import derived_from_batch
 from torchlint.semantic.networks import millions
 from torchlint.semantic.syntax import names_read
-from torchlint.tokens import TRAINS
 
 # Anything of these in a file means someone already thought about several GPUs.
 PARALLEL = (
@@ -130,9 +129,10 @@ class ModelNotParallel(Rule):
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
     pattern = TRAINS  # a step loop of its own (or the project engages the file)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or parallel_aware(module):
+        if parallel_aware(module):
             return
         if module.notebook or not module.multi_gpu:
             return  # a notebook, or a script nothing says runs on several GPUs

@@ -74,10 +74,9 @@ class PreferDistributedDataParallel(Rule):
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("DataParallel", "data_parallel")
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed:
-            return
         for call in module.calls_to(*DATA_PARALLEL):
             what = "`DataParallel`" if call.qualname == DATA_PARALLEL[0] else "`data_parallel()`"
             yield self.diagnostic(

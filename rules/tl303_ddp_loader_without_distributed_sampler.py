@@ -84,9 +84,10 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     name = "ddp-loader-without-distributed-sampler"
     fix_safety = FixSafety.UNSAFE
     tokens = ("DataParallel", "fully_shard", "FullyShardedDataParallel")
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or not module.calls_to(*SHARDED_WRAPPERS):
+        if not module.calls_to(*SHARDED_WRAPPERS):
             return
         for loader in module.dataloaders:
             if loader.opaque or not loader.feeds_training:

@@ -65,9 +65,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     name = "distributed-sampler-without-set-epoch"
     fix_safety = FixSafety.UNSAFE
     tokens = ("DistributedSampler",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or module.method_calls("set_epoch"):
+        if module.method_calls("set_epoch"):
             return
         # The loaders by what they take as `sampler=`: a call built inline, or a name.
         by_sampler: dict[int, list[DataLoaderSite]] = {}

@@ -69,9 +69,10 @@ class DdpAccumulationWithoutNoSync(Rule):
     name = "ddp-accumulation-without-no-sync"
     fix_safety = FixSafety.NONE
     tokens = ("DistributedDataParallel",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or not module.calls_to(DDP) or module.method_calls("no_sync"):
+        if not module.calls_to(DDP) or module.method_calls("no_sync"):
             return
         if any(
             target.attr.value == "require_backward_grad_sync"

@@ -58,10 +58,9 @@ class DdpFindUnusedParameters(Rule):
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("find_unused_parameters",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed:
-            return
         for call in module.calls_to(DDP):
             if bool_value(call.kwarg("find_unused_parameters")) is not True:
                 continue

@@ -121,7 +121,7 @@ from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModu
 from torchlint.semantic.batches import PACK_PADDED
 from torchlint.semantic.loops import is_periodic, runs_once
 from torchlint.semantic.syntax import MISSING, contains, dotted_name, names_read
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.

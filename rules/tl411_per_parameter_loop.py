@@ -69,13 +69,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.scopes import bound_names
 from torchlint.semantic.syntax import dotted_name
-from torchlint.tokens import TRAINS
-from torchlint.walk import descendants
+from torchlint.text.walk import descendants
 
 # What walks a network's tensors: `m.parameters()`, `m.state_dict().items()`.
 TENSORS = ("parameters", "named_parameters", "buffers", "named_buffers")

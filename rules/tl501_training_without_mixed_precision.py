@@ -84,12 +84,11 @@ import libcst as cst
 from torchlint.edits import expression, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import bool_value, contains, dotted_name, int_value
-from torchlint.tokens import TRAINS
-from torchlint.walk import descendants
+from torchlint.text.walk import descendants
 
 GRAD = "torch.autograd.grad"
 RECURRENT_LAYERS = frozenset(("LSTM", "GRU", "RNN"))
@@ -116,9 +115,10 @@ class TrainingWithoutMixedPrecision(Rule):
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
     pattern = TRAINS  # a step loop of its own (or the project engages the file)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or module.reduced_precision:
+        if module.reduced_precision:
             return
         target = module.target_torch
         wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)

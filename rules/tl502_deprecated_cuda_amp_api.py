@@ -59,7 +59,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule
 from torchlint.semantic.syntax import dotted_name
-from torchlint.walk import walk
+from torchlint.text.walk import walk
 
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 

@@ -73,11 +73,10 @@ class Float32MatmulPrecision(Rule):
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("cuda", "accelerator")
+    min_torch = (1, 12)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        target = module.target_torch
-        if module.managed or (target is not None and target < (1, 12)):
-            return
         if module.reduced_precision or module.sets_matmul_precision:
             return
         sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]

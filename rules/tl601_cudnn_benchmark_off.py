@@ -59,11 +59,10 @@ from collections.abc import Iterator
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import Loop, ModelSite, TorchModule
 from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import bool_value
-from torchlint.tokens import TRAINS
 
 BENCHMARK = "torch.backends.cudnn.benchmark"
 DETERMINISTIC = "torch.backends.cudnn.deterministic"
@@ -78,9 +77,10 @@ class CudnnBenchmarkOff(Rule):
     fix_safety = FixSafety.UNSAFE
     tokens = ("Conv", "torchvision")
     pattern = TRAINS  # a step loop of its own (or the project engages the file)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or module.stores_to(BENCHMARK, DETERMINISTIC):
+        if module.stores_to(BENCHMARK, DETERMINISTIC):
             return
         if module.calls_to(DETERMINISTIC_ALGORITHMS):
             return

@@ -78,9 +78,10 @@ class DeterministicInTraining(Rule):
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("deterministic",)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or not module.trained_on_gpu:
+        if not module.trained_on_gpu:
             return
         convolutional = any(module.networks.convolutional(s) for s in module.trained_on_gpu)
         for store in module.stores_to(DETERMINISTIC):

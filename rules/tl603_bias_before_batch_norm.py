@@ -71,7 +71,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
 from torchlint.semantic.syntax import argument, bool_value, dotted_name
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 # Layers with a bias -> the position of `bias` among their positional parameters.
 CONVOLUTIONS = {

@@ -68,9 +68,10 @@ class ChannelsLastNotUsed(Rule):
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("Conv2d", "torchvision")
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.managed or not module.reduced_precision:
+        if not module.reduced_precision:
             return
         if any(
             module.resolve(a.value, c.scope) in LAYOUTS for c in module.calls for a in c.node.args

@@ -69,11 +69,10 @@ class OptimizerNotFused(Rule):
     fix_safety = FixSafety.UNSAFE
     default_enabled = False
     tokens = ("Adam", "SGD")
+    min_torch = (2, 4)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        target = module.target_torch
-        if module.managed or (target is not None and target < (2, 4)):
-            return
         gpu = {id(s) for s in module.trained_on_gpu}
         sparse: bool | None = None
         for call in module.calls_to(*FUSABLE):

@@ -72,11 +72,10 @@ class ModelNotCompiled(Rule):
     fix_safety = FixSafety.NONE
     default_enabled = False
     tokens = ("cuda", "accelerator")
+    min_torch = (2, 0)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        target = module.target_torch
-        if module.managed or (target is not None and target < (2, 0)):
-            return
         if module.calls_to(*COMPILERS) or any(
             c.receiver is not None and module.model_of(c.receiver, c.scope) is not None
             for c in module.method_calls("compile")

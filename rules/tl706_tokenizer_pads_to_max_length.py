@@ -53,7 +53,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
 from torchlint.semantic.syntax import bool_value, contains, dotted_name, keyword, str_value
-from torchlint.walk import descendants
+from torchlint.text.walk import descendants
 
 TOKENIZER = re.compile(r"tokeni[sz]er$", re.IGNORECASE)
 SHORT = 64  # tokens: little padding to remove

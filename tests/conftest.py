@@ -39,7 +39,7 @@ def selection(code: str, text: str) -> list[str]:
     """The rules a fixture or docstring example of rule `code` runs with: that rule; for
     TL904, which judges the noqa comments of the rules selected, also the built-in rules
     whose codes the text names."""
-    from torchlint.registry import builtin_rules
+    from torchlint.lint.registry import builtin_rules
     from torchlint.results import UNUSED_NOQA
 
     if code != UNUSED_NOQA:

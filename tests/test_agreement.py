@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
-from torchlint.registry import builtin_rules
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import builtin_rules
 from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 
 RULES = [

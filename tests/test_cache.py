@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import torchlint.parallel as parallel
-import torchlint.pool as pool
-from torchlint.cache import DIRNAME, FORMAT, TAG, Cache, code_fingerprint
-from torchlint.config import load_config
+import torchlint.run.parallel as parallel
+import torchlint.run.pool as pool
+from torchlint.config.load import load_config
 from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
+from torchlint.run.cache import DIRNAME, FORMAT, TAG, Cache, code_fingerprint
 
 from .conftest import LOADER, ROOT, run_cli
 

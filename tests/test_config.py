@@ -10,9 +10,9 @@ import pytest
 
 from torchlint.cli.check import plan as cli_plan
 from torchlint.cli.flags import CheckOptions
-from torchlint.config import Config, ConfigError, Overrides, RunPlan, load_config, resolve
+from torchlint.config.load import Config, ConfigError, Overrides, RunPlan, load_config, resolve
+from torchlint.lint.registry import all_rules
 from torchlint.options import toml_value
-from torchlint.registry import all_rules
 from torchlint.server.settings import Configs, EditorSettings, setup
 
 from .conftest import LOADER, run_cli

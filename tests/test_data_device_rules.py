@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
 from torchlint.semantic import Settings
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from torchlint.docs import expected_files
-from torchlint.registry import builtin_rules
+from torchlint.lint.registry import builtin_rules
 
 from .conftest import ROOT, run_cli
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import Config, default_options, instantiate
-from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.config.load import Config, default_options, instantiate
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import all_rules
 
 from .conftest import FIXTURES, ROOT
 

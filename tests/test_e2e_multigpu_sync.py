@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
 from torchlint.semantic import Settings
 
 from .conftest import FIXTURES

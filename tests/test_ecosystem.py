@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from torchlint.registry import all_rules
+from torchlint.lint.registry import all_rules
 
 from .conftest import ROOT, benchmark
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 import libcst as cst
 import pytest
 
-from torchlint import linter, parser
-from torchlint.config import default_options
+from torchlint.config.load import default_options
 from torchlint.edits import workers_fix
 from torchlint.fixes import (
     Applicability,
@@ -26,9 +25,10 @@ from torchlint.fixes import (
     fix,
     statements,
 )
-from torchlint.linter import Linter
-from torchlint.noqa import add_noqa, parse_suppressions
-from torchlint.parser import InvalidSyntax
+from torchlint.lint import linter, parser
+from torchlint.lint.linter import Linter
+from torchlint.lint.noqa import add_noqa, parse_suppressions
+from torchlint.lint.parser import InvalidSyntax
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, Settings, TorchModule
 
@@ -289,10 +289,30 @@ def test_a_rule_pattern_narrows_its_tokens(monkeypatch):
     assert parsed == ["read.py"]
 
 
+def test_the_linter_applies_a_rules_guards_before_it_checks():
+    """`skips_managed`: silent where a framework owns the devices; `min_torch`: silent
+    where the project supports an older torch (unknown target: the rule runs)."""
+
+    class Guarded(_EveryLoader):
+        skips_managed = True
+        min_torch = (2, 0)
+
+    plain = HEADER + "x = DataLoader(ds)\n"
+    managed = "import lightning as L\n" + plain + "L.Trainer().fit(net, x)\n"
+
+    def lines(text: str, target: tuple[int, int] | None = None) -> list[int]:
+        settings = Settings(options=default_options(), target_torch=target)
+        return [v.line for v in Linter([Guarded()], settings).lint(text, "t.py")]
+
+    assert lines(plain) == lines(plain, (2, 0)) == [3]
+    assert lines(plain, (1, 13)) == []
+    assert lines(managed) == []
+
+
 def test_a_text_is_screened_once_per_token_and_pattern():
     """Rules share tokens, and the run and the linter screen the same text: each token and
     pattern is searched once per text, and another text is searched anew."""
-    from torchlint import tokens
+    from torchlint.lint import tokens
 
     searched: list[str] = []
 
@@ -323,7 +343,7 @@ def test_an_analysed_files_tree_is_freed_without_the_cyclic_collector():
     import gc
     from pathlib import Path
 
-    from torchlint.registry import builtin_rules
+    from torchlint.lint.registry import builtin_rules
     from torchlint.semantic.external import Environment
 
     fixtures = Path(__file__).parent.parent / "fixtures"

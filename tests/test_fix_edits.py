@@ -28,11 +28,11 @@ from torchlint.fixes import (
     fix,
     text_edits,
 )
-from torchlint.linter import _diagnostics, _positions, applies
-from torchlint.parser import parse
-from torchlint.positions import NodePositions
+from torchlint.lint.linter import _diagnostics, _positions, applies
+from torchlint.lint.parser import parse
 from torchlint.results import TextEdit
-from torchlint.source import split_lines
+from torchlint.text.positions import NodePositions
+from torchlint.text.source import split_lines
 
 from .conftest import FIXTURES
 from .test_properties import LINTER, script

@@ -38,10 +38,10 @@ from typing import Any
 
 import pytest
 
-from torchlint.config import default_options, instantiate
+from torchlint.config.load import default_options, instantiate
 from torchlint.fixes import FixSafety
-from torchlint.linter import Linter
-from torchlint.registry import builtin_rules
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import builtin_rules
 from torchlint.reporters.json_format import violation_dict
 from torchlint.results import Violation
 from torchlint.semantic import Settings

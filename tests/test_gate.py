@@ -1,4 +1,4 @@
-"""The fixed program is checked before it is written (torchlint.gate, Linter.fix): a fix
+"""The fixed program is checked before it is written (torchlint.lint.gate, Linter.fix): a fix
 that would read a name before anything binds it, mix tabs and spaces or stop the file
 compiling is repaired or left out, and its finding says why; fixes of findings that only
 other fixes brought about are counted."""
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, Remove, Replace, fix, statements
-from torchlint.gate import Gate, apply_checked
-from torchlint.linter import Linter
+from torchlint.lint.gate import Gate, apply_checked
+from torchlint.lint.linter import Linter
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import TorchModule
 

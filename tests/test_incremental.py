@@ -1,4 +1,4 @@
-"""`torchlint.incremental.Buffer`: a text parsed again only where it changed gives the
+"""`torchlint.lint.incremental.Buffer`: a text parsed again only where it changed gives the
 tree, the errors and the findings a parse of the whole text gives."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import random
 import libcst as cst
 import pytest
 
-from torchlint.config import instantiate
-from torchlint.incremental import Buffer
-from torchlint.linter import Linter
-from torchlint.parser import InvalidSyntax, LintError, parse
-from torchlint.positions import NodePositions, layout
+from torchlint.config.load import instantiate
+from torchlint.lint.incremental import Buffer
+from torchlint.lint.linter import Linter
+from torchlint.lint.parser import InvalidSyntax, LintError, parse
+from torchlint.text.positions import NodePositions, layout
 
 from .conftest import FIXTURES, ROOT
 from .test_positions import _nodes

@@ -11,7 +11,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchlint.config import load_config
+from torchlint.config.load import load_config
 from torchlint.semantic import build
 from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 

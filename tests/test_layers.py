@@ -7,6 +7,7 @@ under `if TYPE_CHECKING:` (an annotation that needs a module above is a layer cr
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,26 +16,19 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "torchlint"
 RULES = ROOT / "rules"
-# The layers of torchlint/, top to bottom, by module or package (`rules` is `rules/`,
+# The layers of torchlint/, top to bottom, by package or module (`rules` is `rules/`,
 # `torchlint` the package's own `__init__`): a module imports modules of its own layer
 # or of layers below it.
 LAYERS = [
-    ["__main__"],  # `python -m torchlint`
-    ["cli"],
-    ["server", "verify", "explain"],  # verify and explain run files as the CLI's check does
-    ["parallel"],
-    ["rounds"],
-    ["pool"],
-    ["runner", "docs", "project", "testing"],
+    ["__main__", "cli"],  # `python -m torchlint`, the typer app
+    ["server", "verify", "explain"],  # they run files as the CLI's check does
+    ["run", "docs", "testing"],  # many files; the rule pages; a rule author's fixtures
     # `torchlint`: the package's `__version__`, and the public API (`api`) it forwards
-    ["config", "cache", "reporters", "progress", "torchlint"],
-    ["registry", "linter", "rules"],
-    ["incremental", "notebook", "notebook_json", "gate", "tokens"],
+    ["project", "config", "reporters", "torchlint"],
+    ["lint", "rules"],  # one file; the rules it runs
     ["rule", "edits", "api"],
-    ["semantic"],
-    ["fixes", "parser"],
-    ["undefined", "positions", "results", "options", "metadata", "knowledge"],
-    ["walk", "source", "noqa", "settings", "libcst_compat", "catalog"],
+    ["semantic", "fixes"],
+    ["text", "results", "settings", "options"],
 ]
 # The one import allowed to run from a lower layer up, and why.
 UPWARD = {
@@ -113,10 +107,11 @@ def test_the_core_never_imports_the_cli(graph):
 
 
 def test_rules_read_the_semantic_layer_not_the_engine(graph):
-    engine = {"torchlint.linter", "torchlint.runner", "torchlint.parallel", "torchlint.cache"}
-    engine |= {"torchlint.config", "torchlint.reporters", "torchlint.cli"}
+    engine = {"cli", "server", "verify", "explain", "run", "project", "config", "reporters", "lint"}
     offenders = {
-        n: sorted(deps & engine) for n, deps in graph.items() if n.startswith("torchlint.rules.")
+        n: sorted(d for d in deps if layer_of(d) in engine)
+        for n, deps in graph.items()
+        if n.startswith("torchlint.rules.")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -166,7 +161,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_local_and_annotation_imports_and_cycles(graph):
     assert "torchlint.verify.command" in graph["torchlint.cli.verify"]  # imported in a function
-    assert "torchlint.incremental" in graph["torchlint.linter"]  # under TYPE_CHECKING
+    assert "torchlint.lint.incremental" in graph["torchlint.lint.linter"]  # under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
@@ -212,10 +207,28 @@ def test_imports_run_down_the_layers(graph):
     assert sorted(allowed) == [i for i in found if i in allowed]  # each still needed
 
 
+def test_the_layers_are_few_and_folders_hold_them():
+    """A newcomer reads the layers off the folders: at most eight, and beside the
+    packages only the entry point, the face, the rule API and the shared plain types."""
+    assert len(LAYERS) <= 8
+    flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert flat == [
+        "__main__",
+        "api",
+        "docs",
+        "edits",
+        "options",
+        "results",
+        "rule",
+        "settings",
+        "testing",
+    ]
+
+
 def test_an_upward_import_is_seen():
-    graph = {"torchlint.cli": {"torchlint.walk"}, "torchlint.walk": {"torchlint.cli"}}
-    assert upward(graph, [["cli"], ["walk"]]) == ["torchlint.walk -> torchlint.cli"]
-    assert upward(graph, [["cli", "walk"]]) == []
+    graph = {"torchlint.cli": {"torchlint.text.walk"}, "torchlint.text.walk": {"torchlint.cli"}}
+    assert upward(graph, [["cli"], ["text"]]) == ["torchlint.text.walk -> torchlint.cli"]
+    assert upward(graph, [["cli", "text"]]) == []
 
 
 def too_long(text: str, where: str) -> list[str]:
@@ -321,3 +334,17 @@ def test_only_the_verifier_imports_torch_and_only_lazily():
         if not name.startswith("torchlint.verify"):
             text = path.read_text(encoding="utf-8")
             assert "import torch\n" not in text and "import pynvml" not in text, name
+
+
+def test_the_map_draws_these_layers_and_stays_short():
+    """docs/architecture.md's picture names the layers of LAYERS in their order, and the
+    map stays a ten-minute read."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    drawn = {}  # layer number -> the names before the description (3 spaces or more)
+    for line in text.splitlines():
+        number, _, rest = line.strip().partition(" ")
+        if number.isdigit() and line.startswith(" "):
+            names = re.split(r"\s{3,}", rest.strip())[0]
+            drawn[int(number)] = sorted(names.replace("/", "").split())
+    assert drawn == {i: sorted(layer) for i, layer in enumerate(LAYERS, start=1)}

@@ -1,4 +1,4 @@
-"""torchlint/libcst_compat.py: the only code that touches libcst's private API, what it
+"""torchlint/text/libcst_compat.py: the only code that touches libcst's private API, what it
 does with it, and the libcst versions it is tested with."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from torchlint import libcst_compat
-from torchlint.libcst_compat import (
+from torchlint.text import libcst_compat
+from torchlint.text.libcst_compat import (
     TESTED,
     Generation,
     code_at,
@@ -101,7 +101,7 @@ def test_only_the_adapter_touches_libcst_private_api():
         for path in files
         if private_uses(path.read_text(encoding="utf-8"))
     }
-    assert users == {"torchlint/libcst_compat.py"}
+    assert users == {"torchlint/text/libcst_compat.py"}
 
 
 def _libcst_requirement() -> Requirement:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.metadata import lower_bound, oldest_torch
+from torchlint.config.metadata import lower_bound, oldest_torch
 
 from .conftest import run_cli
 

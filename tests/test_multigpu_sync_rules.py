@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
 from torchlint.semantic import Settings
 
 

@@ -22,16 +22,16 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchlint import runner
-from torchlint.config import default_options
+from torchlint.config.load import default_options
 from torchlint.edits import workers_fix
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
-from torchlint.linter import Linter
-from torchlint.notebook import Notebook, NotebookError, Program
-from torchlint.notebook_json import source_spans
+from torchlint.lint.linter import Linter
+from torchlint.lint.notebook import Notebook, NotebookError, Program
+from torchlint.lint.notebook_json import source_spans
 from torchlint.results import Job
 from torchlint.rule import Diagnostic, Rule
-from torchlint.runner import lint_notebook
+from torchlint.run import runner
+from torchlint.run.runner import lint_notebook
 from torchlint.semantic import MISSING, Settings
 from torchlint.semantic.syntax import int_value
 

@@ -10,11 +10,11 @@ from types import ModuleType
 import libcst as cst
 import pytest
 
-from torchlint import registry
 from torchlint.docs import rule_markdown
+from torchlint.lint import registry
+from torchlint.lint.registry import OptionCollision, all_rules, options_of
 from torchlint.options import MIN_BATCH_SIZE, Option, describe
 from torchlint.options import TINY_NETWORK_BATCH_SIZE as TINY
-from torchlint.registry import OptionCollision, all_rules, options_of
 from torchlint.rule import Rule
 from torchlint.semantic import Settings, build
 

@@ -51,7 +51,7 @@ def test_wheel_contains_rules_as_torchlint_rules(tmp_path):
 
 
 def test_every_subpackage_is_listed_for_the_wheel():
-    from torchlint.config import tomllib  # tomli on Python 3.10
+    from torchlint.config.load import tomllib  # tomli on Python 3.10
 
     listed = set(
         tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]

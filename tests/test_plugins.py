@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import ConfigError, expand, load_config
+from torchlint.config.load import ConfigError, expand, load_config
 from torchlint.server.settings import Configs, EditorSettings
 
 from .conftest import ROOT, run_cli
@@ -146,8 +146,8 @@ def test_a_raising_local_rule_is_named_and_the_others_still_report(tmp_path):
 
 @pytest.mark.slow  # starts worker processes the way macOS and Windows do
 def test_spawned_worker_processes_load_the_local_rules(tmp_path, monkeypatch):
-    from torchlint import parallel, pool
     from torchlint.results import Job
+    from torchlint.run import parallel, pool
 
     root = local_project(tmp_path)
     for i in range(4):
@@ -163,7 +163,7 @@ def test_spawned_worker_processes_load_the_local_rules(tmp_path, monkeypatch):
 
 
 def test_the_cache_key_holds_the_local_rules_sources(tmp_path):
-    from torchlint.cache import code_fingerprint
+    from torchlint.run.cache import code_fingerprint
 
     root = local_project(tmp_path)
     load_config(root / "pyproject.toml")
@@ -222,7 +222,7 @@ def test_the_editor_trusts_local_rules_only_when_told(tmp_path):
 
 
 def test_the_server_logs_the_local_rules_it_skipped(tmp_path, monkeypatch):
-    from torchlint.config import Overrides, resolve
+    from torchlint.config.load import Overrides, resolve
     from torchlint.server.lsp import TorchlintServer
 
     root = local_project(tmp_path)
@@ -245,7 +245,7 @@ def test_the_server_logs_the_local_rules_it_skipped(tmp_path, monkeypatch):
 def test_plugins_are_found_through_their_entry_points(tmp_path, monkeypatch):
     from importlib.metadata import EntryPoint
 
-    from torchlint import registry
+    from torchlint.lint import registry
 
     (tmp_path / "acme_plugin_rules.py").write_text(RULE.replace("X100", "ACME7"))
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,4 +1,4 @@
-"""`torchlint.positions` gives libcst's PositionProvider ranges, for any node asked."""
+"""`torchlint.text.positions` gives libcst's PositionProvider ranges, for any node asked."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchlint.positions import NodePositions
+from torchlint.text.positions import NodePositions
 
 SAMPLES = [
     "x = 1\r\ny = f(a,\r\n      b)\r\n",

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import load_config
-from torchlint.notebook import Notebook
-from torchlint.parallel import run_files
+from torchlint.config.load import load_config
+from torchlint.lint.notebook import Notebook
 from torchlint.project import Layout, Program
 from torchlint.results import Job
+from torchlint.run.parallel import run_files
 from torchlint.semantic.external import Call, Environment, Function, Summary, Uses
 from torchlint.semantic.lattice import CUDA
 from torchlint.semantic.portable import OPTIMIZER, Effect, Value
@@ -420,7 +420,7 @@ def test_a_summary_names_what_a_function_makes_of_its_parameter():
     parameter, not the loaders the project passes (it is the same whatever they are, so
     the files importing it are not analysed again when they change). `reload` binds the
     parameter's name to what it reads from disk: what it returns is not its argument."""
-    from torchlint.linter import Linter
+    from torchlint.lint.linter import Linter
     from torchlint.settings import Settings
 
     source = (FIXTURES / "project" / "returned_parameter" / "helpers.py").read_text()
@@ -496,7 +496,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     """models.py (no rule reads it) is read once for train.py's sake: the summary cache
     keeps it, and a run with nothing changed reads no file again, whether models.py is
     asked too or not."""
-    import torchlint.rounds as rounds
+    import torchlint.run.rounds as rounds
 
     reads: list[str] = []
     real = rounds._Fetch.__call__
@@ -574,8 +574,8 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     where its answers are those of the fixed point, else they are asked again). With
     other rules selected (results not cached), the findings are those of a run without
     a cache."""
-    import torchlint.cache as store
-    import torchlint.pool as pool
+    import torchlint.run.cache as store
+    import torchlint.run.pool as pool
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)
@@ -608,7 +608,7 @@ def test_a_file_asked_after_an_edit_that_tells_what_it_told_reads_nothing_stored
     its summary is the one the fixed point has, so its result needs neither the other
     files' stored summaries nor the linked program (what the fixed point stored for the
     file's old bytes is read, once), and is that of a run without a cache."""
-    import torchlint.cache as store
+    import torchlint.run.cache as store
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)
@@ -657,8 +657,8 @@ def test_cached_results_leave_summaries_to_the_store(tmp_path: Path, monkeypatch
     store, checked against the digest of the answers the result was computed with;
     where the store lost them, the file is analysed again. Either way, the findings are
     those of a run without a cache."""
-    import torchlint.pool as pool
-    from torchlint.cache import FORMAT
+    import torchlint.run.pool as pool
+    from torchlint.run.cache import FORMAT
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)
@@ -697,7 +697,7 @@ def test_a_warm_run_reads_no_file_whose_stamp_is_unchanged(tmp_path: Path, monke
     """A file whose stamp (mtime, size, inode) is what the project's scan read is known
     by the digest the scan took: a warm run without findings there reads none of its
     bytes; a file edited since is read, and its new bytes miss the cache."""
-    import torchlint.rounds as rounds
+    import torchlint.run.rounds as rounds
 
     root = tmp_path / "engine_layout"
     shutil.copytree(FIXTURES / "project" / "engine_layout", root)

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchlint.config import expand, instantiate, load_config
-from torchlint.linter import Linter, LintError
-from torchlint.undefined import mixed_indentation, undefined_names
+from torchlint.config.load import expand, instantiate, load_config
+from torchlint.lint.linter import Linter, LintError
+from torchlint.lint.undefined import mixed_indentation, undefined_names
 
 LINTER = Linter(instantiate(expand(["ALL"])), load_config(None).settings())
 

@@ -24,7 +24,7 @@ def test_committed_lists_are_well_formed():
 
 
 def test_every_category_names_rules_that_exist():
-    from torchlint.registry import all_rules
+    from torchlint.lint.registry import all_rules
 
     named = {code for rules in recall.CATEGORIES.values() for code in rules}
     assert sorted(named - set(all_rules())) == []

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from torchlint import parser
-from torchlint.config import instantiate, load_config
-from torchlint.linter import Linter
-from torchlint.parser import MAX_SYNTAX_TOKENS, MAX_TOKENS, LintError, parse
+from torchlint.config.load import instantiate, load_config
+from torchlint.lint import parser
+from torchlint.lint.linter import Linter
+from torchlint.lint.parser import MAX_SYNTAX_TOKENS, MAX_TOKENS, LintError, parse
 from torchlint.results import Job
-from torchlint.runner import discover, display, process_file
+from torchlint.run.runner import discover, display, process_file
 
 from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
 
@@ -100,7 +100,7 @@ def test_bom_and_latin1_round_trip(tmp_path):
 def test_fix_that_cannot_be_encoded_is_refused(tmp_path):
     # The fix itself is ASCII, so encoding trouble can only come from a rule's text;
     # the engine must report it rather than write a half-encoded file.
-    from torchlint.source import SourceError, SourceFile, write_source
+    from torchlint.text.source import SourceError, SourceFile, write_source
 
     path = tmp_path / "latin.py"
     path.write_bytes(b"# -*- coding: latin-1 -*-\nx = 1\n")
@@ -369,7 +369,7 @@ def test_a_read_only_directory_reports_the_findings_on_disk(tmp_path):
 
 
 def test_file_changed_between_read_and_write_is_not_clobbered(tmp_path, monkeypatch):
-    import torchlint.runner as runner
+    import torchlint.run.runner as runner
 
     target = tmp_path / "t.py"
     target.write_text(LOADER)
@@ -403,9 +403,9 @@ def test_fix_keeps_compiler_warnings_to_itself_and_accepts_newer_syntax(tmp_path
 
 
 def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
-    import torchlint.runner as runner
-    from torchlint.parallel import run_files
+    import torchlint.run.runner as runner
     from torchlint.rule import Rule
+    from torchlint.run.parallel import run_files
 
     class Broken(Rule):
         code = "TL999"
@@ -426,7 +426,7 @@ def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
 
 
 def _rules():
-    from torchlint.config import instantiate
+    from torchlint.config.load import instantiate
 
     return instantiate(load_config(None).selected_codes())
 
@@ -434,7 +434,7 @@ def _rules():
 def test_parser_falls_back_to_the_callers_stack(monkeypatch):
     import threading
 
-    from torchlint.parser import _ParserThread
+    from torchlint.lint.parser import _ParserThread
 
     def refuse(size=0):
         raise ValueError("size not valid")

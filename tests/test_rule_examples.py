@@ -14,10 +14,10 @@ import ast
 
 import pytest
 
-from torchlint.config import Config, default_options, instantiate
+from torchlint.config.load import Config, default_options, instantiate
 from torchlint.docs import Example, examples
-from torchlint.linter import Linter
-from torchlint.registry import builtin_rules
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import builtin_rules
 
 from .conftest import ROOT, selection
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import default_options, instantiate
+from torchlint.config.load import default_options, instantiate
 from torchlint.fixes import Applicability, FixSafety
-from torchlint.linter import Linter
-from torchlint.registry import builtin_rules
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import builtin_rules
 from torchlint.semantic import Settings
 
 from .conftest import FIXTURES, selection

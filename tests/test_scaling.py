@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
-from torchlint.registry import all_rules
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import all_rules
 from torchlint.semantic import Settings
 
 from .conftest import benchmark

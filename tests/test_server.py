@@ -19,8 +19,8 @@ from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient
 
 from torchlint import __version__
-from torchlint.config import CONFIG_FILES
-from torchlint.noqa import add_noqa
+from torchlint.config.load import CONFIG_FILES
+from torchlint.lint.noqa import add_noqa
 from torchlint.reporters import rule_url
 
 from .conftest import FIXTURES, LOADER, ROOT, run_cli

@@ -22,7 +22,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from torchlint.cache import location
+from torchlint.run.cache import location
 
 from .conftest import FIXTURES, run_cli
 from .lsp_client import (

@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from torchlint.config import ConfigError
-from torchlint.incremental import Buffer
+from torchlint.config.load import ConfigError
+from torchlint.lint.incremental import Buffer
 from torchlint.results import ANALYSIS_ERROR, FileError
-from torchlint.rounds import MAX_ROUNDS
+from torchlint.run.rounds import MAX_ROUNDS
 from torchlint.server.analysis import (
     Buffers,
     Cell,

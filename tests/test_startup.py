@@ -58,7 +58,7 @@ def test_run_answered_from_the_cache_imports_no_rule_nor_libcst(tmp_path):
     )
     (project / "util.py").write_text("def helper():\n    return 1\n")
     env = {"TORCHLINT_CACHE_DIR": str(tmp_path / "cache")}
-    heavy = ("libcst", "torchlint.semantic", "torchlint.linter", "pathspec")
+    heavy = ("libcst", "torchlint.semantic", "torchlint.lint.linter", "pathspec")
     heavy += ("torchlint.rules.tl201_dataloader_sync_loading",)
     args = ("check", "--select", "ALL", "--preview", ".")
     assert _imported(*args, heavy=heavy, cwd=project, env=env) != ""  # cold: it lints
@@ -73,7 +73,7 @@ def test_files_no_rule_reads_are_checked_without_libcst(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "util.py").write_text("import torch\n\ndef helper(x):\n    return x + 1\n")
     (tmp_path / "other.py").write_text("from util import helper\n\nprint(helper(1))\n")
-    heavy = ("libcst", "torchlint.linter", "torchlint.rules.tl201_dataloader_sync_loading")
+    heavy = ("libcst", "torchlint.lint.linter", "torchlint.rules.tl201_dataloader_sync_loading")
     for args in (("util.py",), ("util.py", "other.py"), (".",)):
         assert _imported("check", "--no-cache", *args, heavy=heavy, cwd=tmp_path) == "", args
     (tmp_path / "broken.py").write_text("def f(:\n")
@@ -89,7 +89,7 @@ def test_files_no_rule_reads_are_checked_without_libcst(tmp_path):
 
 def test_catalog_is_the_rules():
     """The registry's catalog says of each built-in rule what the rule itself says."""
-    from torchlint.registry import all_rules, builtin_rules, loaded
+    from torchlint.lint.registry import all_rules, builtin_rules, loaded
 
     catalog, rules = all_rules(), builtin_rules()
     assert list(catalog) == list(rules), "a rule is missing from (or extra in) CATALOG"

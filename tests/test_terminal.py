@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import load_config
-from torchlint.parallel import run_files
-from torchlint.progress import Progress
+from torchlint.cli.progress import Progress
+from torchlint.config.load import load_config
 from torchlint.reporters import Context
 from torchlint.reporters.summary import fixes_applied, summary
 from torchlint.results import FileResult, FixRecord, Job, Violation
+from torchlint.run.parallel import run_files
 from torchlint.semantic import Settings
 
 from .conftest import run_cli, run_cli_process
@@ -313,7 +313,7 @@ def test_runner_reports_each_result_as_it_is_made(tmp_path):
 def _run_on_pty(args: list[str], cwd: Path) -> tuple[int, str, str]:
     """Run the CLI with stderr on a pseudo-terminal (the progress bar's delay set to 0)."""
     boot = (
-        "import time, torchlint.progress as p;"
+        "import time, torchlint.cli.progress as p;"
         "p.Progress.__init__.__defaults__ = (0.0, 0.0, time.monotonic);"
         "from torchlint.cli import main; main()"
     )

@@ -1,11 +1,11 @@
-"""torchlint.undefined: names read where nothing binds them yet, in the order a program
+"""torchlint.lint.undefined: names read where nothing binds them yet, in the order a program
 runs, and mixed-indentation lines (what the fix engine checks a fixed program for)."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchlint.undefined import mixed_indentation, undefined_names
+from torchlint.lint.undefined import mixed_indentation, undefined_names
 
 from .test_layers import graph  # noqa: F401 - the import graph fixture
 
@@ -76,4 +76,4 @@ def test_mixed_indentation():
 
 
 def test_undefined_is_a_leaf(graph):  # noqa: F811 - the fixture
-    assert graph["torchlint.undefined"] == set()
+    assert graph["torchlint.lint.undefined"] == set()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.config import default_options, instantiate
-from torchlint.linter import Linter
-from torchlint.noqa import parse_suppressions
+from torchlint.config.load import default_options, instantiate
+from torchlint.lint.linter import Linter
+from torchlint.lint.noqa import parse_suppressions
 from torchlint.settings import Settings
 
 from .conftest import LOADER, run_cli, run_cli_process

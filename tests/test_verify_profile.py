@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import libcst as cst
 import pytest
 
-from torchlint.config import instantiate
-from torchlint.linter import Linter
-from torchlint.noqa import parse_suppressions
-from torchlint.registry import all_rules
+from torchlint.config.load import instantiate
+from torchlint.lint.linter import Linter
+from torchlint.lint.noqa import parse_suppressions
+from torchlint.lint.registry import all_rules
 from torchlint.results import Violation
 from torchlint.semantic import build
 from torchlint.verify import command, crosscheck, matcher, patterns, profile_report

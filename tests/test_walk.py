@@ -1,4 +1,4 @@
-"""`torchlint.walk` visits what `CSTNode.visit` visits, in the same order, minus trivia."""
+"""`torchlint.text.walk` visits what `CSTNode.visit` visits, in the same order, minus trivia."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchlint.walk import SCALAR_FIELDS, SOURCE_ORDER, TRIVIA_TYPES, child_fields, walk
+from torchlint.text.walk import SCALAR_FIELDS, SOURCE_ORDER, TRIVIA_TYPES, child_fields, walk
 
 NODE_CLASSES = sorted(
     (

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 BUILT_IN = "built-in"  # a rule's origin when it ships with torchlint
 
+# The `pattern` of the rules about how a network trains: the file may hold a training
+# step loop of its own (a backward pass or an optimizer step). A loop whose step another
+# file's function runs is seen when the project engages or reaches the file, which is
+# then analysed whatever its tokens; files that only build networks are not parsed.
+TRAINS = re.compile(r"backward|step\(")
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -63,9 +69,22 @@ class Rule:
     # Where the rule comes from, as `torchlint rules` and `--show-settings` say: set by
     # the registry ("built-in", "local <folder>", "plugin <distribution>").
     origin: ClassVar[str] = BUILT_IN
+    # Guards the linter applies before `check` runs (`applies`), so a rule need not
+    # repeat them: silent in a file whose devices and loops a framework owns
+    # (`module.managed`: Lightning, Accelerate, DeepSpeed, the transformers Trainer) ...
+    skips_managed: ClassVar[bool] = False
+    # ... and in a project that supports a torch older than this (`target-torch`).
+    min_torch: ClassVar[tuple[int, int] | None] = None
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
+
+    def applies(self, module: TorchModule) -> bool:
+        """The rule's guards hold for this file: only then does the linter run `check`."""
+        if self.skips_managed and module.managed:
+            return False
+        target = module.target_torch
+        return self.min_torch is None or target is None or target >= self.min_torch
 
     def option(self, module: TorchModule, option: Option[T]) -> T:
         """The configured value of one of this rule's options, else its default."""

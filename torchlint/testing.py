@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torchlint.config import default_options
-from torchlint.linter import Linter
-from torchlint.registry import local_rules
+from torchlint.config.load import default_options
+from torchlint.lint.linter import Linter
+from torchlint.lint.registry import local_rules
 from torchlint.rule import Rule
 from torchlint.settings import Settings
 

@@ -15,7 +15,7 @@ from torchlint import __version__
 from torchlint.cli.help import FILES, RULES
 
 if TYPE_CHECKING:
-    from torchlint.config import Config
+    from torchlint.config.load import Config
 
 app = typer.Typer(
     name="torchlint",
@@ -121,7 +121,7 @@ def start(paths: list[str], stdin_filename: str | None = None) -> Path:
 
 def load(config_file: Path | None, paths: list[str], stdin_filename: str | None = None) -> Config:
     """The config file given, else the one nearest the paths (ConfigError if bad)."""
-    from torchlint.config import find_config, load_config
+    from torchlint.config.load import find_config, load_config
 
     if config_file is not None:
         return load_config(config_file)
@@ -135,7 +135,7 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except RuntimeError as exc:
         # not at start-up: it imports libcst
-        from torchlint.registry import RuleLoadError, RulesMissing
+        from torchlint.lint.registry import RuleLoadError, RulesMissing
 
         if not isinstance(exc, (RulesMissing, RuleLoadError)):
             raise

@@ -25,18 +25,18 @@ from torchlint.cli.app import (
     warn,
 )
 from torchlint.cli.flags import CheckOptions
-from torchlint.progress import Progress
-from torchlint.progress import wanted as progress_wanted
+from torchlint.cli.progress import Progress
+from torchlint.cli.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
     from torchlint.cli.watch import Stamps
-    from torchlint.config import Config, PerFileIgnores, RunPlan
+    from torchlint.config.load import Config, PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
 
 def plan(options: CheckOptions) -> RunPlan:
     """The run plan: the config file with the command line on top (ConfigError if bad)."""
-    from torchlint.config import Overrides, parse_target, resolve
+    from torchlint.config.load import Overrides, parse_target, resolve
 
     paths = options.paths or ["."]
     stdin_filename = options.stdin_filename if options.stdin else None
@@ -69,7 +69,7 @@ def plan(options: CheckOptions) -> RunPlan:
 def _config(options: CheckOptions, paths: list[str], stdin_filename: str | None) -> Config:
     """The config file (given, found, or none with --isolated) under the `--config KEY =
     VALUE` settings; as ruff reads --config, a value naming a file is the file."""
-    from torchlint.config import ConfigError, load_config, override
+    from torchlint.config.load import ConfigError, load_config, override
 
     files = [value for value in options.config or () if os.path.isfile(value)]
     if len(files) > 1:
@@ -92,7 +92,7 @@ def _config(options: CheckOptions, paths: list[str], stdin_filename: str | None)
 def _pairs(values: list[str] | None, flag: str) -> PerFileIgnores | None:
     """`PATTERN:CODES` values as (pattern, codes) pairs; codes are comma-separated, and a
     comma may also start the next pair, as ruff reads it (`a.py:TL201,b.py:TL202`)."""
-    from torchlint.config import ConfigError
+    from torchlint.config.load import ConfigError
 
     if values is None:
         return None
@@ -140,7 +140,7 @@ def check(options: CheckOptions) -> int:
 def _check(options: CheckOptions, paths: list[str]) -> int:
     """One run: the plan made (the config read again: `--watch` follows its changes),
     the files checked and reported."""
-    from torchlint.config import ConfigError
+    from torchlint.config.load import ConfigError
 
     try:
         run_plan = plan(options)
@@ -169,8 +169,8 @@ def _watched(options: CheckOptions, paths: list[str]) -> Stamps:
     """`--watch`: the stamps of what a run reads, the files it checks and its config file
     (only that file while it is broken: the next run says what is wrong)."""
     from torchlint.cli.watch import stamps
-    from torchlint.config import ConfigError, find_config
-    from torchlint.runner import discover
+    from torchlint.config.load import ConfigError, find_config
+    from torchlint.run.runner import discover
 
     given: list[Path | None] = [Path(v) for v in options.config or () if os.path.isfile(v)]
     config = [] if options.isolated else given or [find_config(start(paths))]
@@ -186,7 +186,7 @@ def _watched(options: CheckOptions, paths: list[str]) -> Stamps:
 def _run(
     options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool, out: TextIO
 ) -> int:
-    from torchlint.parallel import Interrupted
+    from torchlint.run.parallel import Interrupted
 
     started = time.monotonic()
     job = _job(options, plan)
@@ -234,7 +234,7 @@ def _stdin(
 ) -> list[FileResult] | None:
     """Standard input linted; None where it is excluded (then passed through when fixed,
     as ruff does)."""
-    from torchlint.runner import run_stdin
+    from torchlint.run.runner import run_stdin
 
     name = options.stdin_filename or "-"
     data = sys.stdin.buffer.read()
@@ -250,10 +250,10 @@ def _files(
 ) -> tuple[list[FileResult], list[str]]:
     """The files under `paths` linted (with progress on a terminal), and the warnings
     their discovery gave."""
-    from torchlint.cache import location
-    from torchlint.parallel import run_files
     from torchlint.reporters.summary import plural
-    from torchlint.runner import discover
+    from torchlint.run.cache import location
+    from torchlint.run.parallel import run_files
+    from torchlint.run.runner import discover
 
     found = discover(paths, plan.config, force_exclude=force_exclude)
     if options.verbose:
@@ -280,9 +280,9 @@ def _add_noqa(
 ) -> int:
     """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's), the
     findings as `check` reports them (each file with what its project tells it)."""
-    from torchlint.parallel import Interrupted
     from torchlint.reporters import hide_low_impact
-    from torchlint.runner import add_noqa_file
+    from torchlint.run.parallel import Interrupted
+    from torchlint.run.runner import add_noqa_file
 
     try:
         results, warnings = _files(options, plan, job, paths, force_exclude)
@@ -305,8 +305,8 @@ def _add_noqa(
 
 def clean_command() -> None:
     """Remove the result cache (.torchlint_cache) of the project around the cwd."""
-    from torchlint.cache import clean, location
-    from torchlint.config import ConfigError
+    from torchlint.config.load import ConfigError
+    from torchlint.run.cache import clean, location
 
     try:
         root = load(None, []).root

@@ -60,10 +60,10 @@ def explain_command(
     it, what its names hold, where the file puts its work, and which selected rules read
     the file; the file checked as `check` checks it, with its project. A file alone:
     all of it."""
-    from torchlint.cache import location
     from torchlint.cli.check import plan
-    from torchlint.config import ConfigError
+    from torchlint.config.load import ConfigError
     from torchlint.explain import ExplainError, explain, place
+    from torchlint.run.cache import location
 
     if output_format not in ("text", "json"):
         error(f"unknown output format {output_format!r} (choose text or json)")

@@ -13,10 +13,10 @@ from torchlint.cli.flags import CheckOptions
 from torchlint.results import RULE_ERROR
 
 if TYPE_CHECKING:
-    from torchlint.config import RunPlan
-    from torchlint.parallel import Interrupted
+    from torchlint.config.load import RunPlan
     from torchlint.reporters import Context
     from torchlint.results import FileResult
+    from torchlint.run.parallel import Interrupted
 
 
 def open_report(path: Path | None) -> TextIO:

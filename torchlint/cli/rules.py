@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _rules(config_file: Path | None) -> dict[str, type[Rule]]:
     """The rules of the config given, else of the one nearest the working directory:
     built-in, installed (plugins) and local."""
-    from torchlint.config import ConfigError
+    from torchlint.config.load import ConfigError
 
     try:
         return load(config_file, []).rules
@@ -45,7 +45,7 @@ def rules_command(
     (built-in, a local rules folder, a plugin)."""
     import json
 
-    from torchlint.registry import family
+    from torchlint.lint.registry import family
 
     rows = [
         {

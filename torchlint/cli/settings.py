@@ -12,13 +12,13 @@ from torchlint.cli.app import EXIT_CLEAN, EXIT_ERROR, error, note
 from torchlint.cli.flags import CheckOptions
 
 if TYPE_CHECKING:
-    from torchlint.config import Config, RunPlan
+    from torchlint.config.load import Config, RunPlan
 
 
 def show(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool) -> int:
     """`--show-files` (every file a run would check) or `--show-settings` (the settings
     for the first of them)."""
-    from torchlint.runner import discover, display
+    from torchlint.run.runner import discover, display
 
     found = discover(paths, plan.config, force_exclude=force_exclude)
     for r in found.errors:
@@ -36,10 +36,10 @@ def show(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: 
 
 def _settings_text(plan: RunPlan, path: Path) -> str:
     """The resolved settings for `path`, as TOML keys."""
-    from torchlint.config import declared_options
-    from torchlint.knowledge import written
+    from torchlint.config.knowledge import written
+    from torchlint.config.load import declared_options
     from torchlint.options import describe, toml_value
-    from torchlint.runner import display
+    from torchlint.run.runner import display
 
     config = plan.config
     rows: dict[str, Any] = {

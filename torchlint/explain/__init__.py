@@ -16,21 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchlint.config import RunPlan, expand
+from torchlint.config.load import RunPlan, expand
 from torchlint.explain.facts import At, Facts, file_facts, line_facts
-from torchlint.noqa import Suppressions, parse_suppressions
-from torchlint.parallel import opened
-from torchlint.pool import Task
+from torchlint.lint.noqa import Suppressions, parse_suppressions
+from torchlint.lint.tokens import applies
 from torchlint.results import FileResult, Impact, Job, Violation
-from torchlint.source import SourceError, read_source
-from torchlint.tokens import applies
+from torchlint.run.parallel import opened
+from torchlint.run.pool import Task
+from torchlint.text.source import SourceError, read_source
 
 if TYPE_CHECKING:
-    from torchlint.notebook import Chunk, Program
-    from torchlint.positions import NodePositions
+    from torchlint.lint.notebook import Chunk, Program
     from torchlint.rule import Diagnostic, Rule
     from torchlint.semantic import TorchModule
     from torchlint.semantic.external import Environment
+    from torchlint.text.positions import NodePositions
 
 
 class ExplainError(Exception):
@@ -152,7 +152,7 @@ class _Analysis:
         self.program: Program | None = None
         self.chunks: list[Chunk] = []
         if self.name.endswith(".ipynb"):
-            from torchlint.notebook import Notebook, NotebookError
+            from torchlint.lint.notebook import Notebook, NotebookError
 
             try:
                 self.program = Notebook.parse(text).program()
@@ -198,7 +198,7 @@ class _Analysis:
         return chunk.cell, inner
 
     def explanation(self) -> Explanation:
-        from torchlint.parser import LintError, parse
+        from torchlint.lint.parser import LintError, parse
         from torchlint.semantic import build
 
         selected = [self.plan.config.rules[c] for c in self.codes]
@@ -302,7 +302,8 @@ class _Analysis:
         found: list[Diagnostic] = []
         for code, rule in self.plan.config.rules.items():
             try:
-                found += list(rule().check(module))
+                if (instance := rule()).applies(module):
+                    found += list(instance.check(module))
             except Exception as exc:  # (a local or installed rule's: the run says so too)
                 self.errors.append(f"{code} raised {type(exc).__name__}: {exc}")
         return found

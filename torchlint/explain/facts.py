@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from torchlint.positions import NodePositions
 from torchlint.semantic import (
     MISSING,
     CallSite,
@@ -24,7 +23,8 @@ from torchlint.semantic import (
     TorchModule,
 )
 from torchlint.semantic.external import Callers
-from torchlint.walk import children, descendants
+from torchlint.text.positions import NodePositions
+from torchlint.text.walk import children, descendants
 
 # A program line as reports show it: (cell, line in the cell) in a notebook.
 Shown = Callable[[int], tuple[int | None, int]]

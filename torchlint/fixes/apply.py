@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.fixes.imports import add_module_level
 from torchlint.fixes.model import Edit, Fix, InsertAfter, InsertBefore, Remove, Replace
-from torchlint.walk import child_fields, children, descendants
+from torchlint.text.walk import child_fields, children, descendants
 
 
 class Applier:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import libcst as cst
 
 from torchlint.fixes.model import Statement
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 
 def top_level_bindings(

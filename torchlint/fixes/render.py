@@ -13,10 +13,10 @@ import libcst as cst
 from torchlint.fixes.apply import Applier, apply_fixes, blank_lines_above, in_style
 from torchlint.fixes.imports import plan_module_level
 from torchlint.fixes.model import Fix, InsertAfter, InsertBefore, Remove, Replace
-from torchlint.libcst_compat import code_at
-from torchlint.positions import NodePositions
 from torchlint.results import TextEdit
-from torchlint.source import split_lines
+from torchlint.text.libcst_compat import code_at
+from torchlint.text.positions import NodePositions
+from torchlint.text.source import split_lines
 
 
 def line_edits(before: str, after: str, first_line: int = 1) -> list[TextEdit]:

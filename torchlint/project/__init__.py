@@ -6,11 +6,12 @@ whose answers changed are the ones analysed again."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from torchlint.cache import answers_digest
 from torchlint.project.layout import Layout, find_root
 
 if TYPE_CHECKING:  # imported when first used: a run answered from the cache needs neither
@@ -18,6 +19,16 @@ if TYPE_CHECKING:  # imported when first used: a run answered from the cache nee
     from torchlint.semantic.external import Environment, Summary
 
 __all__ = ["Layout", "Program", "Project", "find_root"]
+
+
+def answers_digest(answers: dict[str, Any]) -> str:
+    """A file's answers, as a short digest (what a fixed point and a result keep of them)."""
+    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def content_digest(raw: bytes) -> str:
+    """The digest a file's bytes are stored under."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def __getattr__(name: str) -> Any:

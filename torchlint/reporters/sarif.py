@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.registry import all_rules, family, find
+from torchlint.lint.registry import all_rules, family, find
 from torchlint.reporters import (
     TOOL_URL,
     Context,

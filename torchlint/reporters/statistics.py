@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from torchlint.registry import known
+from torchlint.lint.registry import known
 from torchlint.reporters import Context, fixable, low_impact
 from torchlint.reporters.style import Style
 from torchlint.results import FileResult

@@ -68,7 +68,7 @@ def summary(
 def fixes_applied(results: list[FileResult], context: Context) -> str:
     """`--fix --show-fixes`: per file (by path), each rule fixed and how often, and how
     many of those findings only other fixes brought about."""
-    from torchlint.registry import known
+    from torchlint.lint.registry import known
 
     fixed = sorted((r for r in results if r.fixed), key=lambda r: r.path)
     if not fixed:

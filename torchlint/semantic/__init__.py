@@ -9,7 +9,7 @@ functions (calls between the file's functions) -> values (constants, origins) ->
 Hugging Face) -> runs (where and how often code runs) -> placement (where the file puts
 work) -> workload (precision, size, GPUs) -> datasets -> module (`TorchModule`, what
 rules read) -> batches (data flow in loader loops) -> exports (a file's summary).
-docs/architecture.md says more. The names below are loaded on first use (`import
+docs/semantic.md says more. The names below are loaded on first use (`import
 torchlint.semantic.external` imports no libcst)."""
 
 from __future__ import annotations

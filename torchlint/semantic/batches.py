@@ -18,7 +18,7 @@ from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
 from torchlint.semantic.syntax import MISSING, bool_value, dotted_name, int_value, names_read
-from torchlint.walk import children, descendants, walk
+from torchlint.text.walk import children, descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"

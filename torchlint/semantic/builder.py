@@ -24,7 +24,7 @@ from torchlint.semantic.scopes import (
     canonical,
 )
 from torchlint.semantic.syntax import dotted_name
-from torchlint.walk import walk
+from torchlint.text.walk import walk
 
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # What says a script runs on several GPUs: an option, variable or key naming their number

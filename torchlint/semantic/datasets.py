@@ -27,7 +27,7 @@ from torchlint.semantic.scopes import (
 )
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Values
-from torchlint.walk import children, descendants
+from torchlint.text.walk import children, descendants
 
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 # Hugging Face datasets: a function run on each sample as it is read.

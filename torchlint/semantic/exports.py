@@ -21,7 +21,7 @@ from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, str_value
-from torchlint.walk import descendants
+from torchlint.text.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
 SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})  # methods that read a tensor on the host

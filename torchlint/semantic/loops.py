@@ -16,7 +16,7 @@ from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import MISSING, contains, has_modulo, int_value
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")

@@ -19,7 +19,7 @@ from torchlint.semantic.models import ZOO_PREFIXES, Model, Models, ModelSite
 from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import MISSING, argument, bool_value, dotted_name, keyword
 from torchlint.semantic.values import Values
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 MAX_DEPTH = 6
 # Parameters below which a network is a toy: its kernels are too small to keep a GPU

@@ -15,7 +15,7 @@ from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.scopes import CallSite, Context, Scope
 from torchlint.semantic.syntax import bool_value, contains, str_value
 from torchlint.semantic.values import Values
-from torchlint.walk import children, descendants
+from torchlint.text.walk import children, descendants
 
 # A test of the torch version, or of whether torch has something.
 VERSION_TEST = re.compile(r"version|TORCH_\w*\d|hasattr\(\s*torch\b", re.IGNORECASE)

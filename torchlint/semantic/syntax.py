@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import libcst as cst
 
-from torchlint.walk import children
+from torchlint.text.walk import children
 
 
 class _Missing:

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchlint.config import RunPlan, instantiate
+from torchlint.config.load import RunPlan, instantiate
 from torchlint.fixes import apply_line_edits
-from torchlint.incremental import Buffer
-from torchlint.linter import Linter, RuleErrorHandler
-from torchlint.noqa import add_noqa
-from torchlint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
+from torchlint.lint.incremental import Buffer
+from torchlint.lint.linter import Linter, RuleErrorHandler
+from torchlint.lint.noqa import add_noqa
+from torchlint.lint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
 from torchlint.reporters import Context, fixable
 from torchlint.results import UNUSED_NOQA, FileError, Job, Violation
-from torchlint.runner import lint_notebook
+from torchlint.run.runner import lint_notebook
 from torchlint.semantic.external import Environment
 
 

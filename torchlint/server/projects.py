@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchlint.cache import location
-from torchlint.config import Config, ConfigError
-from torchlint.pool import INTERNAL
+from torchlint.config.load import Config, ConfigError
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
-from torchlint.rounds import Rounds, stands
-from torchlint.runner import display
+from torchlint.run.cache import location
+from torchlint.run.pool import INTERNAL
+from torchlint.run.rounds import Rounds, stands
+from torchlint.run.runner import display
 from torchlint.semantic.external import Environment
 from torchlint.server.settings import Configs, EditorSettings, setup
 from torchlint.settings import Settings
 
 if TYPE_CHECKING:
-    from torchlint.pool import Task as _Task
+    from torchlint.run.pool import Task as _Task
 
 _ids = itertools.count(1)  # openings, in order: a later one replaces an earlier one
 How = tuple[tuple[str, ...], Settings]  # the rules a project is read for, and their settings

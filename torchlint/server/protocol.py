@@ -10,7 +10,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from torchlint.config import CONFIG_FILES
+from torchlint.config.load import CONFIG_FILES
 from torchlint.server.actions import FIX_ALL
 from torchlint.server.lsp import TorchlintServer
 

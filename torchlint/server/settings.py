@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchlint.config import (
+from torchlint.config.load import (
     CONFIG_FILES,
     Config,
     ConfigError,

@@ -12,7 +12,7 @@ import difflib
 import itertools
 from dataclasses import dataclass
 
-from torchlint.source import common_prefix, common_suffix, split_lines
+from torchlint.text.source import common_prefix, common_suffix, split_lines
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 

@@ -72,8 +72,8 @@ def _checked(options: VerifyOptions) -> VerifyOptions:
 
 
 def _read_script(script: Path) -> tuple[Any, str]:
-    from torchlint.parser import InvalidSyntax
-    from torchlint.source import SourceError, read_source
+    from torchlint.lint.parser import InvalidSyntax
+    from torchlint.text.source import SourceError, read_source
 
     try:
         source = read_source(script)
@@ -194,7 +194,7 @@ class _Session:
 
 
 def _verify(options: VerifyOptions, out: TextIO, err: TextIO, nvml: Any) -> int:
-    from torchlint.linter import unified_diff
+    from torchlint.lint.linter import unified_diff
 
     script = options.script
     source, text = _read_script(script)
@@ -420,11 +420,11 @@ def _apply_batch_size(
 ) -> int:
     """Write `best` into the script through TL001's fix (min-batch-size and
     tiny-network-batch-size = best: the one value the fix writes)."""
-    from torchlint.config import instantiate
-    from torchlint.linter import Linter, unified_diff
-    from torchlint.parser import LintError
-    from torchlint.registry import all_rules
-    from torchlint.source import SourceError, write_source
+    from torchlint.config.load import instantiate
+    from torchlint.lint.linter import Linter, unified_diff
+    from torchlint.lint.parser import LintError
+    from torchlint.lint.registry import all_rules
+    from torchlint.text.source import SourceError, write_source
 
     script = options.script
     if start is not None and best <= start:
@@ -484,8 +484,8 @@ def _as_the_users(profile: dict[str, Any], ran_in: str, folder: str) -> dict[str
 
 def _profile(options: VerifyOptions, text: str, out: TextIO, err: TextIO) -> int:
     """--profile: the static findings, one profiled run of the script, and their join."""
-    from torchlint.noqa import parse_suppressions
-    from torchlint.parser import LintError, parse
+    from torchlint.lint.noqa import parse_suppressions
+    from torchlint.lint.parser import LintError, parse
     from torchlint.semantic import build
     from torchlint.verify import crosscheck, matcher, profile_report
     from torchlint.verify.harness import RunSpec, run_once

@@ -19,7 +19,6 @@ from typing import Any
 
 import libcst as cst
 
-from torchlint.positions import NodePositions
 from torchlint.results import Violation
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.loaders import Loader
@@ -27,6 +26,7 @@ from torchlint.semantic.models import ModelSite
 from torchlint.semantic.portable import OPTIMIZER as BUILT_OPTIMIZER
 from torchlint.semantic.scopes import CallSite
 from torchlint.semantic.syntax import int_value
+from torchlint.text.positions import NodePositions
 from torchlint.verify.patterns import (
     BY_RULE,
     LOADER,

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from torchlint.verify.options import UsageError, VerifyOptions
 
 if TYPE_CHECKING:
-    from torchlint.config import RunPlan
-    from torchlint.linter import Linter
+    from torchlint.config.load import RunPlan
+    from torchlint.lint.linter import Linter
 
 
 def load_config_of(script: Path, config_file: Path | None) -> Any:
-    from torchlint.config import ConfigError, find_config, load_config
+    from torchlint.config.load import ConfigError, find_config, load_config
 
     try:
         return load_config(config_file or find_config(script.parent))
@@ -28,8 +28,8 @@ def load_config_of(script: Path, config_file: Path | None) -> Any:
 def linter_for(options: VerifyOptions) -> tuple[Linter, RunPlan]:
     """The linter `torchlint fix` would run on the script (its configuration, the project's
     torch, verify's --select/--ignore/--preview), and its plan."""
-    from torchlint.config import ConfigError, Overrides, instantiate, resolve
-    from torchlint.linter import Linter
+    from torchlint.config.load import ConfigError, Overrides, instantiate, resolve
+    from torchlint.lint.linter import Linter
 
     script = options.script
     config = load_config_of(script, options.config_file)
@@ -65,9 +65,9 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     """The fixes the normal fix engine makes under the script's configuration to the
     script and the files of its folder it imports, which a run imports from its mirror
     (`fix=False`: only the findings, with the project's facts)."""
-    from torchlint.parallel import run_files
     from torchlint.results import Job
-    from torchlint.runner import discover
+    from torchlint.run.parallel import run_files
+    from torchlint.run.runner import discover
 
     script = options.script
     _, plan = linter_for(options)

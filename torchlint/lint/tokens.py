@@ -68,12 +68,6 @@ def may_tell(text: str) -> bool:
     return any(token in text for token in TELLING)
 
 
-# The file may hold a training step loop of its own: a backward pass or an optimizer step
-# (a loop whose step another file's function runs is seen when the project engages or
-# reaches the file, which is then analysed whatever its tokens). For rules about how a
-# network trains: model and library files that only build networks are not parsed.
-TRAINS = re.compile(r"backward|step\(")
-
 # A file that holds one of these trains, evaluates or loads data: what it does depends on
 # what the rest of its project gives it. Other files (model definitions, utilities) are
 # read on their own, unless the project later passes them something to act on.

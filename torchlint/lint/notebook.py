@@ -43,10 +43,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchlint.fixes import apply_line_edits, line_edits
-from torchlint.notebook_json import Style, format_source, source_spans
-from torchlint.parser import LintError, check_syntax
+from torchlint.lint.notebook_json import Style, format_source, source_spans
+from torchlint.lint.parser import LintError, check_syntax
 from torchlint.results import INVALID_SYNTAX, FileError, FixRecord, TextEdit, Violation
-from torchlint.source import split_lines
+from torchlint.text.source import split_lines
 
 # Cell magics whose body is Python run in the kernel's namespace.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})

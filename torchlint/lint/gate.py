@@ -37,7 +37,7 @@ from torchlint.fixes import (
     names_in,
     statements,
 )
-from torchlint.undefined import PREDEFINED, mixed_indentation, undefined_in
+from torchlint.lint.undefined import PREDEFINED, mixed_indentation, undefined_in
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ import bisect
 
 import libcst as cst
 
-from torchlint.parser import LintError, parse
-from torchlint.positions import Layout, layout
-from torchlint.source import common_prefix, common_suffix
+from torchlint.lint.parser import LintError, parse
+from torchlint.text.positions import Layout, layout
+from torchlint.text.source import common_prefix, common_suffix
 
 
 class Buffer:
@@ -56,7 +56,7 @@ class Buffer:
         return self._layout
 
     def parse(self, source: str, path: str = "<string>") -> cst.Module:
-        """The tree of `source`, as `torchlint.parser.parse` gives it (and its errors)."""
+        """The tree of `source`, as `torchlint.lint.parser.parse` gives it (and its errors)."""
         if self.module is not None and source == self.source:
             return self.module
         reparsed = self._reparse(source, path) if self.module is not None else None

@@ -14,7 +14,7 @@ arguments the parent passed, such as a default comma): a fix's edits are then sp
 into the text without generating the module again.
 
 Given the `Layout` of the module's text (where each top-level statement begins: the
-editor's buffers keep one, `torchlint.incremental`), only the top-level statements that
+editor's buffers keep one, `torchlint.lint.incremental`), only the top-level statements that
 hold the nodes asked for are generated, each from its own offset.
 """
 
@@ -30,8 +30,8 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
 
-from torchlint.libcst_compat import Generation, statement_offsets
-from torchlint.walk import children
+from torchlint.text.libcst_compat import Generation, statement_offsets
+from torchlint.text.walk import children
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # as libcst counts lines
 

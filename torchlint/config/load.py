@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from torchlint.knowledge import KnowledgeError, read_knowledge, written
-from torchlint.metadata import oldest_torch
+from torchlint.config.knowledge import KnowledgeError, read_knowledge, written
+from torchlint.config.metadata import oldest_torch
+from torchlint.lint.registry import RuleLoadError, all_rules, find, local_rules, options_of
 from torchlint.options import Option, toml_value
-from torchlint.registry import RuleLoadError, all_rules, find, local_rules, options_of
 from torchlint.settings import Knowledge, Settings
 
 if TYPE_CHECKING:

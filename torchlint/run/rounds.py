@@ -11,16 +11,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchlint.cache import Cache, Summaries, answers_digest, content_digest
-from torchlint.config import Config
-from torchlint.pool import Task, analyse, cacheable, compute, file_stamp, item_of
-from torchlint.project import Layout, Project, find_root
+from torchlint.config.load import Config
+from torchlint.lint.tokens import any_applies, engages, may_tell
+from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, levels, sys_paths
 from torchlint.results import FileResult, Job
-from torchlint.runner import discover, display, program_text, token_rules
+from torchlint.run.cache import Cache, Summaries
+from torchlint.run.pool import Task, analyse, cacheable, compute, file_stamp, item_of
+from torchlint.run.runner import discover, display, program_text, token_rules
 from torchlint.settings import Settings
-from torchlint.source import SourceError, decode, read_bytes
-from torchlint.tokens import any_applies, engages, may_tell
+from torchlint.text.source import SourceError, decode, read_bytes
 
 if TYPE_CHECKING:  # the linter and the semantic model are imported when a file is read
     from torchlint.rule import Rule
@@ -38,8 +38,8 @@ class _Fetch:
     analysed: set[str]
 
     def __call__(self, key: str) -> Summary | None:
-        from torchlint.linter import Linter
-        from torchlint.parser import LintError
+        from torchlint.lint.linter import Linter
+        from torchlint.lint.parser import LintError
         from torchlint.semantic.external import Environment, Summary
 
         if key in self.analysed:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint.config import Config, instantiate
-from torchlint.noqa import add_noqa
+from torchlint.config.load import Config, instantiate
+from torchlint.lint.noqa import add_noqa
 from torchlint.results import (
     ANALYSIS_ERROR,
     IO_ERROR,
@@ -26,7 +26,7 @@ from torchlint.results import (
     Job,
     Violation,
 )
-from torchlint.source import (
+from torchlint.text.source import (
     SourceError,
     SourceFile,
     decode,
@@ -38,8 +38,8 @@ from torchlint.source import (
 if TYPE_CHECKING:  # the linter (libcst, the semantic model) is imported when a file is linted
     import pathspec
 
-    from torchlint.incremental import Buffer
-    from torchlint.linter import Linter, RuleErrorHandler
+    from torchlint.lint.incremental import Buffer
+    from torchlint.lint.linter import Linter, RuleErrorHandler
     from torchlint.rule import Rule
     from torchlint.semantic.external import Environment
 
@@ -60,7 +60,7 @@ class Discovery:
 def file_error(exc: Exception, code: str = ANALYSIS_ERROR) -> FileError:
     """What stopped a file from being checked, as its record: the linter's (a syntax
     error where it is), a read or write error (`SourceError`), else `code`."""
-    from torchlint.parser import LintError
+    from torchlint.lint.parser import LintError
 
     if isinstance(exc, LintError):
         return exc.file_error()
@@ -196,7 +196,7 @@ def rules_of(codes: Sequence[str]) -> list[Rule]:
 
 
 def _linter(job: Job, codes: Sequence[str]) -> Linter:
-    from torchlint.linter import Linter
+    from torchlint.lint.linter import Linter
 
     return Linter(rules_of(codes), job.settings, job.unfixable, low_impact=job.low_impact)
 
@@ -205,7 +205,7 @@ def _syntax_only(text: str, job: Job, codes: Sequence[str], env: Environment | N
     """No rule of `codes` may have anything to say about `text` (their tokens) and its
     project tells it nothing: there is only its syntax to check, which needs neither the
     rules nor libcst (the linter would do the same, once both were imported)."""
-    from torchlint.tokens import any_applies
+    from torchlint.lint.tokens import any_applies
 
     if env is not None and env.wanted:
         return False
@@ -216,7 +216,7 @@ def _syntax_only(text: str, job: Job, codes: Sequence[str], env: Environment | N
 def token_rules(codes: Sequence[str]) -> list[type[Rule]] | None:
     """The rules of `codes` as their tokens need them (`registry.unloaded`: not imported);
     None where a code is not registered (a caller's own rule: nothing is screened out)."""
-    from torchlint.registry import unloaded
+    from torchlint.lint.registry import unloaded
 
     try:
         return unloaded(codes)
@@ -237,7 +237,7 @@ def lint_text(
     raises is reported to `on_rule_error`, if given, and the others' findings kept. An
     editor's `buffer` parses a lint's text again only where it changed. `env`: what the
     rest of the file's project tells it; its summary and the answers go in the result."""
-    from torchlint.parser import LintError, TooLarge, check_syntax
+    from torchlint.lint.parser import LintError, TooLarge, check_syntax
 
     result = FileResult(name, text=text)
     linter = None if _syntax_only(text, job, codes, env) else _linter(job, codes)
@@ -247,7 +247,7 @@ def lint_text(
         if linter is None:
             check_syntax(text, name)
         elif job.fix or job.diff:
-            from torchlint.linter import unified_diff
+            from torchlint.lint.linter import unified_diff
 
             outcome = linter.fix(text, name, unsafe=job.unsafe, env=env)
             result.fixed, result.later = outcome.fixed, outcome.later
@@ -287,7 +287,7 @@ def lint_notebook(
 ) -> tuple[FileResult, str]:
     """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text
     (`buffer`, `env`: as for `lint_text`, for the program the cells make)."""
-    from torchlint.notebook import Notebook, NotebookError
+    from torchlint.lint.notebook import Notebook, NotebookError
 
     try:
         notebook = Notebook.parse(text)
@@ -356,7 +356,7 @@ def program_text(name: str, text: str) -> str:
     program (empty where its JSON cannot be read), any other file's text as it is."""
     if not name.endswith(".ipynb"):
         return text
-    from torchlint.notebook import Notebook, NotebookError
+    from torchlint.lint.notebook import Notebook, NotebookError
 
     try:
         return Notebook.parse(text).program().source
@@ -367,8 +367,8 @@ def program_text(name: str, text: str) -> str:
 def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     """The summary of a file of the project that no rule reads (another file imports it),
     with the answers it was computed from; an error where it cannot be analysed."""
-    from torchlint.linter import Linter
-    from torchlint.parser import LintError
+    from torchlint.lint.linter import Linter
+    from torchlint.lint.parser import LintError
 
     name = display(path)
     result = FileResult(name)
@@ -387,7 +387,7 @@ def add_noqa_text(text: str, name: str, violations: Sequence[Violation]) -> tupl
     line of `violations` (the file's findings, as its project's run found them), and how
     many lines got a comment. A TL904 finding gets none (as ruff adds no RUF100): a
     stale code is for `fix` to remove, not to keep."""
-    from torchlint.notebook import Notebook
+    from torchlint.lint.notebook import Notebook
 
     violations = [v for v in violations if v.code != UNUSED_NOQA]
     wanted: dict[int, set[str]] = {}
@@ -413,7 +413,7 @@ def add_noqa_file(path: Path, result: FileResult) -> int:
     project), written back in place: the lines changed; a file that could not be read
     or written gets the error in `result`. A file with an error (a syntax error, a cell
     that does not parse) is left as it is."""
-    from torchlint.notebook import NotebookError
+    from torchlint.lint.notebook import NotebookError
 
     if result.errors or not result.violations:
         return 0

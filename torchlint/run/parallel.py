@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torchlint.cache import Cache
-from torchlint.config import Config
-from torchlint.pool import (
+from torchlint.config.load import Config
+from torchlint.results import FileResult, Job
+from torchlint.run.cache import Cache
+from torchlint.run.pool import (
     Interrupted,
     Stop,
     Task,
@@ -19,8 +20,7 @@ from torchlint.pool import (
     survivors_frozen,
     use_projects,
 )
-from torchlint.results import FileResult, Job
-from torchlint.rounds import Rounds
+from torchlint.run.rounds import Rounds
 
 __all__ = ["Interrupted", "opened", "run_files"]
 

@@ -19,9 +19,9 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from torchlint.fixes import Applicability, apply_line_edits, select_compatible, text_edits
-from torchlint.gate import Gate, apply_checked, later
-from torchlint.noqa import FIX_TITLE, Suppressions, parse_suppressions
-from torchlint.parser import (
+from torchlint.lint.gate import Gate, apply_checked, later
+from torchlint.lint.noqa import FIX_TITLE, Suppressions, parse_suppressions
+from torchlint.lint.parser import (
     TOO_DEEP,
     LintError,
     check_compiles,
@@ -30,18 +30,18 @@ from torchlint.parser import (
     refuse_unchecked,
     too_deep_is_a_lint_error,
 )
-from torchlint.positions import Layout, NodePositions
+from torchlint.lint.tokens import applies
 from torchlint.results import UNUSED_NOQA, FixRecord, Impact, TextEdit, Violation
 from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
 from torchlint.semantic.external import Environment
 from torchlint.settings import Settings
-from torchlint.source import split_lines
-from torchlint.tokens import applies
+from torchlint.text.positions import Layout, NodePositions
+from torchlint.text.source import split_lines
 
 if TYPE_CHECKING:
-    from torchlint.incremental import Buffer
+    from torchlint.lint.incremental import Buffer
 
 MAX_FIX_PASSES = 16
 # Which findings get their fix's text edits: all, none, or those of these keys
@@ -100,7 +100,8 @@ def _diagnostics(
                 rules = every
             for rule in rules:
                 try:
-                    found.extend(list(rule.check(model)))  # all of a rule's findings, or none
+                    if rule.applies(model):  # all of a rule's findings, or none
+                        found.extend(list(rule.check(model)))
                 except RecursionError:
                     raise
                 except Exception as exc:
@@ -326,7 +327,7 @@ class Linter:
         env: Environment | None = None,
     ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
-        Each pass is checked before it is kept (`torchlint.gate`). `env`: as for `lint`."""
+        Each pass is checked before it is kept (`torchlint.lint.gate`). `env`: as for `lint`."""
         refuse_unchecked(source)
         rules = applies(self.rules, source, self.settings.knowledge)
         outcome = FixOutcome(source)

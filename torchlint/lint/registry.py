@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from torchlint import options as opts
-from torchlint.catalog import CATALOG, Entry
+from torchlint.lint.catalog import CATALOG, Entry
 from torchlint.options import Option
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def rules_package() -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != "torchlint.rules":
             raise
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # torchlint/, above lint/
     folder = package.parent / "rules"
     spec = importlib.util.spec_from_file_location(
         "torchlint.rules", folder / "__init__.py", submodule_search_locations=[str(folder)]
@@ -117,7 +117,7 @@ class _Deferred(type):
 
 
 def _deferred(entry: Entry) -> type[Rule]:
-    """A built-in rule's stand-in, from its catalog entry (torchlint/catalog.py: what a
+    """A built-in rule's stand-in, from its catalog entry (torchlint/lint/catalog.py: what a
     run reads of a rule before it needs the rule itself)."""
     code, name, default, preview, options, tokens, pattern = entry
     namespace = {

@@ -5,7 +5,7 @@ process or many. Worker processes are started only when the work to do pays for 
 below `MIN_POOL_BYTES` of source to lint (cache misses), starting processes costs more
 than it saves (measured: benchmarks/README.md). Where forking is safe (Linux), this
 process works beside the processes it forks, which import nothing (`_Shared`); elsewhere
-a pool's workers import only what `torchlint.runner` needs (never torch).
+a pool's workers import only what `torchlint.run.runner` needs (never torch).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchlint import registry
+from torchlint.lint import registry
 from torchlint.project import Project
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
-from torchlint.runner import display, process_file, rules_of, summarize_file
+from torchlint.run.runner import display, process_file, rules_of, summarize_file
 
 if TYPE_CHECKING:
     from torchlint.semantic.external import Environment
@@ -81,7 +81,7 @@ def lint_one(
             result.text = None
         return result
     except RecursionError:
-        from torchlint.parser import TOO_DEEP
+        from torchlint.lint.parser import TOO_DEEP
 
         return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
     except Exception as exc:  # reported on the file, with what to do about it
@@ -259,7 +259,7 @@ def compute(
     method = START_METHOD
     if method == "fork":
         _imported_for(tasks)
-    parser = sys.modules.get("torchlint.parser")  # its thread runs once it is imported
+    parser = sys.modules.get("torchlint.lint.parser")  # its thread runs once it is imported
     if parser is not None:
         parser.parser_thread.stop()  # fork a process without threads
     context = multiprocessing.get_context(method)
@@ -407,7 +407,7 @@ def _imported_for(tasks: Sequence[Task]) -> None:
     the linter, libcst, the semantic model, the rules of their codes. Forked workers
     inherit it; else each worker of each pool (a pool per level of a project's import
     graph) imports them again: a tenth of a cold run's CPU on 836 files."""
-    import torchlint.linter  # noqa: F401
+    import torchlint.lint.linter  # noqa: F401
 
     rules_of(sorted({code for task in tasks for code in task.codes}))
 

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from torchlint import __version__
+from torchlint.project import answers_digest, content_digest
 from torchlint.results import FileError, FileResult, FixRecord, Job, TextEdit, Violation
 from torchlint.settings import Knowledge
-from torchlint.source import SourceError, decode, read_bytes
+from torchlint.text.source import SourceError, decode, read_bytes
 
 DIRNAME = ".torchlint_cache"
 ENV = "TORCHLINT_CACHE_DIR"  # overrides the location (tests, read-only checkouts)
@@ -57,7 +58,7 @@ def code_fingerprint() -> str:
     rules' and plugins' too): editing either in development invalidates what it
     computed."""
     import torchlint
-    from torchlint.registry import extension_files, rules_package
+    from torchlint.lint.registry import extension_files, rules_package
 
     digest = hashlib.sha256(__version__.encode())
     engine = Path(torchlint.__file__).parent
@@ -202,16 +203,6 @@ class Summaries:
     def put_scan(self, root: Path, data: dict[str, Any]) -> None:
         if self.writable:
             self.writable = _store(self.directory, self._scan_entry(root), data)
-
-
-def answers_digest(answers: dict[str, Any]) -> str:
-    """A file's answers, as a short digest (what a fixed point and a result keep of them)."""
-    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def content_digest(raw: bytes) -> str:
-    """The digest a file's bytes are stored under."""
-    return hashlib.sha256(raw).hexdigest()
 
 
 def _store(directory: Path, target: Path, data: dict[str, Any]) -> bool:
