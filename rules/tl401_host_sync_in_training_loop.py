@@ -1,32 +1,32 @@
 """TL401 host-sync-in-training-loop: the training loop waits for the GPU every step.
 
-What: inside a training loop, on every step (the loop runs a backward pass and an
-optimizer step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a
-warm-up wrapper's method that steps one; a scheduler's `.step()` is not one):
-`.item()`, `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` /
-`print(...)` of the loss or a model output (f-strings and `str.format` included), or
-`torch.cuda.synchronize()`; also such calls one call away: in a function of the file
-the loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the
-`forward` of a network the loop trains. In PyTorch Lightning, the `training_step` of a
-LightningModule (Lightning runs it once per optimizer step, around its own backward and
-step) and the functions of the file it calls, every step: `self.log("loss",
-loss.item())` is the common case. Not reported: calls under a periodic condition (`if step %
-100 == 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch
-is fine), a call in a branch that ends the run or leaves the
-loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss): print(loss.item());
-sys.exit(1)` runs at most once), and a call under a flag that is off by default (an
-argparse option, config entry or constant set to False/None): any for
-`torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in timing), one whose name
-says timing, profiling or debugging for a value read (`if args.profile:`; not `if
-args.with_tracking:`, a mode users run with), or a class's flag from a parameter default
-no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=False)`).
-One finding per statement (a progress `print` of several values is one sync). Only files
-that use a GPU are checked (on the CPU there is nothing to wait for); a device from
-`torch.accelerator` counts. Also, in evaluation
-loops (a network run over a loader's batches with no backward pass, outside any training
-step, under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
-`evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
-waits for each batch before it prepares the next.
+What: inside a training loop, on every step (the loop runs a backward pass and an optimizer
+step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a warm-up wrapper's
+method that steps one; a scheduler's `.step()` is not one): `.item()`, `.tolist()`,
+`.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of the loss or a
+model output (f-strings and `str.format` included), `loss.data[0]` of the loss or a full
+reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read), or
+`torch.cuda.synchronize()`; also such calls one call away: in a function of the file the
+loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the `forward` of
+a network the loop trains. In PyTorch Lightning, the `training_step` of a LightningModule
+(Lightning runs it once per optimizer step, around its own backward and step) and the
+functions of the file it calls, every step: `self.log("loss", loss.item())` is the common
+case. Not reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
+log_every:`), anything outside the per-step loop (once per epoch is fine), a call in a
+branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
+torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under a
+flag that is off by default (an argparse option, config entry or constant set to
+False/None): any for `torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in
+timing), one whose name says timing, profiling or debugging for a value read (`if
+args.profile:`; not `if args.with_tracking:`, a mode users run with), or a class's flag from
+a parameter default no call of the file overrides (`self.autobalance` of `__init__(...,
+autobalance=False)`). One finding per statement (a progress `print` of several values is one
+sync). Only files that use a GPU are checked (on the CPU there is nothing to wait for); a
+device from `torch.accelerator` counts. Also, in evaluation loops (a network run over a
+loader's batches with no backward pass, outside any training step, under `torch.no_grad()`,
+after `.eval()` or in a function named for evaluation: `evaluate`, `validate`, `test_*`,
+`predict`, `infer*`), a sync on every batch: the CPU waits for each batch before it prepares
+the next.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -118,10 +118,10 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
-from torchlint.semantic.batches import PACK_PADDED
-from torchlint.semantic.loops import is_periodic, runs_once
-from torchlint.semantic.syntax import MISSING, contains, dotted_name, names_read
-from torchlint.text.walk import children
+from torchlint.semantic.batches import packed_lengths
+from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
+from torchlint.semantic.syntax import MISSING, contains, dotted_name, int_value, names_read
+from torchlint.text.walk import descendants
 
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
@@ -145,6 +145,10 @@ DECIDES = "the value decides what runs next: a NaN guard, early stopping"
 DECIDES_ADVICE = (
     "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
 )
+# `loss.data[0]`: PyTorch < 0.4's spelling of `loss.item()` (since 0.5 a 0-dim tensor
+# refuses the index, so the code runs only where it reads the value on the host).
+LEGACY = "`.data[0]` (PyTorch < 0.4's `.item()`)"
+REDUCTIONS = ("sum", "mean", "prod", "norm")  # with no argument: a one-value tensor
 # Tensor predicates an `if` turns into a Python bool: the test waits for the GPU.
 PREDICATES = ("isnan", "isinf", "isfinite")
 # What the text of a file this rule reports in holds, at least: a backward pass called
@@ -188,8 +192,8 @@ class HostSyncInTrainingLoop(Rule):
                 if what is None or is_periodic(call):
                     continue
                 if tested is None:
-                    tested = _names_tested(loop)
-                if _rare(module, call, loop):
+                    tested = names_tested(loop)
+                if _rare(module, call, loop, what == SYNCHRONIZE):
                     continue
                 seen.add(id(call.ctx.statement))
                 if low is False:
@@ -199,14 +203,19 @@ class HostSyncInTrainingLoop(Rule):
                     why = DECIDES
                 if why == HEAVY and not _progress(call):
                     why = None  # accumulating a value every step: the TP case
-                yield self.diagnostic(
-                    call.node,
-                    f"{what} in the training loop blocks until the GPU has finished every "
-                    "queued kernel, on every step, so the GPU idles; "
-                    + (DECIDES_ADVICE if why == DECIDES else ADVICE)
-                    + (f" (low impact: {why})" if why else ""),
-                    impact=Impact.LOW if why else Impact.HIGH,
-                )
+                yield self._step_sync(call.node, what, why)
+            for read, placed, target in _legacy_reads(loop):
+                if id(placed.ctx.statement) in seen or is_periodic(placed):
+                    continue
+                if _rare(module, placed, loop):
+                    continue
+                seen.add(id(placed.ctx.statement))
+                if low is False:
+                    low = _low(module, loop)
+                why = low if isinstance(low, str) else None
+                if target in names_tested(loop):
+                    why = DECIDES
+                yield self._step_sync(read, LEGACY, why)
         yield from self._evaluation(module, seen)
         logged = _logged_items(module)
         steps = module.frameworks.training_steps
@@ -218,7 +227,7 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
-                if _rare(module, call, None):
+                if _rare(module, call, None, what == SYNCHRONIZE):
                     continue
                 seen.add(id(call.ctx.statement))
                 log = logged.get(id(call.node))
@@ -237,6 +246,16 @@ class HostSyncInTrainingLoop(Rule):
                     f"finished every queued kernel, on every step, so the GPU idles; {advice}",
                     fix=_log_tensors(log, logged) if log is not None else None,
                 )
+
+    def _step_sync(self, node: cst.CSTNode, what: str, why: str | None) -> Diagnostic:
+        return self.diagnostic(
+            node,
+            f"{what} in the training loop blocks until the GPU has finished every "
+            "queued kernel, on every step, so the GPU idles; "
+            + (DECIDES_ADVICE if why == DECIDES else ADVICE)
+            + (f" (low impact: {why})" if why else ""),
+            impact=Impact.LOW if why else Impact.HIGH,
+        )
 
     def _evaluation(self, module: TorchModule, seen: set[int]) -> Iterator[Diagnostic]:
         """Per-batch syncs of the evaluation loops (a network run over a loader's batches
@@ -274,7 +293,7 @@ class HostSyncInTrainingLoop(Rule):
                 )
 
 
-def _rare(module: TorchModule, call: CallSite, loop: Loop | None) -> bool:
+def _rare(module: TorchModule, call: Placed, loop: Loop | None, timing: bool = False) -> bool:
     """The call does not run every step: in a branch that ends the run or leaves the loop
     (`if not torch.isfinite(loss): print(loss.item()); sys.exit(1)`), or under a flag that
     is off by default: any for `torch.cuda.synchronize()` (`if args.synchronize_step:`),
@@ -282,7 +301,7 @@ def _rare(module: TorchModule, call: CallSite, loop: Loop | None) -> bool:
     `if args.with_tracking:`, a mode users run with)."""
     if runs_once(call, loop.node if loop is not None else None):
         return True
-    return module.opt_in(call.ctx, call.node, named=call.qualname != "torch.cuda.synchronize")
+    return module.opt_in(call.ctx, call.node, named=not timing)
 
 
 def _progress(call: CallSite) -> bool:
@@ -291,7 +310,7 @@ def _progress(call: CallSite) -> bool:
     statement = call.ctx.statement
     if statement is None:
         return False
-    for node in _walk(statement):
+    for node in descendants(statement):
         if isinstance(node, cst.FormattedString) and contains(node, call.node):
             return True
         if isinstance(node, cst.Call) and any(contains(a.value, call.node) for a in node.args):
@@ -328,7 +347,7 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
         if _numpy_receiver(module, call.receiver, call.scope) or _has_sync_call(call.receiver):
             return None
-        if _packed_lengths(module, call):
+        if packed_lengths(module, call):
             return None  # `pack_padded_sequence` wants its lengths on the CPU
         return f"`.{method}()`"
     if call.qualname in ("float", "int", "print"):  # the builtins, not shadowed
@@ -338,42 +357,6 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             if _reads_tensor(arg.value, tensors, allow_strings=call.qualname == "print"):
                 return f"`{call.qualname}()` of a tensor"
     return None
-
-
-def _packed_lengths(module: TorchModule, call: CallSite) -> bool:
-    """The call gives `pack_padded_sequence` its lengths, which must be on the CPU: in
-    the argument (`lengths.cpu()`), or bound to the name passed there in the same loop
-    (`lengths = lengths.cpu()`)."""
-    statement = call.ctx.statement
-    bound = set()
-    if isinstance(statement, cst.SimpleStatementLine):
-        for small in statement.body:
-            if isinstance(small, cst.Assign) and contains(small.value, call.node):
-                bound |= {n for t in small.targets for n in names_read(t.target)}
-    for pack in module.calls_to(PACK_PADDED):
-        lengths = pack.arg("lengths", ("input", "lengths"))
-        if lengths is MISSING:
-            continue
-        if contains(lengths, call.node):
-            return True
-        same_loop = pack.ctx.loops[-1:] == call.ctx.loops[-1:]
-        if same_loop and set(names_read(lengths)) & bound:
-            return True
-    return False
-
-
-def _names_tested(loop: Loop) -> set[str]:
-    """Names read in the tests of the `if`/`while` statements of the loop's body."""
-    names: set[str] = set()
-    stack: list[cst.CSTNode] = list(loop.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.If, cst.While)):
-            names.update(names_read(node.test))
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            continue
-        stack.extend(children(node))
-    return names
 
 
 def _decides(call: CallSite, tested: set[str]) -> bool:
@@ -459,6 +442,46 @@ def _has_sync_call(node: cst.BaseExpression) -> bool:
             return True
         node = node.func if isinstance(node, cst.Call) else node.value
     return False
+
+
+def _legacy_reads(loop: Loop) -> Iterator[tuple[cst.Subscript, Placed, str | None]]:
+    """`x.data[0]` of a one-value tensor the loop computes (its loss, a full reduction
+    bound in it: `correct = (pred == y).sum()`): a number read on the host, as `.item()`;
+    of a batch or an output (`out.data[0]`) it is a row, no read. One per statement,
+    with the name it binds."""
+    scalars = set(loop.losses) | {
+        b.symbol.name
+        for b in loop.assignments
+        if isinstance(b.value, cst.Call)
+        and isinstance(b.value.func, cst.Attribute)
+        and b.value.func.attr.value in REDUCTIONS
+        and not b.value.args
+    }
+    places: list[tuple[Placed, str | None]] = [(b, b.symbol.name) for b in loop.assignments]
+    places += [(c, None) for c in loop.calls]
+    done: set[int] = set()
+    for placed, target in places:
+        statement = placed.ctx.statement
+        if not isinstance(statement, cst.SimpleStatementLine) or id(statement) in done:
+            continue
+        done.add(id(statement))
+        read = next((n for n in descendants(statement) if _legacy_read(n, scalars)), None)
+        if isinstance(read, cst.Subscript):
+            yield read, placed, target
+
+
+def _legacy_read(node: cst.CSTNode, scalars: set[str]) -> bool:
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    index, data = node.slice[0].slice, node.value
+    return (
+        isinstance(index, cst.Index)
+        and int_value(index.value) == 0
+        and isinstance(data, cst.Attribute)
+        and data.attr.value == "data"
+        and isinstance(data.value, cst.Name)
+        and data.value.value in scalars
+    )
 
 
 def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
@@ -562,18 +585,9 @@ def _logged_items(module: TorchModule) -> dict[int, cst.Call]:
 
 def _log_tensors(log: cst.Call, logged: dict[int, cst.Call]) -> Fix:
     """Drop `.item()` from every value of one `self.log`/`self.log_dict` call."""
-    items = [n for n in _walk(log) if isinstance(n, cst.Call) and logged.get(id(n)) is log]
+    items = [n for n in descendants(log) if isinstance(n, cst.Call) and logged.get(id(n)) is log]
     return fix(
         "Log the tensor: drop `.item()`",
         Applicability.SAFE,
         *(Replace(n, n.func.value) for n in items if isinstance(n.func, cst.Attribute)),
     )
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    stack, out = [node], []
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(children(n))
-    return out

@@ -17,7 +17,14 @@ from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
-from torchlint.semantic.syntax import MISSING, bool_value, dotted_name, int_value, names_read
+from torchlint.semantic.syntax import (
+    MISSING,
+    bool_value,
+    contains,
+    dotted_name,
+    int_value,
+    names_read,
+)
 from torchlint.text.walk import children, descendants, walk
 
 HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -396,6 +403,28 @@ def host_lengths(loop: Loop) -> set[str | None]:
         c.arg("lengths", ("input", "lengths")) for c in loop.calls if c.qualname == PACK_PADDED
     ]
     return {dotted_name(n) for n in lengths if n is not MISSING}
+
+
+def packed_lengths(module: TorchModule, call: CallSite) -> bool:
+    """The call gives `pack_padded_sequence` its lengths, which must be on the CPU: in
+    the argument (`lengths.cpu()`), or bound to the name passed there in the same loop
+    (`lengths = lengths.cpu()`)."""
+    statement = call.ctx.statement
+    bound = set()
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and contains(small.value, call.node):
+                bound |= {n for t in small.targets for n in names_read(t.target)}
+    for pack in module.calls_to(PACK_PADDED):
+        lengths = pack.arg("lengths", ("input", "lengths"))
+        if lengths is MISSING:
+            continue
+        if contains(lengths, call.node):
+            return True
+        same_loop = pack.ctx.loops[-1:] == call.ctx.loops[-1:]
+        if same_loop and set(names_read(lengths)) & bound:
+            return True
+    return False
 
 
 def unmoved_batch_tensors(

@@ -5,6 +5,8 @@ follows from which loop runs the step."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
@@ -12,8 +14,8 @@ from torchlint.semantic.external import Class, Function, Global
 from torchlint.semantic.functions import Functions, given
 from torchlint.semantic.models import Model, Models
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
-from torchlint.semantic.scopes import CallSite, Kind, Scope
-from torchlint.semantic.syntax import MISSING, contains, has_modulo, int_value
+from torchlint.semantic.scopes import CallSite, Context, Kind, Loop, Scope
+from torchlint.semantic.syntax import MISSING, contains, has_modulo, int_value, names_read
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
 from torchlint.text.walk import children
@@ -280,7 +282,17 @@ def _kind_of(value: Value | None, functions: Functions) -> str | None:
     return OPTIMIZER if isinstance(cls, Class) and cls.optimizer else None
 
 
-def is_periodic(site: CallSite) -> bool:
+class Placed(Protocol):
+    """A node and where it sits: a call, or a binding (`running += loss.data[0]`)."""
+
+    @property
+    def ctx(self) -> Context: ...
+
+    @property
+    def node(self) -> cst.CSTNode: ...
+
+
+def is_periodic(site: Placed) -> bool:
     """The call runs every N steps or on a few steps, not every step: it is in the body
     (not the `else`) of an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i %
     log_every:`), or compares a counter with an int: below a small bound (`if ni < 3:`,
@@ -306,7 +318,7 @@ def _gated_by_modulo(test: cst.BaseExpression, node: cst.CSTNode) -> bool:
     return _gated_by_modulo(test.left, node) or _gated_by_modulo(test.right, node)
 
 
-def _in_a_training_loop(site: CallSite, if_: cst.If) -> bool:
+def _in_a_training_loop(site: Placed, if_: cst.If) -> bool:
     """The innermost loop around the `if` trains: the gate counts its passes (in a retry
     loop inside a step, `if attempt == 1:` opens every step)."""
     around = [loop for loop in site.ctx.loops if contains(loop.node, if_)]
@@ -343,7 +355,7 @@ def _few(test: cst.BaseExpression) -> bool:
 EXITS = ("sys.exit", "exit", "quit", "os._exit")
 
 
-def runs_once(site: CallSite, loop: cst.For | cst.While | None = None) -> bool:
+def runs_once(site: Placed, loop: cst.For | cst.While | None = None) -> bool:
     """The call is in the body of an `if` whose branch ends the run (`raise`,
     `sys.exit(...)`) or, inside `loop` and no loop nested in it, leaves that loop
     (`break`): `if not torch.isfinite(loss): print(loss.item()); sys.exit(1)` runs at most
@@ -356,7 +368,7 @@ def runs_once(site: CallSite, loop: cst.For | cst.While | None = None) -> bool:
     return False
 
 
-def _innermost(site: CallSite, if_: cst.If, loop: cst.For | cst.While) -> bool:
+def _innermost(site: Placed, if_: cst.If, loop: cst.For | cst.While) -> bool:
     """No loop between `loop` and the `if`: a `break` in the `if` leaves `loop`."""
     return not any(
         inner.node is not loop and contains(loop, inner.node) and contains(inner.node, if_)
@@ -364,7 +376,7 @@ def _innermost(site: CallSite, if_: cst.If, loop: cst.For | cst.While) -> bool:
     )
 
 
-def _ends(block: cst.BaseSuite, site: CallSite, breaks: bool) -> bool:
+def _ends(block: cst.BaseSuite, site: Placed, breaks: bool) -> bool:
     """A statement of the block (not nested) raises, exits or, with `breaks`, breaks."""
     if not isinstance(block, cst.IndentedBlock):
         return False
@@ -377,7 +389,21 @@ def _ends(block: cst.BaseSuite, site: CallSite, breaks: bool) -> bool:
             if (
                 isinstance(small, cst.Expr)
                 and isinstance(small.value, cst.Call)
-                and site.scope.resolve(small.value.func) in EXITS
+                and site.ctx.scope.resolve(small.value.func) in EXITS
             ):
                 return True
     return False
+
+
+def names_tested(loop: Loop) -> set[str]:
+    """Names read in the tests of the `if`/`while` statements of the loop's body."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = list(loop.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, cst.While)):
+            names.update(names_read(node.test))
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        stack.extend(children(node))
+    return names
