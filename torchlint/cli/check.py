@@ -212,20 +212,14 @@ def _run(
 
 def _job(options: CheckOptions, plan: RunPlan) -> Job:
     from torchlint import reporters
-    from torchlint.results import Job
 
     text_like = options.output_format in ("text", "full")
-    return Job(
-        codes=plan.codes,
-        settings=plan.settings,
+    return plan.job(
         fix=options.fix or options.diff,
-        unsafe=plan.unsafe,
         diff=options.diff,
         # --show-fixes without --fix shows each fix as a diff under its finding
         with_edits=options.output_format in reporters.WITH_EDITS
         or (options.show_fixes and not options.fix and text_like and not options.statistics),
-        unfixable=plan.unfixable,
-        low_impact=plan.low_impact,
     )
 
 

@@ -24,6 +24,7 @@ from torchlint.config.knowledge import KnowledgeError, read_knowledge, written
 from torchlint.config.metadata import oldest_torch
 from torchlint.lint.registry import RuleLoadError, all_rules, find, local_rules, options_of
 from torchlint.options import Option, toml_value
+from torchlint.results import Job
 from torchlint.settings import Knowledge, Settings
 
 if TYPE_CHECKING:
@@ -269,6 +270,28 @@ class RunPlan:
     unsafe: bool  # unsafe fixes are applied and offered
     low_impact: bool  # low-impact findings are shown (and fixed) too
     preview_left_out: tuple[str, ...]  # preview rules named exactly that do not run
+
+    def job(
+        self,
+        *,
+        fix: bool = False,
+        diff: bool = False,
+        with_edits: bool = False,
+        unsafe: bool | None = None,
+        codes: tuple[str, ...] | None = None,
+    ) -> Job:
+        """What to do with each file under this plan: its rules (or `codes`), settings,
+        fix policy; the rest is the caller's (fixing, a diff, edits for a reporter)."""
+        return Job(
+            codes=self.codes if codes is None else codes,
+            settings=self.settings,
+            fix=fix,
+            unsafe=self.unsafe if unsafe is None else unsafe,
+            diff=diff,
+            with_edits=with_edits,
+            unfixable=self.unfixable,
+            low_impact=self.low_impact,
+        )
 
     def for_file(self, path: Path) -> RunPlan:
         """This plan for the file at `path`: its per-file ignores left out."""

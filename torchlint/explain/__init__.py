@@ -20,7 +20,7 @@ from torchlint.config.load import RunPlan, expand
 from torchlint.explain.facts import At, Facts, file_facts, line_facts
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
-from torchlint.results import FileResult, Impact, Job, Violation
+from torchlint.results import FileResult, Impact, Violation
 from torchlint.run.parallel import opened
 from torchlint.run.pool import Task
 from torchlint.text.source import SourceError, read_source
@@ -120,7 +120,7 @@ def explain(at: Place, plan: RunPlan, cache_dir: Path | None = None) -> Explanat
         raise ExplainError(f"{path}: not a file (explain takes one file)")
     codes = tuple(plan.config.rules_for(path, plan.codes))
     task = Task(0, path, codes)
-    job = Job(plan.codes, plan.settings, unfixable=plan.unfixable, low_impact=plan.low_impact)
+    job = plan.job()
     with opened([task], job, plan.config, {path: path.parent}, cache_dir) as rounds:
         (result,) = rounds.converge(job)
         if result.errors:

@@ -26,7 +26,7 @@ from torchlint.lint.linter import Linter, RuleErrorHandler
 from torchlint.lint.noqa import add_noqa
 from torchlint.lint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
 from torchlint.reporters import Context, fixable
-from torchlint.results import UNUSED_NOQA, FileError, Job, Violation
+from torchlint.results import UNUSED_NOQA, FileError, Violation
 from torchlint.run.runner import lint_notebook
 from torchlint.semantic.external import Environment
 
@@ -242,12 +242,7 @@ def lint_cells(
 ) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
-    job = Job(
-        codes=setup.codes,
-        settings=setup.settings,
-        unfixable=setup.unfixable,
-        low_impact=setup.low_impact,
-    )
+    job = setup.job()
     try:
         text = notebook_json(cells)
         handler = _collect(report)
@@ -268,14 +263,7 @@ def fix_all_cells(
 ) -> list[str] | None:
     """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
     out); None if it would not fix."""
-    job = Job(
-        codes=setup.codes,
-        settings=setup.settings,
-        fix=True,
-        unsafe=setup.unsafe,
-        unfixable=setup.unfixable,
-        low_impact=setup.low_impact,
-    )
+    job = setup.job(fix=True)
     try:
         handler = _collect(Report())
         result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, handler, env=env)
@@ -298,13 +286,7 @@ def fix_cells(
     if code not in setup.codes:
         return None
     codes = _resolving(code, setup)
-    job = Job(
-        codes=codes,
-        settings=setup.settings,
-        with_edits=True,
-        unfixable=setup.unfixable,
-        low_impact=setup.low_impact,
-    )
+    job = setup.job(codes=codes, with_edits=True)
     try:
         result, _ = lint_notebook(notebook_json(cells), path, job, codes, buffer=buffer, env=env)
     except Exception:

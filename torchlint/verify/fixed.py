@@ -65,7 +65,6 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     """The fixes the normal fix engine makes under the script's configuration to the
     script and the files of its folder it imports, which a run imports from its mirror
     (`fix=False`: only the findings, with the project's facts)."""
-    from torchlint.results import Job
     from torchlint.run.parallel import run_files
     from torchlint.run.runner import discover
 
@@ -73,15 +72,8 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     _, plan = linter_for(options)
     found = discover([str(script.parent)], plan.config)
     files = [script, *_imported_files(script, text, found.files)]
-    job = Job(
-        codes=plan.codes,
-        settings=plan.settings,
-        fix=fix,
-        unsafe=options.unsafe_fixes or plan.unsafe,
-        diff=fix,  # compute the fixes, write nothing
-        unfixable=plan.unfixable,
-        low_impact=plan.low_impact,
-    )
+    # compute the fixes, write nothing
+    job = plan.job(fix=fix, diff=fix, unsafe=options.unsafe_fixes or plan.unsafe)
     bases = {**found.bases, script: found.bases.get(script, script.parent)}
     results = run_files(files, job, plan.config, bases=bases, walked=found.walked)
     first = results[0]
