@@ -12,7 +12,8 @@ a network the loop trains. In PyTorch Lightning, the `training_step` of a Lightn
 (Lightning runs it once per optimizer step, around its own backward and step) and the
 functions of the file it calls, every step: `self.log("loss", loss.item())` is the common
 case. Not reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
-log_every:`), anything outside the per-step loop (once per epoch is fine), a call in a
+log_every:`), anything outside the per-step loop (once per epoch is fine), `y.cpu()` of a
+batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a call in a
 branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
 torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under a
 flag that is off by default (an argparse option, config entry or constant set to
@@ -118,7 +119,7 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
-from torchlint.semantic.batches import packed_lengths
+from torchlint.semantic.batches import left_on_host, packed_lengths
 from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
 from torchlint.semantic.syntax import MISSING, contains, dotted_name, int_value, names_read
 from torchlint.text.walk import descendants
@@ -182,11 +183,14 @@ class HostSyncInTrainingLoop(Rule):
             return
         seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
-            tensors = _tensor_names(module, loop)
+            tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
-                if id(call.ctx.statement) in seen:
+                if (
+                    id(call.ctx.statement) in seen
+                    or dotted_name(call.receiver or call.node) in host
+                ):
                     continue
                 what = _sync(module, call, tensors)
                 if what is None or is_periodic(call):
@@ -266,9 +270,12 @@ class HostSyncInTrainingLoop(Rule):
         `.tolist()`: what host-side metrics need) and beside a large network."""
         trains = bool(module.training_loops or module.frameworks.training_steps)
         for loop in module.evaluation_loops:
-            tensors = _tensor_names(module, loop)
+            tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
             for call in loop.calls:
-                if id(call.ctx.statement) in seen:
+                if (
+                    id(call.ctx.statement) in seen
+                    or dotted_name(call.receiver or call.node) in host
+                ):
                     continue
                 what = _sync(module, call, tensors)
                 if what is None or what == SYNCHRONIZE or is_periodic(call):

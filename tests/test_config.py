@@ -10,7 +10,8 @@ import pytest
 
 from torchlint.cli.check import plan as cli_plan
 from torchlint.cli.flags import CheckOptions
-from torchlint.config.load import Config, ConfigError, Overrides, RunPlan, load_config, resolve
+from torchlint.config.load import Config, ConfigError, load_config
+from torchlint.config.plan import Overrides, RunPlan, resolve
 from torchlint.lint.registry import all_rules
 from torchlint.options import toml_value
 from torchlint.server.settings import Configs, EditorSettings, setup

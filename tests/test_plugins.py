@@ -222,7 +222,7 @@ def test_the_editor_trusts_local_rules_only_when_told(tmp_path):
 
 
 def test_the_server_logs_the_local_rules_it_skipped(tmp_path, monkeypatch):
-    from torchlint.config.load import Overrides, resolve
+    from torchlint.config.plan import Overrides, resolve
     from torchlint.server.lsp import TorchlintServer
 
     root = local_project(tmp_path)

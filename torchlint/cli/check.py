@@ -30,13 +30,15 @@ from torchlint.cli.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
     from torchlint.cli.watch import Stamps
-    from torchlint.config.load import Config, PerFileIgnores, RunPlan
+    from torchlint.config.load import Config
+    from torchlint.config.plan import PerFileIgnores, RunPlan
     from torchlint.results import FileResult, Job
 
 
 def plan(options: CheckOptions) -> RunPlan:
     """The run plan: the config file with the command line on top (ConfigError if bad)."""
-    from torchlint.config.load import Overrides, parse_target, resolve
+    from torchlint.config.load import parse_target
+    from torchlint.config.plan import Overrides, resolve
 
     paths = options.paths or ["."]
     stdin_filename = options.stdin_filename if options.stdin else None

@@ -13,7 +13,7 @@ from torchlint.cli.flags import CheckOptions
 from torchlint.results import RULE_ERROR
 
 if TYPE_CHECKING:
-    from torchlint.config.load import RunPlan
+    from torchlint.config.plan import RunPlan
     from torchlint.reporters import Context
     from torchlint.results import FileResult
     from torchlint.run.parallel import Interrupted

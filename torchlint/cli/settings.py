@@ -12,7 +12,8 @@ from torchlint.cli.app import EXIT_CLEAN, EXIT_ERROR, error, note
 from torchlint.cli.flags import CheckOptions
 
 if TYPE_CHECKING:
-    from torchlint.config.load import Config, RunPlan
+    from torchlint.config.load import Config
+    from torchlint.config.plan import RunPlan
 
 
 def show(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool) -> int:

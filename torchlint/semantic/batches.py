@@ -396,6 +396,17 @@ def moved_names(loop: Loop) -> set[str | None]:
     }
 
 
+def left_on_host(module: TorchModule, loop: Loop) -> set[str]:
+    """Batch tensors the loop never moves nor rebinds while it moves another tensor of
+    the same batch (`x = x.to(device)`, not `y`): they stay where the loader put them,
+    on the CPU, so reading them on the host (`y.cpu()`) waits for nothing."""
+    batch = batch_tensors(module, loop, rebound=True)
+    moved = moved_names(loop)
+    if not any(name in moved for name in batch):
+        return set()
+    return {name for name in batch if name not in moved and name not in loop.bound}
+
+
 def host_lengths(loop: Loop) -> set[str | None]:
     """Names the loop passes as the lengths of `pack_padded_sequence`: they must stay on
     the CPU (a list of ints, or a CPU tensor), wherever the padded batch goes."""

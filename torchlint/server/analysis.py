@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchlint.config.load import RunPlan, instantiate
+from torchlint.config.load import instantiate
+from torchlint.config.plan import RunPlan
 from torchlint.fixes import apply_line_edits
 from torchlint.lint.incremental import Buffer
 from torchlint.lint.linter import Linter, RuleErrorHandler

@@ -42,7 +42,8 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from torchlint import __version__
-from torchlint.config.load import ConfigError, RunPlan
+from torchlint.config.load import ConfigError
+from torchlint.config.plan import RunPlan
 from torchlint.run.rounds import MAX_ROUNDS
 from torchlint.semantic.external import Environment
 from torchlint.server import actions, analysis

@@ -20,13 +20,11 @@ from torchlint.config.load import (
     CONFIG_FILES,
     Config,
     ConfigError,
-    Overrides,
-    RunPlan,
     expand,
     find_config,
     load_config,
-    resolve,
 )
+from torchlint.config.plan import Overrides, RunPlan, resolve
 
 # Setting names, as the config file spells them and in camelCase (VS Code's convention).
 _KEYS = {

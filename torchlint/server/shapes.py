@@ -9,7 +9,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from torchlint.config.load import RunPlan
+from torchlint.config.plan import RunPlan
 from torchlint.reporters import low_impact, rule_url
 from torchlint.results import Violation
 from torchlint.server.analysis import Cell, Problem, Report

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from torchlint.verify.options import UsageError, VerifyOptions
 
 if TYPE_CHECKING:
-    from torchlint.config.load import RunPlan
+    from torchlint.config.plan import RunPlan
     from torchlint.lint.linter import Linter
 
 
@@ -28,7 +28,8 @@ def load_config_of(script: Path, config_file: Path | None) -> Any:
 def linter_for(options: VerifyOptions) -> tuple[Linter, RunPlan]:
     """The linter `torchlint fix` would run on the script (its configuration, the project's
     torch, verify's --select/--ignore/--preview), and its plan."""
-    from torchlint.config.load import ConfigError, Overrides, instantiate, resolve
+    from torchlint.config.load import ConfigError, instantiate
+    from torchlint.config.plan import Overrides, resolve
     from torchlint.lint.linter import Linter
 
     script = options.script
