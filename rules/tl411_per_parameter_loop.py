@@ -3,12 +3,14 @@
 What: a `for` loop over a network's parameters, buffers or state dict
 (`model.parameters()`, `zip(ema.parameters(), model.parameters())`,
 `ema.state_dict().items()`) that runs on every training step (in the step loop, or in a
-function the step calls, here or in another file of the project: an EMA's `update`)
-and changes each tensor in place: an in-place method (`mul_`, `add_`, `lerp_`, `copy_`,
-`clamp_`, `zero_`...) on the loop's tensor, its `.data` or its `.grad`, an augmented
-assignment to it (`v *= d`), or a call writing it through `out=`. Loops that run once
-(weight initialisation, freezing with `requires_grad_(False)`), loops that only read
-(norms for logging) and `p.grad = None` (no kernel) are left alone.
+function the step calls, here or in another file of the project: an EMA's `update`
+method called as `ema.update(model)` on an instance of a class of another file, whose
+finding names the caller) and changes each tensor in place: an in-place method (`mul_`,
+`add_`, `lerp_`, `copy_`, `clamp_`, `zero_`...) on the loop's tensor, its `.data` or
+its `.grad`, an augmented assignment to it (`v *= d`), or a call writing it through
+`out=`. Loops that run once (weight initialisation, freezing with
+`requires_grad_(False)`), loops that only read (norms for logging) and `p.grad = None`
+(no kernel) are left alone.
 
 Why: each operation on each tensor is a kernel launch, paid for on the CPU (several
 microseconds each) however small the tensor: an EMA of a detector with a thousand
@@ -124,12 +126,28 @@ class PerParameterLoop(Rule):
             why = _low(module, sites, ops)
             yield self.diagnostic(
                 loop.node,
-                f"`{_head(module, loop)}` runs {', '.join(f'`{o}`' for o in ops)} on each "
+                f"`{_head(module, loop)}`{_elsewhere(module, loop)} runs "
+                f"{', '.join(f'`{o}`' for o in ops)} on each "
                 "tensor every training step, one kernel launch per tensor and operation, "
                 f"paid on the CPU however small the tensor; {_advice(ops, loop)} do it in "
                 "a few launches over the whole list" + (f" (low impact: {why})" if why else ""),
                 impact=Impact.LOW if why else Impact.HIGH,
             )
+
+
+def _elsewhere(module: TorchModule, loop: Loop) -> str:
+    """Where another file runs the loop's function every step (` in `update` (called
+    every training step from `main` in train.py)`), if that is why it runs per step."""
+    function = loop.ctx.function
+    if function is None or any(o.is_step_loop for o in (*loop.ctx.loops, loop)):
+        return ""
+    if function in module.frameworks.training_steps:
+        return ""
+    name = module.functions.local_name(function)
+    where = module.env.stepped(name) if name is not None else None
+    if where is None:
+        return ""
+    return f" in `{name}` (called every training step from {where})"
 
 
 def _low(module: TorchModule, sites: list[Model], ops: list[str]) -> str | None:

@@ -390,6 +390,47 @@ def test_a_file_asks_whether_a_function_it_names_is_stepped():
     assert not program("log").environment("engine.py").holds(asked)
 
 
+def test_a_method_called_on_an_instance_of_a_class_of_another_file_is_linked(
+    tmp_path: Path,
+):
+    """`ema.update(model)` on an instance of a class of utils/ema.py that tells nothing
+    (no network, sync or step): the call is kept by the method's qualified name, the
+    instance read through its bindings (a call of the class, or None: `... if rank == 0
+    else None`, `self.ema = None` until built), and linking finds the method. A name
+    bound to something else too, or a class of the file itself, is not such a call."""
+    from torchlint.lint.linter import Linter
+    from torchlint.settings import Settings
+
+    ema = (
+        "class ModelEMA:\n    def __init__(self, model):\n        self.model = model\n\n"
+        "    def update(self, model):\n        pass\n"
+    )
+    train = (
+        "from utils.ema import ModelEMA\n\n\nclass Local:\n    def update(self, m):\n"
+        "        pass\n\n\nclass Trainer:\n    def __init__(self, model):\n"
+        "        self.ema = None\n        self.model = model\n\n"
+        "    def fit(self, model):\n        self.ema = ModelEMA(model)\n"
+        "        self.ema.update(model)\n\n\n"
+        "def main(model, rank, other):\n"
+        "    ema = ModelEMA(model) if rank == 0 else None\n    ema.update(model)\n"
+        "    mixed = ModelEMA(model) if rank == 0 else other\n    mixed.update(model)\n"
+        "    local = Local()\n    local.update(model)\n"
+    )
+    layout = _layout(tmp_path, {"utils/ema.py": ema, "train.py": train})
+    summaries = {}
+    for key, text in (("utils/ema.py", ema), ("train.py", train)):
+        env = Program(layout, summaries).environment(key)
+        Linter([], Settings()).summarize(text, key, env)
+        assert env.summary is not None
+        summaries[key] = env.summary
+    calls = [(c.callee, c.caller, c.offset) for c in summaries["train.py"].calls]
+    assert ("utils.ema.ModelEMA.update", "Trainer.fit", 1) in calls
+    assert ("utils.ema.ModelEMA.update", "main", 1) in calls
+    assert sum(callee == "utils.ema.ModelEMA.update" for callee, _, _ in calls) == 2
+    update = Program(layout, summaries).export("train.py", "utils.ema.ModelEMA.update")
+    assert isinstance(update, Function) and update.ref == "utils/ema.py::ModelEMA.update"
+
+
 def test_re_exports_and_star_imports():
     cls_module = Summary(exports={"step": _fn("a/impl.py::step", "opt", steps=True)})
     package = Summary(imports={"step": ".impl.step"}, public=("step",))

@@ -358,6 +358,8 @@ class _Exporter:
                 callee, offset = self.env.ref(name), target.offset
             elif call.qualname is not None and self.env.knows(call.qualname):
                 callee, offset = call.qualname, 0  # a plain function of the project
+            elif (method := self.functions.method_called(call)) is not None:
+                callee, offset = method, 1  # a plain method of an instance of the project's
             else:
                 continue
             given = call.node.args

@@ -79,6 +79,7 @@ class Functions:
         self._external: dict[int, tuple[Function, int] | None] = {}
         self._exports: dict[int, Class | Function | None] = {}
         self._instances: dict[int, Class | None] = {}
+        self._qualnames: dict[int, str | None] = {}
 
     def scope_of(self, node: cst.FunctionDef | cst.ClassDef) -> Scope:
         return self.facts.scopes[id(node)]
@@ -333,6 +334,53 @@ class Functions:
         self._external[key] = found
         return found
 
+    def method_called(self, call: CallSite) -> str | None:
+        """`ema.update(...)` on an instance of a class another module of the project
+        defines: the method's qualified name as imported here
+        ("utils.torch_utils.ModelEMA.update"), for linking to find whatever the class's
+        file tells of it (nothing is asked here)."""
+        func = call.node.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        cls = self.instance_qualname(func.value, call.scope)
+        return f"{cls}.{func.attr.value}" if cls is not None else None
+
+    def instance_qualname(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> str | None:
+        """The qualified name of the class of another module of the project whose
+        instance `node` holds: every binding of the name (a local, `self.ema`) is a call
+        of that class, or such a call or None (`ema = ModelEMA(model) if rank == 0 else
+        None`, `self.ema = None` until it is built). Read off the imports alone."""
+        if _depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Call):
+            qualname = scope.resolve(node.func)
+            known = qualname is not None and self.env.knows(qualname)
+            return qualname if known and self.definition(node.func, scope) is None else None
+        if isinstance(node, cst.IfExp):
+            found = {
+                self.instance_qualname(n, scope, _depth + 1)
+                for n in (node.body, node.orelse)
+                if not _none(n)
+            }
+            return found.pop() if len(found) == 1 else None
+        symbol = scope.lookup_expr(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if symbol is None:
+            return None
+        key = id(symbol)
+        if key not in self._qualnames:
+            self._qualnames[key] = None  # while computing (a name bound through itself)
+            self._qualnames[key] = self._symbol_qualname(symbol, _depth)
+        return self._qualnames[key]
+
+    def _symbol_qualname(self, symbol: Symbol, depth: int) -> str | None:
+        classes = set()
+        for b in symbol.bindings:
+            if b.kind is not Kind.ASSIGN or b.value is None:
+                return None
+            if not _none(b.value):
+                classes.add(self.instance_qualname(b.value, b.ctx.scope, depth + 1))
+        return classes.pop() if len(classes) == 1 else None
+
     def yields(self, function: cst.FunctionDef) -> int | None:
         """A generator that hands on the items of one of its parameters (`for obj in
         iterable: ... yield obj`, a logger or a progress meter around a loader): that
@@ -379,3 +427,7 @@ class Functions:
             return None
         assert isinstance(target.node, cst.FunctionDef)
         return self.returns(target.node), self.scope_of(target.node)
+
+
+def _none(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
