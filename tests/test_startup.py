@@ -100,3 +100,32 @@ def test_catalog_is_the_rules():
         assert (entry.pattern and entry.pattern.pattern) == (rule.pattern and rule.pattern.pattern)
         assert loaded(entry) is rule
         assert entry.fix_safety is rule.fix_safety and entry.summary() == rule.summary()
+
+
+def test_a_rule_the_catalog_does_not_list_yet_runs(tmp_path, monkeypatch):
+    """The catalog is a cache of rules/: a module it does not list (a rule just added,
+    before `python -m torchlint.docs`) is imported and its rule found; an entry whose
+    module is gone is left out; a listed module present stays a stand-in, not imported."""
+    import importlib
+    import sys
+
+    from torchlint.lint import registry
+
+    package = tmp_path / "fresh_rules"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tl201_dataloader_sync_loading.py").write_text("raise ImportError('not now')\n")
+    (package / "tl950_new_rule.py").write_text(
+        "from torchlint.rule import Rule\n\n"
+        "class NewRule(Rule):\n    code = 'TL950'\n    name = 'new-rule'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "rules_package", lambda: importlib.import_module("fresh_rules"))
+    try:
+        rules = registry._shipped()
+    finally:
+        for name in [m for m in sys.modules if m.startswith("fresh_rules")]:
+            del sys.modules[name]
+    assert sorted(rules) == ["TL201", "TL950"]
+    assert rules["TL950"].__name__ == "NewRule"
+    assert isinstance(rules["TL201"], registry._Deferred)
