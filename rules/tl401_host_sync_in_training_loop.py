@@ -118,13 +118,19 @@ import libcst as cst
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Loop, ModelSite, Scope, TorchModule
-from torchlint.semantic.batches import left_on_host, packed_lengths
+from torchlint.semantic import CallSite, Kind, Loop, ModelSite, TorchModule
+from torchlint.semantic.batches import left_on_host, numpy_value, packed_lengths, read_inside
 from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
-from torchlint.semantic.syntax import MISSING, contains, dotted_name, int_value, names_read
+from torchlint.semantic.syntax import (
+    HOST_READS,
+    MISSING,
+    contains,
+    dotted_name,
+    int_value,
+    names_read,
+)
 from torchlint.text.walk import descendants
 
-SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
 # Reading these never waits for the GPU.
 METADATA_ATTRS = {
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "grad_fn",
@@ -347,12 +353,12 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
         if any(contains(if_.test, node) for if_ in call.ctx.ifs):
             return "a tensor tested by `if`"
         return None
-    if method in SYNC_METHODS and call.receiver is not None:
+    if method in HOST_READS and call.receiver is not None:
         if method == "numpy" and not _forced(call):
             return None  # `.numpy()` works on CPU tensors only: the copy is elsewhere
         if method != "numpy" and node.args:
             return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
-        if _numpy_receiver(module, call.receiver, call.scope) or _has_sync_call(call.receiver):
+        if numpy_value(module, call.receiver, call.scope) or read_inside(call.receiver):
             return None
         if packed_lengths(module, call):
             return None  # `pack_padded_sequence` wants its lengths on the CPU
@@ -423,32 +429,6 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
 def _forced(call: CallSite) -> bool:
     value = call.kwarg("force")
     return isinstance(value, cst.Name) and value.value == "True"
-
-
-def _numpy_receiver(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
-    """`np.mean(x).item()`: a NumPy value, not a tensor."""
-    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
-        if isinstance(node, cst.Call):
-            qualname = module.resolve(node.func, scope) or ""
-            if qualname.startswith("numpy.") or qualname in ("float", "int"):
-                return True
-            node = node.func
-        else:
-            node = node.value
-    return False
-
-
-def _has_sync_call(node: cst.BaseExpression) -> bool:
-    """`x.cpu().numpy()`: the `.cpu()` inside is the one reported."""
-    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in SYNC_METHODS
-        ):
-            return True
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return False
 
 
 def _legacy_reads(loop: Loop) -> Iterator[tuple[cst.Subscript, Placed, str | None]]:
@@ -537,7 +517,7 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
         method = node.func.attr.value
         if allow_strings and method == "format":
             return any(_reads_tensor(a.value, tensors, False) for a in node.args)
-        if method in SYNC_METHODS or method in METADATA_METHODS:
+        if method in HOST_READS or method in METADATA_METHODS:
             return False
         return _reads_tensor(node.func.value, tensors, False)
     if allow_strings and isinstance(node, cst.FormattedString):
@@ -584,7 +564,7 @@ def _logged_items(module: TorchModule) -> dict[int, cst.Call]:
                 and isinstance(value.func, cst.Attribute)
                 and value.func.attr.value == "item"
                 and not value.args
-                and not _numpy_receiver(module, value.func.value, call.scope)
+                and not numpy_value(module, value.func.value, call.scope)
             ):
                 found[id(value)] = call.node
     return found

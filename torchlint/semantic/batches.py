@@ -18,6 +18,7 @@ from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
 from torchlint.semantic.syntax import (
+    HOST_READS,
     MISSING,
     bool_value,
     contains,
@@ -27,7 +28,6 @@ from torchlint.semantic.syntax import (
 )
 from torchlint.text.walk import children, descendants, walk
 
-HOST_METHODS = frozenset({"cpu", "item", "tolist", "numpy"})
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
 # torch.nn.functional losses that are not spelled `*_loss`.
 FUNCTIONAL_LOSSES = frozenset(
@@ -228,7 +228,7 @@ def host_read(module: TorchModule, loop: Loop) -> CallSite | None:
     loop's body makes on every iteration (not under `if step % N == 0:`): the host waits
     for the GPU's queue there each batch."""
     for call in loop.calls:
-        if call.method in HOST_METHODS and not call.node.args and not is_periodic(call):
+        if call.method in HOST_READS and not call.node.args and not is_periodic(call):
             return call
     return None
 
@@ -241,7 +241,7 @@ def read_right_after(module: TorchModule, call: CallSite) -> bool:
     return following is not None and any(
         isinstance(n, cst.Call)
         and isinstance(n.func, cst.Attribute)
-        and n.func.attr.value in HOST_METHODS
+        and n.func.attr.value in HOST_READS
         and not n.args
         for n in descendants(following)
     )
@@ -321,7 +321,7 @@ class _DeviceFlow(cst.CSTVisitor):
                 return found
             func = node.func
             if isinstance(func, cst.Attribute):
-                if func.attr.value in HOST_METHODS or func.attr.value == "to":
+                if func.attr.value in HOST_READS or func.attr.value == "to":
                     return None
                 found = self.origin(func.value)
                 if found is not None:
@@ -394,6 +394,32 @@ def moved_names(loop: Loop) -> set[str | None]:
         for c in loop.calls
         if c.method in ("to", "cuda") and c.receiver is not None
     }
+
+
+def numpy_value(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
+    """`np.mean(x)` in `np.mean(x).item()`: a NumPy value (or a number), not a tensor."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call):
+            qualname = module.resolve(node.func, scope) or ""
+            if qualname.startswith("numpy.") or qualname in ("float", "int"):
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False
+
+
+def read_inside(node: cst.BaseExpression) -> bool:
+    """A host read inside the expression (`x.cpu()` in `x.cpu().numpy()`): that one waits."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in HOST_READS
+        ):
+            return True
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return False
 
 
 def left_on_host(module: TorchModule, loop: Loop) -> set[str]:

@@ -20,11 +20,10 @@ from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
-from torchlint.semantic.syntax import MISSING, str_value
+from torchlint.semantic.syntax import HOST_READS, MISSING, str_value
 from torchlint.text.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
-SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})  # methods that read a tensor on the host
 # Expressions that hold nothing another file needs to know (numbers, flags, text...).
 PLAIN = (
     cst.Integer,
@@ -186,7 +185,7 @@ class _Exporter:
             steps=training.does(node, "step"),
             backward=training.does(node, "backward"),
             syncs=any(
-                c.method in SYNCS or c.qualname == "torch.cuda.synchronize"
+                c.method in HOST_READS or c.qualname == "torch.cuda.synchronize"
                 for c in training.calls_in(node)
             ),
             returns=self.returned(functions.returns(node), scope),

@@ -20,6 +20,10 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+# Tensor methods that read the data on the host: the CPU waits for the GPU to get there.
+HOST_READS = frozenset({"item", "tolist", "cpu", "numpy"})
+
+
 def dotted_name(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts: list[str] = []
