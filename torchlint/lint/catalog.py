@@ -38,6 +38,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL409", "cuda-launch-blocking", True, False, (), ("CUDA_LAUNCH_BLOCKING",), None),
     ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None),
     ("TL411", "per-parameter-loop", True, False, (), ("parameters()", "buffers()", "state_dict()"), ("backward|step\\(", 32)),
+    ("TL412", "discriminator-step-backprops-generator", True, False, (), ("backward",), ("backward|step\\(", 32)),
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(", 32)),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None),

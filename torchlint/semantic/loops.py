@@ -51,6 +51,7 @@ class Training:
         self.values = values
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
+        self._trains: dict[int, list[Model]] | None = None  # see `_optimizers`
         # id(def) -> the calls in its body, and those outside its loops (what one call of it
         # runs once).
         self._all: dict[int, list[CallSite]] = {}
@@ -239,13 +240,33 @@ class Training:
 
     def optimized(self) -> set[int]:
         """ids of the models whose parameters are handed to an optimizer."""
-        found: set[int] = set()
-        for call in self.facts.calls:
-            if call.node.args and self._built(call.node, call.scope, 0) == OPTIMIZER:
-                for arg in call.node.args:
-                    for site in self.parameters_of(arg.value, call.scope):
-                        found.add(id(site))
-        return found
+        return {id(site) for sites in self._optimizers().values() for site in sites}
+
+    def _optimizers(self) -> dict[int, list[Model]]:
+        """id(the call building an optimizer) -> the models whose parameters it is given
+        (`Adam(G.parameters())`, param groups, `chain(G.parameters(), D.parameters())`,
+        a name bound to them: `params = list(G.parameters())`); indexed once."""
+        if self._trains is None:
+            self._trains = {}
+            for call in self.facts.calls:
+                if call.node.args and self._built(call.node, call.scope, 0) == OPTIMIZER:
+                    sites: list[Model] = []
+                    for arg in call.node.args:
+                        given = [(arg.value, call.scope)]
+                        if isinstance(arg.value, cst.Name):
+                            given = self.values.origins(arg.value, call.scope)
+                        for value, scope in given:
+                            sites += [s for s in self.parameters_of(value, scope) if s not in sites]
+                    self._trains[id(call.node)] = sites
+        return self._trains
+
+    def trains(self, call: CallSite) -> list[Model]:
+        """Which optimizer trains which network: the models whose parameters were given
+        to the optimizer that `opt.step()`, `opt.zero_grad()` or `scaler.step(opt)` acts
+        on (`opt_G.step()` -> [G]); empty where that optimizer or its parameters are not
+        known."""
+        built = self.stepped(call)
+        return list(self._optimizers().get(id(built), ())) if built is not None else []
 
     def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[Model]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""

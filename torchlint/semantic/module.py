@@ -345,6 +345,11 @@ class TorchModule:
             for site in self.training.parameters_of(arg.value, call.scope)
         ]
 
+    def trained_by(self, call: CallSite) -> list[Model]:
+        """Which optimizer trains which network: the models whose parameters the
+        optimizer a `step()`/`zero_grad()` call acts on was given (`opt_G.step()` -> [G])."""
+        return self.training.trains(call)
+
     @cached_property
     def _trained(self) -> set[int]:
         return {

@@ -1,0 +1,402 @@
+"""TL412 discriminator-step-backprops-generator: the discriminator's loss backprops the generator.
+
+What: in a loop that trains two networks with two optimizers (a GAN: `opt_G` steps the
+generator G, `opt_D` the discriminator D), the loss that `opt_D` steps on is computed
+from D run on G's output without `.detach()` (`fake = G(z)`, `d_loss = crit(D(fake),
+zeros)`, `d_loss.backward()`, `opt_D.step()`). The finding is on that call of D. Left
+alone: the fake detached anywhere on its way (`fake.detach()`, `G(z).detach()`,
+`fake_det = fake.detach()`, `.data`), built under `torch.no_grad()`, a D backward with
+`retain_graph=True` or a D output that another backward (the generator's loss) also
+reads (the shared graph is used on purpose), a gradient penalty's path (through
+`torch.autograd.grad`), a network no optimizer of the loop trains, a network both
+optimizers train (a shared encoder), and training with one optimizer.
+
+Why: D's backward pass runs on through the whole generator, computing a gradient for
+every generator weight, and `opt_G.zero_grad()` throws them away before the generator's
+own step: a full generator backward pass (about twice its forward) wasted every
+discriminator step, on a step that should cost only D. Where nothing zeroes G's
+gradients between D's backward and G's (`opt_G.zero_grad()` only before D's), they add
+to G's own: G is then also trained to lower D's loss, a correctness bug, not only waste.
+
+Bad:
+    G = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 784)).cuda()
+    D = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 1)).cuda()
+    opt_G = torch.optim.Adam(G.parameters())
+    opt_D = torch.optim.Adam(D.parameters())
+    crit = nn.BCEWithLogitsLoss()
+    for real, _ in loader:
+        real = real.cuda().flatten(1)
+        ones = torch.ones(real.size(0), 1, device="cuda")
+        zeros = torch.zeros(real.size(0), 1, device="cuda")
+        fake = G(torch.randn(real.size(0), 64, device="cuda"))
+        d_loss = crit(D(real), ones) + crit(D(fake), zeros)
+        opt_D.zero_grad()
+        d_loss.backward()
+        opt_D.step()
+        g_loss = crit(D(fake), ones)
+        opt_G.zero_grad()
+        g_loss.backward()
+        opt_G.step()
+
+Good:
+    G = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 784)).cuda()
+    D = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 1)).cuda()
+    opt_G = torch.optim.Adam(G.parameters())
+    opt_D = torch.optim.Adam(D.parameters())
+    crit = nn.BCEWithLogitsLoss()
+    for real, _ in loader:
+        real = real.cuda().flatten(1)
+        ones = torch.ones(real.size(0), 1, device="cuda")
+        zeros = torch.zeros(real.size(0), 1, device="cuda")
+        fake = G(torch.randn(real.size(0), 64, device="cuda"))
+        d_loss = crit(D(real), ones) + crit(D(fake.detach()), zeros)
+        opt_D.zero_grad()
+        d_loss.backward()
+        opt_D.step()
+        g_loss = crit(D(fake), ones)
+        opt_G.zero_grad()
+        g_loss.backward()
+        opt_G.step()
+
+Fix (sometimes safe): `D(fake)` -> `D(fake.detach())`, on the arguments of D that come
+from G. Safe where G's gradients are zeroed (its optimizer's or its own `zero_grad()`,
+or a function of the file that calls it) after D's backward and before G's, on every
+path that runs G's backward: what D's backward left in G's gradients is then discarded
+unread, D's gradients and every value are the same, and only the wasted work goes.
+Unsafe where nothing zeroes them in between: the fix removes D's loss from G's update,
+which changes (corrects) the training.
+
+Impact: high, whatever the generator's size: the wasted backward is the same share of
+a step for a toy (whose step is launch-bound: G's backward kernels are launched for
+nothing) as for a large one. Low in a file that places no work on any accelerator (a
+CPU script), unless G's gradients are not zeroed (a bug on any device).
+
+Unknown device: a device that cannot be named does not silence it (the backward pass is
+wasted on any device); only a file that places no work on an accelerator gets low
+impact, as above.
+
+Sources: PyTorch DCGAN tutorial and pytorch/examples dcgan (`netD(fake.detach())`);
+PyTorch docs, "Autograd mechanics" (`detach` excludes a subgraph from the backward pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.fixes import Applicability, FixSafety, Replace, fix
+from torchlint.results import Impact
+from torchlint.rule import TRAINS, Diagnostic, Rule
+from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic.syntax import bool_value, dotted_name
+from torchlint.text.walk import children
+
+# Reads of a tensor that leave the graph: what flows through them needs no backward.
+CUTS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+# A gradient penalty's path: `torch.autograd.grad(D(x_hat), x_hat, create_graph=True)`.
+GRAD = "torch.autograd.grad"
+CPU = "the file places no work on an accelerator"
+
+
+class DiscriminatorStepBackpropsGenerator(Rule):
+    code = "TL412"
+    name = "discriminator-step-backprops-generator"
+    fix_safety = FixSafety.SOMETIMES
+    tokens = ("backward",)
+    pattern = TRAINS
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        on_device = module.uses_gpu or module.presumed_accelerator or module.handles_devices()
+        for loop in _adversarial_loops(module):
+            flow = _Flow(module, loop)
+            for found in flow.findings():
+                yield self._diagnostic(module, found, on_device)
+
+    def _diagnostic(self, module: TorchModule, found: _Finding, on_device: bool) -> Diagnostic:
+        code = module.module.code_for_node
+        d_call, g_call = found.d_call.node, found.g_call.node
+        backward = code(found.d_backward.node)
+        zero = f"`{code(found.zero.node)}`" if found.zero is not None else None
+        if zero is not None:
+            what = (
+                f"generator gradients that {zero} then throws away: a full generator "
+                "backward pass wasted every discriminator step"
+            )
+        else:
+            what = (
+                "generator gradients, and nothing zeroes them before the generator's "
+                f"`{code(found.g_backward.node)}`: the generator is also trained on the "
+                "discriminator's loss (a correctness bug, not only wasted work)"
+            )
+        why = CPU if zero is not None and not on_device else None
+        detached = _detached(d_call, found.args)
+        return self.diagnostic(
+            d_call,
+            f"`{_short(code(d_call))}` is given the generator's output (`{_short(code(g_call))}`) "
+            f"without `.detach()`, so `{_short(backward)}` runs backward through the whole "
+            f"generator too, computing {what}; pass "
+            + " and ".join(f"`{_short(code(a.value))}.detach()`" for a in found.args)
+            + (f" (low impact: {why})" if why else ""),
+            fix=fix(
+                "Detach the generator's output given to the discriminator",
+                Applicability.SAFE if zero is not None else Applicability.UNSAFE,
+                Replace(d_call, detached),
+            ),
+            impact=Impact.LOW if why else Impact.HIGH,
+        )
+
+
+@dataclass
+class _Finding:
+    d_call: CallSite  # D(fake)
+    args: list[cst.Arg]  # its arguments that come from G
+    g_call: CallSite  # G(z)
+    d_backward: CallSite
+    g_backward: CallSite
+    zero: CallSite | None  # what zeroes G's gradients between the two backward passes
+
+
+@dataclass
+class _Step:
+    """An optimizer step, the networks its optimizer trains and the backward pass
+    before it."""
+
+    call: CallSite
+    networks: list[int]  # ids of the models
+    backward: CallSite
+    losses: list[cst.BaseExpression]
+
+
+def _adversarial_loops(module: TorchModule) -> Iterator[Loop]:
+    """The innermost loops whose body steps two optimizers that train different
+    networks (a GAN's step, or its loop of critic steps within)."""
+    qualify = {}
+    for loop in module.training_loops:
+        trains = {id(n) for c in loop.steps for n in module.trained_by(c)}
+        optimizers = {tuple(id(n) for n in module.trained_by(c)) for c in loop.steps}
+        optimizers.discard(())
+        qualify[id(loop)] = len(optimizers) >= 2 and len(trains) >= 2
+    for loop in module.training_loops:
+        if qualify[id(loop)] and not any(qualify.get(id(i)) for i in loop.inner):
+            yield loop
+
+
+class _Flow:
+    """Straight-line data flow in one loop body: which calls each expression's value
+    comes from, through the names its statements assign, with `.detach()`, `.data`,
+    `torch.no_grad()` and `torch.autograd.grad` cutting the path."""
+
+    def __init__(self, module: TorchModule, loop: Loop) -> None:
+        self.module = module
+        self.loop = loop
+        self.calls = {id(c.node): c for c in loop.calls}
+        self.index: dict[int, int] = {}  # id(statement) -> its rank in the body
+        self.assigned: dict[str, list[tuple[int, cst.BaseExpression | None, bool]]] = {}
+        for rank, line in enumerate(_lines(loop.node.body)):
+            self.index[id(line)] = rank
+            for small in line.body:
+                self._assign(rank, small)
+
+    def _assign(self, rank: int, small: cst.BaseSmallStatement) -> None:
+        targets: list[cst.BaseExpression] = []
+        value: cst.BaseExpression | None = None
+        augmented = False
+        if isinstance(small, cst.Assign):
+            targets, value = [t.target for t in small.targets], small.value
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            targets, value = [small.target], small.value
+        elif isinstance(small, cst.AugAssign):
+            targets, value, augmented = [small.target], small.value, True
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func  # `fake.detach_()`: no graph from here on
+            if isinstance(func, cst.Attribute) and func.attr.value == "detach_":
+                targets = [func.value]
+        for target in targets:
+            for name in _names(target):
+                self.assigned.setdefault(name, []).append((rank, value, augmented))
+
+    def rank(self, call: CallSite) -> int:
+        statement = call.ctx.statement
+        return self.index.get(id(statement), -1) if statement is not None else -1
+
+    def reached(self, exprs: list[cst.BaseExpression], rank: int) -> list[CallSite]:
+        """The calls of the body whose value flows into `exprs` (read at `rank`)."""
+        found: dict[int, CallSite] = {}
+        seen: set[tuple[str, int]] = set()
+        stack: list[tuple[cst.CSTNode, int]] = [(e, rank) for e in exprs]
+        while stack:
+            node, at = stack.pop()
+            if isinstance(node, cst.Attribute) and node.attr.value == "data":
+                continue
+            key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if key is not None and key in self.assigned:
+                before = [a for a in self.assigned[key] if a[0] < at]
+                if before and (key, before[-1][0]) not in seen:
+                    seen.add((key, before[-1][0]))
+                    where, value, augmented = before[-1]
+                    if value is not None:
+                        stack.append((value, where))
+                    if augmented:
+                        stack.append((node, where))
+                continue
+            if isinstance(node, cst.Call):
+                call = self.calls.get(id(node))
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in CUTS:
+                    continue
+                if call is not None and (call.qualname == GRAD or self.module.grad_disabled(call)):
+                    continue
+                if call is not None:
+                    found[id(node)] = call
+            if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+                continue
+            stack.extend((c, at) for c in children(node) if isinstance(c, cst.CSTNode))
+        return list(found.values())
+
+    # -- the adversarial steps ---------------------------------------------------------
+
+    def steps(self) -> list[_Step]:
+        """The optimizer steps of the body whose optimizer trains known networks, each
+        with the backward pass before it (not where another step comes between, or the
+        pass is a function's)."""
+        module = self.module
+        found = []
+        events = sorted(
+            [(c.order, c) for c in self.loop.steps] + [(c.order, c) for c in self.loop.backwards],
+            key=lambda e: e[0],
+        )
+        last: CallSite | None = None
+        for _, call in events:
+            if call in self.loop.backwards:
+                last = call
+                continue
+            networks = [id(n) for n in module.trained_by(call)]
+            if networks and last is not None and last.method == "backward":
+                found.append(_Step(call, networks, last, _losses(last)))
+            last = None
+        return found
+
+    def findings(self) -> Iterator[_Finding]:
+        steps = self.steps()
+        reached = {id(s.backward): self.reached(s.losses, self.rank(s.backward)) for s in steps}
+        done: set[int] = set()
+        for d in steps:
+            if bool_value(d.backward.kwarg("retain_graph")) is True:
+                continue  # the graph is kept for another backward pass, on purpose
+            others = {  # what another backward pass reads: the shared graph is used
+                id(c.node)
+                for s in steps
+                if s.backward is not d.backward
+                for c in reached[id(s.backward)]
+            }
+            for call in reached[id(d.backward)]:
+                model = _model(self.module, call)
+                if id(call.node) in others or id(call.node) in done or model not in d.networks:
+                    continue
+                for g in steps:
+                    gs = set(g.networks) - set(d.networks)
+                    if g.backward is d.backward or model in g.networks or not gs:
+                        continue
+                    found = self._fed(call, gs, d, g)
+                    if found is not None:
+                        done.add(id(call.node))
+                        yield found
+                        break
+
+    def _fed(self, d_call: CallSite, gs: set[int], d: _Step, g: _Step) -> _Finding | None:
+        """The finding on `d_call` where some of its arguments come from a call of G."""
+        args, source = [], None
+        for arg in d_call.node.args:
+            if arg.star:
+                return None
+            calls = self.reached([arg.value], self.rank(d_call))
+            from_g = [c for c in calls if _model(self.module, c) in gs]
+            if from_g:
+                args.append(arg)
+                source = source or from_g[0]
+        if source is None:
+            return None
+        zero = self._zeroed(gs, d.backward, g.backward)
+        return _Finding(d_call, args, source, d.backward, g.backward, zero)
+
+    def _zeroed(self, gs: set[int], after: CallSite, before: CallSite) -> CallSite | None:
+        """A call that zeroes G's gradients after D's backward and before G's, whenever
+        G's runs (under no condition G's backward is not under)."""
+        for call in self.loop.calls:
+            if after.order < before.order:
+                between = after.order < call.order < before.order
+            else:  # G's backward comes first in the body: its next run
+                between = call.order > after.order or call.order < before.order
+            runs = all(i in before.ctx.ifs for i in call.ctx.ifs)
+            if between and runs and self._zeroes(call, gs):
+                return call
+        return None
+
+    def _zeroes(self, call: CallSite, gs: set[int]) -> bool:
+        module = self.module
+        if call.method == "zero_grad" and call.receiver is not None:
+            site = module.model_of(call.receiver, call.scope)
+            trained = {id(n) for n in module.trained_by(call)}
+            return bool(trained & gs) or (site is not None and id(site) in gs)
+        target = module.functions.target(call)
+        if target is None:
+            return False
+        return any(
+            self._zeroes(c, gs) for c in module.training.calls_in(target.function) if c is not call
+        )
+
+
+def _model(module: TorchModule, call: CallSite) -> int | None:
+    site = module.model_called(call)
+    return id(site) if site is not None else None
+
+
+def _losses(backward: CallSite) -> list[cst.BaseExpression]:
+    """What a backward pass differentiates: the receiver of `loss.backward()` (through
+    `scaler.scale(loss)`), or the tensors given to `accelerator.backward(loss)`."""
+    given = [a.value for a in backward.node.args if a.keyword is None]
+    return [backward.receiver, *given] if backward.receiver is not None else given
+
+
+def _names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _names(target.value)
+    elif (name := dotted_name(target)) is not None:
+        yield name
+
+
+def _lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
+    """The simple statements under `node` in source order, outside nested functions
+    and classes."""
+    for child in children(node):
+        if isinstance(child, cst.SimpleStatementLine):
+            yield child
+        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            yield from _lines(child)
+
+
+def _detached(call: cst.Call, args: list[cst.Arg]) -> cst.Call:
+    """`D(fake, labels)` with the arguments that come from G detached."""
+    wrap = {id(a) for a in args}
+    new = []
+    for arg in call.args:
+        if id(arg) in wrap:
+            value = arg.value
+            plain = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+            if not isinstance(value, plain) and not value.lpar:
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            arg = arg.with_changes(
+                value=cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
+            )
+        new.append(arg)
+    return call.with_changes(args=new)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
