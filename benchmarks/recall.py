@@ -99,6 +99,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "generation-cache": (),
     "busy-wait": (),
     "train-set-reevaluated": ("TL410",),
+    "gan-detach": ("TL412",),
     "other": (),
 }
 

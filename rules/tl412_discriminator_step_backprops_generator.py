@@ -1,15 +1,20 @@
 """TL412 discriminator-step-backprops-generator: the discriminator's loss backprops the generator.
 
-What: in a loop that trains two networks with two optimizers (a GAN: `opt_G` steps the
-generator G, `opt_D` the discriminator D), the loss that `opt_D` steps on is computed
+What: in a loop (or a function, `def train_step(...)`) that trains two networks with two
+optimizers (a GAN: `opt_G` steps the generator G, `opt_D` the discriminator D; which
+optimizer trains which network is read from the parameters each is given), the loss
+that `opt_D` steps on is computed
 from D run on G's output without `.detach()` (`fake = G(z)`, `d_loss = crit(D(fake),
 zeros)`, `d_loss.backward()`, `opt_D.step()`). The finding is on that call of D. Left
 alone: the fake detached anywhere on its way (`fake.detach()`, `G(z).detach()`,
 `fake_det = fake.detach()`, `.data`), built under `torch.no_grad()`, a D backward with
 `retain_graph=True` or a D output that another backward (the generator's loss) also
 reads (the shared graph is used on purpose), a gradient penalty's path (through
-`torch.autograd.grad`), a network no optimizer of the loop trains, a network both
-optimizers train (a shared encoder), and training with one optimizer.
+`torch.autograd.grad`) and a fake a penalty differentiates against (WGAN-div's
+`autograd.grad(D(fake), fake)`: detaching it would break the penalty), a network no
+optimizer of the loop trains, a network both optimizers train (a shared encoder), and
+training with one optimizer. Networks held as submodules of one model
+(`Adam(model.generator.parameters())`) are one network to it, and not reported.
 
 Why: D's backward pass runs on through the whole generator, computing a gradient for
 every generator weight, and `opt_G.zero_grad()` throws them away before the generator's
@@ -89,7 +94,7 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
+from torchlint.semantic import CallSite, TorchModule
 from torchlint.semantic.syntax import bool_value, dotted_name
 from torchlint.text.walk import children
 
@@ -109,8 +114,8 @@ class DiscriminatorStepBackpropsGenerator(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         on_device = module.uses_gpu or module.presumed_accelerator or module.handles_devices()
-        for loop in _adversarial_loops(module):
-            flow = _Flow(module, loop)
+        for region in _regions(module):
+            flow = _Flow(module, region)
             for found in flow.findings():
                 yield self._diagnostic(module, found, on_device)
 
@@ -169,32 +174,58 @@ class _Step:
     losses: list[cst.BaseExpression]
 
 
-def _adversarial_loops(module: TorchModule) -> Iterator[Loop]:
+@dataclass
+class _Region:
+    """Code that runs once per training step and steps two optimizers: a loop's body,
+    or a function's (`def train_step(...)`, called every step)."""
+
+    body: cst.CSTNode
+    calls: list[CallSite]
+    steps: list[CallSite]
+    backwards: list[CallSite]
+
+
+def _regions(module: TorchModule) -> Iterator[_Region]:
     """The innermost loops whose body steps two optimizers that train different
-    networks (a GAN's step, or its loop of critic steps within)."""
-    qualify = {}
-    for loop in module.training_loops:
-        trains = {id(n) for c in loop.steps for n in module.trained_by(c)}
-        optimizers = {tuple(id(n) for n in module.trained_by(c)) for c in loop.steps}
-        optimizers.discard(())
-        qualify[id(loop)] = len(optimizers) >= 2 and len(trains) >= 2
+    networks (a GAN's step, or its loop of critic steps within), then the functions
+    that do so outside any loop."""
+    qualify = {id(loop): _adversarial(module, loop.steps) for loop in module.training_loops}
     for loop in module.training_loops:
         if qualify[id(loop)] and not any(qualify.get(id(i)) for i in loop.inner):
-            yield loop
+            yield _Region(loop.node.body, loop.calls, loop.steps, loop.backwards)
+    functions: dict[int, list[CallSite]] = {}
+    for call in module.method_calls("step"):
+        if call.ctx.function is not None and not call.ctx.loops:
+            functions.setdefault(id(call.ctx.function), []).append(call)
+    for steps in functions.values():
+        function = steps[0].ctx.function
+        assert function is not None
+        if _adversarial(module, steps):
+            calls = module.training.calls_in(function)
+            backwards = [c for c in calls if not c.ctx.loops and module.training.is_backward(c)]
+            yield _Region(function.body, calls, steps, backwards)
+
+
+def _adversarial(module: TorchModule, steps: list[CallSite]) -> bool:
+    """Steps of two optimizers or more, training two networks or more."""
+    trains = {id(n) for c in steps for n in module.trained_by(c)}
+    optimizers = {tuple(id(n) for n in module.trained_by(c)) for c in steps}
+    optimizers.discard(())
+    return len(optimizers) >= 2 and len(trains) >= 2
 
 
 class _Flow:
-    """Straight-line data flow in one loop body: which calls each expression's value
+    """Straight-line data flow in one region's body: which calls each expression's value
     comes from, through the names its statements assign, with `.detach()`, `.data`,
     `torch.no_grad()` and `torch.autograd.grad` cutting the path."""
 
-    def __init__(self, module: TorchModule, loop: Loop) -> None:
+    def __init__(self, module: TorchModule, region: _Region) -> None:
         self.module = module
-        self.loop = loop
-        self.calls = {id(c.node): c for c in loop.calls}
+        self.region = region
+        self.calls = {id(c.node): c for c in region.calls}
         self.index: dict[int, int] = {}  # id(statement) -> its rank in the body
         self.assigned: dict[str, list[tuple[int, cst.BaseExpression | None, bool]]] = {}
-        for rank, line in enumerate(_lines(loop.node.body)):
+        for rank, line in enumerate(_lines(region.body)):
             self.index[id(line)] = rank
             for small in line.body:
                 self._assign(rank, small)
@@ -263,13 +294,11 @@ class _Flow:
         pass is a function's)."""
         module = self.module
         found = []
-        events = sorted(
-            [(c.order, c) for c in self.loop.steps] + [(c.order, c) for c in self.loop.backwards],
-            key=lambda e: e[0],
-        )
+        backwards = {id(c) for c in self.region.backwards}
+        events = sorted([*self.region.steps, *self.region.backwards], key=lambda c: c.order)
         last: CallSite | None = None
-        for _, call in events:
-            if call in self.loop.backwards:
+        for call in events:
+            if id(call) in backwards:
                 last = call
                 continue
             networks = [id(n) for n in module.trained_by(call)]
@@ -282,6 +311,14 @@ class _Flow:
         steps = self.steps()
         reached = {id(s.backward): self.reached(s.losses, self.rank(s.backward)) for s in steps}
         done: set[int] = set()
+        # What a gradient penalty differentiates (`autograd.grad(D(fake), fake)`): its
+        # input must keep the generator's graph, a detached copy would not be in it.
+        penalized = {
+            id(c.node)
+            for grad in self.region.calls
+            if grad.qualname == GRAD
+            for c in self.reached([a.value for a in grad.node.args], self.rank(grad))
+        }
         for d in steps:
             if bool_value(d.backward.kwarg("retain_graph")) is True:
                 continue  # the graph is kept for another backward pass, on purpose
@@ -293,19 +330,22 @@ class _Flow:
             }
             for call in reached[id(d.backward)]:
                 model = _model(self.module, call)
-                if id(call.node) in others or id(call.node) in done or model not in d.networks:
+                key = id(call.node)
+                if key in others or key in done or key in penalized or model not in d.networks:
                     continue
                 for g in steps:
                     gs = set(g.networks) - set(d.networks)
                     if g.backward is d.backward or model in g.networks or not gs:
                         continue
-                    found = self._fed(call, gs, d, g)
+                    found = self._fed(call, gs, d, g, penalized)
                     if found is not None:
                         done.add(id(call.node))
                         yield found
                         break
 
-    def _fed(self, d_call: CallSite, gs: set[int], d: _Step, g: _Step) -> _Finding | None:
+    def _fed(
+        self, d_call: CallSite, gs: set[int], d: _Step, g: _Step, penalized: set[int]
+    ) -> _Finding | None:
         """The finding on `d_call` where some of its arguments come from a call of G."""
         args, source = [], None
         for arg in d_call.node.args:
@@ -313,6 +353,8 @@ class _Flow:
                 return None
             calls = self.reached([arg.value], self.rank(d_call))
             from_g = [c for c in calls if _model(self.module, c) in gs]
+            if any(id(c.node) in penalized for c in from_g):
+                return None
             if from_g:
                 args.append(arg)
                 source = source or from_g[0]
@@ -324,7 +366,7 @@ class _Flow:
     def _zeroed(self, gs: set[int], after: CallSite, before: CallSite) -> CallSite | None:
         """A call that zeroes G's gradients after D's backward and before G's, whenever
         G's runs (under no condition G's backward is not under)."""
-        for call in self.loop.calls:
+        for call in self.region.calls:
             if after.order < before.order:
                 between = after.order < call.order < before.order
             else:  # G's backward comes first in the body: its next run

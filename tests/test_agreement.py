@@ -25,7 +25,7 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL501", "TL503", "TL601", "TL602",
+    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL501", "TL503", "TL601", "TL602",
     "TL603", "TL604", "TL605", "TL606", "TL607",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
@@ -509,6 +509,29 @@ ROWS = [
                     p_ema.lerp_(p, 0.001)
         """,
         steps={"optimizer.step()": True},
+    ),
+    Row(
+        "a GAN's discriminator loss on the generator's output, not detached (TL412)",
+        """
+        G = Net().cuda()  # expect: TL606
+        D = Net().cuda()
+        opt_G = torch.optim.SGD(G.parameters(), lr=0.1)  # expect: TL605
+        opt_D = torch.optim.SGD(D.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, _ in loader:  # expect: TL501, TL503, TL601
+            x = x.cuda(non_blocking=True)
+            fake = G(torch.randn_like(x))
+            d_loss = D(fake).mean() - D(x).mean()  # expect: TL412
+            opt_D.zero_grad()
+            d_loss.backward()
+            opt_D.step()
+            g_loss = -D(G(torch.randn_like(x))).mean()
+            opt_G.zero_grad()
+            g_loss.backward()
+            opt_G.step()
+        """,
+        models={"G": NETWORK, "D": NETWORK},
+        steps={"opt_D.step()": True, "opt_G.step()": True},
     ),
     Row(
         "torch.compile's result thrown away, and compiling in the loop (TL607)",
