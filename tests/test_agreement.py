@@ -25,8 +25,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL501", "TL503", "TL601", "TL602",
-    "TL603", "TL604", "TL605", "TL606", "TL607",
+    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL501", "TL503", "TL601",
+    "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502"}
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
