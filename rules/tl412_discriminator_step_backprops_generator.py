@@ -3,9 +3,9 @@
 What: in a loop (or a function, `def train_step(...)`) that trains two networks with two
 optimizers (a GAN: `opt_G` steps the generator G, `opt_D` the discriminator D; which
 optimizer trains which network is read from the parameters each is given), the loss
-that `opt_D` steps on is computed
-from D run on G's output without `.detach()` (`fake = G(z)`, `d_loss = crit(D(fake),
-zeros)`, `d_loss.backward()`, `opt_D.step()`). The finding is on that call of D. Left
+that `opt_D` steps on is computed from D run on G's output without `.detach()` (`fake =
+G(z)`, `d_loss = crit(D(fake), zeros)`, `d_loss.backward()`, `opt_D.step()`). The
+finding is on that call of D. Left
 alone: the fake detached anywhere on its way (`fake.detach()`, `G(z).detach()`,
 `fake_det = fake.detach()`, `.data`), built under `torch.no_grad()`, a D backward with
 `retain_graph=True` or a D output that another backward (the generator's loss) also
