@@ -3,15 +3,17 @@
 What: scaled dot-product attention written out in a function (a module's `forward`, an
 `attention(q, k, v)` helper): a softmax over the last dimension of a product of a query
 and a transposed key, then a product of those weights with the values. The product is
-`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, `.matmul`, or `torch.einsum` in
-the shape `"...qd,...kd->...qk"`, the key transposed where it is multiplied or where it
-is bound (`.transpose`, `.permute(0, 2, 3, 1)`, `.mT`, `.T`); scaled or not (`/
-math.sqrt(d)`, `* self.scale`), masked or not (`.masked_fill(...)`, `+ mask`,
-`torch.where`); the softmax is `F.softmax`, `torch.softmax`, `.softmax(-1)` or an
-`nn.Softmax(dim=-1)` of the module, over dimension -1 (or the last one, where the rank
-is visible: `torch.bmm`, a `permute`, an einsum); the weights may go through a dropout
-(`self.attn_drop(attn)`, `F.dropout`) and a cast. In one expression or across the
-statements of the function, as timm and minGPT write it:
+`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, `.matmul`, or an einsum
+(`torch.einsum`, einops' `einsum`) in the shape `"...qd,...kd->...qk"`, the key
+transposed where it is multiplied or where it is bound (`.transpose`, `.mT`, `.T`,
+`.permute(0, 2, 3, 1)`); scaled or not (`/ math.sqrt(d)`, `* self.scale`, the query or key
+scaled beforehand), masked or not (`.masked_fill(...)`, `+ mask`, `torch.where`, in
+place); the softmax is `F.softmax`, `torch.softmax`, `.softmax(-1)`, an
+`nn.Softmax(dim=-1)` (of the module, or called at once) or a function of the project
+named `softmax`, over dimension -1 (or the last one, where the rank is visible:
+`torch.bmm`, a `permute`, an einsum); the weights may go through a dropout
+(`self.attn_drop(attn)`, `F.dropout`), a cast or a head mask. In one expression or
+across the statements of the function, as timm and minGPT write it:
 
     attn = (q @ k.transpose(-2, -1)) * self.scale
     attn = attn.softmax(dim=-1)
@@ -53,12 +55,13 @@ self.training else 0.0` (and draws other random numbers); a scale other than
 `1/sqrt(q.size(-1))` is `scale=` (PyTorch 2.1). And the fused kernels round differently
 in half precision: results differ in the last bits.
 
-Impact: high. Low where the attention weights are also returned or stored (`return x,
-attn`, `self.attn_map = attn`: to visualise them, to return them as Hugging Face models
-do on request): the fused kernels do not produce them, so the hand-written path stays
-for when they are asked for, and the change is a redesign (a `need_weights` flag, as
-`nn.MultiheadAttention`), not a substitution. The sequence length is not read: it is
-rarely visible where attention is written.
+Impact: high. Low where the attention weights (or the scores) are also returned or
+stored (`return x, attn`, `self.attn_map = attn`: to visualise them, to return them as
+Hugging Face models do on request, Whisper's `qk` for its alignment heads): the fused
+kernels do not produce them, so the hand-written path stays for when they are asked
+for, and the change is a redesign (a `need_weights` flag, as `nn.MultiheadAttention`),
+not a substitution. The sequence length is not read: it is rarely visible where
+attention is written.
 
 Unknown device: not read. The fused kernels are CUDA's first (FlashAttention and
 memory-efficient attention), with fused CPU and MPS paths in recent releases; elsewhere
@@ -66,9 +69,8 @@ memory-efficient attention), with fused CPU and MPS paths in recent releases; el
 costs more.
 
 Sources: PyTorch docs, `torch.nn.functional.scaled_dot_product_attention`; tutorial
-"(Beta) Implementing High-Performance Transformers with Scaled Dot Product Attention";
-Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness"
-(2022).
+"Implementing High-Performance Transformers with Scaled Dot Product Attention"; Dao et
+al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness".
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ SDPA = "torch.nn.functional.scaled_dot_product_attention"
 SOFTMAX = ("torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax")
 SOFTMAX_MODULE = "torch.nn.Softmax"
 MATMUL = ("torch.matmul", "torch.bmm", "torch.Tensor.matmul", "torch.Tensor.bmm")
-EINSUM = "torch.einsum"
+EINSUM = ("torch.einsum", "einops.einsum")  # the spec first, or (einops) last
+# Other libraries' softmax, not a function of the project named `softmax`.
+FOREIGN = ("jax", "numpy", "scipy", "tensorflow", "mlx", "keras")
 WHERE = "torch.where"
 DROPOUT = "torch.nn.functional.dropout"
 # Methods that keep what a tensor holds (scores stay scores, weights stay weights).
@@ -101,12 +105,20 @@ RESHAPES = frozenset({"view", "reshape"})
 SCALES = frozenset({"mul", "div", "mul_", "div_"})
 MASKS = frozenset({"masked_fill", "masked_fill_", "add", "add_", "sub", "sub_"})
 READS = frozenset({"shape", "dtype", "device", "size", "dim", "ndim"})  # not an escape
-METHODS = KEEPS | RESHAPES | SCALES | MASKS | READS | {"softmax", "transpose", "t", "permute"}
-METHODS |= {"matmul", "bmm"}
+OWN = {"softmax", "transpose", "t", "permute", "matmul", "bmm"}
+METHODS = KEEPS | RESHAPES | SCALES | MASKS | READS | OWN  # what `method` reads
 # The rule can say something only where a key is transposed (or an einsum multiplies).
 PATTERN = re.compile(r"transpose|permute|\.mT|\.T\b|\.t\(\)|einsum|bmm")
 
 KT, SCORES, WEIGHTS = "kt", "scores", "weights"
+
+
+@dataclass(eq=False)
+class Leak:
+    """The scores of one product, or the weights of their softmax, are returned or
+    stored as well (what the fused kernels do not compute)."""
+
+    escaped: bool = False
 
 
 @dataclass(eq=False)
@@ -116,10 +128,10 @@ class Attention:
     softmax: cst.Call
     query: cst.BaseExpression | None
     key: cst.BaseExpression | None
+    leak: Leak
     value: cst.BaseExpression | None = None
     masked: bool = False
     dropout: bool = False
-    escapes: bool = False  # the weights are returned or stored as well
     used: bool = False  # the weights multiply values
 
 
@@ -134,6 +146,7 @@ class Tag:
     key: cst.BaseExpression | None = None
     masked: bool = False
     attention: Attention | None = None
+    leak: Leak | None = None
 
 
 class HandWrittenAttention(Rule):
@@ -178,12 +191,12 @@ class HandWrittenAttention(Rule):
             "1/sqrt(q.size(-1)) unless given `scale=`"
             + ("; a causal mask is `is_causal=True`)" if found.masked else ")")
         )
-        if found.escapes:
+        if found.leak.escaped:
             message += (
                 " (low impact: the attention weights are returned or stored as well, "
                 "which the fused kernels do not compute)"
             )
-        impact = Impact.LOW if found.escapes else Impact.HIGH
+        impact = Impact.LOW if found.leak.escaped else Impact.HIGH
         return self.diagnostic(found.softmax, message, impact=impact)
 
 
@@ -205,9 +218,21 @@ def _softmax_modules(module: TorchModule) -> dict[str, list[cst.BaseExpression]]
 
 
 def _softmax_call(call: CallSite, modules: dict[str, list[cst.BaseExpression]]) -> bool:
-    if call.qualname in SOFTMAX or (call.qualname is None and call.method == "softmax"):
-        return True
-    return dotted_name(call.node.func) in modules
+    """A softmax, or what may be one: the functions holding none are not followed."""
+    func = call.node.func
+    if isinstance(func, cst.Call):  # `nn.Softmax(dim=-1)(scores)`
+        func = func.func
+    name = dotted_name(func) or ""
+    return name.rpartition(".")[2] in ("softmax", "Softmax") or name in modules
+
+
+def _own_softmax(func: cst.BaseExpression, qualname: str | None) -> bool:
+    """`softmax(x, dim=-1)`: a function of the project named so (a course's own)."""
+    return (
+        isinstance(func, cst.Name)
+        and func.value == "softmax"
+        and not (qualname or "").startswith(FOREIGN)
+    )
 
 
 def _last_dim(dim: cst.BaseExpression | None, rank: int | None) -> bool:
@@ -215,33 +240,42 @@ def _last_dim(dim: cst.BaseExpression | None, rank: int | None) -> bool:
     return value == -1 or (rank is not None and value == rank - 1)
 
 
-def _einsum(spec: str) -> tuple[str, str, str] | None:
-    """The two inputs and the output of an einsum of two operands, ellipses dropped."""
-    text = spec.replace(" ", "").replace("...", "")
-    inputs, arrow, output = text.partition("->")
+Axes = tuple[str, ...]
+
+
+def _einsum(spec: str, words: bool) -> str | None:
+    """SCORES for `"bhid,bhjd->bhij"` (the last axis of both inputs contracted, the
+    output ending in the rows of each), WEIGHTS for `"bhij,bhjd->bhid"` (weights times
+    values); axes are letters (einops: words), ellipses dropped."""
+    inputs, arrow, output = spec.partition("->")
     parts = inputs.split(",")
-    if not arrow or len(parts) != 2 or min(len(parts[0]), len(parts[1]), len(output)) < 2:
+    if not arrow or len(parts) != 2:
         return None
-    return parts[0], parts[1], output
+    a, b, out = (_axes(p, words) for p in (*parts, output))
+    if min(len(a), len(b), len(out)) < 2 or a[-1] in out:
+        return None
+    if a[-1] == b[-1] and out[-2:] == (a[-2], b[-2]):
+        return SCORES
+    return WEIGHTS if a[-1] == b[-2] and out[-2:] == (a[-2], b[-1]) else None
 
 
-def _einsum_scores(spec: str) -> bool:
-    """`"bhid,bhjd->bhij"`: the last letter of both inputs contracted, the output ending
-    in the rows of the first and the rows of the second."""
-    found = _einsum(spec)
-    if found is None:
-        return False
-    a, b, out = found
-    return a[-1] == b[-1] and a[-1] not in out and out[-2:] == a[-2] + b[-2]
+def _axes(text: str, words: bool) -> tuple[str, ...]:
+    text = text.replace("...", " ")
+    return tuple(text.split()) if words else tuple(text.replace(" ", ""))
 
 
-def _einsum_values(spec: str) -> bool:
-    """`"bhij,bhjd->bhid"`: weights (rows by keys) times values (keys by features)."""
-    found = _einsum(spec)
-    if found is None:
-        return False
-    a, b, out = found
-    return a[-1] == b[-2] and a[-1] not in out and out[-2:] == a[-2] + b[-1]
+def _combined(op: cst.BaseBinaryOp, left: Tag | None, right: Tag | None) -> Tag | None:
+    """What an arithmetic operation keeps: scores scaled (`scores * scale`, `scale *
+    scores`) or masked (`scores + mask`), weights masked by head (`probs * head_mask`),
+    a transposed key scaled (`k.permute(0, 2, 3, 1) * scale`)."""
+    scales = isinstance(op, (cst.Multiply, cst.Divide))
+    if left is not None and left.kind in (KT, SCORES, WEIGHTS) and scales:
+        return left if left.kind != WEIGHTS or isinstance(op, cst.Multiply) else None
+    if left is not None and left.kind == SCORES and isinstance(op, (cst.Add, cst.Subtract)):
+        return replace(left, masked=True)
+    if right is not None and right.kind == SCORES and isinstance(op, (cst.Multiply, cst.Add)):
+        return right if isinstance(op, cst.Multiply) else replace(right, masked=True)
+    return None
 
 
 def _key_permuted(call: cst.Call) -> int | None:
@@ -365,9 +399,9 @@ class Flow:
                 self.env[node.value] = replace(held, masked=True)
 
     def escape(self, tag: Tag | None) -> None:
-        """The weights leave the attention: returned, stored, handed to a call."""
-        if tag is not None and tag.attention is not None and tag.kind == WEIGHTS:
-            tag.attention.escapes = True
+        """The scores or weights leave the attention: returned, stored, handed to a call."""
+        if tag is not None and tag.leak is not None:
+            tag.leak.escaped = True
 
     def read(self, node: cst.BaseExpression) -> None:
         """An expression whose value goes where the attention does not follow it."""
@@ -405,19 +439,11 @@ class Flow:
         if isinstance(op, cst.MatrixMultiply):
             return self.product(node.left, node.right, None)
         left, right = self.value(node.left), self.value(node.right)
-        self.escape(left)
-        self.escape(right)
-        if left is not None and left.kind == SCORES:  # `scores * scale`, `scores + mask`
-            if isinstance(op, (cst.Multiply, cst.Divide)):
-                return left
-            if isinstance(op, (cst.Add, cst.Subtract)):
-                return replace(left, masked=True)
-        if right is not None and right.kind == SCORES:  # `scale * scores`, `mask + scores`
-            if isinstance(op, cst.Multiply):
-                return right
-            if isinstance(op, cst.Add):
-                return replace(right, masked=True)
-        return None
+        result = _combined(op, left, right)
+        for held in (left, right):
+            if result is None or held is None or held.leak is not result.leak:
+                self.escape(held)  # what the result does not carry on
+        return result
 
     def product(self, a: cst.BaseExpression, b: cst.BaseExpression, rank: int | None) -> Tag | None:
         """`a @ b`: scores where `b` is a transposed key, values weighted where `a` holds
@@ -426,15 +452,21 @@ class Flow:
         if right is not None and right.kind == KT and (left is None or left.kind != WEIGHTS):
             self.escape(left)
             known = rank or right.rank or (left.rank if left else None)
-            return Tag(SCORES, known, query=a, key=right.key)
-        if left is not None and left.kind == WEIGHTS and left.attention is not None:
-            self.escape(right)
-            left.attention.used = True
-            left.attention.value = left.attention.value or b
+            return Tag(SCORES, known, query=a, key=right.key, leak=Leak())
+        if self.weighted(left, right, b):
             return None
         self.escape(left)
         self.escape(right)
         return None
+
+    def weighted(self, left: Tag | None, right: Tag | None, v: cst.BaseExpression) -> bool:
+        """Weights times values: the attention is complete."""
+        if left is None or left.kind != WEIGHTS or left.attention is None:
+            return False
+        self.escape(right)
+        left.attention.used = True
+        left.attention.value = left.attention.value or v
+        return True
 
     def call(self, node: cst.Call) -> Tag | None:
         site = self.module.functions.site(node)
@@ -443,9 +475,9 @@ class Flow:
             args = positional(node)
             if len(args) == 2:
                 return self.product(args[0], args[1], 3 if qualname.endswith("bmm") else None)
-        if qualname == EINSUM:
-            return self.einsum(node)
-        if qualname in SOFTMAX:
+        if qualname in EINSUM:
+            return self.einsum(node, qualname == EINSUM[1])
+        if qualname in SOFTMAX or _own_softmax(node.func, qualname):
             args = positional(node)
             operand = args[0] if args else keyword(node, "input")
             dim = args[1] if len(args) > 1 else keyword(node, "dim")
@@ -454,6 +486,10 @@ class Flow:
             return self.where(node)
         func = node.func
         dims = self.modules.get(dotted_name(func) or "")
+        if isinstance(func, cst.Call):  # `nn.Softmax(dim=-1)(scores)`
+            inner = self.module.functions.site(func)
+            if inner is not None and inner.qualname == SOFTMAX_MODULE:
+                dims = [inner.arg("dim", ("dim",))]
         if dims is not None and len(node.args) == 1:
             return self.softmax(node, node.args[0].value, *dims)
         if isinstance(func, cst.Attribute) and qualname is None and func.attr.value in METHODS:
@@ -483,7 +519,8 @@ class Flow:
         if name in KEEPS or name in READS:
             return held if name in KEEPS else None
         if name in RESHAPES:
-            return replace(held, rank=len(node.args) or None)
+            star = any(a.star for a in node.args)
+            return replace(held, rank=None if star else len(node.args) or None)
         if held.kind == KT:
             return None
         if held.kind == SCORES and name in SCALES:
@@ -527,27 +564,29 @@ class Flow:
             return None
         found = self.found.get(id(node))
         if found is None:
-            found = self.found[id(node)] = Attention(node, held.query, held.key, None, held.masked)
-        return Tag(WEIGHTS, held.rank, attention=found)
+            leak = held.leak or Leak()
+            found = Attention(node, held.query, held.key, leak, masked=held.masked)
+            self.found[id(node)] = found
+        return Tag(WEIGHTS, held.rank, attention=found, leak=found.leak)
 
-    def einsum(self, node: cst.Call) -> Tag | None:
+    def einsum(self, node: cst.Call, spec_last: bool) -> Tag | None:
         args = positional(node)
+        if spec_last and args:
+            args = [args[-1], *args[:-1]]
         spec = str_value(args[0]) if args else None
         if spec is None or len(args) != 3:
             self.inside(node)
             return None
+        shape = _einsum(spec, spec_last)
         a, b = self.value(args[1]), self.value(args[2])
-        if a is not None and a.kind == WEIGHTS and a.attention and _einsum_values(spec):
-            self.escape(b)
-            a.attention.used = True
-            a.attention.value = a.attention.value or args[2]
+        if shape == WEIGHTS and self.weighted(a, b, args[2]):
             return None
         self.escape(a)
         self.escape(b)
-        if _einsum_scores(spec):
-            out = spec.replace(" ", "").partition("->")[2]
-            rank = len(out) if "..." not in out else None
-            return Tag(SCORES, rank, query=args[1], key=args[2])
+        if shape == SCORES:
+            out = spec.partition("->")[2]
+            rank = None if "..." in out else len(_axes(out, spec_last))
+            return Tag(SCORES, rank, query=args[1], key=args[2], leak=Leak())
         return None
 
     def where(self, node: cst.Call) -> Tag | None:
