@@ -94,7 +94,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "compile": ("TL606",),
     "foreach": ("TL411",),
     "frozen-module": (),
-    "attention": (),
+    "attention": ("TL608",),
     "padding": ("TL706",),
     "generation-cache": (),
     "busy-wait": (),
