@@ -193,10 +193,7 @@ class HostSyncInTrainingLoop(Rule):
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
-                if (
-                    id(call.ctx.statement) in seen
-                    or dotted_name(call.receiver or call.node) in host
-                ):
+                if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
                     continue
                 what = _sync(module, call, tensors)
                 if what is None or is_periodic(call):
@@ -278,10 +275,7 @@ class HostSyncInTrainingLoop(Rule):
         for loop in module.evaluation_loops:
             tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
             for call in loop.calls:
-                if (
-                    id(call.ctx.statement) in seen
-                    or dotted_name(call.receiver or call.node) in host
-                ):
+                if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
                     continue
                 what = _sync(module, call, tensors)
                 if what is None or what == SYNCHRONIZE or is_periodic(call):

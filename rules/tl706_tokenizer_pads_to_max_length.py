@@ -52,7 +52,14 @@ import libcst as cst
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.syntax import bool_value, contains, dotted_name, keyword, str_value
+from torchlint.semantic.syntax import (
+    bool_value,
+    contains,
+    dotted_name,
+    is_none,
+    keyword,
+    str_value,
+)
 from torchlint.text.walk import descendants
 
 TOKENIZER = re.compile(r"tokeni[sz]er$", re.IGNORECASE)
@@ -90,7 +97,7 @@ class TokenizerPadsToMaxLength(Rule):
         for call in module.method_calls("map"):
             node = call.node
             size = keyword(node, "batch_size")
-            if not (isinstance(size, cst.Name) and size.value == "None"):
+            if not is_none(size):
                 continue
             if bool_value(keyword(node, "batched")) is not True or not node.args:
                 continue

@@ -12,7 +12,7 @@ from torchlint.semantic.external import Class, Environment, Function
 from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
 from torchlint.semantic.portable import Network, Value
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
-from torchlint.semantic.syntax import MISSING, keyword, positional
+from torchlint.semantic.syntax import MISSING, is_none, keyword, positional
 from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 MAX_DEPTH = 4
@@ -360,7 +360,7 @@ class Functions:
             found = {
                 self.instance_qualname(n, scope, _depth + 1)
                 for n in (node.body, node.orelse)
-                if not _none(n)
+                if not is_none(n)
             }
             return found.pop() if len(found) == 1 else None
         symbol = scope.lookup_expr(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
@@ -377,7 +377,7 @@ class Functions:
         for b in symbol.bindings:
             if b.kind is not Kind.ASSIGN or b.value is None:
                 return None
-            if not _none(b.value):
+            if not is_none(b.value):
                 classes.add(self.instance_qualname(b.value, b.ctx.scope, depth + 1))
         return classes.pop() if len(classes) == 1 else None
 
@@ -427,7 +427,3 @@ class Functions:
             return None
         assert isinstance(target.node, cst.FunctionDef)
         return self.returns(target.node), self.scope_of(target.node)
-
-
-def _none(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"

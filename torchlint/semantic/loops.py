@@ -51,7 +51,7 @@ class Training:
         self.values = values
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
-        self._trains: dict[int, list[Model]] | None = None  # see `_optimizers`
+        self._given: dict[int, list[Model]] | None = None  # optimizer -> models (`_optimizers`)
         # id(def) -> the calls in its body, and those outside its loops (what one call of it
         # runs once).
         self._all: dict[int, list[CallSite]] = {}
@@ -246,19 +246,19 @@ class Training:
         """id(the call building an optimizer) -> the models whose parameters it is given
         (`Adam(G.parameters())`, param groups, `chain(G.parameters(), D.parameters())`,
         a name bound to them: `params = list(G.parameters())`); indexed once."""
-        if self._trains is None:
-            self._trains = {}
+        if self._given is None:
+            self._given = {}
             for call in self.facts.calls:
                 if call.node.args and self._built(call.node, call.scope, 0) == OPTIMIZER:
                     sites: list[Model] = []
                     for arg in call.node.args:
-                        given = [(arg.value, call.scope)]
+                        held = [(arg.value, call.scope)]
                         if isinstance(arg.value, cst.Name):
-                            given = self.values.origins(arg.value, call.scope)
-                        for value, scope in given:
+                            held = self.values.origins(arg.value, call.scope)
+                        for value, scope in held:
                             sites += [s for s in self.parameters_of(value, scope) if s not in sites]
-                    self._trains[id(call.node)] = sites
-        return self._trains
+                    self._given[id(call.node)] = sites
+        return self._given
 
     def trains(self, call: CallSite) -> list[Model]:
         """Which optimizer trains which network: the models whose parameters were given
