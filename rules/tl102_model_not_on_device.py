@@ -19,6 +19,11 @@ optimizer step) and is never moved with `.to(...)`/`.cuda()` (nor wrapped in
   batches are not moved, and the model is handed to no function (a helper could move
   it): the device was defined and forgotten, and the script trains on the CPU.
 
+A multilayer perceptron of fewer than 10,000 parameters the file shows how to count
+(`Linear` layers and parameter-free ones: the 8-6-4-1 network of a teaching script) is
+left on the CPU in the last two situations: its step takes microseconds there, and a
+GPU would add launch and copy overheads for nothing.
+
 Why: PyTorch never moves anything by itself. Files that handle devices in some other
 way (a helper, `torch.set_default_device`, a `device` argument) and batches moved to
 a device we cannot name (`args.device`, which may be "cpu") are left alone: the move
@@ -214,6 +219,8 @@ class ModelNotOnDevice(Rule):
                     "the same device after building it",
                 )
                 continue
+            if module.networks.small_perceptron(site):
+                continue  # a few thousand weights: the CPU runs a step faster than a GPU
             if handles is None:
                 handles = module.handles_devices()
             moves = batch_moves(module, site)

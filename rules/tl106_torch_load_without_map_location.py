@@ -14,7 +14,10 @@ in the folder a checkpoint handler saves into: ignite's `ModelCheckpoint(dirname
 files that write what they save from the CPU: `torch.save` of `t.cpu()`,
 `{k: v.cpu() for ...}`, `model.cpu().state_dict()` or a name bound to one of these, a
 model or tensor moved by `.cpu()`/`.to("cpu")` earlier in the same function, FSDP's
-`offload_to_cpu=True`.
+`offload_to_cpu=True`. Nor a load whose `if` maps the load of its other branch
+(`if args.gpu is None: torch.load(f) else: torch.load(f, map_location=loc)`, the
+ImageNet example's resume): the unmapped branch is the one process that drives every
+GPU, restoring the checkpoint where it was saved on purpose.
 
 Why: without `map_location`, every tensor is restored to the device recorded when it
 was saved, usually `cuda:0`. A GPU-saved checkpoint then cannot be opened on a
@@ -62,7 +65,7 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule
-from torchlint.semantic.syntax import str_value
+from torchlint.semantic.syntax import contains, str_value
 
 LOADS = ("torch.load", "torch.serialization.load")
 MODULE_USES = ("eval", "train", "to", "cuda", "parameters", "state_dict", "forward")
@@ -120,6 +123,23 @@ def _saved_here(loaded: str, saved: set[str], folders: set[str], code: str) -> b
     return False
 
 
+def _mapped_beside(call: CallSite, loads: list[CallSite]) -> bool:
+    """The other branch of the `if` around the load maps its own load: where the file
+    leaves this one unmapped is the author's choice (ImageNet-style scripts map to
+    `cuda:{gpu}` for one process per GPU, and restore to the saved devices where one
+    process drives every GPU)."""
+    if not call.ctx.ifs:
+        return False
+    branch = call.ctx.ifs[-1]
+    inside = contains(branch.body, call.node)
+    return any(
+        other.ctx.ifs[-1:] == (branch,)
+        and contains(branch.body, other.node) != inside
+        and (other.kwarg("map_location") is not MISSING or len(other.positional) >= 2)
+        for other in loads
+    )
+
+
 class TorchLoadWithoutMapLocation(Rule):
     code = "TL106"
     name = "torch-load-without-map-location"
@@ -150,6 +170,8 @@ class TorchLoadWithoutMapLocation(Rule):
                 continue
             if len(call.positional) >= 2:
                 continue  # torch.load(f, map_location)
+            if _mapped_beside(call, loads):
+                continue  # `if args.gpu is None: load(f) else: load(f, map_location=loc)`
             path = call.arg("f", index=0)
             if path is not MISSING and _saved_here(
                 _template(module, path, call.scope),

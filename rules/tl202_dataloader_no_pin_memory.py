@@ -16,6 +16,9 @@ of a loader factory the project names (`loader-factories` with `pin-memory` in
 `[tool.torchlint.semantic]`, see docs/extending.md) counts where it passes `False` for
 that parameter (the fix sets the factory's parameter); one that passes nothing has the
 factory's own default: silent.
+A loader whose dataset returns strings only (a `__getitem__` returning items of lists
+of text: names, lines, sentence pairs read from a file, whose tensors are built later)
+has nothing to pin: left alone.
 A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
 batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
 bug-report template), trains on is left alone.
@@ -117,6 +120,7 @@ class DataLoaderNoPinMemory(Rule):
                 or not loader.trains
                 or module.idle_framework_loader(loader)
                 or _reloaded_persistent(module, loader)
+                or module.datasets.text_data(loader)
             ):
                 continue
             pin = loader.arg("pin_memory")

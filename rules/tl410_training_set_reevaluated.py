@@ -52,11 +52,15 @@ Good:
 Fix: none offered: where the metric comes from is the author's call (accumulate it in
 the training pass, measure a fixed subset, or every N epochs).
 
+A pass every N epochs (`if epoch % 10 == 0:`, ignite's `EPOCH_COMPLETED(every=N)`, with N
+read from a constant, an argparse default or a `config = locals()` of the launcher's
+parameters) is not reported: measuring every few epochs is this rule's own advice.
+
 Impact: high where the training set is walked two times or more each epoch for
 measures (accuracy, then loss: one pass would give both). Low for a single pass each
 epoch (a metric of the training set many authors choose to log, which the experts
-listing problems before any run call debatable) and for passes every N epochs only
-(`if epoch % 10 == 0:`, ignite's `EPOCH_COMPLETED(every=N)`).
+listing problems before any run call debatable) and for passes every N epochs where N
+cannot be read.
 
 Unknown device: the pass is repeated work on any device; only code that places no work
 on a device (no GPU named or presumed here) is left alone, as a CPU script.
@@ -117,8 +121,7 @@ class TrainingSetReevaluated(Rule):
         for loop in module.evaluation_loops:
             inside = epoch in loop.ctx.loops and step not in loop.ctx.loops
             if inside and _iterated(module, loop) & trained:
-                periodic = any(module.period(c) is not None for c in loop.calls[:1])
-                yield _Pass(loop.node, "an evaluation loop", periodic)
+                yield _Pass(loop.node, "an evaluation loop", _every(module, loop.calls[:1]))
         inner = {id(c) for c in step.calls}
         for call in epoch.calls:
             if id(call.node) in inner or call.ctx.loops[-1] is not epoch:
@@ -130,7 +133,7 @@ class TrainingSetReevaluated(Rule):
             }
             if given and _measures(module, call, given, step):
                 name = dotted_name(call.node.func) or "a helper"
-                yield _Pass(call.node, f"`{name}`", module.period(call) is not None)
+                yield _Pass(call.node, f"`{name}`", _every(module, [call]))
 
     def _ignite(self, module: TorchModule) -> Iterator[_Pass]:
         """`evaluator.run(train_loader)` in a handler of the trainer's EPOCH_COMPLETED,
@@ -145,7 +148,7 @@ class TrainingSetReevaluated(Rule):
             event = _epoch_handler(module, handler)
             if event is None or event[0] is engine:
                 continue
-            trainer, periodic = event
+            trainer, every = event
             if any(
                 _symbol(r.receiver, r.scope) is trainer
                 and _symbol(r.node.args[0].value, r.scope) is loader
@@ -153,12 +156,14 @@ class TrainingSetReevaluated(Rule):
                 if r.receiver is not None
             ):
                 name = dotted_name(call.node.func)
-                yield _Pass(call.node, f"`{name}`", periodic or module.period(call) is not None)
+                inner = _every(module, [call])
+                yield _Pass(call.node, f"`{name}`", inner if every == 1 else every)
 
     def _report(self, passes: list[_Pass]) -> Iterator[Diagnostic]:
         """Each pass of one training loop: high where the training set is walked twice
         or more each epoch (one pass would do for every measure), else low."""
-        every = [p for p in passes if not p.periodic]
+        passes = [p for p in passes if p.every < 2]  # every N epochs: the advice itself
+        every = [p for p in passes if p.every == 1]
         names = ", ".join(p.what for p in every)
         for p in passes:
             if p.periodic:
@@ -193,7 +198,11 @@ class _Pass:
 
     node: cst.CSTNode
     what: str  # what walks it: "`compute_accuracy`", "an evaluation loop"
-    periodic: bool  # every N epochs only
+    every: int  # how many epochs apart it runs: 1 each epoch, 0 every N for an N not read
+
+    @property
+    def periodic(self) -> bool:
+        return self.every != 1
 
 
 def _symbol(node: cst.BaseExpression, scope: Scope) -> Symbol | None:
@@ -252,10 +261,17 @@ def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) 
     )
 
 
-def _epoch_handler(module: TorchModule, function: cst.FunctionDef) -> tuple[Symbol, bool] | None:
+def _every(module: TorchModule, calls: list[CallSite]) -> int:
+    """How many epochs apart the first of `calls` runs: 1 each epoch, N under `if epoch %
+    N == 0:` (around it or its function's callers), 0 for an N that cannot be read."""
+    period = module.period(calls[0]) if calls else None
+    return 1 if period is None else period
+
+
+def _epoch_handler(module: TorchModule, function: cst.FunctionDef) -> tuple[Symbol, int] | None:
     """The engine whose EPOCH_COMPLETED runs `function` (`@trainer.on(Events.EPOCH_COMPLETED)`
-    or `trainer.add_event_handler(Events.EPOCH_COMPLETED, function)`), and whether it
-    runs every N epochs only (`EPOCH_COMPLETED(every=N)`)."""
+    or `trainer.add_event_handler(Events.EPOCH_COMPLETED, function)`), and how many
+    epochs apart (`EPOCH_COMPLETED(every=N)`: N, 0 where N cannot be read)."""
     scope = module.functions.scope_of(function).parent
     assert scope is not None
     for decorator in function.decorators:
@@ -265,10 +281,10 @@ def _epoch_handler(module: TorchModule, function: cst.FunctionDef) -> tuple[Symb
             and isinstance(on.func, cst.Attribute)
             and on.func.attr.value == "on"
             and on.args
-            and (periodic := _epoch_event(on.args[0].value)) is not None
+            and (every := _epoch_event(module, on.args[0].value, scope)) is not None
             and (engine := _symbol(on.func.value, scope)) is not None
         ):
-            return engine, periodic
+            return engine, every
     for call in module.method_calls("add_event_handler"):
         args = call.node.args
         if call.receiver is None or len(args) < 2:
@@ -276,22 +292,36 @@ def _epoch_handler(module: TorchModule, function: cst.FunctionDef) -> tuple[Symb
         handler = args[1].value
         if not (isinstance(handler, cst.Name) and handler.value == function.name.value):
             continue
-        periodic = _epoch_event(args[0].value)
+        every = _epoch_event(module, args[0].value, call.scope)
         engine = _symbol(call.receiver, call.scope)
-        if periodic is not None and engine is not None:
-            return engine, periodic
+        if every is not None and engine is not None:
+            return engine, every
     return None
 
 
-def _epoch_event(node: cst.BaseExpression) -> bool | None:
-    """None unless the event is (or includes) EPOCH_COMPLETED; then whether it is
-    filtered to every N epochs."""
+def _epoch_event(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> int | None:
+    """None unless the event is (or includes) EPOCH_COMPLETED; then how many epochs
+    apart it fires: 1, the `every=` of `EPOCH_COMPLETED(every=N)`, 0 for an N (or a
+    filter) that cannot be read. `A | B` fires as often as the more frequent."""
+    if isinstance(node, cst.Name):  # `validate = Events.EPOCH_COMPLETED(every=3)`
+        symbol = scope.lookup_expr(node)
+        bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        if bound is not None and bound.value is not None:
+            return _epoch_event(module, bound.value, bound.ctx.scope)
     if isinstance(node, cst.BinaryOperation):  # EPOCH_COMPLETED | COMPLETED
-        found = [_epoch_event(node.left), _epoch_event(node.right)]
-        known = [f for f in found if f is not None]
-        return all(known) if known else None
+        sides = [_epoch_event(module, n, scope) for n in (node.left, node.right)]
+        known = [f for f in sides if f is not None]
+        if not known:
+            return None
+        return 1 if 1 in known else 0 if 0 in known else min(known)
     if isinstance(node, cst.Call):
-        inner = _epoch_event(node.func)
-        return None if inner is None else bool(node.args)
+        if _epoch_event(module, node.func, scope) is None:
+            return None
+        if not node.args:
+            return 1
+        every = argument(node, "every")
+        found = module.constant(every, scope) if every is not MISSING else None
+        value = found.value if found is not None else None
+        return value if type(value) is int and value > 0 else 0
     name = dotted_name(node) or ""
-    return False if name.endswith(EPOCH_COMPLETED) else None
+    return 1 if name.endswith(EPOCH_COMPLETED) else None

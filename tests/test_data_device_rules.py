@@ -104,9 +104,9 @@ def test_tl102_is_silent_where_a_helper_may_move_the_model():
         from torch.utils.data import DataLoader, TensorDataset
         from helpers import prepare
 
-        dataset = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+        dataset = TensorDataset(torch.randn(64, 784), torch.randint(0, 2, (64,)))
         loader = DataLoader(dataset, batch_size=32)
-        net = prepare(nn.Linear(8, 2))
+        net = prepare(nn.Linear(784, 512))
         optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
         for x, y in loader:
             loss = nn.functional.cross_entropy(net(x), y)
@@ -115,7 +115,7 @@ def test_tl102_is_silent_where_a_helper_may_move_the_model():
     """
     assert lint("TL102", source) == []
     # A name that mentions a device proves nothing: the trained network is still never moved.
-    unmoved = source.replace("net = prepare(nn.Linear(8, 2))", "net = nn.Linear(8, 2)")
+    unmoved = source.replace("net = prepare(nn.Linear(784, 512))", "net = nn.Linear(784, 512)")
     assert lint("TL102", unmoved.replace("prepare", "to_device")) == [9]
     # `torch.set_default_device` places it where we cannot see.
     default = unmoved.replace("optimizer = ", "torch.set_default_device('cuda'); optimizer = ")
@@ -268,8 +268,8 @@ def test_tl102_spells_torch_as_the_file_imports_it():
         from torch import nn
         from torch.utils.data import DataLoader, TensorDataset
 
-        loader = DataLoader(TensorDataset(T.randn(64, 8), T.randint(0, 2, (64,))), batch_size=32)
-        net = nn.Linear(8, 2)
+        loader = DataLoader(TensorDataset(T.randn(64, 784), T.randint(0, 2, (64,))), batch_size=32)
+        net = nn.Linear(784, 512)
         opt = T.optim.SGD(net.parameters(), lr=0.1)
         for x, y in loader:
             loss = nn.functional.cross_entropy(net(x), y)

@@ -143,6 +143,21 @@ def test_self_attributes_are_bindings_methods_read():
         ("import types\ncfg = types.SimpleNamespace(lr=0.5)\nf(cfg.lr)\n", 0.5, "config"),
         ("def g(bs=8):\n    f(bs)\n", 8, "default"),
         ("def g(bs=8):\n    f(bs)\ng(32)\ng(bs=32)\n", 32, "argument"),
+        # ignite's examples: the launcher's parameters caught by `locals()`, handed on.
+        (
+            "def training(rank, config):\n    f(config['every'])\n"
+            "def run(every=3):\n    config = locals()\n    parallel.run(training, config)\n",
+            3,
+            "config",
+        ),
+        # `mp.spawn` hands `args=` to the parameters after the rank.
+        (
+            "import torch.multiprocessing as mp\n"
+            "def worker(gpu, n, bs):\n    f(bs)\n"
+            "mp.spawn(worker, nprocs=2, args=(2, 64))\n",
+            64,
+            "argument",
+        ),
     ],
 )
 def test_constants(code, value, origin):
@@ -160,6 +175,8 @@ def test_constants(code, value, origin):
         "import argparse\np = argparse.ArgumentParser()\np.add_argument('--bs')\n"
         "args = p.parse_args()\nf(args.bs)\n",  # no default
         "f(len(x))\n",
+        # `map` hands its items to the first parameter: not a launcher.
+        "def worker(gpu, bs):\n    f(bs)\nmap(worker, [1, 2])\n",
     ],
 )
 def test_not_constants(code):

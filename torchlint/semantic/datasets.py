@@ -16,6 +16,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Dataset
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite
+from torchlint.semantic.samples import PADDING_COLLATORS, pads, text_samples
 from torchlint.semantic.scopes import (
     CallSite,
     Context,
@@ -61,20 +62,6 @@ HF_METHODS = PROCESSED | {
     "shuffle", "select", "train_test_split", "flatten", "cast", "cast_column", "sort",
     "shard", "take", "skip",
 }  # fmt: skip
-# What a collate function may call and still only pad and stack the samples it is given.
-PADDING = frozenset({
-    "pad", "pad_sequence", "tensor", "as_tensor", "LongTensor", "stack", "cat", "unsqueeze",
-    "squeeze", "arange", "zeros", "ones", "full", "new_full", "fill_", "view", "long",
-    "int", "float", "size", "clone", "contiguous", "dict", "list", "tuple", "len", "max",
-    "min", "sum", "range", "enumerate", "zip", "sorted", "append", "extend", "items",
-    "keys", "values", "get", "isinstance", "default_collate", "default_data_collator",
-})  # fmt: skip
-# Collators that pad or stack (Hugging Face's, PyTorch's default).
-PADDING_COLLATORS = frozenset({
-    "torch.utils.data.default_collate", "torch.utils.data.dataloader.default_collate",
-    "transformers.default_data_collator", "transformers.DataCollatorWithPadding",
-    "transformers.data.data_collator.default_data_collator",
-})  # fmt: skip
 Guard = Callable[[Context, cst.CSTNode | None], bool]
 
 
@@ -154,6 +141,21 @@ class Datasets:
             return False
         qualname = scope.resolve(value.func)
         return value, qualname, self._exported(value, scope) if qualname is not None else None
+
+    def text_data(self, loader: DataLoaderSite) -> bool:
+        """Every dataset the loader may read returns strings only (a class of this file or
+        of another one: `samples.text_samples`): its batches are lists of text."""
+        return self._dataset_is(loader, self._text)
+
+    def _text(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        built = self._built(value, scope)
+        if isinstance(built, bool):
+            return False
+        call, _, exported = built
+        if exported is not None:
+            return exported.text
+        cls = self.functions.class_scope(call.func, scope)
+        return cls is not None and text_samples(cls)
 
     def _plain(self, value: cst.BaseExpression, scope: Scope) -> bool:
         built = self._built(value, scope)
@@ -314,7 +316,7 @@ class Datasets:
         for b in found:
             if b.kind is Kind.DEF:
                 assert isinstance(b.node, cst.FunctionDef)
-                if not _pads(b.node):
+                if not pads(b.node):
                     return False
             elif not (
                 b.kind is Kind.ASSIGN
@@ -585,15 +587,3 @@ class Datasets:
                 continue
             stack.extend(children(n))
         return False
-
-
-def _pads(function: cst.FunctionDef) -> bool:
-    """Every call in the function's body is one that pads or stacks (`PADDING`)."""
-    for node in descendants(function.body):
-        if isinstance(node, cst.Call):
-            func = node.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else None
-            name = func.value if isinstance(func, cst.Name) else name
-            if name not in PADDING:
-                return False
-    return True

@@ -19,6 +19,7 @@ from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
+from torchlint.semantic.samples import text_samples
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import HOST_READS, MISSING, str_value
 from torchlint.text.walk import descendants
@@ -273,6 +274,7 @@ class _Exporter:
             plain=method is not None and not calls,
             sized=scope.member("__len__") is not None,
             iterable=ITERABLE_DATASET in bases,
+            text=text_samples(scope),
         )
 
     # -- what functions do with their parameters -------------------------------------------

@@ -112,6 +112,7 @@ class Dataset:
     plain: bool = False  # `__getitem__` calls nothing (tensors in memory)
     sized: bool = False  # defines `__len__`
     iterable: bool = False  # an IterableDataset
+    text: bool = False  # `__getitem__` returns strings only (`samples.text_samples`)
 
     def to_json(self) -> dict[str, Any]:
         return plain(self)

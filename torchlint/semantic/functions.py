@@ -21,6 +21,9 @@ WRAPPERS = frozenset(
     {"enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm"}
     | {"tqdm.std.tqdm", "rich.progress.track", "itertools.islice"}
 )
+# Launchers that run a function once per process with the rank first (ignite's
+# `Parallel(...).run(fn, *args)` is matched by its method name).
+SPAWNS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class Functions:
             return None
         callers = self.callers(function)
         if not callers:
-            return None
+            return self._launched(function, param)
         name = param.symbol.name
         out: list[tuple[cst.BaseExpression, Scope]] = []
         for call, offset in callers:
@@ -190,6 +193,32 @@ class Functions:
                 return None
             out.append(default)
         return out
+
+    def _launched(
+        self, function: cst.FunctionDef, param: Binding
+    ) -> list[tuple[cst.BaseExpression, Scope]] | None:
+        """What launchers of this file hand a function they run once per process, rank
+        first: `mp.spawn(main_worker, nprocs=n, args=(n, args))`, ignite's
+        `parallel.run(training, config)`: the arguments after the function (or in
+        `args=`) are its parameters after the first. None where nothing launches it."""
+        index, params = param.index, function.params.params
+        if not index or isinstance(function.params.star_arg, cst.Param):
+            return None
+        out: list[tuple[cst.BaseExpression, Scope]] = []
+        for call in self.facts.calls:
+            args = call.node.args
+            if not args or args[0].keyword is not None or args[0].star:
+                continue
+            if call.qualname not in SPAWNS and call.method != "run":
+                continue
+            target = self.definition(args[0].value, call.scope)
+            if target is None or target.node is not function:
+                continue
+            handed = _handed(call.node)
+            if handed is None or len(handed) != len(params) - 1:
+                return None
+            out.append((handed[index - 1], call.scope))
+        return out or None
 
     @staticmethod
     def default(param: Binding) -> tuple[cst.BaseExpression, Scope] | None:
@@ -427,3 +456,19 @@ class Functions:
             return None
         assert isinstance(target.node, cst.FunctionDef)
         return self.returns(target.node), self.scope_of(target.node)
+
+
+def _handed(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """What a launcher hands the function it is given first: the tuple of `args=`
+    (`mp.spawn`), else the positional arguments after the function; None where `*`
+    or `**` hides some."""
+    if any(a.star for a in call.args):
+        return None
+    packed = keyword(call, "args")
+    if packed is not MISSING:
+        if not isinstance(packed, cst.Tuple) or any(
+            isinstance(e, cst.StarredElement) for e in packed.elements
+        ):
+            return None
+        return [e.value for e in packed.elements]
+    return [a.value for a in call.args[1:] if a.keyword is None]

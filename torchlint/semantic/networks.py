@@ -28,6 +28,11 @@ TOY = 1_000_000
 Count = Callable[[list[int | None], cst.Call], int | None]
 
 RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
+SMALL_PERCEPTRON = 10_000
+PERCEPTRON_LAYERS = frozenset(
+    {"Linear", "Sequential", "ModuleList", "Identity", "Flatten", "Dropout", "BatchNorm1d"}
+    | {"ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"}
+)
 SEQUENCE_FIRST = (
     "torch.nn.LSTM",
     "torch.nn.GRU",
@@ -333,6 +338,19 @@ class Networks:
         if not isinstance(site, ModelSite):
             return site.external.parameters if site.external is not None else None
         return self._count(site.construction.node, site.construction.scope, 0)
+
+    def small_perceptron(self, site: Model) -> bool:
+        """A multilayer perceptron of fewer than `SMALL_PERCEPTRON` counted parameters
+        (`Linear` layers and parameter-free ones only): a step takes microseconds on the
+        CPU, where a GPU would add launch and copy overheads and gain nothing."""
+        count = self.parameters(site)
+        layers = self.layers(site)
+        return (
+            count is not None
+            and count < SMALL_PERCEPTRON
+            and "Linear" in layers
+            and layers <= PERCEPTRON_LAYERS
+        )
 
     def class_parameters(self, cls: Scope) -> int | None:
         """How many parameters an instance of a network class of this file has."""

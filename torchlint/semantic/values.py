@@ -228,6 +228,11 @@ class Values:
         if key is None or mapping is None:
             return None
         value, where = mapping
+        if isinstance(value, cst.Call) and where.resolve(value.func) == "locals":
+            symbol = where.symbols.get(key)  # `config = locals()`: the function's parameter
+            param = symbol.only(Kind.PARAM) if symbol is not None else None
+            found = self._parameter(param, depth) if param is not None else None
+            return Constant(found.value, found.node, "config") if found else None
         entry = _entry(value, key)
         if entry is None:
             return None
@@ -247,16 +252,29 @@ class Values:
         return Constant(found.value, found.node, "config") if found else None
 
     def _mapping(
-        self, node: cst.BaseExpression, scope: Scope
+        self, node: cst.BaseExpression, scope: Scope, depth: int = 0
     ) -> tuple[cst.BaseExpression, Scope] | None:
+        """The dict, namespace or `locals()` a name is bound to once, followed through
+        the one thing every call of the file passes for a parameter."""
         symbol = scope.lookup_expr(node)
-        binding = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        if symbol is None or depth > MAX_DEPTH:
+            return None
+        param = symbol.only(Kind.PARAM)
+        if param is not None:
+            passed = self.functions.arguments(param)
+            if passed is None or len({id(value) for value, _ in passed}) != 1:
+                return None
+            return self._mapping(passed[0][0], passed[0][1], depth + 1)
+        binding = symbol.only(Kind.ASSIGN)
         if binding is None or binding.value is None:
             return None
         value = binding.value
         if isinstance(value, cst.Dict):
             return value, binding.ctx.scope
-        if isinstance(value, cst.Call) and binding.ctx.scope.resolve(value.func) in NAMESPACES:
+        if isinstance(value, cst.Call) and binding.ctx.scope.resolve(value.func) in (
+            *NAMESPACES,
+            "locals",
+        ):
             return value, binding.ctx.scope
         return None
 

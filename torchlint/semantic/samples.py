@@ -1,0 +1,160 @@
+"""What a Dataset's samples are made of and how a collate function handles them: text
+only (names, lines, sentence pairs, which the default collate hands on as lists of
+strings: nothing for `pin_memory` to pin, the tensors being built later), or collated by
+padding and stacking only."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.semantic.scopes import Kind, Scope
+from torchlint.text.walk import descendants
+
+# Methods that return a string when called on one.
+STRING_METHODS = frozenset(
+    {"strip", "lstrip", "rstrip", "lower", "upper", "casefold", "title", "capitalize"}
+    | {"replace", "format", "decode"}
+)
+CSV_READERS = frozenset({"csv.reader"})
+MAX_DEPTH = 3
+# What a collate function may call and still only pad and stack the samples it is given.
+PADDING = frozenset({
+    "pad", "pad_sequence", "tensor", "as_tensor", "LongTensor", "stack", "cat", "unsqueeze",
+    "squeeze", "arange", "zeros", "ones", "full", "new_full", "fill_", "view", "long",
+    "int", "float", "size", "clone", "contiguous", "dict", "list", "tuple", "len", "max",
+    "min", "sum", "range", "enumerate", "zip", "sorted", "append", "extend", "items",
+    "keys", "values", "get", "isinstance", "default_collate", "default_data_collator",
+})  # fmt: skip
+# Collators that pad or stack (Hugging Face's, PyTorch's default).
+PADDING_COLLATORS = frozenset({
+    "torch.utils.data.default_collate", "torch.utils.data.dataloader.default_collate",
+    "transformers.default_data_collator", "transformers.DataCollatorWithPadding",
+    "transformers.data.data_collator.default_data_collator",
+})  # fmt: skip
+
+
+def text_samples(cls: Scope) -> bool:
+    """`__getitem__` returns strings only: each value it returns (or each element of the
+    tuple it returns) is `self.x[i]` of an attribute the class binds only to lists of
+    text: comprehensions of string methods (`[x.strip() for x in f]`), of rows of a
+    `csv.reader` (`[row[0] for row in rows]`), or of another such list."""
+    getitem = cls.member("__getitem__")
+    method = getitem.only(Kind.DEF) if getitem is not None else None
+    if method is None or not isinstance(method.node, cst.FunctionDef):
+        return False
+    params = method.node.params.params
+    if not params:
+        return False
+    self_name = params[0].name.value
+    returns = [
+        n
+        for n in descendants(method.node.body)
+        if isinstance(n, cst.Return) and n.value is not None
+    ]
+    if not returns:
+        return False
+    for ret in returns:
+        assert ret.value is not None
+        value = ret.value
+        items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        if not items or not all(_text_item(cls, self_name, item) for item in items):
+            return False
+    return True
+
+
+def _text_item(cls: Scope, self_name: str, node: cst.BaseExpression) -> bool:
+    """`self.x[i]` with every binding of `self.x` a list of text."""
+    if not isinstance(node, cst.Subscript):
+        return False
+    return _text_list(cls, self_name, node.value, 0)
+
+
+def _text_list(cls: Scope, self_name: str, node: cst.BaseExpression, depth: int) -> bool:
+    if depth > MAX_DEPTH or not isinstance(node, cst.Attribute):
+        return False
+    if not (isinstance(node.value, cst.Name) and node.value.value == self_name):
+        return False
+    symbol = cls.attributes.get(node.attr.value)
+    if symbol is None or not symbol.bindings:
+        return False
+    for binding in symbol.bindings:
+        value = binding.value
+        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.ListComp):
+            return False
+        targets = {
+            target.value: comp.iter
+            for comp in _fors(value.for_in)
+            if isinstance(target := comp.target, cst.Name)
+        }
+        if not _text(value.elt, targets, binding.ctx.scope, cls, self_name, depth):
+            return False
+    return True
+
+
+def _fors(comp: cst.CompFor) -> list[cst.CompFor]:
+    found = [comp]
+    while comp.inner_for_in is not None:
+        comp = comp.inner_for_in
+        found.append(comp)
+    return found
+
+
+def _text(
+    node: cst.BaseExpression,
+    targets: dict[str, cst.BaseExpression],
+    scope: Scope,
+    cls: Scope,
+    self_name: str,
+    depth: int,
+) -> bool:
+    """A comprehension's element is a string: a literal, `str(...)`, a string method of
+    anything, a field of a CSV row, or an item of another text list of the class."""
+    if isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value in STRING_METHODS
+        return scope.resolve(func) == "str"
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+        source = targets.get(node.value.value)
+        return source is not None and _csv_rows(source, scope, 0)
+    if isinstance(node, cst.Name) and node.value in targets:
+        return _text_list(cls, self_name, targets[node.value], depth + 1)
+    return False
+
+
+def _csv_rows(node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+    """`csv.reader(f)`, `list(...)` of it, or a name bound once to one of these."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(node, cst.Call):
+        qualname = scope.resolve(node.func)
+        if qualname in CSV_READERS:
+            return True
+        return (
+            qualname == "list"
+            and len(node.args) == 1
+            and _csv_rows(node.args[0].value, scope, depth + 1)
+        )
+    if isinstance(node, cst.Name):
+        symbol = scope.lookup(node.value)
+        bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        return (
+            bound is not None
+            and bound.value is not None
+            and _csv_rows(bound.value, bound.ctx.scope, depth + 1)
+        )
+    return False
+
+
+def pads(function: cst.FunctionDef) -> bool:
+    """Every call in the function's body is one that pads or stacks (`PADDING`)."""
+    for node in descendants(function.body):
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else None
+            name = func.value if isinstance(func, cst.Name) else name
+            if name not in PADDING:
+                return False
+    return True
