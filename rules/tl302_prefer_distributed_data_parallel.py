@@ -1,9 +1,9 @@
 """TL302 prefer-distributed-data-parallel: `DataParallel` scales worse than DDP.
 
 What: `torch.nn.DataParallel(...)` (also spelled `torch.nn.parallel.DataParallel`) and
-the functional `torch.nn.parallel.data_parallel(...)`. Advice, so off by default:
-enable it with `--extend-select TL302`. Files managed by Lightning, Accelerate,
-DeepSpeed or the transformers Trainer are not checked.
+the functional `torch.nn.parallel.data_parallel(...)`. Files managed by Lightning,
+Accelerate, DeepSpeed or the transformers Trainer are not checked, nor a call under an
+`if` the file's constants make false (`if num_gpus > 1:` with `num_gpus = 1`: dead code).
 
 Why: `DataParallel` is one process driving every GPU: each step it scatters the
 batch, replicates the model from GPU 0 to the others, gathers the outputs back on
@@ -39,10 +39,13 @@ save checkpoints from rank 0 only (`model.module.state_dict()`).
 
 Fix: none; moving to DDP changes how the script is launched.
 
-Impact: Always high: on several GPUs DDP trains faster than `DataParallel`, which drives
-them all from one process and loads the first GPU more. A clear low case, not told apart
-yet (reported high): `DataParallel` kept as a deliberate fallback, under an option (`if
-args.ngpu > 1:`) or beside a `DistributedDataParallel` path of the same file.
+Impact: high: on several GPUs DDP trains faster than `DataParallel`, which drives them
+all from one process and loads the first GPU more. Low where `DataParallel` is a
+deliberate fallback: under an option whose default keeps it off (`if args.ngpu > 1:`
+with `--ngpu` defaulting to 1), beside a distributed path of the same file
+(`DistributedDataParallel`, `init_process_group`), or in a notebook (one process, where
+DDP needs a launcher); and for a network counted at under a million parameters (a
+teaching RNN, an MNIST CNN), which one GPU runs well.
 
 Unknown device: not read; `DataParallel` is a multi-GPU wrapper, so the call says the
 code runs on GPUs.
@@ -58,9 +61,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
+from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
+from torchlint.semantic import MISSING, CallSite, TorchModule
+from torchlint.semantic.networks import toy
 
+# A distributed path in the same file: DataParallel beside it is the fallback.
+DISTRIBUTED = (
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.distributed.init_process_group",
+)
 DATA_PARALLEL = (
     "torch.nn.DataParallel",
     "torch.nn.parallel.data_parallel",
@@ -72,16 +82,42 @@ class PreferDistributedDataParallel(Rule):
     code = "TL302"
     name = "prefer-distributed-data-parallel"
     fix_safety = FixSafety.NONE
-    default_enabled = False
     tokens = ("DataParallel", "data_parallel")
     skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        distributed = module.calls_to(*DISTRIBUTED)
         for call in module.calls_to(*DATA_PARALLEL):
+            off = module.runs.kept_off(call.ctx, call.node)
+            if off is not None and off.origin in ("literal", "name"):
+                continue  # `if num_gpus > 1:` with `num_gpus = 1`: never runs
             what = "`DataParallel`" if call.qualname == DATA_PARALLEL[0] else "`data_parallel()`"
-            yield self.diagnostic(
-                call.node,
+            message = (
                 f"{what} drives every GPU from one process, replicating the model and "
                 "gathering on GPU 0 each step; `DistributedDataParallel` with one process "
-                "per GPU (torchrun) and a `DistributedSampler` scales better",
+                "per GPU (torchrun) and a `DistributedSampler` scales better"
             )
+            if off is not None:
+                low: str | None = "it runs only when an option asks for several GPUs"
+            elif distributed:
+                low = "a one-process fallback beside this file's distributed path"
+            elif module.notebook:
+                low = "a notebook runs one process, where DDP needs a launcher"
+            elif _small(module, call):
+                low = "a network of under a million parameters, which one GPU runs well"
+            else:
+                low = None
+            yield self.diagnostic(
+                call.node,
+                message if low is None else f"{message} (low impact: {low})",
+                impact=Impact.HIGH if low is None else Impact.LOW,
+            )
+
+
+def _small(module: TorchModule, call: CallSite) -> bool:
+    """The wrapped network is counted at under a million parameters (`networks.toy`)."""
+    wrapped = call.arg("module", index=0)
+    if wrapped is MISSING:
+        return False
+    site = module.model_of(wrapped, call.scope)
+    return site is not None and toy([module.networks.parameters(site)])

@@ -74,7 +74,9 @@ TRAIN = """
 
     dataset = TensorDataset(torch.randn(2048, 16), torch.randn(2048, 1))
     loader = DataLoader(dataset, batch_size=32, shuffle=True)
-    model = torch.nn.Linear(16, 1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 """
 LOOP = """
@@ -159,7 +161,9 @@ def test_the_files_beside_the_script_are_fixed_in_the_fixed_runs(tmp_path):
         from data import make_loader
 
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        model = torch.nn.Linear(16, 1).to(device)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(16, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
+        ).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         with open("seen.txt", "w") as seen:  # which data.py this run imported
             seen.write(open("data.py").read())
@@ -266,7 +270,9 @@ def test_script_that_ignores_the_stop_is_killed_with_its_workers(tmp_path):
                 mp.Process(target=sleeper, args=(sys.argv[1],)).start()
             ds = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
             loader = DataLoader(ds, batch_size=16)
-            model = torch.nn.Linear(8, 1)
+            model = torch.nn.Sequential(
+                torch.nn.Linear(8, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
+            )
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
             while True:
                 try:
@@ -429,7 +435,9 @@ def test_tune_batch_size_and_apply(tmp_path):
 
         dataset = TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
         loader = DataLoader(dataset, batch_size=3, shuffle=True)
-        model = torch.nn.Linear(16, 1)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(16, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
+        )
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         for epoch in range(100):
             for x, y in loader:

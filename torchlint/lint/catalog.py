@@ -22,7 +22,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL204", "dataloader-worker-options-without-workers", True, False, (), ("DataLoader",), None),
     ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None),
     ("TL301", "model-not-parallel", True, False, (), ("cuda", "accelerator"), ("backward|step\\(", 32)),
-    ("TL302", "prefer-distributed-data-parallel", False, False, (), ("DataParallel", "data_parallel"), None),
+    ("TL302", "prefer-distributed-data-parallel", True, False, (), ("DataParallel", "data_parallel"), None),
     ("TL303", "ddp-loader-without-distributed-sampler", True, False, (), ("DataParallel", "fully_shard", "FullyShardedDataParallel"), None),
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None),
     ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None),

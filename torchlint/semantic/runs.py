@@ -14,7 +14,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.scopes import CallSite, Context, Scope
 from torchlint.semantic.syntax import bool_value, contains, str_value
-from torchlint.semantic.values import Values
+from torchlint.semantic.values import Constant, Values
 from torchlint.text.walk import children, descendants
 
 # A test of the torch version, or of whether torch has something.
@@ -239,6 +239,20 @@ class Runs:
             for c, _ in self.functions.callers(function)
             if not is_periodic(c)  # `if step % 100 == 0: sample_images()`
         )
+
+    def kept_off(self, ctx: Context, node: cst.CSTNode) -> Constant | None:
+        """The term of an `if` around `node` that the file's constants or defaults make
+        false (`if num_gpus > 1:` with `num_gpus = 1`; `if self.ngpu > 1:` with `--ngpu`
+        defaulting to 1), as a Constant whose origin says whether an option can turn it
+        on ("literal"/"name": dead code); None where no such term is read."""
+        for if_ in ctx.ifs:
+            if not contains(if_.body, node):
+                continue
+            for term in _conjuncts(if_.test):
+                found = self.values.truth(term, ctx.scope)
+                if found is not None and not found.value:
+                    return found
+        return None
 
     def opt_in(self, ctx: Context, node: cst.CSTNode, named: bool = False) -> bool:
         """`node` runs only when a flag that is off by default is on: it is in the body of

@@ -4,6 +4,7 @@ this file pass, else the default)."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,14 @@ Value = int | float | str | bool | None
 NAMESPACES = ("types.SimpleNamespace", "argparse.Namespace", "dict")
 PARSE_METHODS = ("parse_args", "parse_known_args")
 MAX_DEPTH = 4
+COMPARISONS: dict[str, Callable[[int, int], bool]] = {
+    "GreaterThan": operator.gt,
+    "GreaterThanEqual": operator.ge,
+    "LessThan": operator.lt,
+    "LessThanEqual": operator.le,
+    "Equal": operator.eq,
+    "NotEqual": operator.ne,
+}
 # Methods that hand back what they are given, wrapped for the device and the processes
 # they manage (`model, optimizer, loader = accelerator.prepare(model, optimizer, loader)`),
 # by the class of the object they are called on.
@@ -128,6 +137,17 @@ class Values:
             return Constant(found.value, found.node, "hparams") if found else None
         if isinstance(node, cst.Subscript):
             return self._item(node, scope, _depth)
+        if (
+            isinstance(node, cst.Call)
+            and len(node.args) == 1
+            and not node.args[0].keyword
+            and not node.args[0].star
+            and scope.resolve(node.func) == "int"
+        ):  # `ngpu = int(opt.ngpu)`
+            found = self.constant(node.args[0].value, scope, _depth + 1)
+            if found is None or not isinstance(found.value, int):  # bools included
+                return None
+            return Constant(int(found.value), found.node, found.origin)
         if isinstance(node, cst.BinaryOperation):
             return self._arithmetic(node, scope, _depth)
         symbol = scope.lookup_expr(node)
@@ -150,6 +170,31 @@ class Values:
             return self._parameter(binding, _depth)
         return None
 
+    def truth(self, test: cst.BaseExpression, scope: Scope) -> Constant | None:
+        """Whether a test is true, where the file's constants decide it: a constant
+        (`DEBUG`), `not` one, or a comparison of two int constants (`num_gpus > 1`); its
+        origin is the constant's (an argparse default: an option can change it)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            found = self.truth(test.expression, scope)
+            return Constant(not found.value, found.node, found.origin) if found else None
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            compare = test.comparisons[0]
+            sides = [self.constant(n, scope) for n in (test.left, compare.comparator)]
+            numbers = [s.value for s in sides if s is not None and type(s.value) is int]
+            if len(numbers) != 2:
+                return None
+            left, right = (int(v) for v in numbers if isinstance(v, int))
+            kind = type(compare.operator).__name__
+            if kind not in COMPARISONS:
+                return None
+            held = COMPARISONS[kind](left, right)
+            origins = [s.origin for s in sides if s is not None and s.origin != "literal"]
+            first = sides[0]
+            assert first is not None
+            return Constant(held, first.node, origins[0] if origins else "literal")
+        found = self.constant(test, scope)
+        return Constant(bool(found.value), found.node, found.origin) if found else None
+
     def _arithmetic(self, node: cst.BinaryOperation, scope: Scope, depth: int) -> Constant | None:
         """`28 * 28`, `hidden // 2`, `n + 1` of int constants; its origin is that of the
         first operand that is not a literal (an argparse default stays one)."""
@@ -158,13 +203,11 @@ class Values:
         if len(values) != 2:
             return None
         left, right = (int(v) for v in values)
-        operator = type(node.operator).__name__
-        if operator == "FloorDivide" and right:
+        kind = type(node.operator).__name__
+        if kind == "FloorDivide" and right:
             value = left // right
-        elif operator in ("Add", "Subtract", "Multiply"):
-            value = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}[
-                operator
-            ]
+        elif kind in ("Add", "Subtract", "Multiply"):
+            value = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}[kind]
         else:
             return None
         origins = [s.origin for s in sides if s is not None and s.origin not in ("literal", "name")]
