@@ -7,7 +7,10 @@ sets the matmul precision: no `torch.set_float32_matmul_precision(...)`, no
 `torch.backends.cuda.matmul.allow_tf32 = ...`, no `fp32_precision = ...`. Advice, so off
 by default (enable it with `--extend-select TL503`): it pays only on an Ampere or newer
 GPU (A100, RTX 30xx and later; older GPUs have no TF32), a fact known at run time, and
-some models need full float32 matmuls. Not reported with `--target-torch` below 1.12,
+some models need full float32 matmuls; and on code nobody here had seen, its findings
+were debatable (convolutional networks the file builds through helpers or a model
+table, recurrent networks, which cuDNN runs in TF32 already). Not reported with
+`--target-torch` below 1.12,
 where TF32 matmuls were on by default. Files managed by Lightning, Accelerate, DeepSpeed
 or the transformers Trainer are not checked (precision is their setting).
 
@@ -37,10 +40,13 @@ Unsafe because matmul results change in the low bits (about three decimal digits
 precision in the inputs), which some models (large reductions, physics simulations)
 do not tolerate.
 
-Impact: Always high: on an Ampere or newer GPU (a run-time fact, hence off by default)
-TF32 tensor cores make every float32 matmul of the step several times faster for one
-line. A clear low case, not told apart yet (reported high): toy networks (under 1M
-parameters), whose matmuls are too small to keep tensor cores busy.
+Impact: high: on an Ampere or newer GPU TF32 tensor cores make every float32 matmul of
+the step several times faster for one line (transformers, language models' vocabulary
+projections). Low where the matmuls are a small part of the step: every network
+convolves (convolutions use TF32 already; the Linear is a head); the networks are
+counted at under a million parameters; every network is recurrent (cuDNN runs it in
+TF32 already) with `Linear` layers the file shows under 1024 wide (a classifier's head,
+not a vocabulary projection); or the step runs on small images (MNIST, CIFAR).
 
 Unknown device: silent, as only networks moved to a GPU are checked; TF32 tensor cores
 exist on Ampere and newer GPUs only, and a device that cannot be named may be the CPU.
@@ -56,8 +62,13 @@ from collections.abc import Iterator
 
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
+from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import ModelSite, TorchModule
+from torchlint.semantic.networks import toy
+
+RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
+WIDE = 1024  # a Linear this wide (a vocabulary projection) is worth TF32 beside an RNN
 
 SET_PRECISION = "torch.set_float32_matmul_precision"
 MATMUL_LAYERS = frozenset({
@@ -86,11 +97,16 @@ class Float32MatmulPrecision(Rule):
         if outermost is None:
             return
         spelled, imp = spell(module, SET_PRECISION)
-        yield self.diagnostic(
-            outermost.node,
+        low = _low(module, sites)
+        message = (
             f"`{sites[0].name}` runs its float32 matmuls at full precision: on Ampere and "
             'newer GPUs `torch.set_float32_matmul_precision("high")` lets them use TF32 '
-            "tensor cores, typically several times faster",
+            "tensor cores, typically several times faster"
+        )
+        yield self.diagnostic(
+            outermost.node,
+            message if low is None else f"{message} (low impact: {low})",
+            impact=Impact.HIGH if low is None else Impact.LOW,
             fix=fix(
                 'Call `torch.set_float32_matmul_precision("high")` after the imports',
                 Applicability.UNSAFE,
@@ -105,3 +121,22 @@ def _multiplies(module: TorchModule, site: ModelSite) -> bool:
     if qualname.startswith("transformers.") and qualname.endswith(".from_pretrained"):
         return True
     return not MATMUL_LAYERS.isdisjoint(module.networks.layers(site))
+
+
+def _low(module: TorchModule, sites: list[ModelSite]) -> str | None:
+    """Why TF32 matmuls gain little here: every network convolves (its convolutions use
+    TF32 already; the matmuls are a small head), they are counted at under a million
+    parameters together, or the step runs on small images (matmuls too small to keep
+    tensor cores busy)."""
+    networks = module.networks
+    if all(networks.convolutional(s) for s in sites):
+        return "convolutional networks, whose convolutions use TF32 already"
+    if toy(networks.parameters(s) for s in sites):
+        return "networks of under a million parameters: matmuls too small for tensor cores"
+    if all(
+        RECURRENT & networks.layers(s) and (networks.widest_linear(s) or WIDE) < WIDE for s in sites
+    ):
+        return "recurrent networks (cuDNN runs them in TF32 already) with small linear layers"
+    if any(module.datasets.small_images(loop) for loop in module.step_loops):
+        return "a step on small images (MNIST, CIFAR): matmuls too small for tensor cores"
+    return None

@@ -29,6 +29,7 @@ Count = Callable[[list[int | None], cst.Call], int | None]
 
 RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
 SMALL_PERCEPTRON = 10_000
+LINEAR = "torch.nn.Linear"
 PERCEPTRON_LAYERS = frozenset(
     {"Linear", "Sequential", "ModuleList", "Identity", "Flatten", "Dropout", "BatchNorm1d"}
     | {"ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"}
@@ -351,6 +352,24 @@ class Networks:
             and "Linear" in layers
             and layers <= PERCEPTRON_LAYERS
         )
+
+    def widest_linear(self, site: Model) -> int | None:
+        """The largest size (`in_features`/`out_features`) of the `Linear` layers a network
+        class of this file assigns to `self`, read as constants (through `__init__`'s
+        arguments); None where one cannot be read, or there is none."""
+        if not isinstance(site, ModelSite):
+            return None
+        construction = site.construction
+        cls = self.functions.class_scope(construction.node.func, construction.scope)
+        sizes: list[int | None] = []
+        for symbol in cls.attributes.values() if cls is not None else ():
+            for b in symbol.bindings:
+                value = b.value
+                if isinstance(value, cst.Call) and b.ctx.scope.resolve(value.func) == LINEAR:
+                    sizes += [self._int(a.value, b.ctx.scope) for a in value.args[:2]]
+                    sizes += [None] * (2 - len(value.args[:2]))
+        known = [size for size in sizes if size is not None]
+        return max(known) if known and len(known) == len(sizes) else None
 
     def class_parameters(self, cls: Scope) -> int | None:
         """How many parameters an instance of a network class of this file has."""
