@@ -51,9 +51,13 @@ read): the workers' start, a fraction of a second to seconds, is spread over the
 training steps in between. Where N cannot be read it stays high. Low for a loader no
 training loop takes batches from (a validation loader restarted once per epoch: its
 start is a small share of the run, and dropping its workers is often the simpler fix).
-Training loaders iterated every epoch stay high: the length of an epoch (how many steps
-share one start) is not known from the code, so a long epoch's amortized start is not
-told from a short one's.
+Low for a training loader whose epochs are long: it reads a data set of 100,000
+samples or more (a torchvision `CelebA`, `ImageNet`, `CocoDetection`, `LSUN` or
+`Places365`, or a string that builds the dataset names CelebA, ImageNet, COCO, LSUN,
+FFHQ, Places365 or edges2shoes, as written or as an option's default), or its step runs
+a network of 100M parameters or a pretrained transformer. Other training loaders
+iterated every epoch stay high: how many steps share one start is not known from the
+code.
 
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives (training code for an accelerator, whose
@@ -181,6 +185,8 @@ class DataLoaderNoPersistentWorkers(Rule):
                     low = f"a new iterator every {every} steps: the start is amortized"
             else:
                 continue
+            if low is None and loader.trains:
+                low = _long_epochs(module, loader)
             message = (
                 f"DataLoader with worker processes {what} without `persistent_workers`: its "
                 f"workers are restarted (and the dataset copied) {when} while the GPU waits; "
@@ -195,3 +201,16 @@ class DataLoaderNoPersistentWorkers(Rule):
                 fix=_persistent(loader) if loader.passes("num_workers") else None,
                 impact=Impact.HIGH if low is None else Impact.LOW,
             )
+
+
+def _long_epochs(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """Why one start of the workers per epoch is a small share of the epoch: the loader
+    reads a data set of 100,000 samples or more (thousands of steps an epoch), or its
+    training step runs a network of 100M parameters or a pretrained transformer
+    (seconds of GPU work for every few steps)."""
+    large = module.datasets.large(loader)
+    if large is not None:
+        return f"epochs of a large data set ({large}): one start is spread over thousands of steps"
+    if any(module.workload.heavy_step(loop) for loop in loader.loops if loop.is_training):
+        return "a heavy step (a network of 100M parameters or a pretrained transformer)"
+    return None

@@ -40,8 +40,8 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
-    "syntax", "lattice", "portable", "scopes", "samples", "external", "builder", "functions",
-    "values",
+    "syntax", "lattice", "portable", "scopes", "external", "builder", "functions", "values",
+    "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",
     "batches",

@@ -16,7 +16,7 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Dataset
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite
-from torchlint.semantic.samples import PADDING_COLLATORS, pads, text_samples
+from torchlint.semantic.samples import PADDING_COLLATORS, large_dataset, pads, text_samples
 from torchlint.semantic.scopes import (
     CallSite,
     Context,
@@ -141,6 +141,14 @@ class Datasets:
             return False
         qualname = scope.resolve(value.func)
         return value, qualname, self._exported(value, scope) if qualname is not None else None
+
+    def large(self, loader: DataLoaderSite) -> str | None:
+        """The name of a data set of 100,000 samples or more the loader reads
+        (`samples.large_dataset`): an epoch of thousands of steps."""
+        for value, scope in self.dataset_values(loader):
+            if isinstance(value, cst.Call) and (found := large_dataset(self.values, value, scope)):
+                return found
+        return None
 
     def text_data(self, loader: DataLoaderSite) -> bool:
         """Every dataset the loader may read returns strings only (a class of this file or

@@ -1,13 +1,17 @@
 """What a Dataset's samples are made of and how a collate function handles them: text
 only (names, lines, sentence pairs, which the default collate hands on as lists of
 strings: nothing for `pin_memory` to pin, the tensors being built later), or collated by
-padding and stacking only."""
+padding and stacking only; and data sets known to be large (an epoch of thousands of
+steps)."""
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
 from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.values import Values
 from torchlint.text.walk import descendants
 
 # Methods that return a string when called on one.
@@ -16,6 +20,13 @@ STRING_METHODS = frozenset(
     | {"replace", "format", "decode"}
 )
 CSV_READERS = frozenset({"csv.reader"})
+# Data sets of 100,000 samples or more (CelebA, ImageNet, COCO, LSUN, FFHQ, Places), by
+# their torchvision class or by a name in the strings that build them.
+LARGE_DATASETS = frozenset(
+    f"torchvision.datasets.{name}"
+    for name in ("CelebA", "ImageNet", "CocoDetection", "CocoCaptions", "LSUN", "Places365")
+)
+LARGE_NAMES = re.compile(r"celeba|imagenet|\bcoco|lsun|ffhq|places365|edges2shoes", re.I)
 MAX_DEPTH = 3
 # What a collate function may call and still only pad and stack the samples it is given.
 PADDING = frozenset({
@@ -158,3 +169,37 @@ def pads(function: cst.FunctionDef) -> bool:
             if name not in PADDING:
                 return False
     return True
+
+
+def large_dataset(values: Values, call: cst.Call, scope: Scope) -> str | None:
+    """The name of a data set of 100,000 samples or more a dataset construction reads: a
+    torchvision class (`CelebA`), or a string among its arguments, as the file writes
+    or defaults it (`ImageDataset("../data/%s" % opt.dataset_name)` with the option's
+    default "img_align_celeba"); None where nothing names one."""
+    qualname = scope.resolve(call.func)
+    if qualname in LARGE_DATASETS:
+        return qualname.rpartition(".")[2]
+    return _named(values, [a.value for a in call.args], scope, 0)
+
+
+def _named(
+    values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth: int
+) -> str | None:
+    """A large data set's name in the strings of `nodes`, following a name bound once to
+    what builds it (`traindir = os.path.join(args.data, "train")`, one level)."""
+    for root in nodes:
+        for node in (root, *descendants(root)):
+            if not isinstance(node, (cst.SimpleString, cst.Name, cst.Attribute)):
+                continue
+            found = values.constant(node, scope)
+            text = found.value if found is not None else None
+            match = LARGE_NAMES.search(text) if isinstance(text, str) else None
+            if match is not None:
+                return match.group(0)
+            symbol = scope.lookup(node.value) if isinstance(node, cst.Name) else None
+            bound = symbol.only(Kind.ASSIGN) if symbol is not None and not depth else None
+            if found is None and bound is not None and bound.value is not None:
+                named = _named(values, [bound.value], bound.ctx.scope, depth + 1)
+                if named is not None:
+                    return named
+    return None
