@@ -9,7 +9,11 @@ logistic regression, a small MLP or CNN: launch overhead bounds each step up to 
 batches): an int literal (or arithmetic of them), a name bound once to one, an argparse
 option's default (`args.batch_size`), a config entry (`config["batch_size"]`,
 `cfg.batch_size` of a dict or namespace), or a parameter's default or the one value
-every call of the file passes. A value a user can change
+every call of the file passes; across files, a constant another file of the project
+defines (`from config import BATCH_SIZE`) or the one value the other files pass for a
+parameter (`make_loaders(batch_size=8)` in train.py, the loader built in data.py): the
+finding says the value is set in another file, and offers no fix (it would edit that
+file). A value a user can change
 (the option, config and parameter defaults) is reported only where every network the
 loader trains is small enough to read (under 10M parameters counted from its layers):
 elsewhere a small default is usually a memory budget (high-resolution GANs, style
@@ -151,6 +155,9 @@ class SmallBatchSize(Rule):
             )
             if found.origin in ("argparse", "config", "default", "argument"):
                 where = f"{ORIGINS[found.origin]} {where}"
+            elsewhere = found.origin == "project"  # the number is written in another file
+            if elsewhere:
+                where += ", a value another file of the project sets,"
             tiny_net = f" for a network of {max(sizes):,} parameters" if minimum > least else ""
             yield self.diagnostic(
                 loader.call.node,
@@ -159,7 +166,9 @@ class SmallBatchSize(Rule):
                 "the learning rate with it (or find the largest batch that fits with "
                 "`torchlint verify --tune-batch-size`)"
                 + (f" (low impact: {LOW_REASON})" if low else ""),
-                fix=fix(
+                fix=None
+                if elsewhere
+                else fix(
                     f"Raise the batch size from {size} to {minimum}",
                     Applicability.UNSAFE,
                     Replace(found.node, cst.Integer(str(minimum))),

@@ -63,9 +63,14 @@ TELLING = (
 )  # fmt: skip
 
 
+# A module-level int constant (`BATCH_SIZE = 8`, `NUM_WORKERS: int = 4`): a `config.py`
+# tells the files that import it their batch sizes and worker counts.
+INT_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*\s*(?::\s*int\s*)?=\s*\d", re.MULTILINE)
+
+
 def may_tell(text: str) -> bool:
     """The file may tell the rest of its project something (a cheap test of its text)."""
-    return any(token in text for token in TELLING)
+    return any(token in text for token in TELLING) or INT_CONSTANT.search(text) is not None
 
 
 # A file that holds one of these trains, evaluates or loads data: what it does depends on

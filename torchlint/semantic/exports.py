@@ -26,6 +26,8 @@ from torchlint.text.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
 # Expressions that hold nothing another file needs to know (numbers, flags, text...).
+# Where an int constant comes from, for it to be told to other files.
+NUMBER_ORIGINS = frozenset({"literal", "name", "argparse", "config", "project"})
 PLAIN = (
     cst.Integer,
     cst.Float,
@@ -86,7 +88,12 @@ class _Exporter:
 
     def describe(self, node: cst.CSTNode | None, scope: Scope) -> Value | None:
         """What an expression holds, as another file needs to know it."""
-        if not isinstance(node, cst.BaseExpression) or isinstance(node, PLAIN):
+        if not isinstance(node, cst.BaseExpression):
+            return None
+        number = self.number(node, scope)
+        if number is not None:
+            return Value(number=number)
+        if isinstance(node, PLAIN):
             return None
         module = self.module
         site = module.model_of(node, scope)
@@ -102,6 +109,16 @@ class _Exporter:
             params=self.params(node, scope),
         )
         return self.named(value) or None
+
+    def number(self, node: cst.BaseExpression, scope: Scope) -> int | None:
+        """An int the file writes for `node` (a literal, a name bound once to one, an
+        argparse or config default): what another file receives as a constant. Not a
+        parameter's default (callers elsewhere may pass another), nor a bool."""
+        found = self.module.constant(node, scope)
+        if found is None or found.origin not in NUMBER_ORIGINS:
+            return None
+        value = found.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def named(self, value: Value) -> Value:
         """A value that holds a parameter and nothing it does not receive from the other

@@ -78,6 +78,7 @@ class Value:
     optimizer: str | None = None  # OPTIMIZER or SCALER
     instance: str | None = None  # a class of the project it is an instance of ("path::C")
     params: frozenset[str] = frozenset()  # parameters it may also be (resolved by linking)
+    number: int | None = None  # an int constant (`BATCH_SIZE = 8`, a literal passed)
 
     def __bool__(self) -> bool:
         return bool(
@@ -88,6 +89,7 @@ class Value:
             or self.optimizer
             or self.instance
             or self.params
+            or self.number is not None
         )
 
     def join(self, other: Value) -> Value:
@@ -104,6 +106,7 @@ class Value:
             _same(self.optimizer, other.optimizer),
             _same(self.instance, other.instance),
             self.params | other.params,
+            self.number if self.number == other.number else None,
         )
 
     def without_params(self) -> Value:
@@ -116,7 +119,7 @@ class Value:
             and self.pinned <= other.pinned
             and all(
                 getattr(self, f) in (None, getattr(other, f))
-                for f in ("device", "network", "optimizer", "instance")
+                for f in ("device", "network", "optimizer", "instance", "number")
             )
         )
 
@@ -136,7 +139,7 @@ class Value:
         for name in ("loaders", "pinned", "params"):
             if getattr(self, name):
                 data[name] = sorted(getattr(self, name))
-        for name in ("optimizer", "instance"):
+        for name in ("optimizer", "instance", "number"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
         return data
@@ -152,6 +155,7 @@ class Value:
             data.get("optimizer"),
             data.get("instance"),
             frozenset(data.get("params", ())),
+            data.get("number"),
         )
 
 

@@ -11,6 +11,7 @@ import re
 import libcst as cst
 
 from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.syntax import dotted_name
 from torchlint.semantic.values import Values
 from torchlint.text.walk import descendants
 
@@ -175,16 +176,18 @@ def large_dataset(values: Values, call: cst.Call, scope: Scope) -> str | None:
     """The name of a data set of 100,000 samples or more a dataset construction reads: a
     torchvision class (`CelebA`), or a string among its arguments, as the file writes
     or defaults it (`ImageDataset("../data/%s" % opt.dataset_name)` with the option's
-    default "img_align_celeba"); None where nothing names one."""
+    default "img_align_celeba"), or the name of the class built (`CocoDataset`); None
+    where nothing names one."""
     qualname = scope.resolve(call.func)
     if qualname in LARGE_DATASETS:
         return qualname.rpartition(".")[2]
+    named = LARGE_NAMES.search(dotted_name(call.func) or "")  # `CocoDataset(...)`
+    if named is not None:
+        return named.group(0)
     return _named(values, [a.value for a in call.args], scope, 0)
 
 
-def _named(
-    values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth: int
-) -> str | None:
+def _named(values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth: int) -> str | None:
     """A large data set's name in the strings of `nodes`, following a name bound once to
     what builds it (`traindir = os.path.join(args.data, "train")`, one level)."""
     for root in nodes:

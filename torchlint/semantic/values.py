@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
+from torchlint.semantic.external import Global
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope
 from torchlint.semantic.syntax import (
@@ -53,7 +54,8 @@ FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True"
 class Constant:
     value: Value
     node: cst.BaseExpression  # the literal that writes the value
-    # "literal" | "name" | "argparse" | "config" | "argument" | "default" | "hparams"
+    # "literal" | "name" | "argparse" | "config" | "argument" | "default" | "hparams",
+    # or "project": another file of the project writes it (`node` is where it is read)
     origin: str
 
 
@@ -168,6 +170,8 @@ class Values:
             return Constant(found.value, found.node, origin)
         if binding.kind is Kind.PARAM:
             return self._parameter(binding, _depth)
+        if binding.kind is Kind.IMPORT and isinstance(node, cst.BaseExpression):
+            return self._imported(binding, node)
         return None
 
     def truth(self, test: cst.BaseExpression, scope: Scope) -> Constant | None:
@@ -216,6 +220,9 @@ class Values:
     def _parameter(self, binding: Binding, depth: int) -> Constant | None:
         passed = self.functions.arguments(binding)
         if passed is None:
+            elsewhere = self._passed_elsewhere(binding)
+            if elsewhere is not None:
+                return elsewhere
             default = self.functions.default(binding)
             found = self.constant(*default, depth + 1) if default is not None else None
             return Constant(found.value, found.node, "default") if found else None
@@ -228,6 +235,24 @@ class Values:
         if len({(type(r.value), r.value) for r in results}) != 1:
             return None
         return Constant(results[0].value, results[0].node, "argument")
+
+    def _passed_elsewhere(self, binding: Binding) -> Constant | None:
+        """The int every other file of the project passes for a parameter no call of
+        this file passes (`make_loaders(batch_size=8)` in train.py), origin "project"."""
+        function = binding.symbol.scope.node
+        if not isinstance(function, cst.FunctionDef) or self.functions.callers(function):
+            return None
+        value = self.functions.passed(binding)
+        if value is None or value.number is None or not isinstance(binding.node, cst.Param):
+            return None
+        return Constant(value.number, binding.node.name, "project")
+
+    def _imported(self, binding: Binding, node: cst.BaseExpression) -> Constant | None:
+        """An int constant another file of the project defines (`from config import
+        BATCH_SIZE`), origin "project"."""
+        found = self.functions.env.export(binding.qualname) if binding.qualname else None
+        number = found.value.number if isinstance(found, Global) else None
+        return Constant(number, node, "project") if number is not None else None
 
     def _hparam(self, node: cst.CSTNode, scope: Scope) -> Binding | None:
         """`self.hparams.batch_size` (or `self.hparams["batch_size"]`) in a class whose
