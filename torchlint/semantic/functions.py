@@ -202,9 +202,21 @@ class Functions:
         `parallel.run(training, config)`: the arguments after the function (or in
         `args=`) are its parameters after the first. None where nothing launches it."""
         index, params = param.index, function.params.params
-        if not index or isinstance(function.params.star_arg, cst.Param):
+        launches = self._launches.get(id(function))
+        if not index or not launches or isinstance(function.params.star_arg, cst.Param):
             return None
         out: list[tuple[cst.BaseExpression, Scope]] = []
+        for call, handed in launches:
+            if handed is None or len(handed) != len(params) - 1:
+                return None
+            out.append((handed[index - 1], call.scope))
+        return out
+
+    @cached_property
+    def _launches(self) -> dict[int, list[tuple[CallSite, list[cst.BaseExpression] | None]]]:
+        """id(def) -> the launcher calls of this file given it first, and what each hands
+        it (`_handed`)."""
+        found: dict[int, list[tuple[CallSite, list[cst.BaseExpression] | None]]] = {}
         for call in self.facts.calls:
             args = call.node.args
             if not args or args[0].keyword is not None or args[0].star:
@@ -212,13 +224,9 @@ class Functions:
             if call.qualname not in SPAWNS and call.method != "run":
                 continue
             target = self.definition(args[0].value, call.scope)
-            if target is None or target.node is not function:
-                continue
-            handed = _handed(call.node)
-            if handed is None or len(handed) != len(params) - 1:
-                return None
-            out.append((handed[index - 1], call.scope))
-        return out or None
+            if target is not None and isinstance(target.node, cst.FunctionDef):
+                found.setdefault(id(target.node), []).append((call, _handed(call.node)))
+        return found
 
     @staticmethod
     def default(param: Binding) -> tuple[cst.BaseExpression, Scope] | None:
