@@ -16,13 +16,15 @@ from torchlint.semantic.loaders import DataLoaderSite, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
+from torchlint.semantic.scopes import BUILTINS, CallSite, Kind, Loop, Scope, bound_names
 from torchlint.semantic.syntax import (
     HOST_READS,
     MISSING,
+    argument,
     bool_value,
     contains,
     dotted_name,
+    handed_as_is,
     int_value,
     names_read,
 )
@@ -492,12 +494,42 @@ def batch_size_of(
     tensor = _first_dimension_of(expr)
     if tensor is None:
         return None
+    return _batch_of(module, tensor, scope, loops, 0)
+
+
+MAX_BATCH_DEPTH = 3
+
+
+def _batch_of(
+    module: TorchModule, tensor: str, scope: Scope, loops: tuple[Loop, ...], depth: int
+) -> int | None:
+    """The constant batch size of the loader whose batches `tensor` holds: a batch tensor
+    of one of `loops`, a name a loop binds to one (`real = Variable(imgs.type(T))`), or a
+    parameter every call passes one (`gradient_penalty(D, real.data, fake.data)`)."""
     for loop in reversed(loops):
-        if tensor not in batch_tensors(module, loop, rebound=True):
-            continue
-        sizes = {_constant_batch(module, loader) for loader in loop.loaders}
-        return sizes.pop() if len(sizes) == 1 else None
-    return None
+        if tensor in batch_tensors(module, loop, rebound=True):
+            sizes = {_constant_batch(module, loader) for loader in loop.loaders}
+            return sizes.pop() if len(sizes) == 1 else None
+        values = [b.value for b in loop.assignments if b.symbol.name == tensor]
+        if len(values) == 1 and values[0] is not None and depth < MAX_BATCH_DEPTH:
+            inner = handed_as_is(values[0])
+            if inner is not None:
+                return _batch_of(module, inner, scope, loops, depth + 1)
+    symbol = scope.lookup(tensor)
+    param = symbol.only(Kind.PARAM) if symbol is not None else None
+    function = param.symbol.scope.node if param is not None else None
+    if param is None or param.index is None or not isinstance(function, cst.FunctionDef):
+        return None
+    callers = module.functions.callers(function)
+    if not callers or depth >= MAX_BATCH_DEPTH:
+        return None
+    sizes = set()
+    for call, offset in callers:
+        inner = handed_as_is(argument(call.node, tensor, index=param.index - offset))
+        sizes.add(
+            _batch_of(module, inner, call.scope, call.ctx.loops, depth + 1) if inner else None
+        )
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _first_dimension_of(expr: cst.BaseExpression) -> str | None:

@@ -127,3 +127,30 @@ def argument(
         index = params.index(name)
     args = positional(call)
     return args[index] if index < len(args) else MISSING
+
+
+# Methods that hand a tensor on with its first dimension as it is.
+AS_IS_METHODS = frozenset({"to", "cuda", "float", "half", "detach", "type", "clone", "long"})
+
+
+def handed_as_is(node: cst.BaseExpression) -> str | None:
+    """The name a tensor expression hands on with its first dimension (`imgs.data`,
+    `x.to(device)`, `Variable(imgs.type(Tensor))`); None for anything else."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value not in AS_IS_METHODS:
+                return None
+            node = node.func.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "Variable"
+            and len(node.args) >= 1
+        ):
+            node = node.args[0].value
+        else:
+            return None
