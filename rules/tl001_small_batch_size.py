@@ -125,7 +125,10 @@ class SmallBatchSize(Rule):
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in [*module.dataloaders, *module.factory_loaders]:
-            if not loader.sees("batch_size") or loader.arg("batch_sampler") is not MISSING:
+            if (
+                not loader.argument_known("batch_size")
+                or loader.arg("batch_sampler") is not MISSING
+            ):
                 continue
             value = loader.arg("batch_size")
             if value is MISSING:
@@ -149,7 +152,7 @@ class SmallBatchSize(Rule):
                 continue  # a billion parameters, quantized or sharded: memory sets the batch
             low = any(_pretrained(site) for site in trained) or _fine_tunes(module)
             where = (
-                loader.said("batch_size", str(size))
+                loader.spelled("batch_size", str(size))
                 if found.origin == "literal"
                 else f"`{_code(value)}={size}`"
             )

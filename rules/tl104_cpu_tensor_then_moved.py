@@ -66,8 +66,8 @@ batch (`imgs.shape[0]`, `imgs.size(0)`, a name bound to one) counts as the const
 a batch of 64; `np.random.randint(0, n_classes, imgs.shape[0])`), for torch factories and
 NumPy-built arrays alike; so does the first dimension of a name the loop binds to a
 batch as it is (`real = Variable(imgs.type(Tensor))`) and of a helper's parameter every
-call of the file passes such a tensor (a WGAN-GP penalty's `real.size(0)`). Other shapes known only at run time, `*_like` and `*shape` stay
-high.
+call of the file passes such a tensor (a WGAN-GP penalty's `real.size(0)`). Other
+shapes known only at run time, `*_like` and `*shape` stay high.
 
 Unknown device: reported where a factory is moved on every step to a device that cannot
 be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same

@@ -133,7 +133,7 @@ class DataLoaderSyncLoading(Rule):
         if not module.uses_gpu:
             return
         for loader in [*module.dataloaders, *module.factory_loaders]:
-            if not loader.sees("num_workers") or not loader.trains:
+            if not loader.argument_known("num_workers") or not loader.trains:
                 continue
             if module.idle_framework_loader(loader):
                 continue
@@ -146,11 +146,13 @@ class DataLoaderSyncLoading(Rule):
             what = (
                 "DataLoader without `num_workers`"
                 if workers is MISSING
-                else f"{loader.said('num_workers', '0')} on a training DataLoader"
+                else f"{loader.spelled('num_workers', '0')} on a training DataLoader"
             )
             if default is not None:
                 written = module.module.code_for_node(workers)
-                what = f"{loader.said('num_workers', written)} ({default}) on a training DataLoader"
+                what = (
+                    f"{loader.spelled('num_workers', written)} ({default}) on a training DataLoader"
+                )
             hazard = module.datasets.workers_hazard(loader)
             persistent = module.restarts_workers(loader)
             pin = pin_with_workers(module, loader, persistent)
@@ -166,7 +168,7 @@ class DataLoaderSyncLoading(Rule):
                 if hazard
                 else workers_fix(
                     loader,
-                    f"Set {loader.said('num_workers', WORKERS_NAME)}",
+                    f"Set {loader.spelled('num_workers', WORKERS_NAME)}",
                     persistent,
                     pin,
                     pinned_copies(module, loader) if pin is not None else ([], []),

@@ -116,7 +116,7 @@ class DataLoaderNoPinMemory(Rule):
             return
         for loader in loaders:
             if (
-                not loader.sees("pin_memory")
+                not loader.argument_known("pin_memory")
                 or not loader.trains
                 or module.idle_framework_loader(loader)
                 or _reloaded_persistent(module, loader)
@@ -127,7 +127,7 @@ class DataLoaderNoPinMemory(Rule):
             if pin is MISSING:
                 what = "DataLoader without `pin_memory`"
             elif bool_value(pin) is False:
-                what = f"{loader.said('pin_memory', 'False')} on a training DataLoader"
+                what = f"{loader.spelled('pin_memory', 'False')} on a training DataLoader"
             else:
                 continue
             spelled, imp = spell(module, "torch.cuda.is_available", loader.call.scope)
@@ -139,7 +139,7 @@ class DataLoaderNoPinMemory(Rule):
                 else "in a file that trains on the GPU"
             )
             copies, needed = pinned_copies(module, loader)
-            pin_to = loader.said("pin_memory", f"{spelled}()")
+            pin_to = loader.spelled("pin_memory", f"{spelled}()")
             title = f"Set {pin_to}" + (
                 f" and make the {len(copies)} copies of its batches non-blocking"
                 if len(copies) > 1
@@ -183,7 +183,7 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     workers = loader.arg("num_workers")
     if workers is not MISSING and int_value(workers) != 0:
         return None
-    if not loader.sees("num_workers"):
+    if not loader.argument_known("num_workers"):
         return None  # a factory's workers we cannot see: none of the reasons can be told
     datasets = module.datasets
     if datasets.wants_workers(loader):

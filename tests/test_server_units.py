@@ -253,7 +253,7 @@ def _settle(opened: Opened) -> None:
         if not batches:
             return
         for batch in batches:
-            opened.learn(batch, [opened.analyse(task) for task in batch])
+            opened.keep(batch, [opened.analyse(task) for task in batch])
 
 
 def _codes(report) -> set[tuple[str, int]]:
@@ -287,7 +287,7 @@ def test_a_project_knows_its_files_as_saved(tmp_path):
     saved = {k: s.to_json() for k, s in opened.project.summaries.items()}
     engine = opened.environment(root / "engine.py")
     lint_python(renamed, str(root / "engine.py"), chosen, env=engine)
-    opened.learn_fetched()
+    opened.keep_fetched()
     assert {k: s.to_json() for k, s in opened.project.summaries.items()} == saved
     assert not opened.stale(root / "train.py", told, True)
 

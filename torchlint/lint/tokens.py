@@ -79,7 +79,7 @@ def may_tell(text: str) -> bool:
 ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
 
 
-def engages(text: str, knowledge: Knowledge) -> bool:
+def may_train(text: str, knowledge: Knowledge) -> bool:
     """The file may train, evaluate or load data: a token of it, or a callable the
     project's knowledge names."""
     return any(token in text for token in ENGAGING) or knowledge.named_in(text)

@@ -76,7 +76,7 @@ class Project:
             seed()
             self.trusted = trusted  # what was stored is the state trusted
 
-    def trusts(self, key: str) -> bool:
+    def holds_stored(self, key: str) -> bool:
         """What was stored for `key` holds without asking again."""
         return self.trusted and key not in self.recheck
 
@@ -125,7 +125,9 @@ class Project:
         those of the fixed point (a result computed before it, while another file
         differed, is checked). Answers known by their `digest` alone (None) hold only
         where trusted."""
-        if self.trusts(key) and self.settled.get(key) == (digest or answers_digest(answers or {})):
+        if self.holds_stored(key) and self.settled.get(key) == (
+            digest or answers_digest(answers or {})
+        ):
             return True
         return answers is not None and self.environment(key).holds(answers)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint.config.load import Config
-from torchlint.lint.tokens import any_applies, engages, may_tell
+from torchlint.lint.tokens import any_applies, may_tell, may_train
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, levels, sys_paths
 from torchlint.results import FileResult, Job
@@ -112,7 +112,7 @@ def _settled(project: Project) -> dict[str, str]:
     return found
 
 
-def stands(
+def result_holds(
     project: Project,
     key: str,
     answers: dict[str, Any] | None,
@@ -137,8 +137,8 @@ class Rounds:
     any other file of the project once another file needs what it defines. Summaries are
     stored by content with the answers they were computed from, and reused while those
     answers hold. The language server keeps one for each project of a session (`open`
-    with no file asked), runs its rounds a file at a time (`due`, `batches`, `analyse`,
-    `learn`), and reads a saved file again (`reread`)."""
+    with no file asked), runs its rounds a file at a time (`to_summarize`, `batches`,
+    `analyse`, `keep`), and reads a saved file again (`reread`)."""
 
     def __init__(
         self,
@@ -304,7 +304,7 @@ class Rounds:
                 "names": [i.name for i in names if not i.nested],
                 "nested": [i.name for i in names if i.nested],
                 "told": self._told(text),
-                "engages": engages(text, self.job.settings.knowledge),
+                "engages": may_train(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text or key.endswith(".ipynb"),
                 "paths": sys_paths(text),
             }
@@ -403,7 +403,7 @@ class Rounds:
                         result = results[task.index] = None  # its summary is not stored
                 if result is None or not self._holds(task, result):
                     todo.append(task)
-            todo += self.due()
+            todo += self.to_summarize()
             if not todo or round_ == MAX_ROUNDS:
                 self.settled(fixed=not todo)
                 break
@@ -414,7 +414,7 @@ class Rounds:
                 computed = list(compute(batch, job, None))
                 for task, result in zip(batch, computed, strict=True):
                     assert result is not None
-                    self.learn(task, result)
+                    self.keep(task, result)
                     if task.index >= 0:
                         results[task.index] = result
                         fresh.add(task.index)
@@ -434,7 +434,7 @@ class Rounds:
             if not project.trusted:
                 project.program.reached  # noqa: B018 (computed now, for the workers)
 
-    def due(self) -> list[Task]:
+    def to_summarize(self) -> list[Task]:
         """The files read for their summaries only that a round analyses: those that may
         tell something or that another file needs, with no summary that holds."""
         todo: list[Task] = []
@@ -497,7 +497,7 @@ class Rounds:
         if not trusted and not self._complete(task, result):
             return False  # not in the store (or of other answers): analysed again
         checked = result.checked or result.error is not None
-        return stands(project, task.key, result.answers, checked, result.stored)
+        return result_holds(project, task.key, result.answers, checked, result.stored)
 
     def store_fetched(self) -> None:
         """Store the summaries the projects read on demand (in this process or a worker)."""
@@ -521,7 +521,7 @@ class Rounds:
             and (task.key in project.summaries or task.key in project.recheck)
         ):
             return True  # not analysed (no rule reads it): what was read for another file stands
-        if project.trusts(task.key):
+        if project.holds_stored(task.key):
             return True  # a stored result, of the bytes the stored summaries are of
         if result.stored is not None and not self._complete(task, result):
             return False
@@ -544,7 +544,7 @@ class Rounds:
         result.stored = None
         return True
 
-    def learn(self, task: Task, result: FileResult) -> None:
+    def keep(self, task: Task, result: FileResult) -> None:
         """Keep what a task's analysis tells its project (and store it)."""
         if task.project is None or not task.key:
             return

@@ -36,7 +36,7 @@ class Target:
     offset: int
 
 
-def told(knowledge: Knowledge) -> dict[str, Function]:
+def known_callables(knowledge: Knowledge) -> dict[str, Function]:
     """The callables `[tool.torchlint.semantic]` names, as the functions of another file
     they stand for: what a call of each does or returns."""
     found = {
@@ -70,7 +70,7 @@ class Functions:
         self.facts = facts
         self.env = env
         knowledge = knowledge or Knowledge()
-        self._told = told(knowledge)
+        self._known = known_callables(knowledge)
         self._entries: dict[str, StepFunction | LoaderFactory] = {
             s.name: s for s in knowledge.step_functions
         }
@@ -288,7 +288,7 @@ class Functions:
         if key not in self._exports:
             qualname = scope.resolve(node)
             found = (
-                None if qualname is None else self._told.get(qualname) or self.env.export(qualname)
+                None if qualname is None else self._known.get(qualname) or self.env.export(qualname)
             )
             self._exports[key] = found if isinstance(found, (Class, Function)) else None
         return self._exports[key]

@@ -84,7 +84,7 @@ class DataLoaderSite:
             return self.spread.get(name, MISSING)
         return found
 
-    def sees(self, name: str) -> bool:
+    def argument_known(self, name: str) -> bool:
         """What the call says of parameter `name` is what the loader gets: not `opaque`,
         and a DataLoader, or a factory whose entry names the parameter and a call that
         passes it (left out, the factory's own default holds, which we cannot read)."""
@@ -92,7 +92,7 @@ class DataLoaderSite:
             return False
         return self.factory is None or self.arg(name) is not MISSING
 
-    def said(self, name: str, value: str) -> str:
+    def spelled(self, name: str, value: str) -> str:
         """`name=value` as the call says it: a factory call with the factory's keyword,
         or the value as the argument at the position its entry gives."""
         where = self.factory.parameter(name) if self.factory is not None else name

@@ -405,7 +405,7 @@ class TorchlintServer(LanguageServer):
             report.failures.append(trouble)
         result = analysed(snapshot, chosen, report, encoding)
         if opened is not None and env is not None and snapshot.path is not None:
-            opened.learn_fetched()
+            opened.keep_fetched()
             checked = env.checked or bool(report.problems)  # (a file it cannot analyse)
             result.told = Told(opened, snapshot.path, env.answers, checked)
         return result
@@ -495,7 +495,7 @@ class TorchlintServer(LanguageServer):
                     if settling.again:
                         break
                     results.append(await self.background(opened.analyse, task))
-                await self.background(opened.learn, batch[: len(results)], results)
+                await self.background(opened.keep, batch[: len(results)], results)
                 if settling.again:
                     return
             if not batches:

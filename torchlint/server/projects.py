@@ -23,7 +23,7 @@ from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.run.cache import location
 from torchlint.run.pool import INTERNAL
-from torchlint.run.rounds import Rounds, stands
+from torchlint.run.rounds import Rounds, result_holds
 from torchlint.run.runner import display
 from torchlint.semantic.external import Environment
 from torchlint.server.settings import Configs, EditorSettings, setup
@@ -60,7 +60,7 @@ class Opened:
         assert key is not None
         return self.project.environment(key)
 
-    def learn_fetched(self) -> None:
+    def keep_fetched(self) -> None:
         """Store the summaries the project read on demand during a document's lint (of
         files on disk: what the project knows already)."""
         self.rounds.store_fetched()
@@ -68,12 +68,12 @@ class Opened:
     def stale(self, path: Path, answers: dict[str, Any], checked: bool) -> bool:
         """A lint of the document at `path` was told what the project no longer says."""
         key = self.key(path)
-        return key is not None and not stands(self.project, key, answers, checked)
+        return key is not None and not result_holds(self.project, key, answers, checked)
 
     # -- the rounds, a step at a time --------------------------------------------------
 
     def batches(self, round_: int) -> list[list[_Task]]:
-        return self.rounds.batches(self.rounds.due())
+        return self.rounds.batches(self.rounds.to_summarize())
 
     def analyse(self, task: _Task) -> FileResult:
         """One file's summary; a bug in torchlint is an error of that file (as in a run),
@@ -85,9 +85,9 @@ class Opened:
             message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
             return FileResult(display(task.path), errors=[FileError(ANALYSIS_ERROR, message)])
 
-    def learn(self, tasks: list[_Task], results: list[FileResult]) -> None:
+    def keep(self, tasks: list[_Task], results: list[FileResult]) -> None:
         for task, result in zip(tasks, results, strict=True):
-            self.rounds.learn(task, result)
+            self.rounds.keep(task, result)
 
     def reread(self, changed: set[Path], moved: set[Path]) -> bool:
         """Files changed on disk (`moved`: created or deleted): those of the project read
