@@ -8,7 +8,9 @@ model output (f-strings and `str.format` included), `loss.data[0]` of the loss o
 reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read), or
 `torch.cuda.synchronize()`; also such calls one call away: in a function of the file the
 loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the `forward` of
-a network the loop trains. In PyTorch Lightning, the `training_step` of a LightningModule
+a network the loop trains (not a value such a function returns that every caller tests in
+an `if`/`while` of its loop: an LR finder's divergence break needs it on the host). In
+PyTorch Lightning, the `training_step` of a LightningModule
 (Lightning runs it once per optimizer step, around its own backward and step) and the
 functions of the file it calls, every step: `self.log("loss", loss.item())` is the common
 case. Not reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
@@ -234,6 +236,8 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
+                if module.runs.returned_to_tests(function, call):
+                    continue  # the same, in every caller (an LR finder's divergence test)
                 if _rare(module, call, None, what == SYNCHRONIZE):
                     continue
                 seen.add(id(call.ctx.statement))

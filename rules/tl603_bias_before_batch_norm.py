@@ -8,7 +8,9 @@ a `BatchNorm1d` of as many features. "Straight into": consecutive in
 block helper), in two consecutive `layers.append(...)`, or, for layers held by a
 module, `self.bn(self.conv(x))` or `x = self.conv(x)` followed by `x = self.bn(x)` at
 every place the layer is called. Lists passed to another call (`nn.ModuleList([...])`,
-whose order is not the order they run in) are not read.
+whose order is not the order they run in) are not read, nor a block helper some call
+of which is bound to a name whose items the file replaces (`self.out =
+block(...)`, then `self.out[-1] = nn.Tanh()`: the norm may be gone there).
 
 Why: batch norm subtracts the per-channel mean of its input, so a constant added to
 each channel just before it is removed again: the bias changes nothing the network
@@ -71,7 +73,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
 from torchlint.semantic.syntax import argument, bool_value, dotted_name
-from torchlint.text.walk import children
+from torchlint.text.walk import children, descendants
 
 # Layers with a bias -> the position of `bias` among their positional parameters.
 CONVOLUTIONS = {
@@ -127,11 +129,16 @@ class BiasBeforeBatchNorm(Rule):
         pairs = [*_in_sequences(module, layers, site_of), *_in_forward(module, site_of)]
         reported: set[int] = set()
         fixable: bool | None = None
+        replaced: set[str] | None = None
         for layer, norm in sorted(pairs, key=lambda pair: pair[0].order):
             if id(layer.node) in reported or layer.has_star_args:
                 continue  # `**options` may set the bias
             if not _cancelled(module, layer, norm):
                 continue
+            if replaced is None:
+                replaced = _items_replaced(module.module)
+            if replaced and _helper_result_changed(module, layer, replaced):
+                continue  # `self.out = block(...)`, `self.out[-1] = nn.Tanh()`
             bias = layer.arg("bias", index=LAYERS[layer.qualname or ""])
             if bias is not MISSING and bool_value(bias) is not True:
                 continue
@@ -191,6 +198,37 @@ def _cancelled(module: TorchModule, layer: CallSite, norm: CallSite) -> bool:
         return True
     first, second = module.constant(features, layer.scope), module.constant(channels, norm.scope)
     return first is not None and second is not None and first.value == second.value
+
+
+def _items_replaced(root: cst.Module) -> set[str]:
+    """The names (`self.c7s1_3`) whose items the file assigns (`self.c7s1_3[-1] = ...`)."""
+    return {
+        name
+        for node in descendants(root)
+        if isinstance(node, cst.Assign)
+        for target in node.targets
+        if isinstance(target.target, cst.Subscript)
+        and (name := dotted_name(target.target.value)) is not None
+    }
+
+
+def _helper_result_changed(module: TorchModule, layer: CallSite, replaced: set[str]) -> bool:
+    """The layer is built by a helper function some call of which is bound to a name
+    whose items the file replaces: the norm after it may be gone in that instance."""
+    helper = layer.ctx.function
+    if helper is None or layer.ctx.class_ is not None:
+        return False
+    for call, _ in module.functions.callers(helper):
+        statement = call.ctx.statement
+        body = statement.body if isinstance(statement, cst.SimpleStatementLine) else []
+        if any(
+            isinstance(small, cst.Assign)
+            and small.value is call.node
+            and any(dotted_name(t.target) in replaced for t in small.targets)
+            for small in body
+        ):
+            return True
+    return False
 
 
 def _reads_bias(root: cst.Module) -> bool:

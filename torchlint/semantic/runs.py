@@ -11,9 +11,9 @@ import libcst as cst
 from torchlint.semantic.external import Callers, Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.loops import is_periodic, names_tested
 from torchlint.semantic.scopes import CallSite, Context, Scope
-from torchlint.semantic.syntax import bool_value, contains, str_value
+from torchlint.semantic.syntax import bool_value, contains, names_read, str_value
 from torchlint.semantic.values import Constant, Values
 from torchlint.text.walk import children, descendants
 
@@ -253,6 +253,32 @@ class Runs:
                 if found is not None and not found.value:
                     return found
         return None
+
+    def returned_to_tests(self, function: cst.FunctionDef, call: CallSite) -> bool:
+        """The call is what `function` returns (`return loss.item()`), and every call of it
+        in the file binds the value to a name an `if`/`while` of the loop around that call
+        tests (`loss = self._train_batch(it)` ... `if loss > diverge * best: break`): the
+        host needs the value there."""
+        statement = call.ctx.statement
+        returned = isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Return) and small.value is call.node
+            for small in statement.body
+        )
+        callers = self.functions.callers(function) if returned else []
+        for caller, _ in callers:
+            bound, loops = caller.ctx.statement, caller.ctx.loops
+            if not loops or not isinstance(bound, cst.SimpleStatementLine):
+                return False
+            targets = {
+                n
+                for small in bound.body
+                if isinstance(small, cst.Assign) and small.value is caller.node
+                for t in small.targets
+                for n in names_read(t.target)
+            }
+            if not targets & names_tested(loops[-1]):
+                return False
+        return bool(callers)
 
     def opt_in(self, ctx: Context, node: cst.CSTNode, named: bool = False) -> bool:
         """`node` runs only when a flag that is off by default is on: it is in the body of
