@@ -15,7 +15,9 @@ PyTorch Lightning, the `training_step` of a LightningModule
 functions of the file it calls, every step: `self.log("loss", loss.item())` is the common
 case. Not reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
 log_every:`), anything outside the per-step loop (once per epoch is fine), `y.cpu()` of a
-batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a call in a
+batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a call in a branch for
+another backend (`if device.type == "mps":`, `mps = "mps" in device.type; if mps:`, a
+CPU-only branch: not the CUDA path), a call in a
 branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
 torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under a
 flag that is off by default (an argparse option, config entry or constant set to
@@ -312,6 +314,8 @@ def _rare(module: TorchModule, call: Placed, loop: Loop | None, timing: bool = F
     `if args.with_tracking:`, a mode users run with)."""
     if runs_once(call, loop.node if loop is not None else None):
         return True
+    if module.runs.other_backend(call.ctx, call.node):
+        return True  # `if mps: prediction = prediction.cpu()`: not on the CUDA path
     return module.opt_in(call.ctx, call.node, named=not timing)
 
 

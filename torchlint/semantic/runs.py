@@ -12,7 +12,7 @@ from torchlint.semantic.external import Callers, Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import is_periodic, names_tested
-from torchlint.semantic.scopes import CallSite, Context, Scope
+from torchlint.semantic.scopes import CallSite, Context, Kind, Scope
 from torchlint.semantic.syntax import bool_value, contains, names_read, str_value
 from torchlint.semantic.values import Constant, Values
 from torchlint.text.walk import children, descendants
@@ -27,6 +27,10 @@ SET_GRAD = "torch.set_grad_enabled"
 
 # A flag for measuring or debugging the run, not for running it.
 INSTRUMENTATION_FLAG = re.compile(r"sync|profil|timing|time_|bench|debug", re.IGNORECASE)
+
+
+# Devices other than CUDA a branch may be written for: what runs there does not stall it.
+OTHER_BACKENDS = frozenset({"mps", "xla", "xpu", "hpu", "npu", "cpu"})
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -253,6 +257,29 @@ class Runs:
                 if found is not None and not found.value:
                     return found
         return None
+
+    def other_backend(self, ctx: Context, node: cst.CSTNode) -> bool:
+        """`node` runs only on a device other than CUDA: in the body of an `if` whose test
+        compares with one of `OTHER_BACKENDS` (`if device.type == "mps":`, `if "xla" in
+        dev:`), directly or through a name bound once to such a test (`mps = "mps" in
+        device.type`; `if mps:`)."""
+        for if_ in ctx.ifs:
+            if not contains(if_.body, node):
+                continue
+            test: cst.BaseExpression = if_.test
+            symbol = ctx.scope.lookup(test.value) if isinstance(test, cst.Name) else None
+            bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+            if bound is not None and bound.value is not None:
+                test = bound.value
+            if (
+                isinstance(test, cst.Comparison)
+                and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, (cst.Equal, cst.In))
+                and {str_value(test.left), str_value(test.comparisons[0].comparator)}
+                & OTHER_BACKENDS
+            ):
+                return True
+        return False
 
     def returned_to_tests(self, function: cst.FunctionDef, call: CallSite) -> bool:
         """The call is what `function` returns (`return loss.item()`), and every call of it
