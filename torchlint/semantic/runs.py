@@ -288,8 +288,7 @@ class Runs:
         host needs the value there."""
         statement = call.ctx.statement
         returned = isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(small, cst.Return) and small.value is call.node
-            for small in statement.body
+            isinstance(small, cst.Return) and small.value is call.node for small in statement.body
         )
         callers = self.functions.callers(function) if returned else []
         for caller, _ in callers:
