@@ -16,6 +16,7 @@ from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.portable import Network
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
 from torchlint.semantic.values import Values
+from torchlint.text.walk import descendants
 
 MAX_DEPTH = 4
 
@@ -363,11 +364,48 @@ class Models:
         return True
 
     def called(self, call: CallSite) -> Model | None:
-        """The model a call such as `model(x)` / `self.net(x)` runs."""
+        """The model a call such as `model(x)` / `self.net(x)` runs, or a submodule of a
+        network of this file called on its own (`model.encoder(x)`)."""
         func = call.node.func
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return None
-        return self.of(func, call.scope)
+        found = self.of(func, call.scope)
+        if found is None and isinstance(func, cst.Attribute):
+            found = self._submodule(func, call.scope)
+        return found
+
+    def _submodule(self, func: cst.Attribute, scope: Scope) -> Model | None:
+        """`model.encoder(x)` for `model` a network built from a class of this file: a
+        submodule its `__init__` assigns (`self.encoder = nn.Sequential(...)`), or a
+        method that runs its layers (`def encoder(self, x): return self.linear_1(x)`):
+        `model` runs (its `.eval()` and autograd state are the submodule's)."""
+        owner = self.of(func.value, scope)
+        if not isinstance(owner, ModelSite) or not owner.is_network:
+            return None
+        construction = owner.construction
+        cls = self.functions.class_scope(construction.node.func, construction.scope)
+        member = cls.member(func.attr.value) if cls is not None else None
+        if member is None or len(member.bindings) != 1:
+            return None
+        bound = member.bindings[0]
+        if bound.kind is Kind.ASSIGN and isinstance(bound.value, cst.Call):
+            found = self.of(bound.value, bound.ctx.scope)
+            qualname = bound.ctx.scope.resolve(bound.value.func) or ""
+            network = found.is_network if found is not None else None
+            if network is None:
+                network = _library_kind(qualname) is ModelKind.NETWORK
+            return owner if network else None  # the owner's mode and grad state hold
+        if bound.kind is Kind.DEF and isinstance(bound.node, cst.FunctionDef):
+            method = self.functions.scope_of(bound.node)
+            runs = any(
+                isinstance(n, cst.Call)
+                and isinstance(n.func, cst.Attribute)
+                and (layer := self.of(n.func, method)) is not None
+                and layer.is_network
+                for n in descendants(bound.node.body)
+            )
+            return owner if runs else None
+        return None
 
     @cached_property
     def _method_calls_on_models(self) -> dict[int, list[CallSite]]:
