@@ -5,7 +5,10 @@ function, with no `model.train()` in between) or inside a function named
 `eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
 `torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
 (as a `with`, as a decorator of the function, or around every call of the
-function), and no `.backward()` / `torch.autograd.grad` in the loop. Also a function
+function), and no `.backward()` / `torch.autograd.grad` in the loop; or, at the top level
+of a script or notebook, such a loop after its training loop that calls nothing of the
+file but networks (features extracted for another model, predictions made), `.eval()`
+or not. Also a function
 the training loop calls (a sampling helper every N steps) that switches a network to
 `.eval()` and then runs it, with gradients on, no backward pass and no value returned
 (a returned output may be backpropagated by the caller). A network of another file
@@ -41,8 +44,9 @@ outputs just no longer require grad. Not reported when a value computed in the l
 may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
 a loop that recomputes it).
 
-Impact: Always high: every evaluated batch records a graph and keeps its activations,
-memory and time that `torch.no_grad()` saves at no cost.
+Impact: high: every evaluated batch records a graph and keeps its activations, memory
+and time that `torch.no_grad()` saves at no cost. Low for a network counted at under a
+million parameters: its graph and activations are small.
 
 Unknown device: a graph nobody backpropagates costs memory and time on any device, so
 any device counts, unknown ones too; only code that names none is left alone. In a
@@ -63,11 +67,16 @@ import libcst as cst
 
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
+from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Model, TorchModule
+from torchlint.semantic.networks import toy
 from torchlint.semantic.syntax import bool_value, dotted_name, names_read
 
 SET_GRAD = "torch.set_grad_enabled"
+
+
+TOY = "a network of under a million parameters: its graph and activations are small"
 
 
 class EvalWithoutNoGrad(Rule):
@@ -105,12 +114,15 @@ class EvalWithoutNoGrad(Rule):
                 continue
             reported.append(loop)
             name = dotted_name(calls[0].node.func) or site.name
+            low = toy([module.networks.parameters(site)])
             yield self.diagnostic(
                 loop.node,
                 f"evaluation loop calls `{name}` with autograd on: `.eval()` does not disable "
                 "gradients, so every batch records a graph and keeps its activations; wrap "
-                "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
+                "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)"
+                + (f" (low impact: {TOY})" if low else ""),
                 fix=_wrap(module, loop),
+                impact=Impact.LOW if low else Impact.HIGH,
             )
         yield from self._helpers(module, backprop_ids, {id(loop.ctx.function) for loop in reported})
 
@@ -190,6 +202,8 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
     fn = loop.ctx.function
     if module.evaluation_function(fn):
         return True
+    if fn is None and loop in module.evaluation_loops:
+        return True  # a script's pass after its training: features, predictions
     site = module.model_called(call)
     if site is None:
         return False

@@ -404,19 +404,35 @@ class TorchModule:
         """What shows the loop evaluates (a loop calling a helper of unknown purpose with
         its loss may train): autograd off around its network calls, a function named
         for evaluation (`evaluate`, `validate`, `test_epoch`, `predict`...), or a network
-        switched to `.eval()` earlier in the function and not back to `.train()`."""
+        switched to `.eval()` earlier in the function and not back to `.train()`; at the
+        top level of a script or notebook, a loop after its training loops that calls
+        nothing of this file but networks (features extracted, predictions made)."""
         if all(self.grad_disabled(c) for c in calls):
             return True
         function = loop.ctx.function
         if self.evaluation_function(function):
             return True
         start = min(c.order for c in loop.calls)
+        if function is None and self._after_training(start, loop, calls):
+            return True
         modes = [
             c
             for c in self.method_calls("eval", "train")
             if c.ctx.function is function and c.order < start and not c.node.args
         ]
         return bool(modes) and max(modes, key=lambda c: c.order).method == "eval"
+
+    def _after_training(self, start: int, loop: Loop, calls: list[CallSite]) -> bool:
+        """A top-level training loop runs before `start`, and the loop calls no function
+        of this file other than its networks (a helper might train)."""
+        trained = any(
+            t.ctx.function is None and t.calls and t.calls[-1].order < start
+            for t in self.training_loops
+        )
+        networks = {id(c) for c in calls}
+        return trained and all(
+            id(c) in networks or self.functions.target(c) is None for c in loop.calls
+        )
 
     @property
     def dataloaders(self) -> list[DataLoaderSite]:
