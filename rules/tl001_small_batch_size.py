@@ -34,7 +34,8 @@ size it passes for that parameter; one that passes none has the factory's own de
 which cannot be read: silent.
 A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
 batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
-bug-report template), trains on is left alone.
+bug-report template; `max_steps` of at most 100: a demo or a benchmark), trains on is
+left alone.
 
 Why: every step launches the same kernels whatever the batch size; with a handful
 of samples per step the GPU spends its time on launch overhead and Python, not on

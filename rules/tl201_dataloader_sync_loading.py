@@ -24,7 +24,8 @@ flag's default (`argparse`), a config value, or a function parameter every call 
 at 0; it is reported without a fix, as the 0 is set elsewhere (raise it there).
 A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
 batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
-bug-report template), trains on is left alone.
+bug-report template; `max_steps` of at most 100: a demo or a benchmark), trains on is
+left alone.
 
 Why: while the main process decodes, augments and collates a batch, the GPU has no
 work; with worker processes the next batches are prepared while the current one

@@ -21,7 +21,8 @@ of text: names, lines, sentence pairs read from a file, whose tensors are built 
 has nothing to pin: left alone.
 A loader that only a Lightning Trainer on the CPU, or one that runs a handful of
 batches (`fast_dev_run`, `limit_train_batches` of at most 10: a test or a
-bug-report template), trains on is left alone.
+bug-report template; `max_steps` of at most 100: a demo or a benchmark), trains on is
+left alone.
 
 Why: a host-to-device copy from pageable memory is staged through a pinned buffer
 by the driver and cannot be asynchronous; with `pin_memory=True` the loader's pin

@@ -9,7 +9,8 @@ loop calls every N steps): each `iter()` starts the workers anew. The loop over 
 do work on the batches (train, run a network, or hand them to a function of the
 project): a loading demo that looks at a batch and moves on is left alone, as is a
 Lightning Trainer that stops after one epoch (`max_epochs=1`, `fast_dev_run`, a
-`limit_train_batches` of at most 10).
+`limit_train_batches` of at most 10) or after at most 100 steps (`max_steps`: a demo
+that may not finish its first epoch).
 
 Why: without `persistent_workers=True` every `for batch in loader` starts
 `num_workers` fresh processes, each importing its modules and rebuilding its copy of

@@ -29,6 +29,7 @@ TRAINING_ARGUMENTS = (
 # `Trainer.fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path)`
 FIT_PARAMS = ("model", "train_dataloaders")
 MAX_BASES = 4
+SHORT_RUN_STEPS = 100  # `max_steps`: a demo or benchmark run
 SMOKE_BATCHES = 10  # `limit_train_batches` up to this: a test run, not training
 
 
@@ -153,9 +154,17 @@ class Frameworks:
         )
 
     def _few_batches(self, trainer: CallSite) -> bool:
+        """A smoke run (`fast_dev_run`, `limit_train_batches` of at most 10) or a short
+        one (`max_steps` of at most 100: a demo or a benchmark, which may not finish its
+        first epoch)."""
         fast = self._setting(trainer, "fast_dev_run")
         limit = self._setting(trainer, "limit_train_batches")
-        return bool(fast) or (type(limit) is int and 0 < limit <= SMOKE_BATCHES)
+        steps = self._setting(trainer, "max_steps")
+        return (
+            bool(fast)
+            or (type(limit) is int and 0 < limit <= SMOKE_BATCHES)
+            or (type(steps) is int and 0 < steps <= SHORT_RUN_STEPS)
+        )
 
     def _setting(self, call: CallSite, name: str) -> object:
         """A keyword's value where the file shows it as a constant, else None."""
