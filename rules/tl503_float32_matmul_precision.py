@@ -126,8 +126,9 @@ def _multiplies(module: TorchModule, site: ModelSite) -> bool:
 def _low(module: TorchModule, sites: list[ModelSite]) -> str | None:
     """Why TF32 matmuls gain little here: every network convolves (its convolutions use
     TF32 already; the matmuls are a small head), they are counted at under a million
-    parameters together, or the step runs on small images (matmuls too small to keep
-    tensor cores busy)."""
+    parameters together, every one is recurrent (cuDNN runs it in TF32 already) with
+    `Linear` layers under `WIDE`, or the step runs on small images (matmuls too small to
+    keep tensor cores busy)."""
     networks = module.networks
     if all(networks.convolutional(s) for s in sites):
         return "convolutional networks, whose convolutions use TF32 already"

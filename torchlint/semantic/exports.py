@@ -25,9 +25,9 @@ from torchlint.semantic.syntax import HOST_READS, MISSING, str_value
 from torchlint.text.walk import descendants
 
 DATASET_BASES = ("torch.utils.data.Dataset", ITERABLE_DATASET)
-# Expressions that hold nothing another file needs to know (numbers, flags, text...).
 # Where an int constant comes from, for it to be told to other files.
 NUMBER_ORIGINS = frozenset({"literal", "name", "argparse", "config", "project"})
+# Expressions that hold nothing another file needs to know (numbers, flags, text...).
 PLAIN = (
     cst.Integer,
     cst.Float,

@@ -191,7 +191,7 @@ def _named(values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth:
     """A large data set's name in the strings of `nodes`, following a name bound once to
     what builds it (`traindir = os.path.join(args.data, "train")`, one level)."""
     for root in nodes:
-        for node in (root, *descendants(root)):
+        for node in descendants(root):  # the root first
             if not isinstance(node, (cst.SimpleString, cst.Name, cst.Attribute)):
                 continue
             found = values.constant(node, scope)
