@@ -80,7 +80,7 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Loop, Scope, Symbol, TorchModule
+from torchlint.semantic import CallSite, Kind, Loop, Scope, Symbol, TorchModule, assigned_once
 from torchlint.semantic.syntax import MISSING, argument, dotted_name
 
 # A function of another file that measures what it is given: `compute_accuracy`,
@@ -304,8 +304,7 @@ def _epoch_event(module: TorchModule, node: cst.BaseExpression, scope: Scope) ->
     apart it fires: 1, the `every=` of `EPOCH_COMPLETED(every=N)`, 0 for an N (or a
     filter) that cannot be read. `A | B` fires as often as the more frequent."""
     if isinstance(node, cst.Name):  # `validate = Events.EPOCH_COMPLETED(every=3)`
-        symbol = scope.lookup_expr(node)
-        bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        bound = assigned_once(node, scope)
         if bound is not None and bound.value is not None:
             return _epoch_event(module, bound.value, bound.ctx.scope)
     if isinstance(node, cst.BinaryOperation):  # EPOCH_COMPLETED | COMPLETED

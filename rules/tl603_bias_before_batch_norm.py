@@ -71,7 +71,7 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
+from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule, assigned_to
 from torchlint.semantic.syntax import argument, bool_value, dotted_name
 from torchlint.text.walk import children, descendants
 
@@ -218,17 +218,11 @@ def _helper_result_changed(module: TorchModule, layer: CallSite, replaced: set[s
     helper = layer.ctx.function
     if helper is None or layer.ctx.class_ is not None:
         return False
-    for call, _ in module.functions.callers(helper):
-        statement = call.ctx.statement
-        body = statement.body if isinstance(statement, cst.SimpleStatementLine) else []
-        if any(
-            isinstance(small, cst.Assign)
-            and small.value is call.node
-            and any(dotted_name(t.target) in replaced for t in small.targets)
-            for small in body
-        ):
-            return True
-    return False
+    return any(
+        dotted_name(target) in replaced
+        for call, _ in module.functions.callers(helper)
+        for target in assigned_to(call)
+    )
 
 
 def _reads_bias(root: cst.Module) -> bool:

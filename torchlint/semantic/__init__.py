@@ -22,7 +22,17 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
     from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
     from torchlint.semantic.models import Model, ModelSite
     from torchlint.semantic.module import TorchModule, build
-    from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
+    from torchlint.semantic.scopes import (
+        Binding,
+        CallSite,
+        Context,
+        Kind,
+        Loop,
+        Scope,
+        Symbol,
+        assigned_once,
+        assigned_to,
+    )
     from torchlint.semantic.syntax import MISSING
     from torchlint.semantic.values import Constant
     from torchlint.settings import Settings
@@ -48,6 +58,8 @@ __all__ = [
     "Settings",
     "Symbol",
     "TorchModule",
+    "assigned_once",
+    "assigned_to",
     "build",
 ]
 

@@ -12,7 +12,7 @@ from torchlint.semantic.external import Callers, Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import is_periodic, names_tested
-from torchlint.semantic.scopes import CallSite, Context, Kind, Scope
+from torchlint.semantic.scopes import CallSite, Context, Scope, assigned_once, assigned_to
 from torchlint.semantic.syntax import bool_value, contains, names_read, str_value
 from torchlint.semantic.values import Constant, Values
 from torchlint.text.walk import children, descendants
@@ -267,8 +267,7 @@ class Runs:
             if not contains(if_.body, node):
                 continue
             test: cst.BaseExpression = if_.test
-            symbol = ctx.scope.lookup(test.value) if isinstance(test, cst.Name) else None
-            bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+            bound = assigned_once(test, ctx.scope) if isinstance(test, cst.Name) else None
             if bound is not None and bound.value is not None:
                 test = bound.value
             if (
@@ -292,17 +291,9 @@ class Runs:
         )
         callers = self.functions.callers(function) if returned else []
         for caller, _ in callers:
-            bound, loops = caller.ctx.statement, caller.ctx.loops
-            if not loops or not isinstance(bound, cst.SimpleStatementLine):
-                return False
-            targets = {
-                n
-                for small in bound.body
-                if isinstance(small, cst.Assign) and small.value is caller.node
-                for t in small.targets
-                for n in names_read(t.target)
-            }
-            if not targets & names_tested(loops[-1]):
+            loops = caller.ctx.loops
+            targets = {n for t in assigned_to(caller) for n in names_read(t)}
+            if not loops or not targets & names_tested(loops[-1]):
                 return False
         return bool(callers)
 

@@ -10,7 +10,7 @@ import re
 
 import libcst as cst
 
-from torchlint.semantic.scopes import Kind, Scope
+from torchlint.semantic.scopes import Kind, Scope, assigned_once
 from torchlint.semantic.syntax import dotted_name
 from torchlint.semantic.values import Values
 from torchlint.text.walk import descendants
@@ -150,8 +150,7 @@ def _csv_rows(node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
             and _csv_rows(node.args[0].value, scope, depth + 1)
         )
     if isinstance(node, cst.Name):
-        symbol = scope.lookup(node.value)
-        bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        bound = assigned_once(node, scope)
         return (
             bound is not None
             and bound.value is not None
@@ -199,9 +198,8 @@ def _named(values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth:
             match = LARGE_NAMES.search(text) if isinstance(text, str) else None
             if match is not None:
                 return match.group(0)
-            symbol = scope.lookup(node.value) if isinstance(node, cst.Name) else None
-            bound = symbol.only(Kind.ASSIGN) if symbol is not None and not depth else None
-            if found is None and bound is not None and bound.value is not None:
+            bound = assigned_once(node, scope) if isinstance(node, cst.Name) else None
+            if found is None and not depth and bound is not None and bound.value is not None:
                 named = _named(values, [bound.value], bound.ctx.scope, depth + 1)
                 if named is not None:
                     return named

@@ -270,6 +270,27 @@ def assigned_values(node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]
     return [b.value for b in bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
 
 
+def assigned_once(node: cst.CSTNode, scope: Scope) -> Binding | None:
+    """The one binding of a name (or `self.attr`) bound only by a single plain assignment
+    with a value (`mps = "mps" in device.type`); None otherwise."""
+    symbol = scope.lookup_expr(node)
+    bound = symbol.only(Kind.ASSIGN) if symbol is not None else None
+    return bound if bound is not None and bound.value is not None else None
+
+
+def assigned_to(call: CallSite) -> list[cst.BaseExpression]:
+    """The targets its statement assigns a call's value to (`x = f()`: `x`; `self.out =
+    f()`: `self.out`); [] where the value is not assigned as it is."""
+    statement = call.ctx.statement
+    body = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+    return [
+        t.target
+        for small in body
+        if isinstance(small, cst.Assign) and small.value is call.node
+        for t in small.targets
+    ]
+
+
 def bound_names(target: cst.CSTNode) -> list[cst.Name]:
     """The names an assignment target binds (`a`, `a, (b, *c)`), attributes excluded."""
     if isinstance(target, cst.Name):
