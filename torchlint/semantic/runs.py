@@ -33,6 +33,11 @@ INSTRUMENTATION_FLAG = re.compile(r"sync|profil|timing|time_|bench|debug", re.IG
 OTHER_BACKENDS = frozenset({"mps", "xla", "xpu", "hpu", "npu", "cpu"})
 
 
+def _guarding(ctx: Context, node: cst.CSTNode) -> list[cst.If]:
+    """The `if` statements around `node` whose body (not their `else`) holds it."""
+    return [if_ for if_ in ctx.ifs if contains(if_.body, node)]
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The terms of `a and b and c` (the test itself otherwise)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
@@ -125,8 +130,8 @@ class Runs:
         N steps for an `N` we cannot read; None where it may run every time."""
         periods = [
             p
-            for if_ in call.ctx.ifs
-            if (p := self._modulus(if_, call.scope)) is not None and contains(if_.body, call.node)
+            for if_ in _guarding(call.ctx, call.node)
+            if (p := self._modulus(if_, call.scope)) is not None
         ]
         if periods:
             return max(periods)
@@ -249,9 +254,7 @@ class Runs:
         false (`if num_gpus > 1:` with `num_gpus = 1`; `if self.ngpu > 1:` with `--ngpu`
         defaulting to 1), as a Constant whose origin says whether an option can turn it
         on ("literal"/"name": dead code); None where no such term is read."""
-        for if_ in ctx.ifs:
-            if not contains(if_.body, node):
-                continue
+        for if_ in _guarding(ctx, node):
             for term in _conjuncts(if_.test):
                 found = self.values.truth(term, ctx.scope)
                 if found is not None and not found.value:
@@ -263,9 +266,7 @@ class Runs:
         compares with one of `OTHER_BACKENDS` (`if device.type == "mps":`, `if "xla" in
         dev:`), directly or through a name bound once to such a test (`mps = "mps" in
         device.type`; `if mps:`)."""
-        for if_ in ctx.ifs:
-            if not contains(if_.body, node):
-                continue
+        for if_ in _guarding(ctx, node):
             test: cst.BaseExpression = if_.test
             bound = assigned_once(test, ctx.scope) if isinstance(test, cst.Name) else None
             if bound is not None and bound.value is not None:
@@ -306,9 +307,7 @@ class Runs:
         a mode users run with), or a parameter's default no call of the file overrides
         (`self.autobalance = autobalance` of `__init__(..., autobalance=False)`: code the
         program runs only if a caller asks)."""
-        for if_ in ctx.ifs:
-            if not contains(if_.body, node):
-                continue
+        for if_ in _guarding(ctx, node):
             for term in _conjuncts(if_.test):
                 found = self.values.constant(term, ctx.scope)
                 if found is None or found.origin == "literal" or found.value:

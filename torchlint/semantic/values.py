@@ -183,30 +183,22 @@ class Values:
             return Constant(not found.value, found.node, found.origin) if found else None
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             compare = test.comparisons[0]
-            sides = [self.constant(n, scope) for n in (test.left, compare.comparator)]
-            numbers = [s.value for s in sides if s is not None and type(s.value) is int]
-            if len(numbers) != 2:
-                return None
-            left, right = (int(v) for v in numbers if isinstance(v, int))
             kind = type(compare.operator).__name__
-            if kind not in COMPARISONS:
+            operands = self._ints(test.left, compare.comparator, scope, 0)
+            if operands is None or kind not in COMPARISONS:
                 return None
-            held = COMPARISONS[kind](left, right)
-            origins = [s.origin for s in sides if s is not None and s.origin != "literal"]
-            first = sides[0]
-            assert first is not None
-            return Constant(held, first.node, origins[0] if origins else "literal")
+            left, right, origin = operands
+            return Constant(COMPARISONS[kind](left, right), test, origin)
         found = self.constant(test, scope)
         return Constant(bool(found.value), found.node, found.origin) if found else None
 
     def _arithmetic(self, node: cst.BinaryOperation, scope: Scope, depth: int) -> Constant | None:
         """`28 * 28`, `hidden // 2`, `n + 1` of int constants; its origin is that of the
         first operand that is not a literal (an argparse default stays one)."""
-        sides = [self.constant(n, scope, depth + 1) for n in (node.left, node.right)]
-        values = [s.value for s in sides if s is not None and type(s.value) is int]
-        if len(values) != 2:
+        operands = self._ints(node.left, node.right, scope, depth + 1)
+        if operands is None:
             return None
-        left, right = (int(v) for v in values)
+        left, right, origin = operands
         kind = type(node.operator).__name__
         if kind == "FloorDivide" and right:
             value = left // right
@@ -214,8 +206,20 @@ class Values:
             value = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}[kind]
         else:
             return None
+        return Constant(value, node, origin)
+
+    def _ints(
+        self, left: cst.BaseExpression, right: cst.BaseExpression, scope: Scope, depth: int
+    ) -> tuple[int, int, str] | None:
+        """Two int constants (not bools), with the origin of the first not written in the
+        file itself (an argparse default stays one); "literal" where both are."""
+        sides = [self.constant(n, scope, depth) for n in (left, right)]
+        values = [s.value for s in sides if s is not None and type(s.value) is int]
+        if len(values) != 2:
+            return None
         origins = [s.origin for s in sides if s is not None and s.origin not in ("literal", "name")]
-        return Constant(value, node, origins[0] if origins else "literal")
+        first, second = (int(v) for v in values)
+        return first, second, origins[0] if origins else "literal"
 
     def _parameter(self, binding: Binding, depth: int) -> Constant | None:
         passed = self.functions.arguments(binding)
