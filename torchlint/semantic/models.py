@@ -54,6 +54,9 @@ PARALLEL_WRAPPERS = ("torch.nn.DataParallel", "torch.nn.parallel.DistributedData
 CHAINING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"})
 CHAINING |= {"requires_grad_", "share_memory", "type", "apply"}
 ZOO_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+# A module of networks looked up by name (`models.__dict__[args.arch]()`,
+# `getattr(models, name)()`): torchvision's zoo, or an imported package so named.
+ZOO_MODULES = frozenset({"models", "model", "networks", "nets", "archs", "backbones"})
 LOSS_BASES = ("torch.nn.modules.loss._Loss", "torch.nn.modules.loss._WeightedLoss")
 
 
@@ -112,6 +115,8 @@ class Models:
     def kind_of_construction(self, call: cst.Call, scope: Scope) -> ModelKind | None:
         """What `call` builds, when it builds an nn.Module."""
         qualname = scope.resolve(call.func)
+        if qualname is None and _zoo_lookup(call.func, scope):
+            return ModelKind.NETWORK
         if qualname is not None:
             found = _library_kind(qualname)
             if found is None and (network := self.exported(call, scope)) is not None:
@@ -424,6 +429,23 @@ class Models:
     def network_calls(self, loop: Loop) -> list[CallSite]:
         """Calls of networks (not losses) in the loop's body."""
         return [c for c in loop.calls if (m := self.called(c)) is not None and m.is_network]
+
+
+def _zoo_lookup(func: cst.BaseExpression, scope: Scope) -> bool:
+    """`models.__dict__[args.arch]` or `getattr(models, args.arch)`: a network picked by
+    name from an imported module of networks (see ZOO_MODULES)."""
+    module: cst.BaseExpression | None = None
+    if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Attribute):
+        if func.value.attr.value == "__dict__":
+            module = func.value.value
+    elif isinstance(func, cst.Call) and func.args and scope.resolve(func.func) == "getattr":
+        module = func.args[0].value
+    qualname = scope.resolve(module) if module is not None else None
+    if qualname is None:  # not an imported module
+        return False
+    return f"{qualname}.".startswith(ZOO_PREFIXES) or bool(
+        ZOO_MODULES.intersection(qualname.split("."))
+    )
 
 
 def _library_kind(qualname: str) -> ModelKind | None:
