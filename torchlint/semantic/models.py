@@ -106,7 +106,8 @@ class Models:
         self._by_symbol: dict[int, Model | None] = {}
         self._by_call: dict[int, ModelSite] = {}
         self._classes: dict[int, ModelKind | None] = {}
-        self._returns: dict[int, Model | None] = {}  # id(def) -> the model it returns
+        # (id(def), tuple element or None) -> the model it returns
+        self._returns: dict[tuple[int, int | None], Model | None] = {}
         self._linked = False  # parameters are followed once every binding is linked
         self._link()
 
@@ -206,6 +207,13 @@ class Models:
                 if site is not None:
                     self._hold(site, b.symbol)
         self._linked = True
+        for b in self.facts.bindings:  # `model, head = build(opt)`: a helper of the file
+            source = b.source
+            if isinstance(source, cst.Call) and b.value is None and len(b.path) == 1:
+                held = self._by_symbol.get(id(b.symbol))
+                site = held or self._returned(source, b.ctx.scope, element=b.path[0])
+                if site is not None and not held:
+                    self._hold(site, b.symbol)
         for call in self.facts.calls:
             if call.method in ("to", "cuda", "cpu") and call.receiver is not None:
                 model = self.of(call.receiver, call.scope)
@@ -264,22 +272,28 @@ class Models:
             for v, where in self.values.origins(node, scope)
         )
 
-    def _returned(self, call: cst.Call, scope: Scope, depth: int = 0) -> Model | None:
-        """`model = build_model()` where the function of this file returns one model."""
+    def _returned(
+        self, call: cst.Call, scope: Scope, depth: int = 0, element: int | None = None
+    ) -> Model | None:
+        """`model = build_model()` where the function of this file returns one model; with
+        `element`, `model, head = build()` where it returns a tuple holding one there."""
         target = self.functions.definition(call.func, scope)
         if target is None or target.kind is not Kind.DEF or depth > MAX_DEPTH:
             return None
-        key = id(target.node)
+        key = (id(target.node), element)
         if key in self._returns:
             return self._returns[key]
         self._returns[key] = None  # while computing (a recursive function)
         assert isinstance(target.node, cst.FunctionDef)
         inner = self.functions.scope_of(target.node)
-        found = {
-            id(s): s
-            for r in self.functions.returns(target.node)
-            if (s := self.of(r, inner, depth + 1))
-        }
+        values = self.functions.returns(target.node)
+        if element is not None:
+            values = [
+                v.elements[element].value
+                for v in values
+                if isinstance(v, cst.Tuple) and element < len(v.elements)
+            ]
+        found = {id(s): s for r in values if (s := self.of(r, inner, depth + 1))}
         site = next(iter(found.values())) if len(found) == 1 else None
         if self._linked:
             self._returns[key] = site
