@@ -1,0 +1,153 @@
+"""Where a training step's values come from: the code that runs once per step (a loop's
+body, or a function a loop calls) and the straight-line data flow in it, from the calls
+of the body to what a backward pass differentiates. `.detach()`, `.data`, `.item()`,
+`torch.no_grad()` and `torch.autograd.grad` cut the path: no gradient flows through them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.semantic.module import TorchModule
+from torchlint.semantic.scopes import CallSite
+from torchlint.semantic.syntax import dotted_name
+from torchlint.text.walk import children
+
+# Reads of a tensor that leave the graph: what flows through them needs no backward.
+CUTS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+# A gradient penalty's path: `torch.autograd.grad(D(x_hat), x_hat, create_graph=True)`.
+GRAD = "torch.autograd.grad"
+
+
+@dataclass
+class Region:
+    """Code that runs once per training step: a loop's body, or a function's (`def
+    train_step(...)`, called every step)."""
+
+    body: cst.CSTNode
+    calls: list[CallSite]
+    steps: list[CallSite]  # the optimizer steps in it
+    backwards: list[CallSite]
+
+
+def step_regions(
+    module: TorchModule, qualify: Callable[[list[CallSite]], bool]
+) -> Iterator[Region]:
+    """The innermost training loops whose optimizer steps qualify, then the functions
+    whose steps qualify outside any loop."""
+    qualified = {id(loop): qualify(loop.steps) for loop in module.training_loops}
+    for loop in module.training_loops:
+        if qualified[id(loop)] and not any(qualified.get(id(i)) for i in loop.inner):
+            yield Region(loop.node.body, loop.calls, loop.steps, loop.backwards)
+    functions: dict[int, list[CallSite]] = {}
+    for call in module.method_calls("step"):
+        if call.ctx.function is not None and not call.ctx.loops:
+            functions.setdefault(id(call.ctx.function), []).append(call)
+    for steps in functions.values():
+        function = steps[0].ctx.function
+        assert function is not None
+        if qualify(steps):
+            calls = module.training.calls_in(function)
+            backwards = [c for c in calls if not c.ctx.loops and module.training.is_backward(c)]
+            yield Region(function.body, calls, steps, backwards)
+
+
+def losses(backward: CallSite) -> list[cst.BaseExpression]:
+    """What a backward pass differentiates: the receiver of `loss.backward()` (through
+    `scaler.scale(loss)`), or the tensors given to `accelerator.backward(loss)`."""
+    given = [a.value for a in backward.node.args if a.keyword is None]
+    return [backward.receiver, *given] if backward.receiver is not None else given
+
+
+class Flow:
+    """Straight-line data flow in one region's body: which calls each expression's value
+    comes from, through the names its statements assign."""
+
+    def __init__(self, module: TorchModule, region: Region) -> None:
+        self.module = module
+        self.region = region
+        self.calls = {id(c.node): c for c in region.calls}
+        self.index: dict[int, int] = {}  # id(statement) -> its rank in the body
+        self.assigned: dict[str, list[tuple[int, cst.BaseExpression | None, bool]]] = {}
+        for rank, line in enumerate(_lines(region.body)):
+            self.index[id(line)] = rank
+            for small in line.body:
+                self._assign(rank, small)
+
+    def _assign(self, rank: int, small: cst.BaseSmallStatement) -> None:
+        targets: list[cst.BaseExpression] = []
+        value: cst.BaseExpression | None = None
+        augmented = False
+        if isinstance(small, cst.Assign):
+            targets, value = [t.target for t in small.targets], small.value
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            targets, value = [small.target], small.value
+        elif isinstance(small, cst.AugAssign):
+            targets, value, augmented = [small.target], small.value, True
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func  # `fake.detach_()`: no graph from here on
+            if isinstance(func, cst.Attribute) and func.attr.value == "detach_":
+                targets = [func.value]
+        for target in targets:
+            for name in _names(target):
+                self.assigned.setdefault(name, []).append((rank, value, augmented))
+
+    def rank(self, call: CallSite) -> int:
+        statement = call.ctx.statement
+        return self.index.get(id(statement), -1) if statement is not None else -1
+
+    def reached(self, exprs: list[cst.BaseExpression], rank: int) -> list[CallSite]:
+        """The calls of the body whose value flows into `exprs` (read at `rank`)."""
+        found: dict[int, CallSite] = {}
+        seen: set[tuple[str, int]] = set()
+        stack: list[tuple[cst.CSTNode, int]] = [(e, rank) for e in exprs]
+        while stack:
+            node, at = stack.pop()
+            if isinstance(node, cst.Attribute) and node.attr.value == "data":
+                continue
+            key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if key is not None and key in self.assigned:
+                before = [a for a in self.assigned[key] if a[0] < at]
+                if before and (key, before[-1][0]) not in seen:
+                    seen.add((key, before[-1][0]))
+                    where, value, augmented = before[-1]
+                    if value is not None:
+                        stack.append((value, where))
+                    if augmented:
+                        stack.append((node, where))
+                continue
+            if isinstance(node, cst.Call):
+                call = self.calls.get(id(node))
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in CUTS:
+                    continue
+                if call is not None and (call.qualname == GRAD or self.module.grad_disabled(call)):
+                    continue
+                if call is not None:
+                    found[id(node)] = call
+            if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+                continue
+            stack.extend((c, at) for c in children(node) if isinstance(c, cst.CSTNode))
+        return list(found.values())
+
+
+def _names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _names(target.value)
+    elif (name := dotted_name(target)) is not None:
+        yield name
+
+
+def _lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
+    """The simple statements under `node` in source order, outside nested functions
+    and classes."""
+    for child in children(node):
+        if isinstance(child, cst.SimpleStatementLine):
+            yield child
+        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            yield from _lines(child)
