@@ -25,8 +25,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL501", "TL503", "TL601",
-    "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
+    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL414", "TL501", "TL503",
+    "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -532,6 +532,26 @@ ROWS = [
         """,
         models={"G": NETWORK, "D": NETWORK},
         steps={"opt_D.step()": True, "opt_G.step()": True},
+    ),
+    Row(
+        "a teacher no optimizer trains, its weights never frozen, in the loss (TL414)",
+        """
+        teacher = Net().cuda()  # expect: TL606
+        student = Net().cuda()
+        frozen = Net().cuda()
+        frozen.requires_grad_(False)
+        optimizer = torch.optim.SGD(student.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, _ in loader:  # expect: TL501, TL503, TL601
+            x = x.cuda(non_blocking=True)
+            target = teacher(x)  # expect: TL414
+            loss = F.mse_loss(student(x), target) + F.mse_loss(student(x), frozen(x))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        models={"teacher": NETWORK, "student": NETWORK},
+        steps={"optimizer.step()": True},
     ),
     Row(
         "torch.compile's result thrown away, and compiling in the loop (TL607)",

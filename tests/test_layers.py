@@ -44,7 +44,7 @@ SEMANTIC_ORDER = [
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",
-    "batches", "flow",
+    "batches", "flow", "gradients",
     "exports",
 ]  # fmt: skip
 

@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.semantic.datasets import ITERABLE_DATASET
 from torchlint.semantic.external import Call, Class, Dataset, Function, Global, Summary, Uses
+from torchlint.semantic.gradients import freezes
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
@@ -269,6 +270,7 @@ class _Exporter:
             layers=module.networks.class_layers(scope) if network else frozenset(),
             parameters=module.networks.class_parameters(scope) if network else None,
             sequence_first=network and module.networks.class_sequence_first(scope),
+            frozen=network and freezes(node),
             dataset=self.dataset(scope),
             methods=tuple(methods),
         )

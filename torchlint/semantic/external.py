@@ -129,6 +129,7 @@ class Class:
     layers: frozenset[str] = frozenset()
     parameters: int | None = None
     sequence_first: bool = False
+    frozen: bool = False  # its methods set or test its parameters' `requires_grad`
     dataset: Dataset | None = None
     methods: tuple[tuple[str, Function], ...] = ()
     kind: ClassVar[str] = "class"
@@ -157,6 +158,7 @@ class Class:
             layers=self.layers,
             parameters=self.parameters,
             sequence_first=self.sequence_first,
+            frozen=self.frozen,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ follows from which loop runs the step."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 import libcst as cst
@@ -15,7 +16,14 @@ from torchlint.semantic.functions import Functions, given
 from torchlint.semantic.models import Model, Models
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Value
 from torchlint.semantic.scopes import CallSite, Context, Kind, Loop, Scope
-from torchlint.semantic.syntax import MISSING, contains, has_modulo, int_value, names_read
+from torchlint.semantic.syntax import (
+    MISSING,
+    contains,
+    dotted_name,
+    has_modulo,
+    int_value,
+    names_read,
+)
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
 from torchlint.text.walk import children
@@ -51,7 +59,9 @@ class Training:
         self.values = values
         self._kinds: dict[int, str | None] = {}
         self._does: dict[tuple[int, str], bool] = {}
-        self._given: dict[int, list[Model]] | None = None  # optimizer -> models (`_optimizers`)
+        # optimizer -> (the models it is given parameters of, each model with the part
+        # given: None for its own `.parameters()`, "fc" for `model.fc`'s): `_optimizers`
+        self._given: dict[int, tuple[list[Model], list[tuple[Model, str | None]]]] | None = None
         # id(def) -> the calls in its body, and those outside its loops (what one call of it
         # runs once).
         self._all: dict[int, list[CallSite]] = {}
@@ -240,24 +250,30 @@ class Training:
 
     def optimized(self) -> set[int]:
         """ids of the models whose parameters are handed to an optimizer."""
-        return {id(site) for sites in self._optimizers().values() for site in sites}
+        return {id(site) for sites, _ in self._optimizers().values() for site in sites}
 
-    def _optimizers(self) -> dict[int, list[Model]]:
+    def _optimizers(self) -> dict[int, tuple[list[Model], list[tuple[Model, str | None]]]]:
         """id(the call building an optimizer) -> the models whose parameters it is given
         (`Adam(G.parameters())`, param groups, `chain(G.parameters(), D.parameters())`,
-        a name bound to them: `params = list(G.parameters())`); indexed once."""
+        a name bound to them: `params = list(G.parameters())`), and the parts of them
+        given (see `trained_parts`); indexed once."""
         if self._given is None:
             self._given = {}
             for call in self.facts.calls:
                 if call.node.args and self._built(call.node, call.scope, 0) == OPTIMIZER:
                     sites: list[Model] = []
+                    parts: list[tuple[Model, str | None]] = []
                     for arg in call.node.args:
                         held = [(arg.value, call.scope)]
                         if isinstance(arg.value, cst.Name):
                             held = self.values.origins(arg.value, call.scope)
                         for value, scope in held:
-                            sites += [s for s in self.parameters_of(value, scope) if s not in sites]
-                    self._given[id(call.node)] = sites
+                            for site, part in self._owners(value, scope):
+                                if site not in sites:
+                                    sites.append(site)
+                                if (site, part) not in parts:
+                                    parts.append((site, part))
+                    self._given[id(call.node)] = (sites, parts)
         return self._given
 
     def trains(self, call: CallSite) -> list[Model]:
@@ -266,11 +282,22 @@ class Training:
         on (`opt_G.step()` -> [G]); empty where that optimizer or its parameters are not
         known."""
         built = self.stepped(call)
-        return list(self._optimizers().get(id(built), ())) if built is not None else []
+        return list(self._optimizers().get(id(built), ((), ()))[0]) if built is not None else []
+
+    def trained_parts(self, call: CallSite) -> list[tuple[Model, str | None]]:
+        """Of `trains(call)`, each model with the part of it the optimizer was given: None
+        for its own `.parameters()`, the submodule's path for `Adam(model.fc.parameters())`
+        ("fc": part of `model`)."""
+        built = self.stepped(call)
+        return list(self._optimizers().get(id(built), ((), ()))[1]) if built is not None else []
 
     def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[Model]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""
-        out: list[Model] = []
+        return [site for site, _ in self._owners(node, scope)]
+
+    def _owners(self, node: cst.CSTNode, scope: Scope) -> Iterator[tuple[Model, str | None]]:
+        """Each model whose parameters appear in `node`, with the part: None for its own
+        (`model.parameters()`), a submodule's path (`model.fc.parameters()`: "fc")."""
         stack = [node]
         while stack:
             n = stack.pop()
@@ -287,10 +314,11 @@ class Training:
                     owner = owner.value
                 site = self.models.of(owner, scope)
                 if site is not None:
-                    out.append(site)
+                    part = dotted_name(n.func.value) or ""
+                    prefix = (dotted_name(owner) or "") + "."
+                    yield site, part[len(prefix) :] if part.startswith(prefix) else None
                 continue
             stack.extend(children(n))
-        return out
 
 
 def _kind_of(value: Value | None, functions: Functions) -> str | None:

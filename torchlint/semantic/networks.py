@@ -452,6 +452,8 @@ class Networks:
             for b in symbol.bindings:
                 if b.kind is not Kind.ASSIGN or b.value is None:
                     continue
+                if self._sliced_network(b.value, b.ctx.scope):
+                    return None  # `vgg16(...).features[:23]`: a part of a network
                 if not isinstance(b.value, (cst.Call, cst.Name, cst.Attribute)):
                     continue  # sizes, flags, lists of constants
                 if not isinstance(b.value, cst.Call) and self._plain(b.value, b.ctx.scope):
@@ -464,6 +466,15 @@ class Networks:
                 total += count
         self._classes[key] = total
         return total
+
+    def _sliced_network(self, node: cst.BaseExpression, scope: Scope) -> bool:
+        """An item or slice of a call's result or of a model (`vgg16(...).features[:23]`,
+        `backbone.layers[0]`), whose size the file does not show."""
+        base = node.value if isinstance(node, cst.Subscript) else None
+        while isinstance(base, (cst.Attribute, cst.Subscript)) and not self.models.of(base, scope):
+            base = base.value
+        found = base is not None and self.models.of(base, scope) is not None
+        return found or isinstance(base, cst.Call)
 
     def _plain(self, node: cst.BaseExpression, scope: Scope) -> bool:
         """A name or attribute that holds a constant (a number, a string, a flag), not a

@@ -40,6 +40,7 @@ class Network:
     parameters: int | None = None
     sequence_first: bool = False
     presumed: bool = False  # nothing shows where it is built: a network by its use
+    frozen: bool = False  # its class sets or tests its parameters' `requires_grad`
 
     def join(self, other: Network) -> Network:
         if self == other:
@@ -54,6 +55,7 @@ class Network:
             None,
             self.sequence_first and other.sequence_first,
             self.presumed and other.presumed,
+            self.frozen or other.frozen,
         )
 
     def to_json(self) -> dict[str, Any]:
