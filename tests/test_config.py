@@ -191,10 +191,9 @@ class Probe(Rule):
 
 
 def test_preview_rules_run_only_in_preview_mode(tmp_path):
-    """As ruff's preview: a rule found wrong on real code (none of the built-in rules
-    today: docs/precision.md) is left out of every selection (`ALL`, a prefix, its own
+    """As ruff's preview: a rule found wrong on real code, or new and not yet judged on
+    it (docs/precision.md), is left out of every selection (`ALL`, a prefix, its own
     code) until preview mode is on; naming its code without it is said on stderr."""
-    assert not [c for c, r in all_rules().items() if r.preview]
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "probe.py").write_text(PREVIEW_RULE)
     local = '[tool.torchlint]\nlocal-rules = ["rules"]\n'
