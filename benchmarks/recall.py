@@ -96,7 +96,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "frozen-module": ("TL414", "TL501"),
     "attention": ("TL608",),
     "padding": ("TL706",),
-    "generation-cache": (),
+    "generation-cache": ("TL609",),
     "busy-wait": (),
     "train-set-reevaluated": ("TL410",),
     "gan-detach": ("TL412",),

@@ -26,7 +26,7 @@ RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
     "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL414", "TL501", "TL503",
-    "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
+    "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -645,6 +645,22 @@ ROWS = [
                 prof.step()
         """,
         devices={"Block()": CUDA, "x": CUDA, "y": CUDA},
+        models={"model": NETWORK},
+    ),
+    Row(
+        "a sampling loop that runs the network on the whole sequence it grows (TL609)",
+        """
+        model = Net().cuda().eval()
+        idx = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+        with torch.no_grad():
+            for _ in range(32):
+                logits = model(idx)  # expect: TL609
+                idx = torch.cat((idx, logits[:, -1:].argmax(-1)), dim=1)
+            for _ in range(32):
+                logits = model(idx[:, -1:])
+                idx = torch.cat((idx, logits[:, -1:].argmax(-1)), dim=1)
+        """,
+        devices={"Net()": CUDA},
         models={"model": NETWORK},
     ),
 ]

@@ -49,7 +49,7 @@ def test_an_item_is_found_by_a_rule_of_its_category_near_one_of_its_places(tmp_p
             "repo\ttrain.py:40 | train.py:12\tbatch-size\tclear\tbatch 8\tT",
             "repo\ttrain.py:20\tworkers\tclear\tno workers\tT",
             "repo\tnb.ipynb:cell 2:5\thost-sync\tdebatable\titem\tT",
-            "repo\ttrain.py:60\tgeneration-cache\tclear\tno kv cache\tT",
+            "repo\ttrain.py:60\tother\tclear\tper-token loop\tT",
         ],
     )
     assert problems == []

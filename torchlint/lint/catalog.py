@@ -51,6 +51,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL606", "model-not-compiled", False, False, (), ("cuda", "accelerator"), None),
     ("TL607", "compiled-model-unused", True, False, (), ("torch.compile", "import compile"), None),
     ("TL608", "hand-written-attention", True, False, (), ("softmax", "Softmax"), ("transpose|permute|\\.mT|\\.T\\b|\\.t\\(\\)|einsum|bmm", 32)),
+    ("TL609", "generation-without-kv-cache", True, False, (), ("cat(", "concat", "use_cache"), None),
     ("TL701", "hf-dataloader-sync-loading", True, False, (), ("TrainingArguments",), None),
     ("TL702", "hf-dataloader-no-pin-memory", False, False, (), ("dataloader_pin_memory",), None),
     ("TL703", "hf-training-without-mixed-precision", True, False, (), ("TrainingArguments",), None),

@@ -393,6 +393,16 @@ class Models:
             found = self._submodule(func, call.scope)
         return found
 
+    def called_on_itself(self, call: CallSite) -> Scope | None:
+        """The network class of this file whose method calls its own instance, `self(x)`
+        (a sampling method beside `forward`: minGPT's `generate`): the class's scope."""
+        func = call.node.func
+        scope = call.scope
+        if not isinstance(func, cst.Name) or func.value != scope.self_name:
+            return None
+        cls = scope.class_scope
+        return cls if cls is not None and self.class_kind(cls) is ModelKind.NETWORK else None
+
     def _submodule(self, func: cst.Attribute, scope: Scope) -> Model | None:
         """`model.encoder(x)` for `model` a network built from a class of this file: a
         submodule its `__init__` assigns (`self.encoder = nn.Sequential(...)`), or a

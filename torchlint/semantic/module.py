@@ -278,6 +278,10 @@ class TorchModule:
         """The module a call such as `model(x)` / `self.net(x)` runs."""
         return self._models.called(call)
 
+    def called_on_itself(self, call: CallSite) -> Scope | None:
+        """The network class of the file whose method calls its own instance (`self(x)`)."""
+        return self._models.called_on_itself(call)
+
     @property
     def passed_models(self) -> list[Model]:
         """The models the project's other files pass to functions of this file (or
