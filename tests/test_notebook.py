@@ -42,7 +42,12 @@ FIXED = sorted(p for p in NOTEBOOKS.glob("*.fixed.ipynb"))
 SELECT = ("--select", "TL201")
 # cell_order: TL202's `torch.cuda.is_available()` in a cell that runs before the cell
 # importing torch (a `%%writefile` cell's imports bind nothing in the notebook).
-SELECTS = {"cell_order": ("--select", "TL202")}
+# lora_finetune: TL707 (preview) adds `import torch` to the import cell and loads the
+# frozen base in bfloat16 in a later one.
+SELECTS = {
+    "cell_order": ("--select", "TL202"),
+    "lora_finetune": ("--select", "TL707", "--preview"),
+}
 
 
 def notebook(*cells: tuple[str, str | list[str]], **metadata) -> str:

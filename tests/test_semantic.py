@@ -312,6 +312,25 @@ def test_model_identity_through_parameters_and_helpers():
     assert len(site.moves) == 2
 
 
+def test_pretrained_networks_of_diffusers_and_peft_and_adapter_wrappers():
+    model = model_of(
+        "from diffusers import DDPMScheduler, DiffusionPipeline, UNet2DConditionModel\n"
+        "from peft import AutoPeftModelForCausalLM, get_peft_model\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "unet = UNet2DConditionModel.from_pretrained('sd', subfolder='unet')\n"
+        "scheduler = DDPMScheduler.from_pretrained('sd', subfolder='scheduler')\n"
+        "pipe = DiffusionPipeline.from_pretrained('sd')\n"
+        "chat = AutoPeftModelForCausalLM.from_pretrained('org/lora')\n"
+        "base = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "lora = get_peft_model(base, config)\n"
+        "lora.cuda()\n"
+    )
+    assert [m.name for m in model.models] == ["unet", "chat", "base"]
+    assert all(m.kind is ModelKind.NETWORK for m in model.models)
+    base = model.models[2]
+    assert {s.name for s in base.symbols} == {"base", "lora"} and len(base.moves) == 1
+
+
 def test_losses_are_not_networks():
     model = model_of(
         "import torch.nn as nn\ncriterion = nn.CrossEntropyLoss().cuda()\n"

@@ -81,7 +81,7 @@ def rule_markdown(rule: type[Rule]) -> str:
         "",
         f"- Family: {family(rule.code)}",
         f"- Fix: {rule.fix_safety.value}",
-        f"- Default: {_default(rule, '..')}",
+        f"- Default: {_default(rule, '../precision.md')}",
     ]
     return "\n".join(_single_blank_lines(out)) + "\n"
 
@@ -106,16 +106,16 @@ def rule_table() -> str:
     for code, rule in builtin_rules().items():
         rows.append(
             f"| [{code}](docs/rules/{code}.md) | `{rule.name}` | {rule.summary()} | "
-            f"{rule.fix_safety.value} | {_default(rule)} |"
+            f"{rule.fix_safety.value} | {_default(rule, 'docs/precision.md')} |"
         )
     return "\n".join(rows)
 
 
-def _default(rule: type[Rule], docs: str = "docs") -> str:
+def _default(rule: type[Rule], precision: str) -> str:
     """Whether a run selects the rule unasked; a preview rule only with `--preview`
-    (linked to docs/precision.md from where the text is: `docs` is its folder, relative)."""
+    (linked to `precision`, docs/precision.md as seen from the page)."""
     on = "on" if rule.default_enabled else "off"
-    return f"{on}, [preview]({docs}/precision.md#preview-rules)" if rule.preview else on
+    return f"{on}, [preview]({precision}#preview-rules)" if rule.preview else on
 
 
 def _between(text: str, start_mark: str, end_mark: str, content: str) -> str:

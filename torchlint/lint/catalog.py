@@ -58,6 +58,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL704", "hf-small-batch-size", False, False, ("MIN_BATCH_SIZE",), ("TrainingArguments",), None),
     ("TL705", "hf-gradient-accumulation-small-batch", False, False, ("MIN_BATCH_SIZE",), ("gradient_accumulation_steps",), None),
     ("TL706", "tokenizer-pads-to-max-length", True, False, (), ("max_length", "batch_size=None"), None),
+    ("TL707", "adapter-base-in-fp32", False, False, (), ("peft", "PeftModel", "add_adapter", "load_adapter", "peft_config"), ("from_pretrained", 32)),
     ("TL721", "lightning-full-precision", False, False, (), ("Trainer",), None),
     ("TL722", "lightning-single-device", False, False, (), ("Trainer",), None),
     ("TL723", "lightning-data-parallel", True, False, (), ("\"dp\"", "'dp'", "DataParallelStrategy"), None),

@@ -4,6 +4,7 @@ that holds each of them (through `.to()`, `DataParallel(...)`, helpers that buil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -47,6 +48,10 @@ WRAPPERS = frozenset(
         "torch.compile",
         "torch.jit.script",
         "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+        # PEFT: the adapter-wrapped model runs (and moves) as the model it is given.
+        "peft.get_peft_model",
+        "peft.prepare_model_for_kbit_training",
+        "peft.PeftModel.from_pretrained",
     }
 )
 PARALLEL_WRAPPERS = ("torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel")
@@ -57,6 +62,11 @@ ZOO_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 # A module of networks looked up by name (`models.__dict__[args.arch]()`,
 # `getattr(models, name)()`): torchvision's zoo, or an imported package so named.
 ZOO_MODULES = frozenset({"models", "model", "networks", "nets", "archs", "backbones"})
+# Pretrained networks loaded by other libraries than transformers: diffusers' model
+# classes (`UNet2DConditionModel`, `AutoencoderKL`; not its pipelines or schedulers) and
+# PEFT's `AutoPeftModelForCausalLM`-style loaders (a base model with its adapter).
+DIFFUSERS_MODELS = re.compile(r"diffusers\.(?:\w+\.)*(?:\w+Model|Autoencoder\w*)\.from_pretrained$")
+PEFT_LOADERS = re.compile(r"peft\.(?:\w+\.)*AutoPeftModel\w*\.from_pretrained$")
 LOSS_BASES = ("torch.nn.modules.loss._Loss", "torch.nn.modules.loss._WeightedLoss")
 
 
@@ -483,6 +493,8 @@ def _library_kind(qualname: str) -> ModelKind | None:
     if qualname.startswith(ZOO_PREFIXES):
         return ModelKind.NETWORK
     if qualname.startswith("transformers.") and qualname.endswith(".from_pretrained"):
+        return ModelKind.NETWORK
+    if DIFFUSERS_MODELS.match(qualname) or PEFT_LOADERS.match(qualname):
         return ModelKind.NETWORK
     return None
 
