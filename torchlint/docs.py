@@ -81,7 +81,7 @@ def rule_markdown(rule: type[Rule]) -> str:
         "",
         f"- Family: {family(rule.code)}",
         f"- Fix: {rule.fix_safety.value}",
-        f"- Default: {_default(rule)}",
+        f"- Default: {_default(rule, '..')}",
     ]
     return "\n".join(_single_blank_lines(out)) + "\n"
 
@@ -111,10 +111,11 @@ def rule_table() -> str:
     return "\n".join(rows)
 
 
-def _default(rule: type[Rule]) -> str:
-    """Whether a run selects the rule unasked; a preview rule only with `--preview`."""
+def _default(rule: type[Rule], docs: str = "docs") -> str:
+    """Whether a run selects the rule unasked; a preview rule only with `--preview`
+    (linked to `docs`, the folder of precision.md as seen from the page)."""
     on = "on" if rule.default_enabled else "off"
-    return f"{on}, [preview](docs/precision.md#preview-rules)" if rule.preview else on
+    return f"{on}, [preview]({docs}/precision.md#preview-rules)" if rule.preview else on
 
 
 def _between(text: str, start_mark: str, end_mark: str, content: str) -> str:
