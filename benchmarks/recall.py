@@ -74,7 +74,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "cpu-tensor-per-step": ("TL104",),
     "map-location": ("TL106",),
     "blocking-copy": ("TL105",),
-    "workers": ("TL201", "TL701"),
+    "workers": ("TL201", "TL206", "TL701"),
     "pin-memory": ("TL202", "TL702"),
     "persistent-workers": ("TL203",),
     "loader-misuse": ("TL204", "TL205"),

@@ -24,9 +24,9 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
-    "TL204", "TL205", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403", "TL404",
-    "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL414", "TL501", "TL503",
-    "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
+    "TL204", "TL205", "TL206", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403",
+    "TL404", "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL414", "TL501",
+    "TL503", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -315,6 +315,30 @@ ROWS = [
             optimizer.step()
         """,
         devices={"Net()": CUDA, "torch.ones(64, 10)": CUDA, "x": CUDA, "y": CUDA},
+    ),
+    Row(
+        "an image folder decoded by two workers; MNIST in memory on two is left alone",
+        """
+        from torchvision import datasets, transforms
+
+        model = Net().cuda()  # expect: TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
+        folder = datasets.ImageFolder("train", transform=transforms.ToTensor())
+        mnist = datasets.MNIST("data", transform=transforms.ToTensor())
+        photos = DataLoader(folder, batch_size=64, num_workers=2, pin_memory=True)  # expect: TL206
+        digits = DataLoader(mnist, batch_size=64, num_workers=2, pin_memory=True)
+        for x, y in photos:  # expect: TL501, TL503, TL601
+            loss = F.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        for x, y in digits:  # expect: TL501
+            loss = F.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        devices={"Net()": CUDA},
     ),
     Row(
         "loader rules on a CUDA training script",

@@ -119,7 +119,7 @@ def test_each_document_gets_its_nearest_config_and_the_editor_settings_on_top(tm
     editor = EditorSettings(select=("TL2",), ignore=("TL203",), unsafe_fixes=True)
     chosen = setup(configs, editor, tmp_path / "train.py", tmp_path)
     assert chosen is not None and chosen.unsafe
-    assert set(chosen.codes) == {"TL201", "TL204", "TL205"}  # TL202: the config ignores it
+    assert set(chosen.codes) == {"TL201", "TL204", "TL205", "TL206"}  # TL202: the config ignores it
 
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nunsafe-fixes = true\n")
     again = setup(configs, EditorSettings(), tmp_path / "train.py", tmp_path)

@@ -121,7 +121,8 @@ def describe(declared: Iterable[Option[Any]], values: Mapping[str, object]) -> l
     return lines
 
 
-# Options several rules share (a rule's own option is declared in its file).
+# The options rules declare, shared or not: the catalog (lint/catalog.py) names each by
+# its name here.
 TINY_NETWORK_BATCH_SIZE = Option(
     "tiny-network-batch-size",
     int,
@@ -137,4 +138,13 @@ MIN_BATCH_SIZE = Option(
     # A batch below 2 is no batch (TL002's fix writes the value), above 65536 no GPU holds.
     (2, 65536),
     "the batch size below which a training batch is small, and what a fix raises it to",
+)
+MIN_DECODING_WORKERS = Option(
+    "min-decoding-workers",
+    int,
+    4,
+    # At 2 only one worker decoding files is reported; no host has cores for 256.
+    (2, 256),
+    "the fewest DataLoader workers that keep a GPU fed where every sample decodes a file"
+    " (one fewer where images already in memory are only augmented)",
 )

@@ -21,6 +21,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader",), None),
     ("TL204", "dataloader-worker-options-without-workers", True, False, (), ("DataLoader",), None),
     ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None),
+    ("TL206", "too-few-workers-for-decoding", True, False, ("MIN_DECODING_WORKERS",), ("DataLoader",), None),
     ("TL301", "model-not-parallel", True, False, (), ("cuda", "accelerator"), ("backward|step\\(", 32)),
     ("TL302", "prefer-distributed-data-parallel", True, False, (), ("DataParallel", "data_parallel"), None),
     ("TL303", "ddp-loader-without-distributed-sampler", True, False, (), ("DataParallel", "fully_shard", "FullyShardedDataParallel"), None),

@@ -294,6 +294,7 @@ class _Exporter:
             sized=scope.member("__len__") is not None,
             iterable=ITERABLE_DATASET in bases,
             text=text_samples(scope),
+            decodes=self.module.decoding.decoder(scope),
         )
 
     # -- what functions do with their parameters -------------------------------------------

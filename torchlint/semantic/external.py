@@ -113,6 +113,7 @@ class Dataset:
     sized: bool = False  # defines `__len__`
     iterable: bool = False  # an IterableDataset
     text: bool = False  # `__getitem__` returns strings only (`samples.text_samples`)
+    decodes: str | None = None  # the decoder it reads each sample with (`samples.Decoding`)
 
     def to_json(self) -> dict[str, Any]:
         return plain(self)

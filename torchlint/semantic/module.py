@@ -22,6 +22,7 @@ from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import Networks
 from torchlint.semantic.placement import Placement
 from torchlint.semantic.runs import Runs
+from torchlint.semantic.samples import Decoding
 from torchlint.semantic.scopes import (
     Binding,
     CallSite,
@@ -33,6 +34,7 @@ from torchlint.semantic.scopes import (
     assigned_values,
     bindings,
 )
+from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.values import Constant, Values
 from torchlint.semantic.workload import Workload
 from torchlint.settings import Settings
@@ -112,6 +114,7 @@ class TorchModule:
         self.handles_devices = self.placement.handles_devices
         self.model_uses = self.placement.model_uses
         self.datasets = Datasets(facts, self.functions, self.values, self.guarded, self.notebook)
+        self.decoding = Decoding(self.functions, self.values)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -501,6 +504,12 @@ class TorchModule:
         if isinstance(loader, Elsewhere):
             return loader.pinned
         return pinning(loader.arg("pin_memory"), loader.call.scope)
+
+    def decodes(self, loader: DataLoaderSite) -> tuple[str, bool] | None:
+        """What the loader's dataset decodes or augments per sample, and whether it reads
+        files (`samples.Decoding.per_sample`); None where nothing shows it."""
+        dataset = loader.arg("dataset")
+        return None if dataset is MISSING else self.decoding.per_sample(dataset, loader.call.scope)
 
     # -- where code runs (runs.py) -------------------------------------------------------
 

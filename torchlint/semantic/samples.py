@@ -1,8 +1,8 @@
 """What a Dataset's samples are made of and how a collate function handles them: text
 only (names, lines, sentence pairs, which the default collate hands on as lists of
 strings: nothing for `pin_memory` to pin, the tensors being built later), or collated by
-padding and stacking only; and data sets known to be large (an epoch of thousands of
-steps)."""
+padding and stacking only; files decoded or images augmented per sample (`Decoding`);
+and data sets known to be large (an epoch of thousands of steps)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import re
 
 import libcst as cst
 
+from torchlint.semantic.external import Class
+from torchlint.semantic.functions import Functions
 from torchlint.semantic.scopes import Kind, Scope, assigned_once
 from torchlint.semantic.syntax import dotted_name
 from torchlint.semantic.values import Values
@@ -204,3 +206,164 @@ def _named(values: Values, nodes: list[cst.BaseExpression], scope: Scope, depth:
                 if named is not None:
                     return named
     return None
+
+
+# torchvision datasets that read and decode an image file (or an LMDB record) per sample;
+# every torchaudio dataset loads an audio file per sample.
+DECODING_DATASETS = frozenset({
+    "ImageFolder", "DatasetFolder", "CocoDetection", "CocoCaptions", "VOCSegmentation",
+    "VOCDetection", "SBDataset", "LSUN", "LSUNClass", "CelebA", "ImageNet", "Places365",
+    "Cityscapes", "Flowers102", "Food101", "StanfordCars", "OxfordIIITPet", "Caltech101",
+    "Caltech256", "INaturalist", "DTD", "FGVCAircraft", "Kitti", "WIDERFace", "LFWPeople",
+    "LFWPairs", "SUN397", "Country211", "EuroSAT", "GTSRB", "Imagenette", "Kinetics",
+    "UCF101", "HMDB51",
+})  # fmt: skip
+AUDIO_DATASETS = "torchaudio.datasets."
+# Functions that read and decode an image or audio file.
+DECODERS = frozenset({
+    "PIL.Image.open", "cv2.imread", "cv2.imdecode", "imageio.imread", "imageio.v2.imread",
+    "imageio.v3.imread", "skimage.io.imread", "matplotlib.pyplot.imread",
+    "torchvision.io.read_image", "torchvision.io.decode_image", "torchvision.io.decode_jpeg",
+    "torchvision.io.decode_png", "torchvision.io.read_video", "torchvision.io.image.read_image",
+    "torchvision.datasets.folder.default_loader", "torchvision.datasets.folder.pil_loader",
+    "torchaudio.load", "soundfile.read", "librosa.load", "scipy.io.wavfile.read",
+})  # fmt: skip
+# torchvision transforms that resample, warp or recolour every pixel of an image on the
+# CPU (flips, crops of a fixed centre, ToTensor and Normalize are cheaper and not listed).
+AUGMENTATIONS = frozenset({
+    "Resize", "Scale", "RandomResizedCrop", "RandomSizedCrop", "RandomCrop", "ColorJitter",
+    "RandomRotation", "RandomAffine", "RandomPerspective", "AutoAugment", "RandAugment",
+    "TrivialAugmentWide", "AugMix", "GaussianBlur", "ElasticTransform", "RandomResize",
+    "ScaleJitter", "RandomShortestSize",
+})  # fmt: skip
+# Parts of a dataset, whose samples are the dataset's.
+PARTS = frozenset({
+    "torch.utils.data.Subset", "torch.utils.data.dataset.Subset",
+    "torch.utils.data.random_split", "torch.utils.data.dataset.random_split",
+})  # fmt: skip
+
+
+class Decoding:
+    """What a dataset does per sample that needs CPU time: decode a file (a torchvision
+    file dataset, a torchaudio dataset, a Dataset class whose `__getitem__` calls an
+    image or audio decoder) or augment an image (`AUGMENTATIONS` in its transform)."""
+
+    def __init__(self, functions: Functions, values: Values) -> None:
+        self.functions = functions
+        self.values = values
+
+    def per_sample(
+        self, node: cst.BaseExpression, scope: Scope, depth: int = 0
+    ) -> tuple[str, bool] | None:
+        """What the dataset expression (any value it may hold) decodes or augments per
+        sample, said for a message, and whether it decodes files (True) or only augments
+        images already in memory (False); a decoding origin is preferred; None if none."""
+        augmented: tuple[str, bool] | None = None
+        for value, where in self.values.origins(node, scope):
+            if not isinstance(value, cst.Call):
+                continue
+            qualname = where.resolve(value.func)
+            if qualname in PARTS and value.args and depth < MAX_DEPTH:
+                found = self.per_sample(value.args[0].value, where, depth + 1)
+            else:
+                found = self._built(value, where, qualname)
+            if found is not None and found[1]:
+                return found
+            augmented = augmented or found
+        return augmented
+
+    def _built(self, call: cst.Call, scope: Scope, qualname: str | None) -> tuple[str, bool] | None:
+        name = (qualname or "").rpartition(".")[2]
+        if qualname is not None and (
+            (qualname.startswith("torchvision.datasets.") and name in DECODING_DATASETS)
+            or qualname.startswith(AUDIO_DATASETS)
+        ):
+            return f"`{name}` decodes a file per sample", True
+        exported = self.functions.export(call.func, scope) if qualname is not None else None
+        if isinstance(exported, Class) and exported.dataset and exported.dataset.decodes:
+            return f"`{name}` decodes with `{exported.dataset.decodes}`", True
+        cls = self.functions.class_scope(call.func, scope)
+        decoder = self.decoder(cls) if cls is not None else None
+        if decoder is not None:
+            assert cls is not None and isinstance(cls.node, cst.ClassDef)
+            return f"`{cls.node.name.value}` decodes with `{decoder}`", True
+        for arg in call.args:
+            if arg.keyword is not None and "transform" in arg.keyword.value:
+                augmentation = self.augmentation(arg.value, scope)
+                if augmentation is not None:
+                    return f"its transform runs `{augmentation}`", False
+        return None
+
+    def decoder(self, cls: Scope, depth: int = 0) -> str | None:
+        """The decoder a Dataset class of this file reads each sample with: the torchvision
+        file dataset it derives from (`ImageFolder`), or a `DECODERS` call in its
+        `__getitem__`, in a method or function of the file that calls (two levels), or
+        through an attribute bound to one (`self.loader = default_loader`); None if none."""
+        node = cls.node
+        if not isinstance(node, cst.ClassDef) or cls.parent is None or depth > MAX_DEPTH:
+            return None
+        for base in node.bases:
+            qualname = cls.parent.resolve(base.value) or ""
+            if qualname.startswith("torchvision.datasets."):
+                name = qualname.rpartition(".")[2]
+                if name in DECODING_DATASETS:
+                    return name
+        for base_scope in cls.bases:
+            found = self.decoder(base_scope, depth + 1)
+            if found is not None:
+                return found
+        getitem = cls.member("__getitem__")
+        method = getitem.only(Kind.DEF) if getitem is not None else None
+        if method is None or not isinstance(method.node, cst.FunctionDef):
+            return None
+        return self._calls_decoder(method.node, 0)
+
+    def _calls_decoder(self, function: cst.FunctionDef, depth: int) -> str | None:
+        scope = self.functions.scope_of(function)
+        for node in descendants(function.body):
+            if isinstance(node, cst.Call):
+                found = self._decoder_named(node.func, scope, depth)
+                if found is not None:
+                    return found
+        return None
+
+    def _decoder_named(self, func: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        qualname = scope.resolve(func)
+        if qualname is not None:
+            return qualname if qualname in DECODERS else None
+        if depth >= 2:
+            return None
+        target = self.functions.definition(func, scope)
+        if target is not None:
+            if isinstance(target.node, cst.FunctionDef):
+                return self._calls_decoder(target.node, depth + 1)
+            return None
+        symbol = scope.lookup_expr(func)  # `self.loader(path)`, `self.loader = pil_loader`
+        for binding in symbol.bindings if symbol is not None else ():
+            value = binding.value
+            if isinstance(value, (cst.Name, cst.Attribute)) and value is not func:
+                found = self._decoder_named(value, binding.ctx.scope, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def augmentation(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The first torchvision `AUGMENTATIONS` transform a transform expression builds,
+        through `Compose([...])`, `RandomApply`, lists and the names that hold them."""
+        stack: list[tuple[cst.BaseExpression, Scope]] = [(node, scope)]
+        while stack:
+            value, where = stack.pop()
+            if isinstance(value, cst.Call):
+                name = (where.resolve(value.func) or "").rpartition(".")
+                if name[0].startswith("torchvision.transforms") and name[2] in AUGMENTATIONS:
+                    return name[2]
+                stack += [(a.value, where) for a in reversed(value.args)]
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                stack += [(e.value, where) for e in reversed(value.elements)]
+            elif isinstance(value, (cst.Name, cst.Attribute)) and depth < MAX_DEPTH:
+                for origin, inner in self.values.origins(value, where):
+                    if origin is not value:
+                        found = self.augmentation(origin, inner, depth + 1)
+                        if found is not None:
+                            return found
+        return None
