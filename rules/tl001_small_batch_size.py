@@ -117,7 +117,7 @@ class SmallBatchSize(Rule):
     code = "TL001"
     name = "small-batch-size"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
     options = (MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

@@ -58,7 +58,7 @@ class DefaultBatchSize(Rule):
     code = "TL002"
     name = "default-batch-size"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
     options = (MIN_BATCH_SIZE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

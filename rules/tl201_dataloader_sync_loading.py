@@ -128,7 +128,7 @@ class DataLoaderSyncLoading(Rule):
     code = "TL201"
     name = "dataloader-sync-loading"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.uses_gpu:

@@ -109,7 +109,7 @@ class DataLoaderNoPinMemory(Rule):
     code = "TL202"
     name = "dataloader-no-pin-memory"
     fix_safety = FixSafety.SAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         loaders = [*module.dataloaders, *module.factory_loaders]

@@ -147,7 +147,7 @@ class DataLoaderNoPersistentWorkers(Rule):
     code = "TL203"
     name = "dataloader-no-persistent-workers"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
     min_torch = (1, 7)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

@@ -53,7 +53,7 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
     code = "TL204"
     name = "dataloader-worker-options-without-workers"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         target = module.target_torch

@@ -121,7 +121,7 @@ class TooFewWorkersForDecoding(Rule):
     code = "TL206"
     name = "too-few-workers-for-decoding"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("DataLoader",)
+    tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
     options = (MIN_DECODING_WORKERS,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:

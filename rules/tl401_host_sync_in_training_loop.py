@@ -1,37 +1,38 @@
 """TL401 host-sync-in-training-loop: the training loop waits for the GPU every step.
 
-What: inside a training loop, on every step (the loop runs a backward pass and an optimizer
-step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a warm-up wrapper's
-method that steps one; a scheduler's `.step()` is not one): `.item()`, `.tolist()`,
-`.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of the loss or a
-model output (f-strings and `str.format` included), `loss.data[0]` of the loss or a full
-reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read), or
-`torch.cuda.synchronize()`; also such calls one call away: in a function of the file the
-loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the `forward` of
-a network the loop trains (not a value such a function returns that every caller tests in
-an `if`/`while` of its loop: an LR finder's divergence break needs it on the host). In
-PyTorch Lightning, the `training_step` of a LightningModule
-(Lightning runs it once per optimizer step, around its own backward and step) and the
-functions of the file it calls, every step: `self.log("loss", loss.item())` is the common
-case. Not reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
-log_every:`), anything outside the per-step loop (once per epoch is fine), `y.cpu()` of a
-batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a call in a branch for
-another backend (`if device.type == "mps":`, `mps = "mps" in device.type; if mps:`, a
-CPU-only branch: not the CUDA path), a call in a
-branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
-torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under a
-flag that is off by default (an argparse option, config entry or constant set to
-False/None): any for `torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in
-timing), one whose name says timing, profiling or debugging for a value read (`if
-args.profile:`; not `if args.with_tracking:`, a mode users run with), or a class's flag from
-a parameter default no call of the file overrides (`self.autobalance` of `__init__(...,
-autobalance=False)`). One finding per statement (a progress `print` of several values is one
-sync). Only files that use a GPU are checked (on the CPU there is nothing to wait for); a
-device from `torch.accelerator` counts. Also, in evaluation loops (a network run over a
-loader's batches with no backward pass, outside any training step, under `torch.no_grad()`,
-after `.eval()` or in a function named for evaluation: `evaluate`, `validate`, `test_*`,
-`predict`, `infer*`), a sync on every batch: the CPU waits for each batch before it prepares
-the next.
+What: inside a training loop, on every step (the loop runs a backward pass and an
+optimizer step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a warm-up
+wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
+`.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of
+the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the
+loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read),
+or `torch.cuda.synchronize()`; also such calls one call away: in a function of the file
+the loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the
+`forward` of a network the loop trains (not a value such a function returns that every
+caller tests in an `if`/`while` of its loop: an LR finder's divergence break needs it on
+the host). In PyTorch Lightning, the `training_step` of a LightningModule (Lightning runs
+it once per optimizer step, around its own backward and step) and the functions of the
+file it calls, every step: `self.log("loss", loss.item())` is the common case; in
+PyTorch-Ignite, the process function of an `Engine` that trains (`return loss.item()`,
+read by its handlers). Not reported: calls under a periodic condition (`if step % 100 ==
+0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch is
+fine), `y.cpu()` of a batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a
+call in a branch for another backend (`if device.type == "mps":`, `mps = "mps" in
+device.type; if mps:`, a CPU-only branch: not the CUDA path), a call in a branch that ends
+the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss):
+print(loss.item()); sys.exit(1)` runs at most once), and a call under a flag that is off
+by default (an argparse option, config entry or constant set to False/None): any for
+`torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in timing), one whose name
+says timing, profiling or debugging for a value read (`if args.profile:`; not `if
+args.with_tracking:`, a mode users run with), or a class's flag from a parameter default
+no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=False)`).
+One finding per statement (a progress `print` of several values is one sync). Only files
+that use a GPU are checked (on the CPU there is nothing to wait for); a device from
+`torch.accelerator` counts. Also, in evaluation loops (a network run over a loader's
+batches with no backward pass, outside any training step, under `torch.no_grad()`, after
+`.eval()` or in a function named for evaluation: `evaluate`, `validate`, `test_*`,
+`predict`, `infer*`), a sync on every batch: the CPU waits for each batch before it
+prepares the next.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -249,8 +250,14 @@ class HostSyncInTrainingLoop(Rule):
                         "pass the tensor to `self.log`: Lightning keeps it on the device and "
                         "reads it only when it writes logs"
                     )
-                elif "training_step" in why:
+                elif "Lightning" in why:
                     advice = "keep the value on the device (`self.log` takes tensors)"
+                elif "ignite" in why:
+                    advice = (
+                        "return the tensor (`loss.detach()`: ignite's `RunningAverage` and "
+                        "metrics take tensors) and call `.item()` in a handler every N "
+                        "iterations"
+                    )
                 else:
                     advice = "return the tensor and sync every N steps, or keep it on the device"
                 yield self.diagnostic(
@@ -396,12 +403,14 @@ def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
     (not under a periodic condition), the `forward` of the networks it trains, Lightning's
     `training_step` and the functions it calls."""
     found: dict[cst.FunctionDef, str] = {}
+    ignite = module.frameworks.ignite_steps
     for step in module.frameworks.training_steps:
-        found.setdefault(step, "Lightning's `training_step`, run every step")
+        by = "ignite's process function" if step in ignite else "Lightning's `training_step`"
+        found.setdefault(step, f"{by}, run every step")
         for call in module.training.calls_in(step):
             target = module.functions.target(call)
             if target is not None and target.function is not step and not is_periodic(call):
-                found.setdefault(target.function, "called by `training_step`, every step")
+                found.setdefault(target.function, f"called by {by}, every step")
     for function in module.functions.named():  # called per step by another file
         name = module.functions.local_name(function)
         if name is None or function in found:

@@ -57,9 +57,9 @@ def _holds(source: str, token: str | re.Pattern[str]) -> bool:
 # optimizer, loader, dataset, device, step, backward pass, sync or generator to export,
 # no function given a network's parameters: an EMA update a training step calls).
 TELLING = (
-    "Module", "nn.", "Dataset", "DataLoader", "optim", "backward", "step(", ".item(",
-    ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda", "accelerat",
-    "prepare", "Trainer", "Lightning", "parameters(",
+    "Module", "nn.", "Dataset", "DataLoader", "auto_dataloader", "optim", "backward", "step(",
+    ".item(", ".cpu(", "tolist(", "numpy(", "synchronize", "yield", "device", "cuda",
+    "accelerat", "prepare", "Trainer", "Lightning", "parameters(",
 )  # fmt: skip
 
 
@@ -76,7 +76,9 @@ def may_tell(text: str) -> bool:
 # A file that holds one of these trains, evaluates or loads data: what it does depends on
 # what the rest of its project gives it. Other files (model definitions, utilities) are
 # read on their own, unless the project later passes them something to act on.
-ENGAGING = ("backward", "training_step", "DataLoader", ".fit(", "prepare(", ".eval()")
+ENGAGING = (
+    "backward", "training_step", "DataLoader", "auto_dataloader", ".fit(", "prepare(", ".eval()",
+)  # fmt: skip
 
 
 def may_train(text: str, knowledge: Knowledge) -> bool:

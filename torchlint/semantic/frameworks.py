@@ -2,13 +2,17 @@
 and LightningDataModule classes of the file, the `training_step` Lightning calls once per
 optimizer step, the loaders a `train_dataloader` hook returns or `trainer.fit` is given
 (marked on their `DataLoaderSite`: the framework trains on them), `Trainer(...)` and the
-calls that start training. Hugging Face: `TrainingArguments(...)`, the `Trainer`s given
-them and their `.train()` calls."""
+calls that start training. PyTorch-Ignite: the engines that train (`Engine(step)` of a
+function of the file that steps an optimizer, `create_supervised_trainer(...)`), their
+process functions (run once per iteration) and the loaders their `.run(...)` is given.
+Hugging Face: `TrainingArguments(...)`, the `Trainer`s given them and their `.train()`
+calls."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
+from typing import Protocol
 
 import libcst as cst
 
@@ -31,6 +35,23 @@ FIT_PARAMS = ("model", "train_dataloaders")
 MAX_BASES = 4
 SHORT_RUN_STEPS = 100  # `max_steps`: a demo or benchmark run
 SMOKE_BATCHES = 10  # `limit_train_batches` up to this: a test run, not training
+IGNITE_ENGINES = (
+    "ignite.engine.Engine",
+    "ignite.engine.engine.Engine",
+    "ignite.engine.DeterministicEngine",
+    "ignite.engine.deterministic.DeterministicEngine",
+)
+IGNITE_TRAINERS = (
+    "ignite.engine.create_supervised_trainer",
+    "ignite.engine.create_supervised_tbptt_trainer",
+    "ignite.contrib.engines.create_supervised_tbptt_trainer",
+)
+
+
+class Steps(Protocol):
+    """`Training.does`: each call of a function runs an optimizer step ("step")."""
+
+    def __call__(self, function: cst.FunctionDef, what: str) -> bool: ...
 
 
 def lightning(qualname: str | None, name: str) -> bool:
@@ -59,11 +80,12 @@ DATALOADER_CONFIGURATION = frozenset(
 
 class Frameworks:
     def __init__(
-        self, facts: Facts, functions: Functions, values: Values, loaders: Loaders
+        self, facts: Facts, functions: Functions, values: Values, loaders: Loaders, does: Steps
     ) -> None:
         self.facts = facts
         self.functions = functions
         self.values = values
+        self.does = does
         classes = [s for s in facts.scopes.values() if s.kind is ScopeKind.CLASS]
         self.lightning_modules = [c for c in classes if self._derives(c, "LightningModule")]
         self.data_modules = [c for c in classes if self._derives(c, "LightningDataModule")]
@@ -82,6 +104,12 @@ class Frameworks:
                         site.trained_by_framework = True
                         if fit not in site.starts:
                             site.starts = [*site.starts, fit]
+        for run in self.ignite_runs:
+            data = argument(run.node, "data", ("data",))
+            for site in loaders.of(data, run.scope) if data is not MISSING else ():
+                if isinstance(site, DataLoaderSite):
+                    site.trained_by_framework = True
+                    site.starts = [*site.starts, run]
 
     def _derives(self, cls: Scope, name: str, depth: int = 0) -> bool:
         """The class subclasses Lightning's `name`, directly or through classes of the file."""
@@ -109,9 +137,10 @@ class Frameworks:
 
     @cached_property
     def training_steps(self) -> list[cst.FunctionDef]:
-        """The `training_step` of each LightningModule of the file: Lightning runs it once
-        per optimizer step (per batch)."""
-        return self.training_steps_of(self.lightning_modules)
+        """The functions a framework runs once per optimizer step (per batch): the
+        `training_step` of each LightningModule of the file, the process function of
+        each ignite Engine that trains."""
+        return self.training_steps_of(self.lightning_modules) + self.ignite_steps
 
     def training_steps_of(self, classes: list[Scope]) -> list[cst.FunctionDef]:
         """The `training_step` of each of these classes (or of their bases)."""
@@ -221,6 +250,44 @@ class Frameworks:
     def lightning_starts(self) -> list[CallSite]:
         """Where Lightning training starts in this file: `trainer.fit(...)`, `LightningCLI(...)`."""
         return sorted(self.fits + self.clis, key=lambda c: c.order)
+
+    # -- PyTorch-Ignite ----------------------------------------------------------------
+
+    @cached_property
+    def _ignite_engines(self) -> list[tuple[CallSite, cst.FunctionDef]]:
+        """Each ignite `Engine(f)` of this file whose process function `f`, a function of
+        the file, steps an optimizer (`def train_step(engine, batch): ... opt.step()`)."""
+        found = []
+        for engine in self._calls(lambda q: q in IGNITE_ENGINES):
+            process = argument(engine.node, "process_function", ("process_function",))
+            if process is MISSING:
+                continue
+            target = self.functions.definition(process, engine.scope)
+            node = target.node if target is not None else None
+            if isinstance(node, cst.FunctionDef) and self.does(node, "step"):
+                found.append((engine, node))
+        return found
+
+    @cached_property
+    def ignite_steps(self) -> list[cst.FunctionDef]:
+        """The process functions of the ignite engines that train (run every iteration)."""
+        return list({id(f): f for _, f in self._ignite_engines}.values())
+
+    @cached_property
+    def ignite_trainers(self) -> list[CallSite]:
+        """The ignite engines of this file that train: `Engine(f)` of an `ignite_steps`
+        function, `create_supervised_trainer(...)`."""
+        built = [e for e, _ in self._ignite_engines] + self._calls(lambda q: q in IGNITE_TRAINERS)
+        return sorted(built, key=lambda c: c.order)
+
+    @cached_property
+    def ignite_runs(self) -> list[CallSite]:
+        """`trainer.run(loader, max_epochs=...)` on an ignite engine that trains."""
+        return [
+            c
+            for c in self.facts.calls_by_method.get("run", ())
+            if c.receiver is not None and self._built(c.receiver, c.scope, self.ignite_trainers)
+        ]
 
     # -- Hugging Face ------------------------------------------------------------------
 

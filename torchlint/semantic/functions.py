@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -65,11 +66,22 @@ def given(call: cst.Call, where: str | int) -> cst.BaseExpression:
     return args[where] if where < len(args) else MISSING
 
 
+# Loader factories of libraries, known as a project's `loader-factories` are: ignite's
+# `idist.auto_dataloader(dataset, **DataLoader's keywords)` pins memory on CUDA itself.
+IGNITE_LOADERS = tuple(
+    LoaderFactory(name, batch_size="batch_size", workers="num_workers")
+    for name in ("ignite.distributed.auto_dataloader", "ignite.distributed.auto.auto_dataloader")
+)
+
+
 class Functions:
     def __init__(self, facts: Facts, env: Environment, knowledge: Knowledge | None = None) -> None:
         self.facts = facts
         self.env = env
         knowledge = knowledge or Knowledge()
+        if facts.imports_any("ignite.distributed"):
+            factories = knowledge.loader_factories + IGNITE_LOADERS
+            knowledge = dataclasses.replace(knowledge, loader_factories=factories)
         self._known = known_callables(knowledge)
         self._entries: dict[str, StepFunction | LoaderFactory] = {
             s.name: s for s in knowledge.step_functions

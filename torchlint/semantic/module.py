@@ -74,7 +74,9 @@ class TorchModule:
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions, self.values)
-        self.frameworks = Frameworks(facts, self.functions, self.values, self._loaders)
+        self.frameworks = Frameworks(
+            facts, self.functions, self.values, self._loaders, self.training.does
+        )
         self.idle_framework_loader = self.frameworks.idle_loader
         # What rules read of the parts, on the facade (each documented where it is defined).
         self.method_calls_on = self._models.method_calls_on
