@@ -97,7 +97,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "attention": ("TL608",),
     "padding": ("TL706",),
     "generation-cache": ("TL609",),
-    "busy-wait": (),
+    "busy-wait": ("TL413",),
     "train-set-reevaluated": ("TL410",),
     "gan-detach": ("TL412",),
     "other": (),

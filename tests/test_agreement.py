@@ -25,8 +25,8 @@ from torchlint.semantic import DeviceKind, ModelKind, Settings, build
 RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL206", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403",
-    "TL404", "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL414", "TL501",
-    "TL503", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
+    "TL404", "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL413", "TL414",
+    "TL501", "TL503", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -575,6 +575,38 @@ ROWS = [
             optimizer.step()
         """,
         models={"teacher": NETWORK, "student": NETWORK},
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "a memory monitor thread beside a step loop that never waits (TL413); one waiting on its "
+        "Event is silent",
+        """
+        import threading
+
+
+        def track(stop, stats):
+            while not stop.is_set():  # expect: TL413
+                stats["peak"] = max(stats["peak"], torch.cuda.memory_allocated())
+
+
+        def sample(stop, stats):
+            while not stop.wait(0.1):
+                stats["reserved"] = torch.cuda.memory_reserved()
+
+
+        model = Net().cuda()  # expect: TL606
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        stop, stats = threading.Event(), {"peak": 0}
+        threading.Thread(target=track, args=(stop, stats), daemon=True).start()
+        threading.Thread(target=sample, args=(stop, stats), daemon=True).start()
+        for x, y in loader:  # expect: TL501, TL503, TL601
+            loss = F.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        stop.set()
+        """,
         steps={"optimizer.step()": True},
     ),
     Row(

@@ -41,6 +41,7 @@ MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
     "syntax", "lattice", "portable", "scopes", "external", "builder", "functions", "values",
+    "threads",
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",

@@ -40,6 +40,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None),
     ("TL411", "per-parameter-loop", True, False, (), ("parameters()", "buffers()", "state_dict()"), ("backward|step\\(", 32)),
     ("TL412", "discriminator-step-backprops-generator", True, False, (), ("backward",), ("backward|step\\(", 32)),
+    ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32)),
     ("TL414", "untrained-network-gets-gradients", True, False, (), ("backward",), ("backward|step\\(", 32)),
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(", 32)),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),

@@ -3,12 +3,13 @@
 Modules, each importing only those before it: syntax (pure CST helpers) -> lattice ->
 portable (values as other files see them) -> scopes (bindings, resolution; contexts,
 calls, loops) -> external (what the project tells a file) -> builder (the walk) ->
-functions (calls between the file's functions) -> values (constants, origins) -> devices
-(the lattice) -> models (module identity) -> networks (size and shape) -> loops
-(training steps) -> reaching (what reaches a loop) -> loaders -> frameworks (Lightning,
-Hugging Face) -> runs (where and how often code runs) -> placement (where the file puts
-work) -> workload (precision, size, GPUs) -> datasets -> module (`TorchModule`, what
-rules read) -> batches (data flow in loader loops) -> exports (a file's summary).
+functions (calls between the file's functions) -> values (constants, origins) -> threads
+(the threads the file starts, the calls that wait) -> devices (the lattice) -> models
+(module identity) -> networks (size and shape) -> loops (training steps) -> reaching
+(what reaches a loop) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where
+and how often code runs) -> placement (where the file puts work) -> workload (precision,
+size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
+in loader loops) -> exports (a file's summary).
 docs/semantic.md says more. The names below are loaded on first use (`import
 torchlint.semantic.external` imports no libcst)."""
 

@@ -35,6 +35,7 @@ from torchlint.semantic.scopes import (
     bindings,
 )
 from torchlint.semantic.syntax import MISSING
+from torchlint.semantic.threads import Threads
 from torchlint.semantic.values import Constant, Values
 from torchlint.semantic.workload import Workload
 from torchlint.settings import Settings
@@ -67,6 +68,7 @@ class TorchModule:
         self.loops: list[Loop] = facts.loops
         self.functions = Functions(facts, env, settings.knowledge)
         self.values = Values(facts, self.functions)
+        self.threads = Threads(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
         self.checkpoints = Checkpoints(facts, self.functions, self.devices)
         self.saved_parameters = self.checkpoints.saved_parameters
@@ -374,6 +376,18 @@ class TorchModule:
         return uses is not None and uses.trains
 
     # -- loops and loaders -----------------------------------------------------------
+
+    @cached_property
+    def trains(self) -> bool:
+        """The file trains a network: a training loop of its own, Lightning's
+        `training_step` or `trainer.fit(...)`, or a transformers Trainer's `train()`."""
+        frameworks = self.frameworks
+        return bool(
+            self.training_loops
+            or frameworks.training_steps
+            or frameworks.lightning_starts
+            or frameworks.train_calls(frameworks.hf_trainers)
+        )
 
     @property
     def training_loops(self) -> list[Loop]:
