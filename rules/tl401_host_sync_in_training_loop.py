@@ -230,13 +230,16 @@ class HostSyncInTrainingLoop(Rule):
                 yield self._step_sync(read, LEGACY, why)
         yield from self._evaluation(module, seen)
         logged = _logged_items(module)
-        steps = module.frameworks.training_steps
+        steps, ignite = module.frameworks.training_steps, module.frameworks.ignite_steps
         for function, why in _per_step_functions(module).items():
             tensors = _returned_names(module, function) if function in steps else set()
+            output = module.frameworks.ignite_output(function) if function in ignite else set()
             for call in module.training.calls_in(function):
                 what = _sync(module, call, tensors)
                 if what is None or is_periodic(call) or id(call.ctx.statement) in seen:
                     continue
+                if id(call.ctx.statement) in output:
+                    continue  # the engine's output: its handlers read it every iteration
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
                 if module.runs.returned_to_tests(function, call):
@@ -253,11 +256,7 @@ class HostSyncInTrainingLoop(Rule):
                 elif "Lightning" in why:
                     advice = "keep the value on the device (`self.log` takes tensors)"
                 elif "ignite" in why:
-                    advice = (
-                        "return the tensor (`loss.detach()`: ignite's `RunningAverage` and "
-                        "metrics take tensors) and call `.item()` in a handler every N "
-                        "iterations"
-                    )
+                    advice = "keep the value on the device, or read it every N iterations"
                 else:
                     advice = "return the tensor and sync every N steps, or keep it on the device"
                 yield self.diagnostic(

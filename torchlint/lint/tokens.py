@@ -85,3 +85,13 @@ def may_train(text: str, knowledge: Knowledge) -> bool:
     """The file may train, evaluate or load data: a token of it, or a callable the
     project's knowledge names."""
     return any(token in text for token in ENGAGING) or knowledge.named_in(text)
+
+
+# `from .layers import *`: the names it binds (`nn` among them) are the project's to tell.
+STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+\*", re.MULTILINE)
+
+
+def asks_project(text: str, knowledge: Knowledge) -> bool:
+    """The file needs its project to be read: it `may_train`, or it imports `*` from a
+    module (a model file's `from .parts import *` binds the `nn` its classes derive from)."""
+    return may_train(text, knowledge) or STAR_IMPORT.search(text) is not None

@@ -122,19 +122,27 @@ class Program:
         """The qualname `name` is bound to by a star import of the file."""
         summary = self.summaries[key]
         for module in summary.stars:
-            if name in self.star(key, module):
-                return f"{module}.{name}" if not module.endswith(".") else module + name
+            for entry in self.star(key, module):
+                local, _, target = entry.partition("=")
+                if local == name:
+                    base = module if module.endswith(".") else f"{module}."
+                    return target or f"{base}{name}"
         return None
 
     def star(self, importer: str, module: str, _depth: int = 0) -> tuple[str, ...]:
-        """The names `from module import *` binds in `importer`."""
+        """The names `from module import *` binds in `importer`; a name the module imports
+        as `name=its qualname` (`nn=torch.nn`: what it is, not where it was seen)."""
         found = self.layout.resolve(importer, module)
         if found is None or found[1] or _depth > MAX_DEPTH:
             return ()
         summary = self.summaries.get(found[0])
         if summary is None:
             return ()
-        names = list(summary.names())
+        imported = summary.imports
+        names = [
+            f"{n}={imported[n]}" if n in imported and not imported[n].startswith(".") else n
+            for n in summary.names()
+        ]
         if summary.public is None:
             for inner in summary.stars:
                 names += self.star(found[0], inner, _depth + 1)

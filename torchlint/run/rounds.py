@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint.config.load import Config
-from torchlint.lint.tokens import any_applies, may_tell, may_train
+from torchlint.lint.tokens import any_applies, asks_project, may_tell
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, levels, sys_paths
 from torchlint.results import FileResult, Job
@@ -304,7 +304,7 @@ class Rounds:
                 "names": [i.name for i in names if not i.nested],
                 "nested": [i.name for i in names if i.nested],
                 "told": self._told(text),
-                "engages": may_train(text, self.job.settings.knowledge),
+                "engages": asks_project(text, self.job.settings.knowledge),
                 "script": "__main__" in text or "parse_args" in text or key.endswith(".ipynb"),
                 "paths": sys_paths(text),
             }

@@ -191,13 +191,15 @@ class _Builder(cst.CSTVisitor):
 
     def _bind_stars(self, env: Environment) -> None:
         """`from module import *` of a module of the project binds the names it exports
-        that nothing else binds at module level."""
+        or imports (to what they are: `nn` to `torch.nn`) that nothing else binds at
+        module level."""
         module = self.facts.scope
         for name in self.facts.stars:
-            for local in env.star(name):
+            for entry in env.star(name):
+                local, _, target = entry.partition("=")  # `nn=torch.nn`: an import there
                 if local not in module.symbols:
                     base = name if name.endswith(".") else f"{name}."
-                    self._bind_import(local, f"{base}{local}", self.facts.module)
+                    self._bind_import(local, target or f"{base}{local}", self.facts.module)
 
     # -- bindings ----------------------------------------------------------------------
 

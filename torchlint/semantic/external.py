@@ -401,7 +401,8 @@ class Environment:
         return replace(found, methods=()) if isinstance(found, Class) else found
 
     def star(self, module: str) -> tuple[str, ...]:
-        """The names `from module import *` binds, for a module of the project."""
+        """The names `from module import *` binds, for a module of the project (`nn=torch.nn`
+        for a name that module imports: see `Program.star`)."""
         if not self.knows(module):
             return ()
         names: tuple[str, ...] = self._ask(f"star {module}", lambda: tuple(self._star(module)))

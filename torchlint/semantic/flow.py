@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import CallSite
-from torchlint.semantic.syntax import dotted_name
+from torchlint.semantic.syntax import dotted_name, target_names
 from torchlint.text.walk import children
 
 # Reads of a tensor that leave the graph: what flows through them needs no backward.
@@ -91,7 +91,7 @@ class Flow:
             if isinstance(func, cst.Attribute) and func.attr.value == "detach_":
                 targets = [func.value]
         for target in targets:
-            for name in _names(target):
+            for name in target_names(target):
                 self.assigned.setdefault(name, []).append((rank, value, augmented))
 
     def rank(self, call: CallSite) -> int:
@@ -131,16 +131,6 @@ class Flow:
                 continue
             stack.extend((c, at) for c in children(node) if isinstance(c, cst.CSTNode))
         return list(found.values())
-
-
-def _names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _names(target.value)
-    elif (name := dotted_name(target)) is not None:
-        yield name
 
 
 def _lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:

@@ -20,8 +20,17 @@ from torchlint.semantic.builder import Facts
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.scopes import CallSite, Kind, Scope, ScopeKind
-from torchlint.semantic.syntax import MISSING, argument, bool_value, int_value, str_value
+from torchlint.semantic.syntax import (
+    MISSING,
+    argument,
+    bool_value,
+    dotted_name,
+    int_value,
+    str_value,
+    target_names,
+)
 from torchlint.semantic.values import Constant, Values
+from torchlint.text.walk import descendants
 
 LIGHTNING = ("lightning", "pytorch_lightning")
 TRAINING_ARGUMENTS = (
@@ -279,6 +288,26 @@ class Frameworks:
         function, `create_supervised_trainer(...)`."""
         built = [e for e, _ in self._ignite_engines] + self._calls(lambda q: q in IGNITE_TRAINERS)
         return sorted(built, key=lambda c: c.order)
+
+    def ignite_output(self, function: cst.FunctionDef) -> set[int]:
+        """ids of the statements of an ignite process function that make its output: its
+        `return` statements and the assignments of the names they return. Ignite's
+        handlers (`RunningAverage`, `TerminateOnNan`, progress bars, loggers) read the
+        output every iteration and call `.item()` on a tensor themselves."""
+        returned: set[str] = set()
+        for value in self.functions.returns(function):
+            items = [e.value for e in value.elements] if isinstance(value, cst.Dict) else [value]
+            returned.update(n for v in items if (n := dotted_name(v)) is not None)
+        found: set[int] = set()
+        for line in descendants(function.body):
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for small in line.body:
+                assigned = small.targets if isinstance(small, cst.Assign) else ()
+                names = {n for t in assigned for n in target_names(t.target)}
+                if isinstance(small, cst.Return) or names & returned:
+                    found.add(id(line))
+        return found
 
     @cached_property
     def ignite_runs(self) -> list[CallSite]:

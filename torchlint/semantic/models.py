@@ -327,7 +327,7 @@ class Models:
         if symbol is None:
             return None
         key = id(symbol)
-        param = symbol.only(Kind.PARAM)
+        param = symbol.only(Kind.PARAM) or self._rebound_param(symbol)
         if param is None or key in self._by_symbol or not self._linked:
             return self._by_symbol.get(key)
         self._by_symbol[key] = None  # while computing, and when nothing is found
@@ -342,6 +342,22 @@ class Models:
             self._hold(first, symbol)
             return first
         return None
+
+    def _rebound_param(self, symbol: Symbol) -> Binding | None:
+        """A parameter the function rebinds only to itself moved or wrapped (`model =
+        model.to(device)`, `model = DataParallel(model)`): it holds what is passed."""
+        params = [b for b in symbol.bindings if b.kind is Kind.PARAM]
+        if len(params) != 1:
+            return None
+        for b in symbol.bindings:
+            if b is params[0]:
+                continue
+            if b.kind is not Kind.ASSIGN or b.value is None:
+                return None
+            base, peeled = self._unwrap(b.value, b.ctx.scope)
+            if not peeled or b.ctx.scope.lookup_expr(base) is not symbol:
+                return None
+        return params[0]
 
     def _passed_in(self, param: Binding, symbol: Symbol) -> Model | None:
         """The model another file passes for a parameter no call of this file passes; or,

@@ -234,6 +234,10 @@ class TorchModule:
         return self.workload.reduced_precision
 
     @property
+    def precision_opt_in(self) -> cst.BaseExpression | None:
+        return self.workload.precision_opt_in
+
+    @property
     def multi_gpu(self) -> bool:
         return self.workload.multi_gpu
 

@@ -73,6 +73,17 @@ def str_value(node: cst.CSTNode | None) -> str | None:
     return None
 
 
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    """The dotted names an assignment target binds (`x`, `self.out`, each of a tuple)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+    elif (name := dotted_name(target)) is not None:
+        yield name
+
+
 def names_read(node: cst.CSTNode) -> Iterator[str]:
     """Every name and dotted attribute chain in an expression (`a.b` gives `a.b`, then `a`)."""
     if isinstance(node, (cst.Name, cst.Attribute)):

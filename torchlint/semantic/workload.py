@@ -20,7 +20,7 @@ from torchlint.semantic.syntax import MISSING, argument, str_value
 from torchlint.semantic.values import Values
 
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
-LOW_PRECISION_METHODS = ("half", "bfloat16", "autocast")
+LOW_PRECISION_METHODS = ("half", "bfloat16")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
 LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
@@ -72,16 +72,48 @@ class Workload:
         `.bfloat16()`, a float16/bfloat16 dtype passed, a model loaded in reduced precision
         or quantized (`from_pretrained(..., torch_dtype="bfloat16")`, `dtype="auto"`,
         `load_in_4bit=True`, `quantization_config=...`)."""
-        for qualname in self.facts.calls_by_qualname:
-            last = qualname.rsplit(".", 1)[-1]
-            if last in ("autocast", "GradScaler") or qualname.startswith("torch.amp."):
-                return True
+        return bool(self._amp_calls) or self._cast_below_float32()
+
+    @cached_property
+    def precision_opt_in(self) -> cst.BaseExpression | None:
+        """The flag that turns mixed precision on, where it is the file's only way to it:
+        every autocast and GradScaler is given `enabled=` a flag the file sets to False
+        by default (an option, a config entry, a parameter's default: `--amp` with
+        `action="store_true"`), and nothing else runs below float32. The default run then
+        trains in float32. None otherwise."""
+        calls = self._amp_calls
+        if not calls or self._cast_below_float32():
+            return None
+        for call in calls:
+            enabled = call.kwarg("enabled")
+            found = self.values.constant(enabled, call.scope) if enabled is not MISSING else None
+            if found is None or found.origin == "literal" or found.value:
+                return None
+        return calls[0].kwarg("enabled")
+
+    @cached_property
+    def _amp_calls(self) -> list[CallSite]:
+        """`torch.autocast(...)`, `GradScaler(...)` and the rest of `torch.amp`."""
+        found = [
+            call
+            for qualname, calls in self.facts.calls_by_qualname.items()
+            if qualname.rsplit(".", 1)[-1] in ("autocast", "GradScaler")
+            or qualname.startswith("torch.amp.")
+            for call in calls
+        ]
+        found += [c for c in self.facts.method_calls("autocast") if c not in found]
+        return sorted(found, key=lambda c: c.order)
+
+    def _cast_below_float32(self) -> bool:
+        """`.half()`, `.bfloat16()`, a reduced dtype passed (not to autocast), a model
+        loaded in reduced precision or quantized."""
         if self.facts.method_calls(*LOW_PRECISION_METHODS):
             return True
         if any(self.loaded_below_float32(site) for site in self.models.sites):
             return True
+        amp = {id(c) for c in self._amp_calls}
         for call in self.facts.calls:
-            for arg in call.node.args:
+            for arg in call.node.args if id(call) not in amp else ():
                 if call.scope.resolve(arg.value) in LOW_PRECISION:
                     return True
                 name = arg.keyword.value if arg.keyword is not None else None
