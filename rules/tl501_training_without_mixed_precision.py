@@ -7,7 +7,11 @@ calls a model moved to CUDA, in a file with no sign of reduced precision: no
 sign is an autocast and a GradScaler given `enabled=` a flag off by default (`--amp`
 with `action="store_true"`, a config entry or a parameter default set to False): the
 default run trains in float32, and the finding says mixed precision is opt-in (no fix:
-the flag's default is the user's to change). On by default
+the flag's default is the user's to change). PyTorch-Ignite's training too: a process
+function of an `Engine` that trains (reported at its `def`, no fix) and
+`create_supervised_trainer(model, ...)` without `amp_mode` (fix, unsafe: `amp_mode="amp",
+scaler=True`), for a network on a GPU that is not a toy. Apex's `amp.initialize` counts
+as reduced precision. On by default
 since 2026-12-06: judged on the development corpus, none of its 94 findings was wrong,
 and 30 of the 43 it shows (the cases below hidden) were worth the change. Files managed
 by Lightning, Accelerate, DeepSpeed or the transformers Trainer are not checked (precision is
@@ -85,16 +89,24 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from torchlint.edits import expression, spell
+from torchlint.edits import expression, set_kwarg, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import CallSite, Loop, Model, TorchModule
 from torchlint.semantic.networks import toy
-from torchlint.semantic.syntax import bool_value, contains, dotted_name, int_value
+from torchlint.semantic.syntax import MISSING, bool_value, contains, dotted_name, int_value, is_none
 from torchlint.text.walk import descendants
 
 GRAD = "torch.autograd.grad"
+IGNITE_TRAINER = ("ignite.engine.create_supervised_trainer",)
+_TRUE = cst.Name("True")
+
+
+def _str(text: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{text}"')
+
+
 RECURRENT_LAYERS = frozenset(("LSTM", "GRU", "RNN"))
 DENSE_LAYERS = frozenset(
     ("Transformer", "TransformerEncoder", "TransformerDecoder", "MultiheadAttention")
@@ -157,6 +169,55 @@ class TrainingWithoutMixedPrecision(Rule):
                 fix=_wrap(module, loop, model_calls) if wraps and flag is None else None,
                 impact=Impact.LOW if why else Impact.HIGH,
             )
+        if opt_in is None:
+            yield from self._ignite(module)
+
+    def _ignite(self, module: TorchModule) -> Iterator[Diagnostic]:
+        """Ignite's training in float32: a process function that runs a GPU network (at
+        its `def`), `create_supervised_trainer(...)` without `amp_mode` (at the call)."""
+        for function in module.frameworks.ignite_steps:
+            calls = module.training.calls_in(function)
+            sites = _sites(module, [c for c in calls if _on_gpu(module, c)])
+            if not sites or toy(module.networks.parameters(s) for s in sites):
+                continue
+            if module.autocast_refused(calls) is not None:
+                continue
+            why = _recurrent(module, sites)
+            yield self.diagnostic(
+                function.name,
+                f"ignite's process function `{function.name.value}` trains in float32; under "
+                '`torch.autocast("cuda", dtype=torch.bfloat16)` matmuls and convolutions use '
+                "tensor cores (often 2-3x faster) and activations take half the memory"
+                + (f" (low impact: {why})" if why else ""),
+                impact=Impact.LOW if why else Impact.HIGH,
+            )
+        for trainer in module.calls_to(*IGNITE_TRAINER):
+            mode = trainer.kwarg("amp_mode")
+            if (mode is not MISSING and not is_none(mode)) or not trainer.node.args:
+                continue
+            site = module.model_of(trainer.node.args[0].value, trainer.scope)
+            if site is None or not module.on_gpu(site) or toy([module.networks.parameters(site)]):
+                continue
+            why = _recurrent(module, [site])
+            fixed = set_kwarg(set_kwarg(trainer.node, "amp_mode", _str("amp")), "scaler", _TRUE)
+            yield self.diagnostic(
+                trainer.node,
+                "`create_supervised_trainer` without `amp_mode` trains in float32; with "
+                '`amp_mode="amp", scaler=True` it runs the step under autocast with a '
+                "GradScaler: tensor cores for matmuls and convolutions (often 2-3x faster)"
+                + (f" (low impact: {why})" if why else ""),
+                fix=fix(
+                    'Train with `amp_mode="amp", scaler=True`',
+                    Applicability.UNSAFE,
+                    Replace(trainer.node, fixed),
+                ),
+                impact=Impact.LOW if why else Impact.HIGH,
+            )
+
+
+def _on_gpu(module: TorchModule, call: CallSite) -> bool:
+    site = module.model_called(call)
+    return site is not None and site.is_network and module.on_gpu(site)
 
 
 def _low(module: TorchModule, loop: Loop) -> str | None:

@@ -86,15 +86,20 @@ class Program:
             return None
         return self._member(found[0], found[1], _depth)
 
-    def _member(self, key: str, attributes: tuple[str, ...], depth: int) -> Export | None:
+    def _summary(self, key: str) -> Summary | None:
+        """The summary of a file of the project: known, or read on demand (`fetch`)."""
         summary = self.summaries.get(key)
-        if not attributes or depth > MAX_DEPTH:
-            return None
         if summary is None and self.fetch is not None and key not in self._tried:
             self._tried.add(key)
             summary = self.fetch(key)
             if summary is not None:
                 self.summaries[key] = self.fetched[key] = summary
+        return summary
+
+    def _member(self, key: str, attributes: tuple[str, ...], depth: int) -> Export | None:
+        if not attributes or depth > MAX_DEPTH:
+            return None
+        summary = self._summary(key)
         head, rest = attributes[0], attributes[1:]
         found = summary.exports.get(head) if summary is not None else None
         if found is None:
@@ -135,7 +140,7 @@ class Program:
         found = self.layout.resolve(importer, module)
         if found is None or found[1] or _depth > MAX_DEPTH:
             return ()
-        summary = self.summaries.get(found[0])
+        summary = self._summary(found[0])
         if summary is None:
             return ()
         imported = summary.imports

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint.config.load import Config
-from torchlint.lint.tokens import any_applies, asks_project, may_tell
+from torchlint.lint.tokens import STAR_IMPORT, any_applies, asks_project, may_tell
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, levels, sys_paths
 from torchlint.results import FileResult, Job
@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # the linter and the semantic model are imported when a file 
 class _Fetch:
     """Reads the summary of a file of a project on its own, where its text may tell
     something (what a file that imports it asks about), unless the run analyses that file
-    anyway (`analysed`: it holds a token of a rule)."""
+    anyway (`analysed`: it holds a token of a rule) or its summary needs the project (a
+    star import: the rounds summarize it, as a file that `asks_project`)."""
 
     settings: Settings
     paths: dict[str, Path]
@@ -50,6 +51,8 @@ class _Fetch:
             return None
         if not may_tell(text):
             return Summary()
+        if STAR_IMPORT.search(text):
+            return None  # what it binds is the project's to say: the rounds summarize it
         env = Environment(path=key)
         try:
             Linter([], self.settings).summarize(text, key, env)

@@ -24,6 +24,7 @@ LOW_PRECISION_METHODS = ("half", "bfloat16")
 # `from_pretrained(..., torch_dtype="bfloat16")`: "auto" loads the checkpoint's dtype.
 LOW_PRECISION_NAMES = ("float16", "half", "bfloat16", "auto")
 QUANTIZED = ("load_in_8bit", "load_in_4bit", "quantization_config")
+APEX = ("apex.amp.initialize",)  # NVIDIA apex's mixed precision (O1-O3)
 # Ops autocast refuses in float16/bfloat16 regions ("unsafe to autocast"): they raise.
 AUTOCAST_REFUSED = ("torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy")
 DEVICE_COUNTS = ("torch.cuda.device_count", "torch.accelerator.device_count")
@@ -105,9 +106,9 @@ class Workload:
         return sorted(found, key=lambda c: c.order)
 
     def _cast_below_float32(self) -> bool:
-        """`.half()`, `.bfloat16()`, a reduced dtype passed (not to autocast), a model
-        loaded in reduced precision or quantized."""
-        if self.facts.method_calls(*LOW_PRECISION_METHODS):
+        """`.half()`, `.bfloat16()`, apex's `amp.initialize`, a reduced dtype passed (not
+        to autocast), a model loaded in reduced precision or quantized."""
+        if self.facts.method_calls(*LOW_PRECISION_METHODS) or self.facts.calls_to(*APEX):
             return True
         if any(self.loaded_below_float32(site) for site in self.models.sites):
             return True
