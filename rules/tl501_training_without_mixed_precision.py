@@ -99,7 +99,6 @@ from torchlint.semantic.syntax import MISSING, bool_value, contains, dotted_name
 from torchlint.text.walk import descendants
 
 GRAD = "torch.autograd.grad"
-IGNITE_TRAINER = ("ignite.engine.create_supervised_trainer",)
 _TRUE = cst.Name("True")
 
 
@@ -191,7 +190,7 @@ class TrainingWithoutMixedPrecision(Rule):
                 + (f" (low impact: {why})" if why else ""),
                 impact=Impact.LOW if why else Impact.HIGH,
             )
-        for trainer in module.calls_to(*IGNITE_TRAINER):
+        for trainer in module.frameworks.ignite_supervised:
             mode = trainer.kwarg("amp_mode")
             if (mode is not MISSING and not is_none(mode)) or not trainer.node.args:
                 continue

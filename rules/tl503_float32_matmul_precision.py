@@ -1,18 +1,18 @@
 """TL503 float32-matmul-precision: float32 matrix multiplications without TF32.
 
-What: a training loop calls a network with matrix-multiplying layers (`Linear`,
-recurrent or transformer layers, attention, or a `from_pretrained` model) that is moved
-to a GPU, in a file that runs in float32 (no autocast, `.half()` or bfloat16) and never
-sets the matmul precision: no `torch.set_float32_matmul_precision(...)`, no
-`torch.backends.cuda.matmul.allow_tf32 = ...`, no `fp32_precision = ...`. Advice, so off
-by default (enable it with `--extend-select TL503`): it pays only on an Ampere or newer
-GPU (A100, RTX 30xx and later; older GPUs have no TF32), a fact known at run time, and
-some models need full float32 matmuls; and on code nobody here had seen, its findings
-were debatable (convolutional networks the file builds through helpers or a model
-table, recurrent networks, which cuDNN runs in TF32 already). Not reported with
-`--target-torch` below 1.12,
-where TF32 matmuls were on by default. Files managed by Lightning, Accelerate, DeepSpeed
-or the transformers Trainer are not checked (precision is their setting).
+What: a training loop (or an ignite engine) calls a network with matrix-multiplying
+layers (`Linear`, recurrent or transformer layers, attention, or a `from_pretrained`
+model) that is moved to a GPU, in a file that runs in float32 (no autocast, `.half()` or
+bfloat16) and never sets the matmul precision: no
+`torch.set_float32_matmul_precision(...)`, no `torch.backends.cuda.matmul.allow_tf32 =
+...`, no `fp32_precision = ...`. Advice, so off by default (enable it with
+`--extend-select TL503`): it pays only on an Ampere or newer GPU (A100, RTX 30xx and
+later; older GPUs have no TF32), a fact known at run time, and some models need full
+float32 matmuls; and on code nobody here had seen, its findings were debatable
+(convolutional networks the file builds through helpers or a model table, recurrent
+networks, which cuDNN runs in TF32 already). Not reported with `--target-torch` below
+1.12, where TF32 matmuls were on by default. Files managed by Lightning, Accelerate,
+DeepSpeed or the transformers Trainer are not checked (precision is their setting).
 
 Why: since PyTorch 1.12, float32 matrix multiplications run in full float32 precision
 by default. On Ampere and newer GPUs, TF32 tensor cores multiply float32 matrices with
@@ -93,8 +93,8 @@ class Float32MatmulPrecision(Rule):
         sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]
         if not sites:
             return
-        outermost = module.training_loop_of(sites)
-        if outermost is None:
+        where = module.where_trained(sites)
+        if where is None:
             return
         spelled, imp = spell(module, SET_PRECISION)
         low = _low(module, sites)
@@ -104,7 +104,7 @@ class Float32MatmulPrecision(Rule):
             "tensor cores, typically several times faster"
         )
         yield self.diagnostic(
-            outermost.node,
+            where,
             message if low is None else f"{message} (low impact: {low})",
             impact=Impact.HIGH if low is None else Impact.LOW,
             fix=fix(

@@ -1,18 +1,19 @@
 """TL601 cudnn-benchmark-off: a convolutional network trains without cuDNN's autotuner.
 
-What: a training loop calls a network that convolves (a `Conv*d` / `ConvTranspose*d`
-layer the file shows, or a torchvision CNN) and that is moved to a GPU, in a file that
-never sets `torch.backends.cudnn.benchmark`. It pays when the input shapes stay the
-same from step to step, a fact known at run time (images resized or cropped to one
-size: yes; variable sequence lengths, multi-scale detection, a last batch of each size:
-a new search per new shape), which the message says. On by default since 2026-12-06:
-judged on the development corpus, 15 of the 16 findings it shows (its toy networks
-hidden) were worth the line. An explicit `cudnn.benchmark = False` is a decision and is
-not reported, nor is a file that asks for reproducible kernels (`cudnn.deterministic =
-...`, `torch.use_deterministic_algorithms(...)`, or any call given `deterministic=True`,
-as `init_seeds(seed, deterministic=True)`): timing picks the algorithms anew each run.
-Files managed by Lightning, Accelerate, DeepSpeed or the transformers Trainer are not
-checked (Lightning's `Trainer(benchmark=...)` says it).
+What: a training loop (or an ignite engine: its process function, or
+`create_supervised_trainer(model, ...)`) calls a network that convolves (a `Conv*d` /
+`ConvTranspose*d` layer the file shows, or a torchvision CNN) and that is moved to a
+GPU, in a file that never sets `torch.backends.cudnn.benchmark`. It pays when the input
+shapes stay the same from step to step, a fact known at run time (images resized or
+cropped to one size: yes; variable sequence lengths, multi-scale detection, a last batch
+of each size: a new search per new shape), which the message says. On by default since
+2026-12-06: judged on the development corpus, 15 of the 16 findings it shows (its toy
+networks hidden) were worth the line. An explicit `cudnn.benchmark = False` is a
+decision and is not reported, nor is a file that asks for reproducible kernels
+(`cudnn.deterministic = ...`, `torch.use_deterministic_algorithms(...)`, or any call
+given `deterministic=True`, as `init_seeds(seed, deterministic=True)`): timing picks the
+algorithms anew each run. Files managed by Lightning, Accelerate, DeepSpeed or the
+transformers Trainer are not checked (Lightning's `Trainer(benchmark=...)` says it).
 
 Why: cuDNN has several algorithms for each convolution and, by default, picks one with
 a heuristic. With `benchmark = True` it times the candidates the first time it meets a
@@ -89,17 +90,19 @@ class CudnnBenchmarkOff(Rule):
         convolutional = [s for s in module.trained_on_gpu if module.networks.convolutional(s)]
         if not convolutional:
             return
-        outermost = module.training_loop_of(convolutional)
-        if outermost is None:
+        where = module.where_trained(convolutional)
+        if where is None:
             return
         why = None
         if toy(module.networks.parameters(s) for s in convolutional):
             why = TINY
-        elif all(module.datasets.small_images(loop) for loop in _loops(module, convolutional)):
+        elif (loops := _loops(module, convolutional)) and all(
+            module.datasets.small_images(loop) for loop in loops
+        ):
             why = SMALL_IMAGES
         spelled, imp = spell(module, BENCHMARK)
         yield self.diagnostic(
-            outermost.node,
+            where,
             f"`{convolutional[0].name}` convolves on the GPU with cuDNN's autotuner off: "
             "with `torch.backends.cudnn.benchmark = True` cuDNN times its algorithms for "
             "each input shape and keeps the fastest (worth it when shapes do not change "

@@ -779,7 +779,7 @@ def test_add_noqa_adds_what_check_reports_across_files(tmp_path: Path):
     assert run_cli("check", "--no-cache", ".", cwd=root).returncode == 1
     added = run_cli("check", "--no-cache", "--add-noqa", ".", cwd=root)
     assert added.returncode == 0, added.stderr
-    assert "added 5 noqa directives" in added.stderr
+    assert "added 6 noqa directives" in added.stderr
     data = (root / "pkg" / "data.py").read_text(encoding="utf-8")
     assert data.count("# noqa: TL201\n") == 1  # TL202 there is of low impact: hidden
     assert "# noqa: TL404" in (root / "explore.ipynb").read_text(encoding="utf-8")

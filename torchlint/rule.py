@@ -24,7 +24,7 @@ BUILT_IN = "built-in"  # a rule's origin when it ships with torchlint
 # step loop of its own (a backward pass or an optimizer step). A loop whose step another
 # file's function runs is seen when the project engages or reaches the file, which is
 # then analysed whatever its tokens; files that only build networks are not parsed.
-TRAINS = re.compile(r"backward|step\(")
+TRAINS = re.compile(r"backward|step\(|create_supervised_trainer")  # ignite's trainer too
 
 
 @dataclass(frozen=True)

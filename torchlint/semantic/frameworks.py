@@ -10,15 +10,16 @@ calls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Protocol
 
 import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import DataLoaderSite, Loaders
+from torchlint.semantic.loops import Training
+from torchlint.semantic.models import Model, Models
 from torchlint.semantic.scopes import CallSite, Kind, Scope, ScopeKind
 from torchlint.semantic.syntax import (
     MISSING,
@@ -57,12 +58,6 @@ IGNITE_TRAINERS = (
 )
 
 
-class Steps(Protocol):
-    """`Training.does`: each call of a function runs an optimizer step ("step")."""
-
-    def __call__(self, function: cst.FunctionDef, what: str) -> bool: ...
-
-
 def lightning(qualname: str | None, name: str) -> bool:
     """`qualname` is Lightning's `name`, however imported (`lightning.pytorch.Trainer`,
     `lightning.Trainer`, `pytorch_lightning.core.LightningModule`...)."""
@@ -89,12 +84,19 @@ DATALOADER_CONFIGURATION = frozenset(
 
 class Frameworks:
     def __init__(
-        self, facts: Facts, functions: Functions, values: Values, loaders: Loaders, does: Steps
+        self,
+        facts: Facts,
+        functions: Functions,
+        values: Values,
+        loaders: Loaders,
+        training: Training,
+        models: Models,
     ) -> None:
         self.facts = facts
         self.functions = functions
         self.values = values
-        self.does = does
+        self.training = training
+        self.models = models
         classes = [s for s in facts.scopes.values() if s.kind is ScopeKind.CLASS]
         self.lightning_modules = [c for c in classes if self._derives(c, "LightningModule")]
         self.data_modules = [c for c in classes if self._derives(c, "LightningDataModule")]
@@ -273,7 +275,7 @@ class Frameworks:
                 continue
             target = self.functions.definition(process, engine.scope)
             node = target.node if target is not None else None
-            if isinstance(node, cst.FunctionDef) and self.does(node, "step"):
+            if isinstance(node, cst.FunctionDef) and self.training.does(node, "step"):
                 found.append((engine, node))
         return found
 
@@ -308,6 +310,39 @@ class Frameworks:
                 if isinstance(small, cst.Return) or names & returned:
                     found.add(id(line))
         return found
+
+    @cached_property
+    def ignite_supervised(self) -> list[CallSite]:
+        """`create_supervised_trainer(model, optimizer, loss_fn, ...)` calls of the file
+        that are given a model."""
+        return [c for c in self._calls(lambda q: q in IGNITE_TRAINERS) if c.node.args]
+
+    @cached_property
+    def ignite_networks(self) -> list[Model]:
+        """The networks the ignite engines of the file train: those a process function
+        calls, the model `create_supervised_trainer` is given."""
+        found = [
+            site
+            for function in self.ignite_steps
+            for call in self.training.calls_in(function)
+            if (site := self.models.called(call)) is not None and site.is_network
+        ]
+        for trainer in self.ignite_supervised:
+            site = self.models.of(trainer.node.args[0].value, trainer.scope)
+            if site is not None and site.is_network:
+                found.append(site)
+        return found
+
+    def ignite_trainer_of(self, sites: Sequence[Model]) -> cst.CSTNode | None:
+        """Where an ignite engine trains one of `sites`: its process function's `def`
+        name, or the `create_supervised_trainer(...)` call."""
+        for function in self.ignite_steps:
+            if any(self.models.called(c) in sites for c in self.training.calls_in(function)):
+                return function.name
+        for trainer in self.ignite_supervised:
+            if self.models.of(trainer.node.args[0].value, trainer.scope) in sites:
+                return trainer.node
+        return None
 
     @cached_property
     def ignite_runs(self) -> list[CallSite]:

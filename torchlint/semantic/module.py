@@ -77,7 +77,7 @@ class TorchModule:
         self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions, self.values)
         self.frameworks = Frameworks(
-            facts, self.functions, self.values, self._loaders, self.training.does
+            facts, self.functions, self.values, self._loaders, self.training, self._models
         )
         self.idle_framework_loader = self.frameworks.idle_loader
         # What rules read of the parts, on the facade (each documented where it is defined).
@@ -312,21 +312,32 @@ class TorchModule:
     @cached_property
     def trained_on_gpu(self) -> list[ModelSite]:
         """The networks built here that a step loop of this file calls and that are moved
-        to a GPU, in the order the loops call them; then those another file of the project
+        to a GPU, in the order the loops call them; then those an ignite engine of the
+        file trains (`frameworks.ignite_models`); then those another file of the project
         trains on a GPU."""
         found: dict[int, ModelSite] = {}
-        for loop in self.step_loops:
-            for call in self.network_calls(loop):
-                site = self.model_called(call)
-                if not isinstance(site, ModelSite) or id(site) in found:
-                    continue  # a model built elsewhere is reported where it is built
-                if self.on_gpu(site):
-                    found[id(site)] = site
+        calls = [c for loop in self.step_loops for c in self.network_calls(loop)]
+        for call in calls:
+            site = self.model_called(call)
+            if not isinstance(site, ModelSite) or id(site) in found:
+                continue  # a model built elsewhere is reported where it is built
+            if self.on_gpu(site):
+                found[id(site)] = site
+        for site in self.frameworks.ignite_networks:
+            if isinstance(site, ModelSite) and self.on_gpu(site):
+                found.setdefault(id(site), site)
         for site in self.models:
             uses = self.model_uses(site) if site.is_network else None
             if uses is not None and uses.steps and uses.gpu:
                 found.setdefault(id(site), site)
         return list(found.values())
+
+    def where_trained(self, sites: list[ModelSite]) -> cst.CSTNode | None:
+        """Where a finding about how these networks train is reported: the outermost loop
+        around the first step loop that calls one (`training_loop_of`), else the ignite
+        engine that trains one (`frameworks.ignite_trainer_of`)."""
+        loop = self.training_loop_of(sites)
+        return loop.node if loop is not None else self.frameworks.ignite_trainer_of(sites)
 
     def training_loop_of(self, sites: list[ModelSite]) -> Loop | None:
         """The outermost loop around the first step loop that calls one of `sites` (where
