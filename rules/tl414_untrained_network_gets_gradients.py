@@ -16,7 +16,8 @@ through only a loss class.
 Why: autograd computes a gradient for every parameter that requires one. For a
 network no optimizer updates, the backward pass still runs its weight gradients (about
 the cost of its forward pass again) and stores them in `.grad` (its size in memory),
-every step, for nothing. For a fine-tuned head on a fixed backbone, the backward pass
+every step, for nothing; wrapped in `DistributedDataParallel`, it also all-reduces them
+across the GPUs every step. For a fine-tuned head on a fixed backbone, the backward pass
 would stop at the head; instead it runs through the whole backbone: most of the step.
 
 Bad:
@@ -70,6 +71,8 @@ from torchlint.semantic.gradients import Frozen
 from torchlint.semantic.networks import toy
 
 CPU = "the file places no work on an accelerator"
+DDP = "torch.nn.parallel.DistributedDataParallel"
+DDP_TOO = "; wrapped in `DistributedDataParallel`, it also all-reduces them every step"
 TOY = "a network under 1M parameters, whose wasted backward is a few microseconds"
 
 
@@ -105,9 +108,11 @@ class UntrainedNetworkGetsGradients(Rule):
                     why = CPU if not on_device else None
                     if why is None and toy([module.networks.parameters(site)]):
                         why = TOY
+                    ddp = any(w.qualname == DDP for w in site.wrappers)
                     yield self.diagnostic(
                         call.node,
                         _message(name, part, module.module.code_for_node(backward.node))
+                        + (DDP_TOO if ddp else "")
                         + (f" (low impact: {why})" if why else ""),
                         impact=Impact.LOW if why else Impact.HIGH,
                     )
