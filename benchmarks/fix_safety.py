@@ -13,7 +13,9 @@ ran into one that fails (exit 1 if any, or if the cascade ratio below is over 1.
                          spawn (macOS, Windows) and forkserver (Linux from Python 3.14)
                          every worker re-imports the script and runs that code again.
                          Functions and classes the file never uses are taken as entered
-                         from another module, and pass.
+                         from another module, and pass; so does a loader bound at module
+                         level that only guarded code reads (iterates: where its workers
+                         start; a worker running the module again only builds it).
   workers-unpicklable    `num_workers` added to a DataLoader whose `collate_fn` or
                          `worker_init_fn` is a lambda, a nested function or a closure
                          (or, in a notebook, anything the notebook defines, dataset class
@@ -172,14 +174,52 @@ def has_workers(call: ast.Call) -> bool:
     return value is not None and not (isinstance(value, ast.Constant) and value.value == 0)
 
 
-def surely_workers(call: ast.Call) -> bool:
-    """`num_workers` is a positive literal or the constant the worker fixes define."""
+def surely_workers(call: ast.Call, tree: ast.Module) -> bool:
+    """`num_workers` is a positive literal or the constant the worker fixes define, at
+    the call or in the dict it spreads (`**kwargs`, a dict literal bound to that name or
+    merged into it with `kwargs.update(other)`, everywhere in the file)."""
     value = keyword(call, "num_workers")
     if value is None and len(call.args) > 5:
         value = call.args[5]
+    if value is None:
+        spread = {
+            k.value.id for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)
+        }
+        return any(positive(v) for v in spread_workers(tree, spread))
+    return positive(value)
+
+
+def positive(value: ast.expr) -> bool:
     if isinstance(value, ast.Constant):
-        return isinstance(value.value, int) and value.value > 0
+        number = value.value
+        return isinstance(number, int) and not isinstance(number, bool) and number > 0
     return isinstance(value, ast.Name) and value.id == "NUM_WORKERS"
+
+
+def spread_workers(tree: ast.Module, names: set[str]) -> list[ast.expr]:
+    """The `num_workers` values the dicts bound to `names` may hold: their dict literals'
+    and those of the dicts merged into them (`kwargs.update(cuda_kwargs)`)."""
+    merged = set(names)
+    for node in ast.walk(tree):  # `train_kwargs.update(cuda_kwargs)`: cuda_kwargs too
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "update"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in names
+        ):
+            merged |= {a.id for a in node.args if isinstance(a, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if not any(isinstance(t, ast.Name) and t.id in merged for t in targets):
+            continue
+        assert isinstance(node, ast.Assign)
+        if isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "num_workers":
+                    found.append(value)
+    return found
 
 
 # -- scopes ---------------------------------------------------------------------------------
@@ -228,6 +268,21 @@ class Module:
             return True
         outside = [use for use in self.uses[name] if self.context(use) is not where]
         return all(self.guarded(use, seen | {name}) for use in outside)
+
+    def iterated_guarded(self, call: ast.Call) -> bool:
+        """A loader bound at module level (`train_loader = DataLoader(...)`) whose name
+        every read of is guarded: its workers start where it is iterated, and a spawned
+        worker that runs the module again only builds it."""
+        assign = self.parent.get(call)
+        if not isinstance(assign, ast.Assign) or self.parent.get(assign) is not self.tree:
+            return False
+        names = [t.id for t in assign.targets if isinstance(t, ast.Name)]
+        reads = [
+            node
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+        ]
+        return bool(names) and all(self.guarded(read) for read in reads)
 
     def definition(self, name: str, at: ast.AST) -> ast.AST | None:
         """The def, class or assigned value that binds `name` nearest around `at`."""
@@ -405,7 +460,7 @@ def check(
                 keyword(was, "persistent_workers") is None
                 and isinstance(persistent, ast.Constant)
                 and persistent.value is True
-                and not surely_workers(call)
+                and not surely_workers(call, new)
             ):
                 found.append(
                     Violation(
@@ -416,7 +471,7 @@ def check(
                 )
             if has_workers(was) or not has_workers(call):
                 continue
-            if not notebook and not module.guarded(call):
+            if not notebook and not module.guarded(call) and not module.iterated_guarded(call):
                 found.append(
                     Violation(
                         "workers-unguarded",

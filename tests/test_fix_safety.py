@@ -65,6 +65,47 @@ def test_workers_in_a_function_are_as_guarded_as_its_callers(entry, expected):
     assert kinds(before, after) == expected
 
 
+GUARDED_LOOP = """\
+loader = DataLoader(ds, batch_size=8{})
+
+
+def train():
+    for x in loader:
+        pass
+
+
+if __name__ == "__main__":
+    train()
+"""
+
+
+def test_workers_of_a_module_level_loader_iterated_only_under_the_guard():
+    """The workers start where the loader is iterated: a spawned worker that runs the
+    module again only builds it."""
+    before, after = GUARDED_LOOP.format(""), GUARDED_LOOP.format(", num_workers=2")
+    assert kinds(before, after) == []
+    unguarded = after.replace('if __name__ == "__main__":\n    train()', "train()")
+    assert kinds(before.replace('if __name__ == "__main__":\n    train()', "train()"), unguarded)
+
+
+SPREAD = """\
+def main():
+    kwargs = {{"batch_size": 8}}
+    extra = {{"num_workers": {}, "pin_memory": True}}
+    kwargs.update(extra)
+    return DataLoader(ds, **kwargs{})
+"""
+
+
+@pytest.mark.parametrize(
+    ("workers", "expected"), [("2", []), ("0", ["persistent-without-workers"])]
+)
+def test_persistent_workers_where_a_spread_dict_holds_the_workers(workers, expected):
+    before = SPREAD.format(workers, "")
+    after = SPREAD.format(workers, ", persistent_workers=True")
+    assert [k for k, _ in kinds(before, after)] == expected
+
+
 def test_unpicklable_worker_functions():
     guarded = 'if __name__ == "__main__":\n    main()\n'
     code = """\
