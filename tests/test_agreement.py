@@ -26,7 +26,8 @@ RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL206", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403",
     "TL404", "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL413", "TL414",
-    "TL501", "TL503", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607", "TL609",
+    "TL501", "TL503", "TL504", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
+    "TL609",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -607,6 +608,27 @@ ROWS = [
             optimizer.step()
         stop.set()
         """,
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "a frozen teacher outside the step's autocast region (TL504)",
+        """
+        teacher = Net().cuda()  # expect: TL604, TL606
+        teacher.requires_grad_(False)
+        student = Net().cuda()  # expect: TL604
+        optimizer = torch.optim.SGD(student.parameters(), lr=0.1)  # expect: TL605
+        loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, _ in loader:  # expect: TL601
+            x = x.cuda(non_blocking=True)
+            with torch.no_grad():
+                target = teacher(x)  # expect: TL504
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.mse_loss(student(x), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        models={"teacher": NETWORK, "student": NETWORK},
         steps={"optimizer.step()": True},
     ),
     Row(

@@ -45,6 +45,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None),
+    ("TL504", "frozen-network-outside-autocast", True, False, (), ("autocast",), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL601", "cudnn-benchmark-off", True, False, (), ("Conv", "torchvision"), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL602", "deterministic-in-training", False, False, (), ("deterministic",), None),
     ("TL603", "bias-before-batch-norm", True, False, (), ("BatchNorm", "InstanceNorm"), ("(?:Conv(?:Transpose)?[123]d|Linear)(?!\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*?(?:\\bbias\\s*=\\s*False|,\\s*\\*\\*))\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)\\s*,\\s*(?:#[^\\n]*\\s*)*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm)|append\\(\\s*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm)|\\A(?=(?s:.*?)self\\.\\w+\\s*=\\s*[\\w.]*(?:Sync)?(?:BatchNorm|InstanceNorm))(?=(?s:.*?)(?:self\\.\\w+\\(\\s*self\\.\\w+\\(|\\b(\\w+)\\s*=\\s*self\\.\\w+\\(\\s*\\1\\s*\\)\\s*\\n\\s*\\1\\s*=\\s*self\\.\\w+\\(\\s*\\1\\s*\\)))", 32)),
