@@ -93,7 +93,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "fused-optimizer": ("TL605",),
     "compile": ("TL606",),
     "foreach": ("TL411",),
-    "frozen-module": ("TL414", "TL501", "TL504"),
+    "frozen-module": ("TL414", "TL415", "TL501", "TL504"),
     "attention": ("TL608",),
     "padding": ("TL706",),
     "generation-cache": ("TL609",),

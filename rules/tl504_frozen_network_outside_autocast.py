@@ -85,7 +85,7 @@ class FrozenNetworkOutsideAutocast(Rule):
             regions = _autocast_regions(module, region)
             if not regions:
                 continue
-            trained = _trained(module, region)
+            trained = module.training.trained_by_all(region.steps)
             if trained is None:
                 continue
             inside = [c for c in region.calls if any(contains(w, c.node) for w in regions)]
@@ -127,18 +127,6 @@ def _autocast_regions(module: TorchModule, region: Region) -> list[cst.With]:
         statement = call.ctx.statement
         if isinstance(statement, cst.With) and any(i.item is call.node for i in statement.items):
             found.append(statement)
-    return found
-
-
-def _trained(module: TorchModule, region: Region) -> set[int] | None:
-    """ids of the networks the step's optimizers train (whole or in part); None where an
-    optimizer or its parameters cannot be read."""
-    found: set[int] = set()
-    for step in region.steps:
-        given = module.training.trained_parts(step)
-        if not given:
-            return None
-        found |= {id(site) for site, _ in given}
     return found
 
 

@@ -26,8 +26,8 @@ RULES = [
     "TL001", "TL002", "TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203",
     "TL204", "TL205", "TL206", "TL301", "TL303", "TL304", "TL305", "TL401", "TL402", "TL403",
     "TL404", "TL406", "TL407", "TL408", "TL409", "TL410", "TL411", "TL412", "TL413", "TL414",
-    "TL501", "TL503", "TL504", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606", "TL607",
-    "TL609",
+    "TL415", "TL501", "TL503", "TL504", "TL601", "TL602", "TL603", "TL604", "TL605", "TL606",
+    "TL607", "TL609",
 ]  # fmt: skip
 CALLS_ONLY = {"TL302", "TL306", "TL405", "TL502", "TL608"}  # TL608: expressions of a function
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
@@ -629,6 +629,30 @@ ROWS = [
             optimizer.step()
         """,
         models={"teacher": NETWORK, "student": NETWORK},
+        steps={"optimizer.step()": True},
+    ),
+    Row(
+        "a frozen backbone recomputing the same features every epoch (TL415)",
+        """
+        import torchvision
+
+        backbone = Net().cuda()  # expect: TL606
+        backbone.eval()
+        head = nn.Linear(10, 10).cuda()
+        optimizer = torch.optim.SGD(head.parameters(), lr=0.1)  # expect: TL605
+        plain = torchvision.datasets.CIFAR10(".", transform=torchvision.transforms.ToTensor())
+        loader = DataLoader(plain, batch_size=256, num_workers=4, pin_memory=True)  # expect: TL203
+        for epoch in range(30):  # expect: TL503, TL601
+            for x, y in loader:  # expect: TL501
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                with torch.no_grad():
+                    features = backbone(x)  # expect: TL415
+                loss = F.cross_entropy(head(features), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        models={"backbone": NETWORK, "head": NETWORK},
         steps={"optimizer.step()": True},
     ),
     Row(

@@ -42,6 +42,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL412", "discriminator-step-backprops-generator", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32)),
     ("TL414", "untrained-network-gets-gradients", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32)),
+    ("TL415", "frozen-features-recomputed", True, False, (), ("eval()",), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32)),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None),

@@ -291,6 +291,17 @@ class Training:
         built = self.stepped(call)
         return list(self._optimizers().get(id(built), ((), ()))[1]) if built is not None else []
 
+    def trained_by_all(self, steps: list[CallSite]) -> set[int] | None:
+        """ids of the models the optimizers these steps act on train (whole or in part);
+        None where one of those optimizers, or its parameters, cannot be read."""
+        found: set[int] = set()
+        for step in steps:
+            given = self.trains(step)
+            if not given:
+                return None
+            found |= {id(site) for site in given}
+        return found
+
     def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[Model]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""
         return [site for site, _ in self._owners(node, scope)]

@@ -1,0 +1,171 @@
+"""TL415 frozen-features-recomputed: a frozen network recomputes the same features every epoch.
+
+What: a training step loop, run for several epochs (inside another loop), that feeds
+its batches to a network on a GPU that is frozen (called under `torch.no_grad()` or with
+its parameters' `requires_grad` turned off), in evaluation mode (`.eval()`, never
+`.train()`), and trained by no optimizer of the loop, while the loader's dataset gives
+the same samples every epoch: a torchvision dataset or a `TensorDataset` whose transform
+is absent or has no random step (`ToTensor`, `Normalize`, `Resize`, `CenterCrop`; not
+`RandomCrop`, `ColorJitter`, `RandAugment`...). Linear probing and fine-tuning a head on
+a fixed backbone. Left alone: a transform the file does not show (a variable, a
+project's function), a network in training mode (batch-norm statistics and dropout
+change its output), a single pass, toys.
+
+Why: the frozen network's output for a sample is the same at every epoch, yet its
+forward pass, usually most of the step's work, runs again each epoch. Computed once (a
+pass over the loader under `torch.no_grad()`, the features kept on the GPU or on disk),
+the head trains on cached features: each later epoch costs the head's work only.
+
+Bad:
+    backbone = torchvision.models.resnet50(weights="DEFAULT").cuda().eval()
+    head = nn.Linear(1000, 10).cuda()
+    optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+    data = torchvision.datasets.CIFAR10(".", transform=torchvision.transforms.ToTensor())
+    loader = DataLoader(data, batch_size=256, shuffle=True, num_workers=4)
+    for epoch in range(30):
+        for x, y in loader:
+            with torch.no_grad():
+                features = backbone(x.cuda())
+            loss = nn.functional.cross_entropy(head(features), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+Good:
+    backbone = torchvision.models.resnet50(weights="DEFAULT").cuda().eval()
+    head = nn.Linear(1000, 10).cuda()
+    optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+    data = torchvision.datasets.CIFAR10(".", transform=torchvision.transforms.ToTensor())
+    loader = DataLoader(data, batch_size=256, num_workers=4)
+    with torch.no_grad():  # once
+        pairs = [(backbone(x.cuda()), y.cuda()) for x, y in loader]
+    features, labels = torch.cat([f for f, _ in pairs]), torch.cat([y for _, y in pairs])
+    for epoch in range(30):
+        for i in torch.randperm(len(labels), device="cuda").split(256):
+            loss = nn.functional.cross_entropy(head(features[i]), labels[i])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+Fix: none: caching restructures the training loop, and the features must fit in memory.
+
+Impact: high; low for a frozen network of under 10M parameters counted from its layers
+(its forward is a small share of an epoch).
+
+Unknown device: silent: only a network moved to a GPU is checked.
+
+Sources: PyTorch tutorial "Transfer learning for computer vision" (the ConvNet as a
+fixed feature extractor); the linear-evaluation protocols of SimCLR and MoCo, which
+precompute features when no augmentation is used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.results import Impact
+from torchlint.rule import TRAINS, Diagnostic, Rule
+from torchlint.semantic import DataLoaderSite, Model, TorchModule
+from torchlint.semantic.batches import derived_from_batch
+from torchlint.semantic.gradients import Frozen
+from torchlint.semantic.networks import toy
+from torchlint.semantic.scopes import Scope
+from torchlint.semantic.syntax import MISSING, keyword, names_read
+
+SMALL = 10_000_000  # parameters
+# Transforms that draw something at random for each sample.
+RANDOM = re.compile(r"Random|Jitter|Augment|AugMix|GaussianBlur|Elastic|Mixup|CutMix")
+FIXED_DATASETS = ("torchvision.datasets.", "torch.utils.data.TensorDataset")
+COMPOSE = ("torchvision.transforms.Compose", "torchvision.transforms.v2.Compose")
+
+
+class FrozenFeaturesRecomputed(Rule):
+    code = "TL415"
+    name = "frozen-features-recomputed"
+    tokens = ("eval()",)
+    pattern = TRAINS
+
+    def check(self, module: TorchModule) -> Iterator[Diagnostic]:
+        frozen: Frozen | None = None
+        for loop in module.step_loops:
+            loaders = loop.loaders
+            if not loop.ctx.loops or not loaders:
+                continue  # one pass: nothing is computed twice
+            if not all(isinstance(x, DataLoaderSite) and _fixed(module, x) for x in loaders):
+                continue
+            trained = module.training.trained_by_all(loop.steps)
+            if trained is None:
+                continue
+            batch = derived_from_batch(module, loop)
+            seen: set[int] = set()
+            for call in module.network_calls(loop):
+                site = module.model_called(call)
+                if site is None or id(site) in trained | seen:
+                    continue
+                if not any(batch & set(names_read(a.value)) for a in call.node.args):
+                    continue  # not the batch's features
+                frozen = frozen or Frozen(module)
+                if not module.grad_disabled(call) and not frozen.holds(site):
+                    continue
+                if not _evaluating(module, site) or not module.on_gpu(site):
+                    continue
+                seen.add(id(site))
+                count = module.networks.parameters(site)
+                if toy([count]):
+                    continue
+                small = count is not None and count < SMALL
+                name = module.module.code_for_node(call.node.func)
+                yield self.diagnostic(
+                    call.node,
+                    f"`{name}` is frozen and its loader gives the same samples every "
+                    "epoch (no random transform): this forward recomputes the same "
+                    "features each epoch; compute them once under `torch.no_grad()` "
+                    "and train on the cached features"
+                    + (" (low impact: a network of under 10M parameters)" if small else ""),
+                    impact=Impact.LOW if small else Impact.HIGH,
+                )
+
+
+def _evaluating(module: TorchModule, site: Model) -> bool:
+    """`.eval()` is called on the network and `.train()` never is."""
+    methods = {c.method for c in module.method_calls_on(site)}
+    return "eval" in methods and "train" not in methods
+
+
+def _fixed(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """The loader's dataset gives the same samples every epoch: a torchvision dataset or
+    a TensorDataset with no transform, or one of readable steps none of them random."""
+    dataset = loader.arg("dataset")
+    if dataset is MISSING:
+        return False
+    origins = module.values.origins(dataset, loader.call.scope)
+    return bool(origins) and all(_fixed_dataset(module, v, s) for v, s in origins)
+
+
+def _fixed_dataset(module: TorchModule, value: cst.BaseExpression, scope: Scope) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    qualname = scope.resolve(value.func) or ""
+    if not qualname.startswith(FIXED_DATASETS):
+        return False
+    transform = keyword(value, "transform")
+    if transform is MISSING:
+        return True
+    steps = module.values.origins(transform, scope)
+    return bool(steps) and all(_fixed_transform(v, s) for v, s in steps)
+
+
+def _fixed_transform(value: cst.BaseExpression, scope: Scope) -> bool:
+    """A transform the file writes whose steps draw nothing at random."""
+    if not isinstance(value, cst.Call):
+        return False
+    qualname = scope.resolve(value.func) or ""
+    if qualname in COMPOSE:
+        items = value.args[0].value if value.args else None
+        if not isinstance(items, (cst.List, cst.Tuple)):
+            return False
+        return all(_fixed_transform(e.value, scope) for e in items.elements)
+    return qualname.startswith("torchvision.transforms") and not RANDOM.search(qualname)
