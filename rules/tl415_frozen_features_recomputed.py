@@ -7,8 +7,9 @@ its parameters' `requires_grad` turned off), in evaluation mode (`.eval()`, neve
 the same samples every epoch: a torchvision dataset or a `TensorDataset` whose transform
 is absent or has no random step (`ToTensor`, `Normalize`, `Resize`, `CenterCrop`; not
 `RandomCrop`, `ColorJitter`, `RandAugment`...). Linear probing and fine-tuning a head on
-a fixed backbone. Left alone: a transform the file does not show (a variable, a
-project's function), a network in training mode (batch-norm statistics and dropout
+a fixed backbone. Where the file does not show the dataset or its transform (a
+variable, a project's function), the finding says so and is of low impact. Left alone:
+a random transform, a network in training mode (batch-norm statistics and dropout
 change its output), a single pass, toys.
 
 Why: the frozen network's output for a sample is the same at every epoch, yet its
@@ -76,6 +77,8 @@ from torchlint.semantic.scopes import Scope
 from torchlint.semantic.syntax import MISSING, keyword, names_read
 
 SMALL = 10_000_000  # parameters
+SMALL_NETWORK = "a network of under 10M parameters"
+UNSURE = "the transform is not shown: a random one would give other samples every epoch"
 # Transforms that draw something at random for each sample.
 RANDOM = re.compile(r"Random|Jitter|Augment|AugMix|GaussianBlur|Elastic|Mixup|CutMix")
 FIXED_DATASETS = ("torchvision.datasets.", "torch.utils.data.TensorDataset")
@@ -94,8 +97,10 @@ class FrozenFeaturesRecomputed(Rule):
             loaders = loop.loaders
             if not loop.ctx.loops or not loaders:
                 continue  # one pass: nothing is computed twice
-            if not all(isinstance(x, DataLoaderSite) and _fixed(module, x) for x in loaders):
-                continue
+            fixed = [_fixed(module, x) if isinstance(x, DataLoaderSite) else None for x in loaders]
+            if False in fixed:
+                continue  # a random transform: other samples every epoch
+            unsure = None in fixed
             trained = module.training.trained_by_all(loop.steps)
             if trained is None:
                 continue
@@ -116,16 +121,21 @@ class FrozenFeaturesRecomputed(Rule):
                 count = module.networks.parameters(site)
                 if toy([count]):
                     continue
-                small = count is not None and count < SMALL
+                why = UNSURE if unsure else SMALL_NETWORK if count and count < SMALL else None
                 name = module.module.code_for_node(call.node.func)
+                given = (
+                    "; if its loader gives the same samples every epoch (the file does not "
+                    "show its transform), this forward"
+                    if unsure
+                    else " and its loader gives the same samples every epoch (no random "
+                    "transform): this forward"
+                )
                 yield self.diagnostic(
                     call.node,
-                    f"`{name}` is frozen and its loader gives the same samples every "
-                    "epoch (no random transform): this forward recomputes the same "
-                    "features each epoch; compute them once under `torch.no_grad()` "
-                    "and train on the cached features"
-                    + (" (low impact: a network of under 10M parameters)" if small else ""),
-                    impact=Impact.LOW if small else Impact.HIGH,
+                    f"`{name}` is frozen{given} recomputes the same features each epoch; "
+                    "compute them once under `torch.no_grad()` and train on the cached "
+                    "features" + (f" (low impact: {why})" if why else ""),
+                    impact=Impact.LOW if why else Impact.HIGH,
                 )
 
 
@@ -135,37 +145,49 @@ def _evaluating(module: TorchModule, site: Model) -> bool:
     return "eval" in methods and "train" not in methods
 
 
-def _fixed(module: TorchModule, loader: DataLoaderSite) -> bool:
+def _fixed(module: TorchModule, loader: DataLoaderSite) -> bool | None:
     """The loader's dataset gives the same samples every epoch: a torchvision dataset or
-    a TensorDataset with no transform, or one of readable steps none of them random."""
+    a TensorDataset with no transform, or one of readable steps none of them random
+    (True); a random step (False); None where the file does not show it (another
+    dataset, a transform passed in)."""
     dataset = loader.arg("dataset")
     if dataset is MISSING:
-        return False
+        return None
     origins = module.values.origins(dataset, loader.call.scope)
-    return bool(origins) and all(_fixed_dataset(module, v, s) for v, s in origins)
+    found = [_fixed_dataset(module, v, s) for v, s in origins]
+    return _every(found)
 
 
-def _fixed_dataset(module: TorchModule, value: cst.BaseExpression, scope: Scope) -> bool:
+def _fixed_dataset(module: TorchModule, value: cst.BaseExpression, scope: Scope) -> bool | None:
     if not isinstance(value, cst.Call):
-        return False
+        return None
     qualname = scope.resolve(value.func) or ""
     if not qualname.startswith(FIXED_DATASETS):
-        return False
+        return None
     transform = keyword(value, "transform")
     if transform is MISSING:
         return True
-    steps = module.values.origins(transform, scope)
-    return bool(steps) and all(_fixed_transform(v, s) for v, s in steps)
+    return _every([_fixed_transform(v, s) for v, s in module.values.origins(transform, scope)])
 
 
-def _fixed_transform(value: cst.BaseExpression, scope: Scope) -> bool:
-    """A transform the file writes whose steps draw nothing at random."""
+def _fixed_transform(value: cst.BaseExpression, scope: Scope) -> bool | None:
+    """A transform the file writes whose steps draw nothing at random (True), one that
+    does (False), or one it does not show (None)."""
     if not isinstance(value, cst.Call):
-        return False
+        return None
     qualname = scope.resolve(value.func) or ""
     if qualname in COMPOSE:
         items = value.args[0].value if value.args else None
         if not isinstance(items, (cst.List, cst.Tuple)):
-            return False
-        return all(_fixed_transform(e.value, scope) for e in items.elements)
-    return qualname.startswith("torchvision.transforms") and not RANDOM.search(qualname)
+            return None
+        return _every([_fixed_transform(e.value, scope) for e in items.elements])
+    if not qualname.startswith("torchvision.transforms"):
+        return None
+    return not RANDOM.search(qualname)
+
+
+def _every(found: list[bool | None]) -> bool | None:
+    """False if one is False, else None if one is unknown (or there is none), else True."""
+    if False in found:
+        return False
+    return None if None in found or not found else True
