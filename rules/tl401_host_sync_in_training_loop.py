@@ -232,7 +232,8 @@ class HostSyncInTrainingLoop(Rule):
         logged = _logged_items(module)
         steps, ignite = module.frameworks.training_steps, module.frameworks.ignite_steps
         for function, why in _per_step_functions(module).items():
-            tensors = _returned_names(module, function) if function in steps else set()
+            # the names a `training_step` returns: the loss Lightning backpropagates
+            tensors = module.functions.returned_names(function) if function in steps else set()
             output = module.frameworks.ignite_output(function) if function in ignite else set()
             for call in module.training.calls_in(function):
                 what = _sync(module, call, tensors)
@@ -537,16 +538,6 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
             for part in node.parts
         )
     return False
-
-
-def _returned_names(module: TorchModule, function: cst.FunctionDef) -> set[str]:
-    """The names a `training_step` returns (`return loss`, `return {"loss": loss}`): the
-    loss Lightning backpropagates, a tensor on the device."""
-    names: set[str] = set()
-    for value in module.functions.returns(function):
-        values = [e.value for e in value.elements] if isinstance(value, cst.Dict) else [value]
-        names.update(n for v in values if (n := dotted_name(v)) is not None)
-    return names
 
 
 def _logged_items(module: TorchModule) -> dict[int, cst.Call]:

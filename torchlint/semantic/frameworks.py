@@ -25,7 +25,6 @@ from torchlint.semantic.syntax import (
     MISSING,
     argument,
     bool_value,
-    dotted_name,
     int_value,
     str_value,
     target_names,
@@ -296,10 +295,7 @@ class Frameworks:
         `return` statements and the assignments of the names they return. Ignite's
         handlers (`RunningAverage`, `TerminateOnNan`, progress bars, loggers) read the
         output every iteration and call `.item()` on a tensor themselves."""
-        returned: set[str] = set()
-        for value in self.functions.returns(function):
-            items = [e.value for e in value.elements] if isinstance(value, cst.Dict) else [value]
-            returned.update(n for v in items if (n := dotted_name(v)) is not None)
+        returned = self.functions.returned_names(function)
         found: set[int] = set()
         for line in descendants(function.body):
             if not isinstance(line, cst.SimpleStatementLine):

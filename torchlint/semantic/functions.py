@@ -13,7 +13,7 @@ from torchlint.semantic.external import Class, Environment, Function
 from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
 from torchlint.semantic.portable import Network, Value
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
-from torchlint.semantic.syntax import MISSING, is_none, keyword, positional
+from torchlint.semantic.syntax import MISSING, dotted_name, is_none, keyword, positional
 from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 MAX_DEPTH = 4
@@ -465,6 +465,15 @@ class Functions:
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The values the function returns (bare `return` and falling off excluded)."""
         return [r.value for r in self.facts.returns.get(id(function), ()) if r.value is not None]
+
+    def returned_names(self, function: cst.FunctionDef) -> set[str]:
+        """The names the function returns, alone or as a dict's values (`return loss`,
+        `return {"loss": loss, "acc": acc}`)."""
+        names: set[str] = set()
+        for value in self.returns(function):
+            items = [e.value for e in value.elements] if isinstance(value, cst.Dict) else [value]
+            names.update(n for v in items if (n := dotted_name(v)) is not None)
+        return names
 
     def returned(
         self, func: cst.CSTNode, scope: Scope
