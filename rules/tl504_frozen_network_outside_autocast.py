@@ -119,10 +119,9 @@ def _autocast_regions(module: TorchModule, region: Region) -> list[cst.With]:
     """The `with` statements of the step that open an autocast region (not one written
     off: `enabled=False`)."""
     found = []
+    autocasts = {id(c) for c in module.workload.autocasts}
     for call in region.calls:
-        if call.method != "autocast" and not (call.qualname or "").endswith(".autocast"):
-            continue
-        if bool_value(call.kwarg("enabled")) is False:
+        if id(call) not in autocasts or bool_value(call.kwarg("enabled")) is False:
             continue
         statement = call.ctx.statement
         if isinstance(statement, cst.With) and any(i.item is call.node for i in statement.items):

@@ -93,16 +93,22 @@ class Workload:
         return calls[0].kwarg("enabled")
 
     @cached_property
+    def autocasts(self) -> list[CallSite]:
+        """The calls that open an autocast region: `torch.autocast(...)`,
+        `torch.cuda.amp.autocast()`, `amp.autocast()` however imported."""
+        found = list(self.facts.method_calls("autocast"))
+        for qualname, calls in self.facts.calls_by_qualname.items():
+            if qualname.rsplit(".", 1)[-1] == "autocast":
+                found += [c for c in calls if c not in found]
+        return found
+
+    @cached_property
     def _amp_calls(self) -> list[CallSite]:
-        """`torch.autocast(...)`, `GradScaler(...)` and the rest of `torch.amp`."""
-        found = [
-            call
-            for qualname, calls in self.facts.calls_by_qualname.items()
-            if qualname.rsplit(".", 1)[-1] in ("autocast", "GradScaler")
-            or qualname.startswith("torch.amp.")
-            for call in calls
-        ]
-        found += [c for c in self.facts.method_calls("autocast") if c not in found]
+        """`autocasts`, `GradScaler(...)` and the rest of `torch.amp`."""
+        found = list(self.autocasts)
+        for qualname, calls in self.facts.calls_by_qualname.items():
+            if qualname.rsplit(".", 1)[-1] == "GradScaler" or qualname.startswith("torch.amp."):
+                found += [c for c in calls if c not in found]
         return sorted(found, key=lambda c: c.order)
 
     def _cast_below_float32(self) -> bool:
