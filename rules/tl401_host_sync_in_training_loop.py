@@ -7,7 +7,8 @@ wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
 the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the
 loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read),
 or `torch.cuda.synchronize()`; also such calls one call away: in a function of the file
-the loop calls every step (`accuracy(logits, y)` that ends in `.item()`) and in the
+the loop calls every step (`accuracy(logits, y)` that ends in `.item()`, a step
+function's `return loss.data[0] / len(x)`) and in the
 `forward` of a network the loop trains (not a value such a function returns that every
 caller tests in an `if`/`while` of its loop: an LR finder's divergence break needs it on
 the host). In PyTorch Lightning, the `training_step` of a LightningModule (Lightning runs
@@ -125,13 +126,13 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, TorchModule
 from torchlint.semantic.batches import left_on_host, numpy_value, packed_lengths, read_inside
+from torchlint.semantic.flow import legacy_read, legacy_reads
 from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
 from torchlint.semantic.syntax import (
     HOST_READS,
     MISSING,
     contains,
     dotted_name,
-    int_value,
     names_read,
 )
 from torchlint.text.walk import descendants
@@ -157,10 +158,8 @@ DECIDES = "the value decides what runs next: a NaN guard, early stopping"
 DECIDES_ADVICE = (
     "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
 )
-# `loss.data[0]`: PyTorch < 0.4's spelling of `loss.item()` (since 0.5 a 0-dim tensor
-# refuses the index, so the code runs only where it reads the value on the host).
+# `loss.data[0]`: PyTorch < 0.4's spelling of `loss.item()` (`flow.legacy_reads`).
 LEGACY = "`.data[0]` (PyTorch < 0.4's `.item()`)"
-REDUCTIONS = ("sum", "mean", "prod", "norm")  # with no argument: a one-value tensor
 # Tensor predicates an `if` turns into a Python bool: the test waits for the GPU.
 PREDICATES = ("isnan", "isinf", "isfinite")
 # What the text of a file this rule reports in holds, at least: a backward pass called
@@ -216,7 +215,9 @@ class HostSyncInTrainingLoop(Rule):
                 if why == HEAVY and not _progress(call):
                     why = None  # accumulating a value every step: the TP case
                 yield self._step_sync(call.node, what, why)
-            for read, placed, target in _legacy_reads(loop):
+            for read, placed, target in legacy_reads(
+                set(loop.losses), loop.assignments, loop.calls
+            ):
                 if id(placed.ctx.statement) in seen or is_periodic(placed):
                     continue
                 if _rare(module, placed, loop):
@@ -229,26 +230,32 @@ class HostSyncInTrainingLoop(Rule):
                     why = DECIDES
                 yield self._step_sync(read, LEGACY, why)
         yield from self._evaluation(module, seen)
+        yield from self._step_functions(module, seen)
+
+    def _step_functions(self, module: TorchModule, seen: set[int]) -> Iterator[Diagnostic]:
+        """Syncs in the functions run every step (`_per_step_functions`)."""
         logged = _logged_items(module)
         steps, ignite = module.frameworks.training_steps, module.frameworks.ignite_steps
         for function, why in _per_step_functions(module).items():
             # the names a `training_step` returns: the loss Lightning backpropagates
             tensors = module.functions.returned_names(function) if function in steps else set()
             output = module.frameworks.ignite_output(function) if function in ignite else set()
-            for call in module.training.calls_in(function):
-                what = _sync(module, call, tensors)
-                if what is None or is_periodic(call) or id(call.ctx.statement) in seen:
-                    continue
-                if id(call.ctx.statement) in output:
-                    continue  # the engine's output: its handlers read it every iteration
-                if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
-                    continue  # needed on the host to decide what runs next
-                if module.runs.returned_to_tests(function, call):
-                    continue  # the same, in every caller (an LR finder's divergence test)
-                if _rare(module, call, None, what == SYNCHRONIZE):
-                    continue
-                seen.add(id(call.ctx.statement))
-                log = logged.get(id(call.node))
+            for node, what, placed in _function_syncs(module, function, tensors):
+                if placed is not None:
+                    if is_periodic(placed) or id(placed.ctx.statement) in seen:
+                        continue
+                    if id(placed.ctx.statement) in output:
+                        continue  # the engine's output: its handlers read it every iteration
+                    if any(contains(if_.test, node) for if_ in placed.ctx.ifs):
+                        continue  # needed on the host to decide what runs next
+                    if isinstance(placed, CallSite) and module.runs.returned_to_tests(
+                        function, placed
+                    ):
+                        continue  # the same, in every caller (an LR finder's divergence test)
+                    if _rare(module, placed, None, what == SYNCHRONIZE):
+                        continue
+                    seen.add(id(placed.ctx.statement))
+                log = logged.get(id(node))
                 if log is not None:
                     advice = (
                         "pass the tensor to `self.log`: Lightning keeps it on the device and "
@@ -261,7 +268,7 @@ class HostSyncInTrainingLoop(Rule):
                 else:
                     advice = "return the tensor and sync every N steps, or keep it on the device"
                 yield self.diagnostic(
-                    call.node,
+                    node,
                     f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
                     f"finished every queued kernel, on every step, so the GPU idles; {advice}",
                     fix=_log_tensors(log, logged) if log is not None else None,
@@ -442,44 +449,34 @@ def _forced(call: CallSite) -> bool:
     return isinstance(value, cst.Name) and value.value == "True"
 
 
-def _legacy_reads(loop: Loop) -> Iterator[tuple[cst.Subscript, Placed, str | None]]:
-    """`x.data[0]` of a one-value tensor the loop computes (its loss, a full reduction
-    bound in it: `correct = (pred == y).sum()`): a number read on the host, as `.item()`;
-    of a batch or an output (`out.data[0]`) it is a row, no read. One per statement,
-    with the name it binds."""
-    scalars = set(loop.losses) | {
-        b.symbol.name
-        for b in loop.assignments
-        if isinstance(b.value, cst.Call)
-        and isinstance(b.value.func, cst.Attribute)
-        and b.value.func.attr.value in REDUCTIONS
-        and not b.value.args
+def _function_syncs(
+    module: TorchModule, function: cst.FunctionDef, tensors: set[str]
+) -> Iterator[tuple[cst.CSTNode, str, Placed | None]]:
+    """The host syncs of a function run every step: its calls that sync, and `x.data[0]`
+    of a loss it backpropagates, in a statement or in a value it returns (`return
+    loss.data[0] / len(x)`), with where each sits (None for a returned value)."""
+    calls = module.training.calls_in(function)
+    for call in calls:
+        what = _sync(module, call, tensors)
+        if what is not None:
+            yield call.node, what, call
+    losses = {
+        c.receiver.value
+        for c in calls
+        if isinstance(c.receiver, cst.Name) and module.training.is_backward(c)
     }
-    places: list[tuple[Placed, str | None]] = [(b, b.symbol.name) for b in loop.assignments]
-    places += [(c, None) for c in loop.calls]
-    done: set[int] = set()
-    for placed, target in places:
-        statement = placed.ctx.statement
-        if not isinstance(statement, cst.SimpleStatementLine) or id(statement) in done:
-            continue
-        done.add(id(statement))
-        read = next((n for n in descendants(statement) if _legacy_read(n, scalars)), None)
-        if isinstance(read, cst.Subscript):
-            yield read, placed, target
-
-
-def _legacy_read(node: cst.CSTNode, scalars: set[str]) -> bool:
-    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
-        return False
-    index, data = node.slice[0].slice, node.value
-    return (
-        isinstance(index, cst.Index)
-        and int_value(index.value) == 0
-        and isinstance(data, cst.Attribute)
-        and data.attr.value == "data"
-        and isinstance(data.value, cst.Name)
-        and data.value.value in scalars
-    )
+    if not losses:
+        return
+    scope = module.functions.scope_of(function)
+    bindings = [b for s in scope.symbols.values() for b in s.bindings if b.kind is Kind.ASSIGN]
+    found: set[int] = set()
+    for read, placed, _ in legacy_reads(losses, bindings, calls):
+        found.add(id(read))
+        yield read, LEGACY, placed
+    for value in module.functions.returns(function):
+        read = next((n for n in descendants(value) if legacy_read(n, losses)), None)
+        if isinstance(read, cst.Subscript) and id(read) not in found:
+            yield read, LEGACY, None
 
 
 def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:

@@ -10,13 +10,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint.semantic.loops import Placed
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import CallSite
-from torchlint.semantic.syntax import dotted_name, target_names
-from torchlint.text.walk import children
+from torchlint.semantic.scopes import Binding, CallSite
+from torchlint.semantic.syntax import dotted_name, int_value, target_names
+from torchlint.text.walk import children, descendants
 
 # Reads of a tensor that leave the graph: what flows through them needs no backward.
 CUTS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+# Full reductions: with no argument, a one-value tensor (`correct = (pred == y).sum()`).
+REDUCTIONS = ("sum", "mean", "prod", "norm")
 # A gradient penalty's path: `torch.autograd.grad(D(x_hat), x_hat, create_graph=True)`.
 GRAD = "torch.autograd.grad"
 
@@ -141,3 +144,47 @@ def _lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
             yield child
         elif not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
             yield from _lines(child)
+
+
+def legacy_reads(
+    losses: set[str], bindings: list[Binding], calls: list[CallSite]
+) -> Iterator[tuple[cst.Subscript, Placed, str | None]]:
+    """`x.data[0]`, PyTorch < 0.4's spelling of `x.item()`, in the statements of these
+    bindings and calls, where `x` is a loss or a full reduction bound among them: a number
+    read on the host (since PyTorch 0.5 a one-value tensor refuses the index, so such code
+    runs only where it reads the value). Of a batch or an output (`out.data[0]`) it is a
+    row, no read. One per statement, with the name the statement binds."""
+    scalars = losses | {
+        b.symbol.name
+        for b in bindings
+        if isinstance(b.value, cst.Call)
+        and isinstance(b.value.func, cst.Attribute)
+        and b.value.func.attr.value in REDUCTIONS
+        and not b.value.args
+    }
+    places: list[tuple[Placed, str | None]] = [(b, b.symbol.name) for b in bindings]
+    places += [(c, None) for c in calls]
+    done: set[int] = set()
+    for placed, target in places:
+        statement = placed.ctx.statement
+        if not isinstance(statement, cst.SimpleStatementLine) or id(statement) in done:
+            continue
+        done.add(id(statement))
+        read = next((n for n in descendants(statement) if legacy_read(n, scalars)), None)
+        if isinstance(read, cst.Subscript):
+            yield read, placed, target
+
+
+def legacy_read(node: cst.CSTNode, scalars: set[str]) -> bool:
+    """`x.data[0]` of one of these names."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    index, data = node.slice[0].slice, node.value
+    return (
+        isinstance(index, cst.Index)
+        and int_value(index.value) == 0
+        and isinstance(data, cst.Attribute)
+        and data.attr.value == "data"
+        and isinstance(data.value, cst.Name)
+        and data.value.value in scalars
+    )
