@@ -92,8 +92,8 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Scope, TorchModule
-from torchlint.semantic.batches import batch_size_of
 from torchlint.semantic.loops import is_periodic
+from torchlint.semantic.sizes import batch_size_of
 from torchlint.semantic.syntax import contains, int_value
 
 DETERMINISTIC = {

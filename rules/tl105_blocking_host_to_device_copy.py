@@ -2,8 +2,9 @@
 
 What: in a loop over a DataLoader that pins memory (`pin_memory=True`, or
 `pin_memory=torch.cuda.is_available()`), a `.to(<device>)` or `.cuda()` of a batch
-(a name bound by the loop target, or an item of one such as `batch["x"]`) without
-`non_blocking=`.
+(a name bound by the loop target, an item of one such as `batch["x"]`, or a name the
+loop's body binds to such an item first: `images, masks = batch["image"], batch["mask"]`)
+without `non_blocking=`.
 
 Why: pinning memory only pays off with asynchronous copies. Without
 `non_blocking=True` every host-to-device copy blocks the Python thread until the
@@ -44,7 +45,8 @@ batches are left alone.
 Impact: low where the copy has nothing to overlap because the host waits for the GPU
 right after it anyway: the next statement reads a tensor on the host (`.item()`,
 `.cpu()`, `.tolist()`, `.numpy()`), or the loop over the loader is an evaluation loop
-(no optimizer step) that makes such a read on every batch (not under `if i % N == 0:`);
+(no optimizer step) that makes such a read on every batch (not under `if i % N == 0:`;
+an `assert` on a reduction of a moved batch tensor, `assert mask.min() >= 0`, is one);
 TL401 asks to remove per-step syncs in training loops only, so there the sync stays.
 Low too where the batches are small images: a torchvision MNIST/CIFAR-like dataset (at
 most 64x64 after a resize or crop of a constant size) whose batches, at the loader's
@@ -69,12 +71,8 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import Loop, TorchModule
-from torchlint.semantic.batches import (
-    blocking_copies,
-    host_read,
-    read_right_after,
-    tiny_batches,
-)
+from torchlint.semantic.batches import blocking_copies, host_read, read_right_after
+from torchlint.semantic.sizes import tiny_batches
 
 
 class BlockingHostToDeviceCopy(Rule):

@@ -101,7 +101,8 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import batch_copies, tiny_batches, typed_copies
+from torchlint.semantic.batches import batch_copies, typed_copies
+from torchlint.semantic.sizes import tiny_batches
 from torchlint.semantic.syntax import bool_value, int_value
 
 

@@ -45,7 +45,7 @@ SEMANTIC_ORDER = [
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",
-    "batches", "flow", "gradients",
+    "batches", "sizes", "flow", "gradients",
     "exports",
 ]  # fmt: skip
 

@@ -9,7 +9,8 @@ functions (calls between the file's functions) -> values (constants, origins) ->
 (what reaches a loop) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where
 and how often code runs) -> placement (where the file puts work) -> workload (precision,
 size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
-in loader loops) -> exports (a file's summary).
+in loader loops) -> sizes (batch sizes) -> flow (a step's data flow) -> gradients
+(frozen networks) -> exports (a file's summary).
 docs/semantic.md says more. The names below are loaded on first use (`import
 torchlint.semantic.external` imports no libcst)."""
 

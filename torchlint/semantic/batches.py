@@ -9,28 +9,25 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
-from torchlint.semantic.datasets import TINY_BATCH
 from torchlint.semantic.functions import WRAPPERS
 from torchlint.semantic.lattice import ModelKind
-from torchlint.semantic.loaders import DataLoaderSite, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import BUILTINS, CallSite, Kind, Loop, Scope, bound_names
+from torchlint.semantic.scopes import BUILTINS, CallSite, Loop, Scope, bound_names
 from torchlint.semantic.syntax import (
     HOST_READS,
     MISSING,
-    argument,
     bool_value,
     contains,
     dotted_name,
-    handed_as_is,
-    int_value,
     names_read,
 )
 from torchlint.text.walk import children, descendants, walk
 
 PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
+# Reductions an `assert` turns into a Python bool: the test waits for the GPU.
+ASSERTED = frozenset({"min", "max", "all", "any", "sum", "mean"})
 # torch.nn.functional losses that are not spelled `*_loss`.
 FUNCTIONAL_LOSSES = frozenset(
     {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
@@ -122,17 +119,45 @@ def batch_tensors(module: TorchModule, loop: Loop, rebound: bool = False) -> dic
         if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
             continue
         assign = statement.body[0]
-        if (
-            isinstance(assign, cst.Assign)
-            and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))
-            and isinstance(assign.value, cst.Name)
-            and assign.value.value in singles
-        ):
-            for name in _names(assign.targets[0].target):
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            for name in _taken(assign.targets[0].target, assign.value, singles):
                 if rebound or loop.bound.get(name) == 1:
                     out[name] = BatchTensor(name, statement, True)
     return out
+
+
+def _taken(
+    target: cst.BaseAssignTargetExpression, value: cst.BaseExpression, singles: set[str]
+) -> list[str]:
+    """The names an assignment binds to tensors of a batch a single name holds: unpacked
+    (`x, y = batch`) or items of it by a constant key (`x = batch["image"]`, `x, y =
+    batch[0], batch[1]`)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        if isinstance(value, cst.Name):
+            return list(_names(target)) if value.value in singles else []
+        if isinstance(value, cst.Tuple) and len(value.elements) == len(target.elements):
+            pairs = zip(target.elements, value.elements, strict=True)
+            return [
+                t.value.value
+                for t, v in pairs
+                if isinstance(t.value, cst.Name) and _item_of(v.value, singles)
+            ]
+        return []
+    return [target.value] if isinstance(target, cst.Name) and _item_of(value, singles) else []
+
+
+def _item_of(node: cst.BaseExpression, singles: set[str]) -> bool:
+    """`batch["image"]`, `batch[0]`: an item of a batch by a constant key."""
+    if not (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Name)
+        and node.value.value in singles
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+    ):
+        return False
+    key = node.slice[0].slice.value
+    return isinstance(key, (cst.SimpleString, cst.Integer))
 
 
 def batch_names(module: TorchModule, loop: Loop) -> set[str]:
@@ -226,12 +251,27 @@ def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
 
 
 def host_read(module: TorchModule, loop: Loop) -> CallSite | None:
-    """A read of a tensor on the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`) the
-    loop's body makes on every iteration (not under `if step % N == 0:`): the host waits
-    for the GPU's queue there each batch."""
+    """A read of a tensor on the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, or
+    an `assert` on a reduction of a batch tensor the loop moved to the device: `assert
+    mask.min() >= 0`) the loop's body makes on every iteration (not under `if step % N ==
+    0:`): the host waits for the GPU's queue there each batch."""
+    moved: set[str] | None = None
     for call in loop.calls:
-        if call.method in HOST_READS and not call.node.args and not is_periodic(call):
+        if is_periodic(call) or call.node.args:
+            continue
+        if call.method in HOST_READS:
             return call
+        statement = call.ctx.statement
+        if (
+            call.method in ASSERTED
+            and isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Assert)
+            and contains(statement.body[0].test, call.node)
+        ):
+            if moved is None:
+                moved = moved_names(loop)
+            if dotted_name(call.receiver) in moved:
+                return call
     return None
 
 
@@ -479,104 +519,3 @@ def unmoved_batch_tensors(
     for statement in loop.body:
         walk(statement, flow)  # a read-only walk of the loop body only
     return batch, flow.needs
-
-
-def batch_size_of(
-    module: TorchModule, expr: cst.BaseExpression, scope: Scope, loops: tuple[Loop, ...]
-) -> int | None:
-    """At most how many samples `expr` counts where it reads the first dimension of a
-    batch (`x.shape[0]`, `x.size(0)`, `len(x)`, or a name bound once to one of those) for
-    `x` a tensor one of `loops` (those around it) draws from a loader whose `batch_size`
-    is a constant: that batch size (the last batch may be smaller); None otherwise."""
-    values = module.assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
-    if len(values) == 1:
-        expr = values[0]
-    tensor = _first_dimension_of(expr)
-    if tensor is None:
-        return None
-    return _batch_of(module, tensor, scope, loops, 0)
-
-
-MAX_BATCH_DEPTH = 3
-
-
-def _batch_of(
-    module: TorchModule, tensor: str, scope: Scope, loops: tuple[Loop, ...], depth: int
-) -> int | None:
-    """The constant batch size of the loader whose batches `tensor` holds: a batch tensor
-    of one of `loops`, a name a loop binds to one (`real = Variable(imgs.type(T))`), or a
-    parameter every call passes one (`gradient_penalty(D, real.data, fake.data)`)."""
-    for loop in reversed(loops):
-        if tensor in batch_tensors(module, loop, rebound=True):
-            sizes = {_constant_batch(module, loader) for loader in loop.loaders}
-            return sizes.pop() if len(sizes) == 1 else None
-        values = [b.value for b in loop.assignments if b.symbol.name == tensor]
-        if len(values) == 1 and values[0] is not None and depth < MAX_BATCH_DEPTH:
-            inner = handed_as_is(values[0])
-            if inner is not None:
-                return _batch_of(module, inner, scope, loops, depth + 1)
-    symbol = scope.lookup(tensor)
-    param = symbol.only(Kind.PARAM) if symbol is not None else None
-    function = param.symbol.scope.node if param is not None else None
-    if param is None or param.index is None or not isinstance(function, cst.FunctionDef):
-        return None
-    callers = module.functions.callers(function)
-    if not callers or depth >= MAX_BATCH_DEPTH:
-        return None
-    sizes = set()
-    for call, offset in callers:
-        inner = handed_as_is(argument(call.node, tensor, index=param.index - offset))
-        sizes.add(
-            _batch_of(module, inner, call.scope, call.ctx.loops, depth + 1) if inner else None
-        )
-    return sizes.pop() if len(sizes) == 1 else None
-
-
-def _first_dimension_of(expr: cst.BaseExpression) -> str | None:
-    """The name whose first dimension `expr` reads: `x.shape[0]`, `x.size(0)`, `len(x)`."""
-    if (
-        isinstance(expr, cst.Subscript)
-        and isinstance(expr.value, cst.Attribute)
-        and expr.value.attr.value == "shape"
-        and isinstance(expr.value.value, cst.Name)
-        and len(expr.slice) == 1
-        and isinstance(expr.slice[0].slice, cst.Index)
-        and int_value(expr.slice[0].slice.value) == 0
-    ):
-        return expr.value.value.value
-    if isinstance(expr, cst.Call) and len(expr.args) == 1:
-        func, arg = expr.func, expr.args[0].value
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "size"
-            and isinstance(func.value, cst.Name)
-            and int_value(arg) == 0
-        ):
-            return func.value.value
-        if isinstance(func, cst.Name) and func.value == "len" and isinstance(arg, cst.Name):
-            return arg.value
-    return None
-
-
-def _constant_batch(module: TorchModule, loader: Loader) -> int | None:
-    if not isinstance(loader, DataLoaderSite):
-        return None  # built in another file: its arguments are not read here
-    size = loader.arg("batch_size")
-    found = module.constant(size, loader.call.scope) if size is not MISSING else None
-    value = found.value if found is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def tiny_batches(module: TorchModule, loaders: list[Loader]) -> str | None:
-    """Why copying these loaders' batches costs nothing worth overlapping, said as a
-    finding's low-impact reason: every batch of each is at most `TINY_BATCH` bytes (small
-    images: `Datasets.batch_bytes`; a loader another file builds is not known small);
-    None otherwise."""
-    sizes = [
-        module.datasets.batch_bytes(loader) if isinstance(loader, DataLoaderSite) else None
-        for loader in loaders
-    ]
-    if not sizes or any(size is None or size > TINY_BATCH for size in sizes):
-        return None
-    largest = max(size for size in sizes if size is not None)
-    return f"batches of at most {-(-largest // 1024)} KB of small images: a copy of microseconds"

@@ -1,0 +1,115 @@
+"""The sizes of batches: how many samples an expression counts where it reads a batch's
+first dimension (`x.size(0)` for a loader of a constant `batch_size`), and loaders whose
+batches are too small for a copy of them to be worth overlapping."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.semantic.batches import batch_tensors
+from torchlint.semantic.datasets import TINY_BATCH
+from torchlint.semantic.loaders import DataLoaderSite, Loader
+from torchlint.semantic.module import TorchModule
+from torchlint.semantic.scopes import Kind, Loop, Scope
+from torchlint.semantic.syntax import MISSING, argument, handed_as_is, int_value
+
+
+def batch_size_of(
+    module: TorchModule, expr: cst.BaseExpression, scope: Scope, loops: tuple[Loop, ...]
+) -> int | None:
+    """At most how many samples `expr` counts where it reads the first dimension of a
+    batch (`x.shape[0]`, `x.size(0)`, `len(x)`, or a name bound once to one of those) for
+    `x` a tensor one of `loops` (those around it) draws from a loader whose `batch_size`
+    is a constant: that batch size (the last batch may be smaller); None otherwise."""
+    values = module.assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
+    if len(values) == 1:
+        expr = values[0]
+    tensor = _first_dimension_of(expr)
+    if tensor is None:
+        return None
+    return _batch_of(module, tensor, scope, loops, 0)
+
+
+MAX_BATCH_DEPTH = 3
+
+
+def _batch_of(
+    module: TorchModule, tensor: str, scope: Scope, loops: tuple[Loop, ...], depth: int
+) -> int | None:
+    """The constant batch size of the loader whose batches `tensor` holds: a batch tensor
+    of one of `loops`, a name a loop binds to one (`real = Variable(imgs.type(T))`), or a
+    parameter every call passes one (`gradient_penalty(D, real.data, fake.data)`)."""
+    for loop in reversed(loops):
+        if tensor in batch_tensors(module, loop, rebound=True):
+            sizes = {_constant_batch(module, loader) for loader in loop.loaders}
+            return sizes.pop() if len(sizes) == 1 else None
+        values = [b.value for b in loop.assignments if b.symbol.name == tensor]
+        if len(values) == 1 and values[0] is not None and depth < MAX_BATCH_DEPTH:
+            inner = handed_as_is(values[0])
+            if inner is not None:
+                return _batch_of(module, inner, scope, loops, depth + 1)
+    symbol = scope.lookup(tensor)
+    param = symbol.only(Kind.PARAM) if symbol is not None else None
+    function = param.symbol.scope.node if param is not None else None
+    if param is None or param.index is None or not isinstance(function, cst.FunctionDef):
+        return None
+    callers = module.functions.callers(function)
+    if not callers or depth >= MAX_BATCH_DEPTH:
+        return None
+    sizes = set()
+    for call, offset in callers:
+        inner = handed_as_is(argument(call.node, tensor, index=param.index - offset))
+        sizes.add(
+            _batch_of(module, inner, call.scope, call.ctx.loops, depth + 1) if inner else None
+        )
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _first_dimension_of(expr: cst.BaseExpression) -> str | None:
+    """The name whose first dimension `expr` reads: `x.shape[0]`, `x.size(0)`, `len(x)`."""
+    if (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Attribute)
+        and expr.value.attr.value == "shape"
+        and isinstance(expr.value.value, cst.Name)
+        and len(expr.slice) == 1
+        and isinstance(expr.slice[0].slice, cst.Index)
+        and int_value(expr.slice[0].slice.value) == 0
+    ):
+        return expr.value.value.value
+    if isinstance(expr, cst.Call) and len(expr.args) == 1:
+        func, arg = expr.func, expr.args[0].value
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "size"
+            and isinstance(func.value, cst.Name)
+            and int_value(arg) == 0
+        ):
+            return func.value.value
+        if isinstance(func, cst.Name) and func.value == "len" and isinstance(arg, cst.Name):
+            return arg.value
+    return None
+
+
+def _constant_batch(module: TorchModule, loader: Loader) -> int | None:
+    if not isinstance(loader, DataLoaderSite):
+        return None  # built in another file: its arguments are not read here
+    size = loader.arg("batch_size")
+    found = module.constant(size, loader.call.scope) if size is not MISSING else None
+    value = found.value if found is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def tiny_batches(module: TorchModule, loaders: list[Loader]) -> str | None:
+    """Why copying these loaders' batches costs nothing worth overlapping, said as a
+    finding's low-impact reason: every batch of each is at most `TINY_BATCH` bytes (small
+    images: `Datasets.batch_bytes`; a loader another file builds is not known small);
+    None otherwise."""
+    sizes = [
+        module.datasets.batch_bytes(loader) if isinstance(loader, DataLoaderSite) else None
+        for loader in loaders
+    ]
+    if not sizes or any(size is None or size > TINY_BATCH for size in sizes):
+        return None
+    largest = max(size for size in sizes if size is not None)
+    return f"batches of at most {-(-largest // 1024)} KB of small images: a copy of microseconds"
