@@ -99,12 +99,12 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.options import MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, Model, ModelSite, TorchModule
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
+from torchlint.semantic.sizes import fine_tuned, trained_on
 
 SMALL_NETWORK = 10_000_000  # parameters
 TINY_NETWORK = 1_000_000  # parameters: a step of it is launch overhead up to large batches
 LOW_REASON = "a pretrained transformer fine-tuned: the batch is its memory budget"
-NOT_MODELS = ("Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "Config")
 ORIGINS = {
     "argparse": "the command-line default",
     "config": "the config value",
@@ -148,10 +148,10 @@ class SmallBatchSize(Rule):
                 continue
             if found.origin in ORIGINS and not (sizes and all(n < SMALL_NETWORK for n in sizes)):
                 continue  # a default a user can change, sized for networks we cannot see
-            trained = _trained(module, loader)
+            trained = trained_on(module, loader)
             if module.shards_models or any(module.memory_bound(site) for site in trained):
                 continue  # a billion parameters, quantized or sharded: memory sets the batch
-            low = any(_pretrained(site) for site in trained) or _fine_tunes(module)
+            low = fine_tuned(module, trained)
             where = (
                 loader.spelled("batch_size", str(size))
                 if found.origin == "literal"
@@ -181,55 +181,11 @@ class SmallBatchSize(Rule):
             )
 
 
-def _trained(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
-    """The networks the training loops over the loader call, and those a framework is
-    given to train on it (`trainer.fit(model, loader)`)."""
-    found = [
-        site
-        for loop in loader.loops
-        if loop.is_training
-        for c in module.network_calls(loop)
-        if (site := module.model_called(c)) is not None
-    ]
-    frameworks = module.frameworks
-    for fit in frameworks.fits:
-        given = frameworks.fitted(fit)
-        if given is MISSING or loader not in module.loaders_of(given, fit.scope):
-            continue
-        model = frameworks.fit_model(fit)
-        site = module.model_of(model, fit.scope) if model is not MISSING else None
-        if site is not None:
-            found.append(site)
-    return found
-
-
 def _sizes(module: TorchModule, loader: DataLoaderSite) -> list[int]:
     """The parameters of each network the loader trains, where every one of them can be
     read from its layers; [] otherwise (none seen, or one of unknown size)."""
-    sizes = [module.networks.parameters(site) for site in _trained(module, loader)]
+    sizes = [module.networks.parameters(site) for site in trained_on(module, loader)]
     return [n for n in sizes if n is not None] if None not in sizes else []
-
-
-def _pretrained(site: Model) -> bool:
-    """A Hugging Face pretrained model (`from_pretrained`): fine-tuned on sequences of
-    hundreds of tokens, its batch is what fits beside its weights and activations."""
-    return isinstance(site, ModelSite) and _hf_pretrained(site.construction.qualname or "")
-
-
-def _fine_tunes(module: TorchModule) -> bool:
-    """The file loads a Hugging Face pretrained model, which the networks it trains hold
-    or wrap (a LightningModule, a classifier head over `DistilBertModel`)."""
-    return any(_hf_pretrained(q) for q in module.qualnames_called)
-
-
-def _hf_pretrained(qualname: str) -> bool:
-    """`transformers.<Model>.from_pretrained`, not a tokenizer's, processor's or config's."""
-    head, _, name = qualname.removesuffix(".from_pretrained").rpartition(".")
-    return (
-        qualname.endswith(".from_pretrained")
-        and head.startswith("transformers")
-        and not name.endswith(NOT_MODELS)
-    )
 
 
 def _code(node: cst.BaseExpression) -> str:

@@ -61,7 +61,10 @@ well would raise TypeError), and a dict the file does not show is not reported.
 Impact: high where the loader has workers (the pin thread pins the next batches while
 the GPU trains), unless its batches are small images (a torchvision MNIST/CIFAR-like
 dataset, at most 64x64, directly or through a `Subset`/`random_split` of one, batches of
-at most 4 MB: a copy of a fraction of a millisecond, pinned or not).
+at most 4 MB: a copy of a fraction of a millisecond, pinned or not), or its training
+step is heavy: it fine-tunes a Hugging Face pretrained transformer (one it trains, or one
+the file loads where what it trains wraps it: a LightningModule) or runs a network of
+100M parameters or more, beside which a copy is a small share.
 Low for a loader without workers (`num_workers` absent or 0) where
 TL201 asks for workers: its fix gives them and pins in the same edit (one decision, one
 change), and where it cannot make the change itself (a script without a main guard, a
@@ -102,7 +105,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
 from torchlint.semantic.batches import batch_copies, typed_copies
-from torchlint.semantic.sizes import tiny_batches
+from torchlint.semantic.sizes import heavy_training, tiny_batches
 from torchlint.semantic.syntax import bool_value, int_value
 
 
@@ -182,6 +185,13 @@ def _low(module: TorchModule, loader: DataLoaderSite) -> str | None:
     tiny = tiny_batches(module, [loader])
     if tiny is not None:
         return tiny
+    why = _without_workers(module, loader)
+    heavy = heavy_training(module, loader) if why is None else None
+    return f"{heavy}: a copy of its batch is a small share of it" if heavy else why
+
+
+def _without_workers(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """Why pinning a loader without workers gains little (`_low`)."""
     workers = loader.arg("num_workers")
     if workers is not MISSING and int_value(workers) != 0:
         return None

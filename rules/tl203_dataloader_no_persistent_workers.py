@@ -55,8 +55,10 @@ start is a small share of the run, and dropping its workers is often the simpler
 Low for a training loader whose epochs are long: it reads a data set of 100,000
 samples or more (a torchvision `CelebA`, `ImageNet`, `CocoDetection`, `LSUN` or
 `Places365`, or a string that builds the dataset names CelebA, ImageNet, COCO, LSUN,
-FFHQ, Places365 or edges2shoes, as written or as an option's default), or its step runs
-a network of 100M parameters or a pretrained transformer. Other training loaders
+FFHQ, Places365 or edges2shoes, as written or as an option's default), or its step is
+heavy: it fine-tunes a Hugging Face pretrained transformer (one it trains, or one the file
+loads where what it trains wraps it: a LightningModule) or runs a network of 100M
+parameters or more. Other training loaders
 iterated every epoch stay high: how many steps share one start is not known from the
 code.
 
@@ -81,6 +83,7 @@ from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Loop, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
+from torchlint.semantic.sizes import heavy_training
 from torchlint.semantic.syntax import argument, int_value
 
 EVALUATION = "an evaluation loader, restarted once per epoch: a small share of the run"
@@ -207,11 +210,8 @@ class DataLoaderNoPersistentWorkers(Rule):
 def _long_epochs(module: TorchModule, loader: DataLoaderSite) -> str | None:
     """Why one start of the workers per epoch is a small share of the epoch: the loader
     reads a data set of 100,000 samples or more (thousands of steps an epoch), or its
-    training step runs a network of 100M parameters or a pretrained transformer
-    (seconds of GPU work for every few steps)."""
+    training step is heavy (`sizes.heavy_training`)."""
     large = module.datasets.large(loader)
     if large is not None:
         return f"epochs of a large data set ({large}): one start is spread over thousands of steps"
-    if any(module.workload.heavy_step(loop) for loop in loader.loops if loop.is_training):
-        return "a heavy step (a network of 100M parameters or a pretrained transformer)"
-    return None
+    return heavy_training(module, loader)

@@ -1,6 +1,7 @@
-"""The sizes of batches: how many samples an expression counts where it reads a batch's
-first dimension (`x.size(0)` for a loader of a constant `batch_size`), and loaders whose
-batches are too small for a copy of them to be worth overlapping."""
+"""The sizes of batches and the weight of the steps that take them: how many samples an
+expression counts where it reads a batch's first dimension (`x.size(0)` for a loader of a
+constant `batch_size`), loaders whose batches are too small for a copy of them to be
+worth overlapping, the networks a loader trains and whether such a step is heavy."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import libcst as cst
 from torchlint.semantic.batches import batch_tensors
 from torchlint.semantic.datasets import TINY_BATCH
 from torchlint.semantic.loaders import DataLoaderSite, Loader
+from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, argument, handed_as_is, int_value
+from torchlint.semantic.workload import HEAVY_STEP
 
 
 def batch_size_of(
@@ -113,3 +116,78 @@ def tiny_batches(module: TorchModule, loaders: list[Loader]) -> str | None:
         return None
     largest = max(size for size in sizes if size is not None)
     return f"batches of at most {-(-largest // 1024)} KB of small images: a copy of microseconds"
+
+
+# What a step's weight reads: Hugging Face classes that are not networks.
+NOT_MODELS = ("Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "Config")
+
+
+def trained_on(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
+    """The networks the training loops over the loader call, and those a framework is
+    given to train on it (`trainer.fit(model, loader)`)."""
+    found = [
+        site
+        for loop in loader.loops
+        if loop.is_training
+        for c in module.network_calls(loop)
+        if (site := module.model_called(c)) is not None
+    ]
+    frameworks = module.frameworks
+    for fit in frameworks.fits:
+        given = frameworks.fitted(fit)
+        if given is MISSING or loader not in module.loaders_of(given, fit.scope):
+            continue
+        model = frameworks.fit_model(fit)
+        site = module.model_of(model, fit.scope) if model is not MISSING else None
+        if site is not None:
+            found.append(site)
+    return found
+
+
+def fine_tuned(module: TorchModule, trained: list[Model]) -> bool:
+    """One of these networks is a Hugging Face pretrained model (`from_pretrained`), or
+    the file loads one, which the networks it trains may hold or wrap (a LightningModule,
+    a classifier head over `DistilBertModel`)."""
+    return any(_pretrained(site) for site in trained) or _loads_pretrained(module)
+
+
+def heavy_training(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """Why a training step over the loader's batches is heavy (tens of ms or more, beside
+    which a copy, a sync or a worker restart is a small share), said as a finding's
+    low-impact reason: it fine-tunes a Hugging Face pretrained model (one it trains, or
+    one the file loads where what it trains is of unknown size: a LightningModule that
+    wraps it), or runs a network of 100M parameters or more (counted, or as its
+    pretrained id says; `Workload.heavy_step` for the loop's calls). None where nothing
+    says so: an unknown step is not heavy."""
+    if not loader.trains:
+        return None
+    trained = trained_on(module, loader)
+    sizes = [module.networks.estimated_parameters(site) for site in trained]
+    if any(_pretrained(site) for site in trained) or (
+        (not trained or None in sizes) and _loads_pretrained(module)
+    ):
+        return "a step that fine-tunes a pretrained transformer"
+    largest = max((size for size in sizes if size is not None), default=0)
+    if largest >= HEAVY_STEP:
+        return f"a step of a network of {largest // 1_000_000}M parameters"
+    if any(module.heavy_step(loop) for loop in loader.loops if loop.is_training):
+        return "a heavy step (a network of 100M parameters or a pretrained transformer)"
+    return None
+
+
+def _pretrained(site: Model) -> bool:
+    return isinstance(site, ModelSite) and _hf_pretrained(site.construction.qualname or "")
+
+
+def _loads_pretrained(module: TorchModule) -> bool:
+    return any(_hf_pretrained(q) for q in module.qualnames_called)
+
+
+def _hf_pretrained(qualname: str) -> bool:
+    """`transformers.<Model>.from_pretrained`, not a tokenizer's, processor's or config's."""
+    head, _, name = qualname.removesuffix(".from_pretrained").rpartition(".")
+    return (
+        qualname.endswith(".from_pretrained")
+        and head.startswith("transformers")
+        and not name.endswith(NOT_MODELS)
+    )
