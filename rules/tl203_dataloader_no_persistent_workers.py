@@ -1,7 +1,8 @@
 """TL203 dataloader-no-persistent-workers: worker processes are restarted every epoch.
 
 What: a `torch.utils.data.DataLoader` with worker processes (`num_workers` an int
-literal above 0, or the `NUM_WORKERS` constant TL201 defines) that is iterated once
+above 0, the machine's CPU count: `os.cpu_count()`, `min(8, os.cpu_count())`, or the
+`NUM_WORKERS` constant TL201 defines; not `os.cpu_count() // 2`, 0 on one CPU) that is iterated once
 per epoch (a loop over it inside another loop, or inside a function called in a
 loop) and was built outside that outer loop, without `persistent_workers`; or whose
 iterator is made again and again (`next(iter(val_loader))` in a helper the training
@@ -81,7 +82,7 @@ from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, Loop, TorchModule
+from torchlint.semantic import MISSING, DataLoaderSite, Loop, Scope, TorchModule
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.sizes import heavy_training
 from torchlint.semantic.syntax import argument, int_value
@@ -90,34 +91,45 @@ EVALUATION = "an evaluation loader, restarted once per epoch: a small share of t
 # A loader whose iterator is made again at most once in this many steps: its workers'
 # start (a fraction of a second to seconds) is a small share of the steps in between.
 RARE_STEPS = 100
+# The machine's CPU count: at least 1 wherever a DataLoader can run.
+CPU_COUNTS = frozenset({"os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count"})
+AFFINITY = "os.sched_getaffinity"
 
 
 def has_workers(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """`num_workers` is provably above 0: a positive constant, or the `NUM_WORKERS`
-    constant the worker fixes define (`max(1, ...)`)."""
+    """`num_workers` is provably above 0: a positive constant, the machine's CPU count
+    (`os.cpu_count()`, `min(8, os.cpu_count())`), or `max(1, ...)`, as written or
+    through a name bound once (the `NUM_WORKERS` constant the worker fixes define)."""
     value = loader.arg("num_workers")
     if value is MISSING:
         return False
     found = module.constant(value, loader.call.scope)
     if found is not None:
         return isinstance(found.value, int) and found.value > 0
-    if isinstance(value, cst.Name) and value.value == WORKERS_NAME:
-        values = module.assigned_values(value, loader.call.scope)
-        return len(values) == 1 and _at_least_one(values[0])
-    return False
+    return _at_least_one(module, value, loader.call.scope, 0)
 
 
-def _at_least_one(value: cst.BaseExpression) -> bool:
-    """`max(1, ...)` or a positive literal."""
+def _at_least_one(module: TorchModule, value: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+    """A positive literal, a CPU count, `max(...)` of one such or `min(...)` of all
+    such, or a name bound once to one."""
     count = int_value(value)
     if count is not None:
         return count > 0
-    return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Name)
-        and value.func.value == "max"
-        and any((int_value(a.value) or 0) >= 1 for a in value.args)
-    )
+    if isinstance(value, cst.Name) and depth < 3:
+        values = module.assigned_values(value, scope)
+        return len(values) == 1 and _at_least_one(module, values[0], scope, depth + 1)
+    if not isinstance(value, cst.Call):
+        return False
+    name = module.resolve(value.func, scope)
+    if name in CPU_COUNTS:
+        return True
+    if name == "len" and len(value.args) == 1:  # `len(os.sched_getaffinity(0))`
+        inner = value.args[0].value
+        return isinstance(inner, cst.Call) and module.resolve(inner.func, scope) == AFFINITY
+    if name in ("max", "min") and value.args:
+        positive = [_at_least_one(module, a.value, scope, depth + 1) for a in value.args]
+        return any(positive) if name == "max" else all(positive)
+    return False
 
 
 def _persistent(loader: DataLoaderSite) -> Fix | None:
