@@ -1,7 +1,8 @@
 """TL401 host-sync-in-training-loop: the training loop waits for the GPU every step.
 
 What: inside a training loop, on every step (the loop runs a backward pass and an
-optimizer step: `opt.step()` of a `torch.optim` optimizer, `scaler.step(opt)`, a warm-up
+optimizer step: `opt.step()` of a `torch.optim` optimizer or of another library's (a
+class of an `optim` package, one named `*Optimizer`), `scaler.step(opt)`, a warm-up
 wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
 `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of
 the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the

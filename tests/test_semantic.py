@@ -430,6 +430,29 @@ def test_a_class_wrapping_an_optimizer_steps_it():
     assert loop.is_step_loop
 
 
+def test_another_librarys_optimizer_is_known_by_its_name():
+    """A class of an `optim` package or named `*Optimizer` steps the parameters, also
+    where the backward pass runs in an inner loop (MAML's tasks); a scheduler of such a
+    package does not."""
+    model = model_of(
+        "import torch, cherry, horovod.torch as hvd\n"
+        "from timm.scheduler import CosineLRScheduler\n"
+        "opt = torch.optim.Adam(params)\n"
+        "opt = cherry.optim.Distributed(params, opt=opt)\n"
+        "dist = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1))\n"
+        "sched = CosineLRScheduler(opt, t_initial=10)\n"
+        "for iteration in range(10):\n"
+        "    for task in range(32):\n"
+        "        model(x).sum().backward()\n"
+        "    opt.step()\n"
+        "    dist.step()\n"
+        "    sched.step(iteration)\n"
+    )
+    outer, inner = model.loops
+    assert outer.is_step_loop and not inner.steps
+    assert len(outer.steps) == 2  # not the scheduler's
+
+
 def test_a_step_through_an_unknown_optimizer_needs_a_backward_beside_it():
     model = model_of(
         "def fit(model, opt, sched, loader):\n"

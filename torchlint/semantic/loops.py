@@ -30,6 +30,11 @@ from torchlint.text.walk import children
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
+# Other libraries' optimizers and optimizer wrappers, by name: a class of an `optim`
+# package (`cherry.optim.Distributed`, `torch_optimizer.RAdam`) or one named for it
+# (`hvd.DistributedOptimizer`); not a learning-rate scheduler of such a package.
+OPTIMIZER_PACKAGES = frozenset({"optim", "optimizer", "optimizers", "torch_optimizer"})
+SCHEDULER_WORDS = ("sched", "lr_", "warmup", "Sched", "LR", "Warmup")
 OPTIMIZERS = frozenset(
     {
         "torch.distributed.optim.ZeroRedundancyOptimizer",
@@ -169,6 +174,8 @@ class Training:
             if qualname in OPTIMIZERS or (
                 qualname.startswith(OPTIMIZER_PREFIXES) and last[:1].isupper()
             ):
+                return OPTIMIZER
+            if _optimizer_name(qualname):
                 return OPTIMIZER
             if qualname.startswith("torch."):
                 return OTHER
@@ -467,3 +474,11 @@ def names_tested(loop: Loop) -> set[str]:
             continue
         stack.extend(children(node))
     return names
+
+
+def _optimizer_name(qualname: str) -> bool:
+    """Another library's optimizer class, by its name (`OPTIMIZER_PACKAGES`)."""
+    *packages, last = qualname.split(".")
+    if not last[:1].isupper() or any(w in qualname for w in SCHEDULER_WORDS):
+        return False
+    return last.endswith("Optimizer") or bool(OPTIMIZER_PACKAGES & set(packages[1:] or packages))
