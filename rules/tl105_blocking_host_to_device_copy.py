@@ -47,7 +47,10 @@ right after it anyway: the next statement reads a tensor on the host (`.item()`,
 `.cpu()`, `.tolist()`, `.numpy()`), or the loop over the loader is an evaluation loop
 (no optimizer step) that makes such a read on every batch (not under `if i % N == 0:`;
 an `assert` on a reduction of a moved batch tensor, `assert mask.min() >= 0`, is one);
-TL401 asks to remove per-step syncs in training loops only, so there the sync stays.
+TL401 asks to remove per-step syncs in training loops only, so there the sync stays;
+or a training loop makes such a read every step (`running += loss.item()`): the GPU is
+idle when the next copy starts, so until TL401's sync goes the copy has nothing to
+overlap.
 Low too where the batches are small images: a torchvision MNIST/CIFAR-like dataset (at
 most 64x64 after a resize or crop of a constant size) whose batches, at the loader's
 constant `batch_size`, hold at most 1 MB: the copy takes microseconds. Training loops
@@ -127,8 +130,12 @@ def _loop_low(module: TorchModule, loop: Loop) -> str | None:
     tiny = tiny_batches(module, loop.loaders)
     if tiny is not None:
         return tiny
-    if not loop.is_training:
-        read = host_read(module, loop)
-        if read is not None:
-            return f"an evaluation loop that waits for the GPU every batch (`.{read.method}()`)"
+    read = host_read(module, loop)
+    if read is not None and not loop.is_training:
+        return f"an evaluation loop that waits for the GPU every batch (`.{read.method}()`)"
+    if read is not None:
+        return (
+            f"the loop waits for the GPU every step anyway (`.{read.method}()`): the copy "
+            "lands on an idle GPU until that sync goes (TL401)"
+        )
     return None
