@@ -51,7 +51,7 @@ Impact: low for a loader whose iterator is made again only every N steps, N at l
 which is under `if batches_done % opt.sample_interval == 0:`, an argparse default
 read): the workers' start, a fraction of a second to seconds, is spread over the N
 training steps in between. Where N cannot be read it stays high. Low for a loader no
-training loop takes batches from (a validation loader restarted once per epoch: its
+training loop takes batches from (a validation loader restarted once or a few times per epoch: its
 start is a small share of the run, and dropping its workers is often the simpler fix).
 Low for a training loader whose epochs are long: it reads a data set of 100,000
 samples or more (a torchvision `CelebA`, `ImageNet`, `CocoDetection`, `LSUN` or
@@ -87,7 +87,7 @@ from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.sizes import heavy_training
 from torchlint.semantic.syntax import argument, int_value
 
-EVALUATION = "an evaluation loader, restarted once per epoch: a small share of the run"
+EVALUATION = "an evaluation loader: its restarts beside training are a small share of the run"
 # A loader whose iterator is made again at most once in this many steps: its workers'
 # start (a fraction of a second to seconds) is a small share of the steps in between.
 RARE_STEPS = 100
