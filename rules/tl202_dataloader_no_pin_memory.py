@@ -79,7 +79,9 @@ batch, whose copy takes microseconds).
 
 Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
 with a device that cannot be named there may be no host-to-device copy for pinned memory
-to speed up.
+to speed up. Silent too for a loader every pass over which runs on the CPU, in this file
+and in the project's others (networks never moved off the CPU, batches never copied:
+the CPU half of a notebook).
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory
 buffers"; torch.utils.data docs, "Memory Pinning"; Lightning docs, "Speed Up Model
@@ -104,7 +106,7 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import batch_copies, typed_copies
+from torchlint.semantic.batches import batch_copies, cpu_loader, typed_copies
 from torchlint.semantic.sizes import heavy_training, tiny_batches
 from torchlint.semantic.syntax import bool_value, int_value
 
@@ -126,6 +128,7 @@ class DataLoaderNoPinMemory(Rule):
                 or module.idle_framework_loader(loader)
                 or _reloaded_persistent(module, loader)
                 or module.datasets.text_data(loader)
+                or cpu_loader(module, loader)
             ):
                 continue
             pin = loader.arg("pin_memory")

@@ -66,7 +66,9 @@ code.
 Unknown device: reported in files that use a GPU, and where a step loop moves its
 batches to a device its function receives (training code for an accelerator, whose
 restart the GPU waits for); in a file that names no device the restarts cost CPU time
-only, and the advice there is to drop the workers of an in-memory dataset: silent.
+only, and the advice there is to drop the workers of an in-memory dataset: silent; so
+for a loader every pass over which runs on the CPU (networks never moved off the CPU,
+batches never copied: the CPU half of a notebook), here or in the project's other files.
 
 Sources: torch.utils.data docs ("persistent_workers"); PyTorch Lightning's
 "consider setting persistent_workers=True" warning.
@@ -83,6 +85,7 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, Loop, Scope, TorchModule
+from torchlint.semantic.batches import cpu_loader
 from torchlint.semantic.loaders import DATALOADER_PARAMS
 from torchlint.semantic.sizes import heavy_training
 from torchlint.semantic.syntax import argument, int_value
@@ -171,7 +174,7 @@ class DataLoaderNoPersistentWorkers(Rule):
         for loader in module.dataloaders:
             if loader.opaque or loader.arg("persistent_workers") is not MISSING:
                 continue
-            if not has_workers(module, loader):
+            if not has_workers(module, loader) or cpu_loader(module, loader):
                 continue
             low = None
             if (epoch := module.epoch(loader)) is not None:

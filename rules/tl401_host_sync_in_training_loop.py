@@ -30,11 +30,13 @@ args.with_tracking:`, a mode users run with), or a class's flag from a parameter
 no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=False)`).
 One finding per statement (a progress `print` of several values is one sync). Only files
 that use a GPU are checked (on the CPU there is nothing to wait for); a device from
-`torch.accelerator` counts. Also, in evaluation loops (a network run over a loader's
-batches with no backward pass, outside any training step, under `torch.no_grad()`, after
-`.eval()` or in a function named for evaluation: `evaluate`, `validate`, `test_*`,
-`predict`, `infer*`), a sync on every batch: the CPU waits for each batch before it
-prepares the next.
+`torch.accelerator` counts. A loop that runs on the CPU in such a file (its networks
+built here and never moved off the CPU, its batches never copied: the CPU half of a
+notebook that moves to the GPU later) is left alone. Also, in evaluation loops (a
+network run over a loader's batches with no backward pass, outside any training step,
+under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
+`evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
+waits for each batch before it prepares the next.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -126,7 +128,13 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, Kind, Loop, ModelSite, TorchModule
-from torchlint.semantic.batches import left_on_host, numpy_value, packed_lengths, read_inside
+from torchlint.semantic.batches import (
+    cpu_loop,
+    left_on_host,
+    numpy_value,
+    packed_lengths,
+    read_inside,
+)
 from torchlint.semantic.flow import legacy_read, legacy_reads
 from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
 from torchlint.semantic.syntax import (
@@ -194,6 +202,8 @@ class HostSyncInTrainingLoop(Rule):
             return
         seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
+            if cpu_loop(module, loop):
+                continue  # a CPU half of a notebook: nothing to wait for
             tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
@@ -294,6 +304,8 @@ class HostSyncInTrainingLoop(Rule):
         `.tolist()`: what host-side metrics need) and beside a large network."""
         trains = bool(module.training_loops or module.frameworks.training_steps)
         for loop in module.evaluation_loops:
+            if cpu_loop(module, loop):
+                continue
             tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
             for call in loop.calls:
                 if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
@@ -475,9 +487,9 @@ def _function_syncs(
         found.add(id(read))
         yield read, LEGACY, placed
     for value in module.functions.returns(function):
-        read = next((n for n in descendants(value) if legacy_read(n, losses)), None)
-        if isinstance(read, cst.Subscript) and id(read) not in found:
-            yield read, LEGACY, None
+        returned = next((n for n in descendants(value) if legacy_read(n, losses)), None)
+        if isinstance(returned, cst.Subscript) and id(returned) not in found:
+            yield returned, LEGACY, None
 
 
 def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:

@@ -140,10 +140,10 @@ def test_explicit_pin_memory_false_in_a_cpu_only_file():
     """
     assert lint("TL202", source) == []
     # With a GPU: the training loader is reported; `unpinned` feeds no training loop.
-    assert lint(
-        "TL202",
-        source.replace("import torch.nn as nn", "import torch.nn as nn; model_device = 'cuda'"),
-    ) == [7]
+    assert lint("TL202", source.replace("nn.Linear(8, 1)", "nn.Linear(8, 1).cuda()")) == [7]
+    # A GPU named in the file, the network kept on the CPU: its loop feeds no GPU.
+    named = source.replace("import torch.nn as nn", "import torch.nn as nn; model_device = 'cuda'")
+    assert lint("TL202", named) == []
 
 
 SMALL_BATCH = """

@@ -276,6 +276,7 @@ class Program:
                     gpu,
                     effect.guarded or callers.guarded,
                     f"`{function.ref.partition('::')[2]}` in {function.ref.partition('::')[0]}",
+                    effect.cpu,
                 )
                 for ref in sorted(value.loaders):
                     add(ref, uses)

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from torchlint.semantic.batches import cpu_loop
 from torchlint.semantic.datasets import ITERABLE_DATASET
 from torchlint.semantic.external import Call, Class, Dataset, Function, Global, Summary, Uses
 from torchlint.semantic.gradients import freezes
@@ -353,6 +354,7 @@ class _Exporter:
             gpu=gpu,
             guarded=self.module.guarded(loop.ctx, loop.node, elsewhere=False),
             devices=frozenset(devices),
+            cpu=cpu_loop(self.module, loop),
         )
 
     def repeated(self, loop: Loop) -> bool:
@@ -459,6 +461,7 @@ class _Exporter:
                         effect.gpu,
                         guarded,
                         self.where(loop),
+                        effect.cpu,
                     )
                     found.append((site.ref, uses))
         return found

@@ -236,6 +236,7 @@ class Uses:
     gpu: bool = False  # the batches, or the model, go to a GPU there
     guarded: bool = False  # every loop over it runs under `if __name__ == "__main__":`
     where: str = ""
+    cpu: bool = False  # every loop over it there runs on the CPU (a CPU half of a notebook)
 
     def join(self, other: Uses) -> Uses:
         return Uses(
@@ -246,6 +247,7 @@ class Uses:
             self.guarded and other.guarded,
             # Where to point the user: a loop that trains on it first.
             self.where if self.where and (self.trains or not other.trains) else other.where,
+            self.cpu and other.cpu,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -142,6 +142,18 @@ class Placement:
         """What the project's other files do with a model built here."""
         return self.env.uses(f"@{site.index}") if isinstance(site, ModelSite) else None
 
+    def kept_on_cpu(self, site: Model) -> bool:
+        """A model built here that stays on the CPU: every move of it goes to the CPU
+        (or there is none), no other file of the project uses it, and no framework owns
+        the file's devices. A notebook that trains on the CPU first and on the GPU later
+        has such a model in its first half."""
+        if not isinstance(site, ModelSite) or site.external is not None or self.managed:
+            return False
+        if any((d := self.devices.move(m)) is None or not d.is_cpu for m in site.moves):
+            return False
+        uses = self.model_uses(site)
+        return uses is None or not uses.gpu
+
     @cached_property
     def runs_without_gpu(self) -> bool:
         """The script is written to run on the CPU too: it asks whether a GPU is there,

@@ -185,6 +185,7 @@ class Effect:
     gpu: bool = False  # its batches, or the model, go to a GPU
     guarded: bool = False  # the loops run under `if __name__ == "__main__":` only
     devices: frozenset[str] = frozenset()  # parameters naming where they go (linking)
+    cpu: bool = False  # every loop over it runs on the CPU (`batches.cpu_loop`)
 
     def join(self, other: Effect) -> Effect:
         return Effect(
@@ -194,6 +195,7 @@ class Effect:
             self.gpu or other.gpu,
             self.guarded and other.guarded,
             self.devices | other.devices,
+            self.cpu and other.cpu,
         )
 
     def to_json(self) -> dict[str, Any]:
