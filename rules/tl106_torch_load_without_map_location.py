@@ -64,8 +64,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule
-from torchlint.semantic.syntax import contains, str_value
+from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule, contains, str_value
 
 LOADS = ("torch.load", "torch.serialization.load")
 MODULE_USES = ("eval", "train", "to", "cuda", "parameters", "state_dict", "forward")

@@ -58,8 +58,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic import CallSite, Loop, TorchModule, is_periodic
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 

@@ -53,8 +53,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, Kind, TorchModule
-from torchlint.semantic.syntax import bool_value, dotted_name
+from torchlint.semantic import MISSING, Kind, TorchModule, bool_value, dotted_name
 
 WHY = (
     "every step writes zeros into each parameter's `.grad` and backward then adds into "

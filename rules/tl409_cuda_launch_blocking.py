@@ -54,8 +54,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Context, TorchModule
-from torchlint.semantic.syntax import str_value
+from torchlint.semantic import Context, TorchModule, str_value
 
 VARIABLE = "CUDA_LAUNCH_BLOCKING"
 ENVIRON = "os.environ"
