@@ -212,9 +212,7 @@ class TorchLoadWithoutMapLocation(Rule):
             return False
         if id(binding.symbol) in states:
             return True
-        uses = module.facts.calls_by_method
         return any(
             c.receiver is not None and c.scope.lookup_expr(c.receiver) is binding.symbol
-            for m in MODULE_USES
-            for c in uses.get(m, ())
+            for c in module.method_calls(*MODULE_USES)
         ) or any(c.scope.lookup_expr(c.node.func) is binding.symbol for c in module.calls)

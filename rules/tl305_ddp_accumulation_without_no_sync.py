@@ -75,7 +75,7 @@ class DdpAccumulationWithoutNoSync(Rule):
             return
         if any(
             target.attr.value == "require_backward_grad_sync"
-            for target, _, _ in module.facts.attribute_stores
+            for target, _, _ in module.attribute_stores
         ):
             return
         for loop in module.step_loops:

@@ -113,7 +113,7 @@ class ZeroGradKeepsZeros(Rule):
 def _updates_grads_in_place(module: TorchModule) -> bool:
     """Something in the file adds into or writes `.grad` in place (`p.grad += g`,
     `p.grad.add_(g)`, `p.grad.data.copy_(g)`): it relies on the zero tensors."""
-    for b in module.facts.bindings:
+    for b in module.all_bindings:
         name = b.symbol.name
         if b.kind is Kind.AUGASSIGN and (name.endswith(".grad") or ".grad." in name):
             return True

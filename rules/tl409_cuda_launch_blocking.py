@@ -94,7 +94,7 @@ def _settings(
 ) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression, Context, bool]]:
     """(node to report, value, where, whether the statement sets nothing else) for each
     place the file sets the variable."""
-    for target, value, ctx in module.facts.item_stores:
+    for target, value, ctx in module.item_stores:
         if value is None or module.resolve(target.value, ctx.scope) != ENVIRON:
             continue
         if len(target.slice) == 1 and _names_variable(target.slice[0].slice):
