@@ -99,8 +99,7 @@ from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.options import MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.sizes import fine_tuned, trained_on
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule, fine_tuned, trained_on
 
 SMALL_NETWORK = 10_000_000  # parameters
 TINY_NETWORK = 1_000_000  # parameters: a step of it is launch overhead up to large batches

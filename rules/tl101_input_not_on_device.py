@@ -66,12 +66,7 @@ import libcst as cst
 from torchlint.edits import move_statement, pinned_by_workers_fix
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, InsertBefore, fix, statements
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.batches import (
-    Origin,
-    device_move,
-    unmoved_batch_tensors,
-)
+from torchlint.semantic import Origin, TorchModule, device_move, unmoved_batch_tensors
 
 
 class InputNotOnDevice(Rule):

@@ -95,8 +95,14 @@ from torchlint.fixes import (
     statements,
 )
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, ModelSite, TorchModule
-from torchlint.semantic.batches import Origin, batch_names, unmoved_batch_tensors
+from torchlint.semantic import (
+    CallSite,
+    ModelSite,
+    Origin,
+    TorchModule,
+    batch_names,
+    unmoved_batch_tensors,
+)
 
 
 def device_definition(module: TorchModule) -> tuple[Definition, list[Import]]:

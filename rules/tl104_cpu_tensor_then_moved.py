@@ -91,10 +91,16 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Scope, TorchModule
-from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.sizes import batch_size_of
-from torchlint.semantic.syntax import contains, int_value
+from torchlint.semantic import (
+    CallSite,
+    Kind,
+    Scope,
+    TorchModule,
+    batch_size_of,
+    contains,
+    int_value,
+    is_periodic,
+)
 
 DETERMINISTIC = {
     "zeros",

@@ -73,9 +73,14 @@ from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Loop, TorchModule
-from torchlint.semantic.batches import blocking_copies, host_read, read_right_after
-from torchlint.semantic.sizes import tiny_batches
+from torchlint.semantic import (
+    Loop,
+    TorchModule,
+    blocking_copies,
+    host_read,
+    read_right_after,
+    tiny_batches,
+)
 
 
 class BlockingHostToDeviceCopy(Rule):

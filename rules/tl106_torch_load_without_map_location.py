@@ -64,8 +64,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule
-from torchlint.semantic.syntax import contains, str_value
+from torchlint.semantic import MISSING, CallSite, Kind, Scope, TorchModule, contains, str_value
 
 LOADS = ("torch.load", "torch.serialization.load")
 MODULE_USES = ("eval", "train", "to", "cuda", "parameters", "state_dict", "forward")
@@ -213,9 +212,7 @@ class TorchLoadWithoutMapLocation(Rule):
             return False
         if id(binding.symbol) in states:
             return True
-        uses = module.facts.calls_by_method
         return any(
             c.receiver is not None and c.scope.lookup_expr(c.receiver) is binding.symbol
-            for m in MODULE_USES
-            for c in uses.get(m, ())
+            for c in module.method_calls(*MODULE_USES)
         ) or any(c.scope.lookup_expr(c.node.func) is binding.symbol for c in module.calls)

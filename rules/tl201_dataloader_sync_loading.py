@@ -100,8 +100,7 @@ from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, worke
 from torchlint.fixes import FixSafety
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.syntax import int_value
+from torchlint.semantic import MISSING, DataLoaderSite, TorchModule, int_value
 
 # Where a `num_workers` of 0 that is not written at the call comes from.
 DEFAULTS = {

@@ -105,10 +105,18 @@ from torchlint.edits import (
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, TorchModule
-from torchlint.semantic.batches import batch_copies, cpu_loader, typed_copies
-from torchlint.semantic.sizes import heavy_training, tiny_batches
-from torchlint.semantic.syntax import bool_value, int_value
+from torchlint.semantic import (
+    MISSING,
+    DataLoaderSite,
+    TorchModule,
+    batch_copies,
+    bool_value,
+    cpu_loader,
+    heavy_training,
+    int_value,
+    tiny_batches,
+    typed_copies,
+)
 
 
 class DataLoaderNoPinMemory(Rule):

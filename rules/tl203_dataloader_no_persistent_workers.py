@@ -84,11 +84,18 @@ from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, DataLoaderSite, Loop, Scope, TorchModule
-from torchlint.semantic.batches import cpu_loader
-from torchlint.semantic.loaders import DATALOADER_PARAMS
-from torchlint.semantic.sizes import heavy_training
-from torchlint.semantic.syntax import argument, int_value
+from torchlint.semantic import (
+    DATALOADER_PARAMS,
+    MISSING,
+    DataLoaderSite,
+    Loop,
+    Scope,
+    TorchModule,
+    argument,
+    cpu_loader,
+    heavy_training,
+    int_value,
+)
 
 EVALUATION = "an evaluation loader: its restarts beside training are a small share of the run"
 # A loader whose iterator is made again at most once in this many steps: its workers'

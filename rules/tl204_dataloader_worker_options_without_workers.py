@@ -45,8 +45,7 @@ from collections.abc import Iterator
 from torchlint.edits import WORKERS_NAME, workers_fix
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.syntax import bool_value, int_value
+from torchlint.semantic import MISSING, TorchModule, bool_value, int_value
 
 
 class DataLoaderWorkerOptionsWithoutWorkers(Rule):

@@ -58,9 +58,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, DataLoaderSite, Loop, TorchModule
-from torchlint.semantic.scopes import bound_names
-from torchlint.semantic.syntax import int_value
+from torchlint.semantic import CallSite, DataLoaderSite, Loop, TorchModule, bound_names, int_value
 
 MATERIALIZE = ("list", "tuple")
 

@@ -87,10 +87,15 @@ import libcst as cst
 from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, InsertAfter, fix, statements
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule
-from torchlint.semantic.batches import derived_from_batch
-from torchlint.semantic.networks import millions
-from torchlint.semantic.syntax import names_read
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    ModelSite,
+    TorchModule,
+    derived_from_batch,
+    millions,
+    names_read,
+)
 
 # Anything of these in a file means someone already thought about several GPUs.
 PARALLEL = (

@@ -63,8 +63,7 @@ from collections.abc import Iterator
 from torchlint.fixes import FixSafety
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.networks import toy
+from torchlint.semantic import MISSING, CallSite, TorchModule, toy
 
 # A distributed path in the same file: DataParallel beside it is the fallback.
 DISTRIBUTED = (

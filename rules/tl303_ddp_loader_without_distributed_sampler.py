@@ -56,8 +56,15 @@ import libcst as cst
 from torchlint.edits import set_kwarg, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import DATALOADER_PARAMS, MISSING, DataLoaderSite, Scope, TorchModule
-from torchlint.semantic.syntax import dotted_name, is_none
+from torchlint.semantic import (
+    DATALOADER_PARAMS,
+    MISSING,
+    DataLoaderSite,
+    Scope,
+    TorchModule,
+    dotted_name,
+    is_none,
+)
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 SHARDED_WRAPPERS = (

@@ -54,8 +54,15 @@ import libcst as cst
 from torchlint.edits import expression
 from torchlint.fixes import Applicability, Fix, FixSafety, InsertBefore, fix, statements
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, DataLoaderSite, Loop, Symbol, TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    DataLoaderSite,
+    Loop,
+    Symbol,
+    TorchModule,
+    bool_value,
+)
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 

@@ -58,8 +58,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic import CallSite, Loop, TorchModule, is_periodic
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 
@@ -76,7 +75,7 @@ class DdpAccumulationWithoutNoSync(Rule):
             return
         if any(
             target.attr.value == "require_backward_grad_sync"
-            for target, _, _ in module.facts.attribute_stores
+            for target, _, _ in module.attribute_stores
         ):
             return
         for loop in module.step_loops:

@@ -46,8 +46,7 @@ from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import TorchModule, bool_value
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 

@@ -127,22 +127,28 @@ import libcst as cst
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Loop, ModelSite, TorchModule
-from torchlint.semantic.batches import (
+from torchlint.semantic import (
+    HOST_READS,
+    MISSING,
+    CallSite,
+    Kind,
+    Loop,
+    ModelSite,
+    Placed,
+    TorchModule,
+    contains,
     cpu_loop,
+    dotted_name,
+    is_periodic,
     left_on_host,
+    legacy_read,
+    legacy_reads,
+    names_read,
+    names_tested,
     numpy_value,
     packed_lengths,
     read_inside,
-)
-from torchlint.semantic.flow import legacy_read, legacy_reads
-from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
-from torchlint.semantic.syntax import (
-    HOST_READS,
-    MISSING,
-    contains,
-    dotted_name,
-    names_read,
+    runs_once,
 )
 from torchlint.text.walk import descendants
 

@@ -47,8 +47,7 @@ from collections.abc import Iterator
 from torchlint.edits import lone_expression
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic import TorchModule, is_periodic
 
 
 class EmptyCacheInLoop(Rule):

@@ -52,8 +52,7 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Binding, Kind, Loop, TorchModule
-from torchlint.semantic.syntax import dotted_name, names_read
+from torchlint.semantic import Binding, Kind, Loop, TorchModule, dotted_name, names_read
 
 LOW = "backward frees what each graph saved on the GPU; its nodes stay, in host memory"
 # `loss.item()`, `float(loss)`...: a value without history.

@@ -69,9 +69,16 @@ from torchlint.edits import spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, Model, TorchModule
-from torchlint.semantic.networks import toy
-from torchlint.semantic.syntax import bool_value, dotted_name, names_read
+from torchlint.semantic import (
+    CallSite,
+    Loop,
+    Model,
+    TorchModule,
+    bool_value,
+    dotted_name,
+    names_read,
+    toy,
+)
 
 SET_GRAD = "torch.set_grad_enabled"
 

@@ -53,8 +53,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, Kind, TorchModule
-from torchlint.semantic.syntax import bool_value, dotted_name
+from torchlint.semantic import MISSING, Kind, TorchModule, bool_value, dotted_name
 
 WHY = (
     "every step writes zeros into each parameter's `.grad` and backward then adds into "
@@ -114,7 +113,7 @@ class ZeroGradKeepsZeros(Rule):
 def _updates_grads_in_place(module: TorchModule) -> bool:
     """Something in the file adds into or writes `.grad` in place (`p.grad += g`,
     `p.grad.add_(g)`, `p.grad.data.copy_(g)`): it relies on the zero tensors."""
-    for b in module.facts.bindings:
+    for b in module.all_bindings:
         name = b.symbol.name
         if b.kind is Kind.AUGASSIGN and (name.endswith(".grad") or ".grad." in name):
             return True

@@ -63,8 +63,7 @@ from torchlint.fixes import (
     fix,
 )
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import CallSite, TorchModule, bool_value
 
 SET_DETECT = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
 DETECT = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")

@@ -53,8 +53,7 @@ import libcst as cst
 from torchlint.edits import lone_expression
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.loops import is_periodic
+from torchlint.semantic import CallSite, TorchModule, is_periodic
 
 GRADCHECKS = (
     "torch.autograd.gradcheck",

@@ -54,8 +54,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Context, TorchModule
-from torchlint.semantic.syntax import str_value
+from torchlint.semantic import Context, TorchModule, str_value
 
 VARIABLE = "CUDA_LAUNCH_BLOCKING"
 ENVIRON = "os.environ"
@@ -95,7 +94,7 @@ def _settings(
 ) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression, Context, bool]]:
     """(node to report, value, where, whether the statement sets nothing else) for each
     place the file sets the variable."""
-    for target, value, ctx in module.facts.item_stores:
+    for target, value, ctx in module.item_stores:
         if value is None or module.resolve(target.value, ctx.scope) != ENVIRON:
             continue
         if len(target.slice) == 1 and _names_variable(target.slice[0].slice):

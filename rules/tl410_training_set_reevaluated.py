@@ -80,8 +80,18 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Kind, Loop, Scope, Symbol, TorchModule, assigned_once
-from torchlint.semantic.syntax import MISSING, argument, dotted_name
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    Kind,
+    Loop,
+    Scope,
+    Symbol,
+    TorchModule,
+    argument,
+    assigned_once,
+    dotted_name,
+)
 
 # A function of another file that measures what it is given: `compute_accuracy`,
 # `compute_epoch_loss`, `get_metrics`, `evaluate`, `test`...

@@ -72,10 +72,7 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import Loop, Model, TorchModule
-from torchlint.semantic.networks import toy
-from torchlint.semantic.scopes import bound_names
-from torchlint.semantic.syntax import dotted_name
+from torchlint.semantic import Loop, Model, TorchModule, bound_names, dotted_name, toy
 from torchlint.text.walk import descendants
 
 # What walks a network's tensors: `m.parameters()`, `m.state_dict().items()`.

@@ -94,9 +94,16 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.flow import GRAD, Flow, Region, losses, step_regions
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import (
+    GRAD,
+    CallSite,
+    Flow,
+    Region,
+    TorchModule,
+    bool_value,
+    losses,
+    step_regions,
+)
 
 CPU = "the file places no work on an accelerator"
 

@@ -125,9 +125,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Loop, TorchModule
-from torchlint.semantic.syntax import dotted_name, int_value
-from torchlint.semantic.threads import Started
+from torchlint.semantic import Loop, Started, TorchModule, dotted_name, int_value
 from torchlint.text.walk import walk
 
 # The file may train: a backward pass or an optimizer step of its own, Lightning's

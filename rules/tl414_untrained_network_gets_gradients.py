@@ -65,10 +65,7 @@ from collections.abc import Iterator
 
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import Model, TorchModule
-from torchlint.semantic.flow import Flow, Region, losses, step_regions
-from torchlint.semantic.gradients import Frozen
-from torchlint.semantic.networks import toy
+from torchlint.semantic import Flow, Frozen, Model, Region, TorchModule, losses, step_regions, toy
 
 CPU = "the file places no work on an accelerator"
 DDP = "torch.nn.parallel.DistributedDataParallel"

@@ -69,12 +69,18 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import DataLoaderSite, Model, TorchModule
-from torchlint.semantic.batches import derived_from_batch
-from torchlint.semantic.gradients import Frozen
-from torchlint.semantic.networks import toy
-from torchlint.semantic.scopes import Scope
-from torchlint.semantic.syntax import MISSING, keyword, names_read
+from torchlint.semantic import (
+    MISSING,
+    DataLoaderSite,
+    Frozen,
+    Model,
+    Scope,
+    TorchModule,
+    derived_from_batch,
+    keyword,
+    names_read,
+    toy,
+)
 
 SMALL = 10_000_000  # parameters
 SMALL_NETWORK = "a network of under 10M parameters"

@@ -93,9 +93,19 @@ from torchlint.edits import expression, set_kwarg, spell
 from torchlint.fixes import Applicability, Fix, FixSafety, Remove, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, Model, TorchModule
-from torchlint.semantic.networks import toy
-from torchlint.semantic.syntax import MISSING, bool_value, contains, dotted_name, int_value, is_none
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    Loop,
+    Model,
+    TorchModule,
+    bool_value,
+    contains,
+    dotted_name,
+    int_value,
+    is_none,
+    toy,
+)
 from torchlint.text.walk import descendants
 
 GRAD = "torch.autograd.grad"

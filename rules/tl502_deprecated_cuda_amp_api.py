@@ -57,8 +57,7 @@ from torchlint.edits import spell
 from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.syntax import dotted_name
+from torchlint.semantic import CallSite, TorchModule, dotted_name
 from torchlint.text.walk import walk
 
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")

@@ -64,8 +64,7 @@ from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import ModelSite, TorchModule
-from torchlint.semantic.networks import toy
+from torchlint.semantic import ModelSite, TorchModule, toy
 
 RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 WIDE = 1024  # a Linear this wide (a vocabulary projection) is worth TF32 beside an RNN

@@ -66,10 +66,15 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.flow import Region, step_regions
-from torchlint.semantic.networks import toy
-from torchlint.semantic.syntax import bool_value, contains
+from torchlint.semantic import (
+    CallSite,
+    Region,
+    TorchModule,
+    bool_value,
+    contains,
+    step_regions,
+    toy,
+)
 
 SMALL = 10_000_000  # parameters: a float32 forward of this is a small share of a step
 

@@ -61,9 +61,7 @@ from torchlint.edits import spell
 from torchlint.fixes import Applicability, Definition, FixSafety, fix
 from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
-from torchlint.semantic import Loop, ModelSite, TorchModule
-from torchlint.semantic.networks import toy
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import Loop, ModelSite, TorchModule, bool_value, toy
 
 BENCHMARK = "torch.backends.cudnn.benchmark"
 DETERMINISTIC = "torch.backends.cudnn.deterministic"

@@ -60,8 +60,7 @@ import libcst as cst
 from torchlint.edits import lone_expression
 from torchlint.fixes import Applicability, FixSafety, Remove, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import TorchModule, bool_value
 
 DETERMINISTIC = "torch.backends.cudnn.deterministic"
 ALGORITHMS = "torch.use_deterministic_algorithms"

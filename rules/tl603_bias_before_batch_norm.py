@@ -71,8 +71,16 @@ from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, ModelSite, TorchModule, assigned_to
-from torchlint.semantic.syntax import argument, bool_value, dotted_name
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    ModelSite,
+    TorchModule,
+    argument,
+    assigned_to,
+    bool_value,
+    dotted_name,
+)
 from torchlint.text.walk import children, descendants
 
 # Layers with a bias -> the position of `bias` among their positional parameters.

@@ -57,8 +57,7 @@ import libcst as cst
 from torchlint.edits import set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.syntax import bool_value
+from torchlint.semantic import MISSING, TorchModule, bool_value
 
 FUSABLE = ("torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD")
 

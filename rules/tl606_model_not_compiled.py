@@ -60,8 +60,7 @@ from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import TorchModule
-from torchlint.semantic.networks import toy
+from torchlint.semantic import TorchModule, toy
 
 COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace")
 

@@ -53,8 +53,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.syntax import names_read
+from torchlint.semantic import CallSite, TorchModule, names_read
 
 COMPILE = "torch.compile"
 

@@ -83,9 +83,15 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, TorchModule
-from torchlint.semantic.scopes import Scope
-from torchlint.semantic.syntax import dotted_name, int_value, keyword, positional, str_value
+from torchlint.semantic import (
+    CallSite,
+    TorchModule,
+    dotted_name,
+    int_value,
+    keyword,
+    positional,
+    str_value,
+)
 from torchlint.text.walk import children
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
@@ -162,11 +168,10 @@ class HandWrittenAttention(Rule):
         modules = _softmax_modules(module)
         functions: dict[int, cst.FunctionDef] = {}
         for call in module.calls:
-            function = call.ctx.function
-            if function is not None and _softmax_call(call, modules):
+            if (function := call.ctx.function) is not None and _softmax_call(call, modules):
                 functions.setdefault(id(function), function)
         for function in functions.values():
-            flow = Flow(module, module.functions.scope_of(function), modules)
+            flow = Flow(module, modules)
             flow.block(function.body)
             for found in flow.found.values():
                 site = module.functions.site(found.softmax)
@@ -240,9 +245,6 @@ def _last_dim(dim: cst.BaseExpression | None, rank: int | None) -> bool:
     return value == -1 or (rank is not None and value == rank - 1)
 
 
-Axes = tuple[str, ...]
-
-
 def _einsum(spec: str, words: bool) -> str | None:
     """SCORES for `"bhid,bhjd->bhij"` (the last axis of both inputs contracted, the
     output ending in the rows of each), WEIGHTS for `"bhij,bhjd->bhid"` (weights times
@@ -296,7 +298,6 @@ class Flow:
     names hold a transposed key, scores or attention weights."""
 
     module: TorchModule
-    scope: Scope
     modules: dict[str, list[cst.BaseExpression]]
     env: dict[str, Tag] = field(default_factory=dict)
     found: dict[int, Attention] = field(default_factory=dict)

@@ -77,9 +77,15 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Kind, Loop, ModelSite, TorchModule
-from torchlint.semantic.scopes import Binding, Scope
-from torchlint.semantic.syntax import (
+from torchlint.semantic import (
+    MISSING,
+    Binding,
+    CallSite,
+    Kind,
+    Loop,
+    ModelSite,
+    Scope,
+    TorchModule,
     bool_value,
     contains,
     dotted_name,

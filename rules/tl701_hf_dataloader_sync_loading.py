@@ -70,8 +70,7 @@ import libcst as cst
 from torchlint.edits import WORKERS_DEFINITION, WORKERS_NAME, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.syntax import argument
+from torchlint.semantic import MISSING, CallSite, TorchModule, argument
 
 # `Trainer(model, args, data_collator, train_dataset, ...)`
 TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset")

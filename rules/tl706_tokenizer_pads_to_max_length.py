@@ -51,8 +51,10 @@ import libcst as cst
 
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.syntax import (
+from torchlint.semantic import (
+    MISSING,
+    CallSite,
+    TorchModule,
     bool_value,
     contains,
     dotted_name,

@@ -98,10 +98,22 @@ from torchlint.edits import AMPERE, set_kwarg
 from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, Model, ModelSite, Scope, TorchModule
-from torchlint.semantic.frameworks import hf_trainer
-from torchlint.semantic.networks import BILLION, millions
-from torchlint.semantic.syntax import argument, bool_value, dotted_name, is_none, str_value
+from torchlint.semantic import (
+    BILLION,
+    MISSING,
+    CallSite,
+    Model,
+    ModelSite,
+    Scope,
+    TorchModule,
+    argument,
+    bool_value,
+    dotted_name,
+    hf_trainer,
+    is_none,
+    millions,
+    str_value,
+)
 
 NAME = "USE_BF16"
 DEFINITION = Definition(

@@ -65,9 +65,7 @@ import libcst as cst
 from torchlint.edits import AMPERE, set_kwarg
 from torchlint.fixes import Applicability, Definition, Fix, FixSafety, Import, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.frameworks import opaque
-from torchlint.semantic.networks import toy
+from torchlint.semantic import MISSING, CallSite, TorchModule, opaque, toy
 
 FULL = (32, "32", "32-true")
 NAME = "PRECISION"

@@ -47,9 +47,7 @@ from collections.abc import Iterator
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, CallSite, TorchModule
-from torchlint.semantic.frameworks import opaque
-from torchlint.semantic.networks import toy
+from torchlint.semantic import MISSING, CallSite, TorchModule, opaque, toy
 
 
 class LightningSingleDevice(Rule):

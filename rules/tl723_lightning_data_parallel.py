@@ -45,9 +45,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import MISSING, TorchModule
-from torchlint.semantic.frameworks import lightning
-from torchlint.semantic.syntax import str_value
+from torchlint.semantic import MISSING, TorchModule, lightning, str_value
 
 SPELLINGS = ("strategy", "accelerator", "distributed_backend")
 

@@ -7,10 +7,13 @@ under `if TYPE_CHECKING:` (an annotation that needs a module above is a layer cr
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
 import pytest
+
+import torchlint.semantic as semantic
 
 from .conftest import ROOT
 
@@ -116,6 +119,40 @@ def test_rules_read_the_semantic_layer_not_the_engine(graph):
         if n.startswith("torchlint.rules.")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_rules_reach_the_facts_through_the_semantic_package(graph):
+    """One way into the facts: a rule imports what it reads from `torchlint.semantic` (the
+    names its `__init__` exports), never from a submodule, and reads nothing of the walk's
+    internals (`module.facts`): `TorchModule` names what rules read of them."""
+    submodules = {
+        n: sorted(d for d in deps if d.startswith("torchlint.semantic."))
+        for n, deps in graph.items()
+        if n.startswith("torchlint.rules.")
+    }
+    internals = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(RULES.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "facts"
+    ]
+    assert {k: v for k, v in submodules.items() if v} == {}
+    assert internals == []
+
+
+def test_the_semantic_package_gives_each_name_from_its_module():
+    """`torchlint.semantic` loads its names on first use, looking through its modules in
+    turn: each name it exports is the object of the module its annotations import it from."""
+    init = PACKAGE / "semantic" / "__init__.py"
+    homes = {
+        alias.name: node.module
+        for node in ast.walk(ast.parse(init.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torchlint.")
+        for alias in node.names
+    }
+    assert sorted(homes) == sorted(semantic.__all__)
+    for name, home in homes.items():
+        assert getattr(semantic, name) is getattr(importlib.import_module(home), name), name
 
 
 def test_the_language_server_is_imported_by_the_cli_only(graph):

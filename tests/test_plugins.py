@@ -4,6 +4,8 @@ environment, are tests/test_extending.py's."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -186,6 +188,26 @@ def test_the_public_api_is_at_the_top_level_and_import_stays_cheap():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "module 'torchlint' has no attribute 'nothing'\n"
+
+
+def test_a_plugin_imports_what_the_built_in_rules_import():
+    """`torchlint.api` holds every name a built-in rule imports of torchlint (the rule API,
+    the facts through `torchlint.semantic`, the edits fixes use), the same objects: a plugin
+    can do what a built-in rule does. Only TL904's own code stays inside."""
+    from torchlint import api
+
+    imported = {
+        (node.module, alias.name)
+        for path in (ROOT / "rules").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torchlint")
+        for alias in node.names
+    }
+    assert {m for m, _ in imported} >= {"torchlint.semantic", "torchlint.edits", "torchlint.rule"}
+    missing = sorted(name for _, name in imported if name not in api.__all__)
+    assert missing == ["UNUSED_NOQA"]
+    for module, name in imported - {("torchlint.results", "UNUSED_NOQA")}:
+        assert getattr(api, name) is getattr(importlib.import_module(module), name), name
 
 
 def test_check_fixtures_says_which_file_and_lines(tmp_path):

@@ -11,8 +11,9 @@ and how often code runs) -> placement (where the file puts work) -> workload (pr
 size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
 in loader loops) -> sizes (batch sizes) -> flow (a step's data flow) -> gradients
 (frozen networks) -> exports (a file's summary).
-docs/semantic.md says more. The names below are loaded on first use (`import
-torchlint.semantic.external` imports no libcst)."""
+docs/semantic.md says more. The names below are what rules read: a rule imports them
+from here, never from a submodule (tests/test_layers.py). They are loaded on first use
+(`import torchlint.semantic.external` imports no libcst)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,41 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries without libcst
+    from torchlint.semantic.batches import (
+        Origin,
+        batch_copies,
+        batch_names,
+        blocking_copies,
+        cpu_loader,
+        cpu_loop,
+        derived_from_batch,
+        device_move,
+        host_read,
+        left_on_host,
+        numpy_value,
+        packed_lengths,
+        read_inside,
+        read_right_after,
+        typed_copies,
+        unmoved_batch_tensors,
+    )
+    from torchlint.semantic.flow import (
+        GRAD,
+        Flow,
+        Region,
+        legacy_read,
+        legacy_reads,
+        losses,
+        step_regions,
+    )
+    from torchlint.semantic.frameworks import hf_trainer, lightning, opaque
+    from torchlint.semantic.gradients import Frozen
     from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
     from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
+    from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
     from torchlint.semantic.models import Model, ModelSite
     from torchlint.semantic.module import TorchModule, build
+    from torchlint.semantic.networks import BILLION, millions, toy
     from torchlint.semantic.scopes import (
         Binding,
         CallSite,
@@ -34,14 +66,39 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         Symbol,
         assigned_once,
         assigned_to,
+        bound_names,
     )
-    from torchlint.semantic.syntax import MISSING
+    from torchlint.semantic.sizes import (
+        batch_size_of,
+        fine_tuned,
+        heavy_training,
+        tiny_batches,
+        trained_on,
+    )
+    from torchlint.semantic.syntax import (
+        HOST_READS,
+        MISSING,
+        argument,
+        bool_value,
+        contains,
+        dotted_name,
+        int_value,
+        is_none,
+        keyword,
+        names_read,
+        positional,
+        str_value,
+    )
+    from torchlint.semantic.threads import Started
     from torchlint.semantic.values import Constant
     from torchlint.settings import Settings
 
 __all__ = [
+    "BILLION",
     "DATALOADER",
     "DATALOADER_PARAMS",
+    "GRAD",
+    "HOST_READS",
     "MISSING",
     "Binding",
     "CallSite",
@@ -51,22 +108,87 @@ __all__ = [
     "Device",
     "DeviceKind",
     "Elsewhere",
+    "Flow",
+    "Frozen",
     "Kind",
     "Loop",
     "Model",
     "ModelKind",
     "ModelSite",
+    "Origin",
+    "Placed",
+    "Region",
     "Scope",
     "Settings",
+    "Started",
     "Symbol",
     "TorchModule",
+    "argument",
     "assigned_once",
     "assigned_to",
+    "batch_copies",
+    "batch_names",
+    "batch_size_of",
+    "blocking_copies",
+    "bool_value",
+    "bound_names",
     "build",
+    "contains",
+    "cpu_loader",
+    "cpu_loop",
+    "derived_from_batch",
+    "device_move",
+    "dotted_name",
+    "fine_tuned",
+    "heavy_training",
+    "hf_trainer",
+    "host_read",
+    "int_value",
+    "is_none",
+    "is_periodic",
+    "keyword",
+    "left_on_host",
+    "legacy_read",
+    "legacy_reads",
+    "lightning",
+    "losses",
+    "millions",
+    "names_read",
+    "names_tested",
+    "numpy_value",
+    "opaque",
+    "packed_lengths",
+    "positional",
+    "read_inside",
+    "read_right_after",
+    "runs_once",
+    "step_regions",
+    "str_value",
+    "tiny_batches",
+    "toy",
+    "trained_on",
+    "typed_copies",
+    "unmoved_batch_tensors",
 ]
 
 # Where the names above live (`Settings`: torchlint.settings), looked up in this order.
-_SOURCES = ("lattice", "loaders", "models", "module", "scopes", "syntax", "values")
+_SOURCES = (
+    "lattice",
+    "loaders",
+    "models",
+    "module",
+    "scopes",
+    "syntax",
+    "values",
+    "batches",
+    "flow",
+    "frameworks",
+    "gradients",
+    "loops",
+    "networks",
+    "sizes",
+    "threads",
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -66,6 +66,10 @@ class TorchModule:
         self.scope: Scope = facts.scope
         self.calls: list[CallSite] = facts.calls
         self.loops: list[Loop] = facts.loops
+        # In source order: every binding; `a.b.c = v`; `x[key] = v` (v None for `+=`).
+        self.all_bindings: list[Binding] = facts.bindings
+        self.attribute_stores = facts.attribute_stores
+        self.item_stores = facts.item_stores
         self.functions = Functions(facts, env, settings.knowledge)
         self.values = Values(facts, self.functions)
         self.threads = Threads(facts, self.functions)
