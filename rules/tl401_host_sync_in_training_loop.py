@@ -19,6 +19,10 @@ PyTorch-Ignite, the process function of an `Engine` that trains (`return loss.it
 read by its handlers). Not reported: calls under a periodic condition (`if step % 100 ==
 0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch is
 fine), `y.cpu()` of a batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a
+read of a tensor built on the CPU on purpose (`torch.zeros((), device="cpu")`,
+`torch.from_numpy(...)`, what a method or `+=` keeps there), a helper's read of a
+parameter every call of the file feeds a Python number (a logger's `if isinstance(v,
+Tensor): v = v.item()` given the learning rate), a
 call in a branch for another backend (`if device.type == "mps":`, `mps = "mps" in
 device.type; if mps:`, a CPU-only branch: not the CUDA path), a call in a branch that ends
 the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss):
@@ -133,12 +137,13 @@ from torchlint.semantic import (
     CallSite,
     Kind,
     Loop,
-    ModelSite,
     Placed,
     TorchModule,
     contains,
     cpu_loop,
+    cpu_tensor,
     dotted_name,
+    fed_numbers,
     is_periodic,
     left_on_host,
     legacy_read,
@@ -147,6 +152,7 @@ from torchlint.semantic import (
     names_tested,
     numpy_value,
     packed_lengths,
+    per_step_functions,
     read_inside,
     runs_once,
 )
@@ -250,10 +256,14 @@ class HostSyncInTrainingLoop(Rule):
         yield from self._step_functions(module, seen)
 
     def _step_functions(self, module: TorchModule, seen: set[int]) -> Iterator[Diagnostic]:
-        """Syncs in the functions run every step (`_per_step_functions`)."""
+        """Syncs in the functions run every step (`per_step_functions`)."""
         logged = _logged_items(module)
         steps, ignite = module.frameworks.training_steps, module.frameworks.ignite_steps
-        for function, why in _per_step_functions(module).items():
+
+        def syncs(function: cst.FunctionDef) -> bool:  # what another file is asked about
+            return any(_sync(module, c, set()) for c in module.training.calls_in(function))
+
+        for function, why in per_step_functions(module, syncs).items():
             # the names a `training_step` returns: the loss Lightning backpropagates
             tensors = module.functions.returned_names(function) if function in steps else set()
             output = module.frameworks.ignite_output(function) if function in ignite else set()
@@ -265,6 +275,10 @@ class HostSyncInTrainingLoop(Rule):
                         continue  # the engine's output: its handlers read it every iteration
                     if any(contains(if_.test, node) for if_ in placed.ctx.ifs):
                         continue  # needed on the host to decide what runs next
+                    if isinstance(placed, CallSite) and fed_numbers(
+                        module, placed.receiver, placed.scope
+                    ):
+                        continue  # every caller passes a number: nothing to wait for
                     if isinstance(placed, CallSite) and module.runs.returned_to_tests(
                         function, placed
                     ):
@@ -395,6 +409,8 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
             return None  # not the tensor method (`arr.item(0)`, `x.cpu(memory_format)`)
         if numpy_value(module, call.receiver, call.scope) or read_inside(call.receiver):
             return None
+        if cpu_tensor(module, call.receiver, call.scope):
+            return None
         if packed_lengths(module, call):
             return None  # `pack_padded_sequence` wants its lengths on the CPU
         return f"`.{method}()`"
@@ -422,45 +438,6 @@ def _decides(call: CallSite, tested: set[str]) -> bool:
             if targets & tested:
                 return True
     return False
-
-
-def _per_step_functions(module: TorchModule) -> dict[cst.FunctionDef, str]:
-    """Functions of this file that run on every training step: those a step loop calls
-    (not under a periodic condition), the `forward` of the networks it trains, Lightning's
-    `training_step` and the functions it calls."""
-    found: dict[cst.FunctionDef, str] = {}
-    ignite = module.frameworks.ignite_steps
-    for step in module.frameworks.training_steps:
-        by = "ignite's process function" if step in ignite else "Lightning's `training_step`"
-        found.setdefault(step, f"{by}, run every step")
-        for call in module.training.calls_in(step):
-            target = module.functions.target(call)
-            if target is not None and target.function is not step and not is_periodic(call):
-                found.setdefault(target.function, f"called by {by}, every step")
-    for function in module.functions.named():  # called per step by another file
-        name = module.functions.local_name(function)
-        if name is None or function in found:
-            continue
-        if not any(_sync(module, c, set()) for c in module.training.calls_in(function)):
-            continue  # nothing to report in it: not asked (its answer would not matter)
-        where = module.env.stepped(name)
-        if where is not None:
-            found[function] = f"called every training step from {where}"
-    for loop in module.step_loops:
-        for call in loop.calls:
-            target = module.functions.target(call)
-            if target is not None and not is_periodic(call):
-                found.setdefault(target.function, "called every training step")
-            site = module.model_called(call)
-            if not isinstance(site, ModelSite) or not site.is_network:
-                continue
-            cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)
-            forward = cls.member("forward") if cls is not None else None
-            binding = forward.only(Kind.DEF) if forward is not None else None
-            if binding is not None:
-                assert isinstance(binding.node, cst.FunctionDef)
-                found.setdefault(binding.node, "the forward pass of a network trained every step")
-    return found
 
 
 def _forced(call: CallSite) -> bool:

@@ -48,7 +48,7 @@ SEMANTIC_ORDER = [
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",
-    "batches", "sizes", "flow", "gradients",
+    "batches", "sizes", "host", "flow", "gradients",
     "exports",
 ]  # fmt: skip
 

@@ -9,7 +9,7 @@ functions (calls between the file's functions) -> values (constants, origins) ->
 (what reaches a loop) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where
 and how often code runs) -> placement (where the file puts work) -> workload (precision,
 size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
-in loader loops) -> sizes (batch sizes) -> flow (a step's data flow) -> gradients
+in loader loops) -> sizes (batch sizes) -> host (what the host holds) -> flow (a step's data flow) -> gradients
 (frozen networks) -> exports (a file's summary).
 docs/semantic.md says more. The names below are what rules read: a rule imports them
 from here, never from a submodule (tests/test_layers.py). They are loaded on first use
@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         batch_copies,
         batch_names,
         blocking_copies,
-        cpu_loader,
-        cpu_loop,
         derived_from_batch,
         device_move,
         host_read,
@@ -46,10 +44,12 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         legacy_read,
         legacy_reads,
         losses,
+        per_step_functions,
         step_regions,
     )
     from torchlint.semantic.frameworks import hf_trainer, lightning, opaque
     from torchlint.semantic.gradients import Frozen
+    from torchlint.semantic.host import cpu_loader, cpu_loop, cpu_tensor, fed_numbers
     from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
     from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
     from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
@@ -136,9 +136,11 @@ __all__ = [
     "contains",
     "cpu_loader",
     "cpu_loop",
+    "cpu_tensor",
     "derived_from_batch",
     "device_move",
     "dotted_name",
+    "fed_numbers",
     "fine_tuned",
     "heavy_training",
     "hf_trainer",
@@ -158,6 +160,7 @@ __all__ = [
     "numpy_value",
     "opaque",
     "packed_lengths",
+    "per_step_functions",
     "positional",
     "read_inside",
     "read_right_after",
@@ -184,6 +187,7 @@ _SOURCES = (
     "flow",
     "frameworks",
     "gradients",
+    "host",
     "loops",
     "networks",
     "sizes",

@@ -11,7 +11,6 @@ import libcst as cst
 from torchlint.semantic.builder import COMPREHENSIONS
 from torchlint.semantic.functions import WRAPPERS
 from torchlint.semantic.lattice import ModelKind
-from torchlint.semantic.loaders import DataLoaderSite
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model
 from torchlint.semantic.module import TorchModule
@@ -249,29 +248,6 @@ def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
         if found is not None and not found.is_cpu:
             out.append(call)
     return out
-
-
-def cpu_loop(module: TorchModule, loop: Loop) -> bool:
-    """The loop runs on the CPU: every network it calls is built in this file and kept
-    there (`Placement.kept_on_cpu`), and it copies none of its batches to a device."""
-    calls = module.network_calls(loop)
-    if not calls or batch_copies(module, loop) or typed_copies(module, loop):
-        return False
-    sites = [module.model_called(c) for c in calls]
-    return all(s is not None and module.placement.kept_on_cpu(s) for s in sites)
-
-
-def cpu_loader(module: TorchModule, loader: DataLoaderSite) -> bool:
-    """Every pass over the loader runs on the CPU (`cpu_loop`), here and in the project's
-    other files (`Uses.cpu`), and no framework takes its batches: pinning it or keeping
-    its workers feeds no GPU."""
-    outside = loader.outside
-    return (
-        bool(loader.loops or outside)
-        and not loader.trained_by_framework
-        and (outside is None or outside.cpu)
-        and all(cpu_loop(module, loop) for loop in loader.loops)
-    )
 
 
 def host_read(module: TorchModule, loop: Loop) -> CallSite | None:

@@ -11,10 +11,10 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchlint.semantic.batches import cpu_loop
 from torchlint.semantic.datasets import ITERABLE_DATASET
 from torchlint.semantic.external import Call, Class, Dataset, Function, Global, Summary, Uses
 from torchlint.semantic.gradients import freezes
+from torchlint.semantic.host import cpu_loop
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic

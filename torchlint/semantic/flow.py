@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchlint.semantic.loops import Placed
+from torchlint.semantic.loops import Placed, is_periodic
+from torchlint.semantic.models import ModelSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import Binding, CallSite
+from torchlint.semantic.scopes import Binding, CallSite, Kind
 from torchlint.semantic.syntax import dotted_name, int_value, target_names
 from torchlint.text.walk import children, descendants
 
@@ -188,3 +189,46 @@ def legacy_read(node: cst.CSTNode, scalars: set[str]) -> bool:
         and isinstance(data.value, cst.Name)
         and data.value.value in scalars
     )
+
+
+def per_step_functions(
+    module: TorchModule, worth_asking: Callable[[cst.FunctionDef], bool]
+) -> dict[cst.FunctionDef, str]:
+    """Functions of this file that run on every training step, with why: those a step loop
+    calls (not under a periodic condition), the `forward` of the networks it trains,
+    Lightning's `training_step` and ignite's process function and the functions they call,
+    and those another file calls every step (asked of the project only for the functions
+    `worth_asking` says a rule would report in)."""
+    found: dict[cst.FunctionDef, str] = {}
+    ignite = module.frameworks.ignite_steps
+    for step in module.frameworks.training_steps:
+        by = "ignite's process function" if step in ignite else "Lightning's `training_step`"
+        found.setdefault(step, f"{by}, run every step")
+        for call in module.training.calls_in(step):
+            target = module.functions.target(call)
+            if target is not None and target.function is not step and not is_periodic(call):
+                found.setdefault(target.function, f"called by {by}, every step")
+    for function in module.functions.named():  # called per step by another file
+        name = module.functions.local_name(function)
+        if name is None or function in found:
+            continue
+        if not worth_asking(function):
+            continue  # its answer would not matter: not asked
+        where = module.env.stepped(name)
+        if where is not None:
+            found[function] = f"called every training step from {where}"
+    for loop in module.step_loops:
+        for call in loop.calls:
+            target = module.functions.target(call)
+            if target is not None and not is_periodic(call):
+                found.setdefault(target.function, "called every training step")
+            site = module.model_called(call)
+            if not isinstance(site, ModelSite) or not site.is_network:
+                continue
+            cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)
+            forward = cls.member("forward") if cls is not None else None
+            binding = forward.only(Kind.DEF) if forward is not None else None
+            if binding is not None:
+                assert isinstance(binding.node, cst.FunctionDef)
+                found.setdefault(binding.node, "the forward pass of a network trained every step")
+    return found

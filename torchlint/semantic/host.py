@@ -1,0 +1,109 @@
+"""What the host already holds: tensors the file builds on the CPU on purpose, parameters
+fed Python numbers, and the loops of a GPU program that run on the CPU (the CPU half of
+a notebook). Reading such a value waits for no GPU."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.semantic.batches import batch_copies, numpy_value, typed_copies
+from torchlint.semantic.loaders import DataLoaderSite
+from torchlint.semantic.module import TorchModule
+from torchlint.semantic.scopes import Kind, Loop, Scope
+from torchlint.semantic.syntax import MISSING, keyword
+
+
+def cpu_loop(module: TorchModule, loop: Loop) -> bool:
+    """The loop runs on the CPU: every network it calls is built in this file and kept
+    there (`Placement.kept_on_cpu`), and it copies none of its batches to a device."""
+    calls = module.network_calls(loop)
+    if not calls or batch_copies(module, loop) or typed_copies(module, loop):
+        return False
+    sites = [module.model_called(c) for c in calls]
+    return all(s is not None and module.placement.kept_on_cpu(s) for s in sites)
+
+
+def cpu_loader(module: TorchModule, loader: DataLoaderSite) -> bool:
+    """Every pass over the loader runs on the CPU (`cpu_loop`), here and in the project's
+    other files (`Uses.cpu`), and no framework takes its batches: pinning it or keeping
+    its workers feeds no GPU."""
+    outside = loader.outside
+    return (
+        bool(loader.loops or outside)
+        and not loader.trained_by_framework
+        and (outside is None or outside.cpu)
+        and all(cpu_loop(module, loop) for loop in loader.loops)
+    )
+
+
+# Torch factories that build a tensor where `device=` says (the CPU without one).
+FACTORIES = frozenset(
+    f"torch.{n}"
+    for n in ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "tensor")
+)
+FROM_NUMPY = "torch.from_numpy"
+MOVES = frozenset({"to", "cuda", "type", "type_as", "new_tensor", "copy_"})
+
+
+def cpu_tensor(module: TorchModule, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """A tensor the file builds on the CPU on purpose: a torch factory given
+    `device="cpu"` (`torch.zeros((), device="cpu")`) or `torch.from_numpy(...)`, what a
+    method or an index of one gives (`.sum()`, `[0]`; not a move), or a name every
+    assignment of which is one (`+=` keeps it there). Its `.item()` waits for no GPU."""
+    while isinstance(node, (cst.Call, cst.Subscript)) and depth < MAX_CPU_DEPTH:
+        func = node.func if isinstance(node, cst.Call) else None
+        if func is not None and module.resolve(func, scope) in (*FACTORIES, FROM_NUMPY):
+            break
+        if isinstance(func, cst.Attribute) and func.attr.value not in MOVES:
+            node = func.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        else:
+            break
+    if isinstance(node, cst.Call):
+        qualname = module.resolve(node.func, scope)
+        if qualname == FROM_NUMPY:
+            return True
+        device = keyword(node, "device")
+        if qualname not in FACTORIES or device is MISSING:
+            return False
+        found = module.devices.classify(device, scope)
+        return found is not None and found.is_cpu
+    symbol = scope.lookup(node.value) if isinstance(node, cst.Name) else None
+    if symbol is None or depth >= MAX_CPU_DEPTH:
+        return False
+    assigned = [b for b in symbol.bindings if b.kind is not Kind.AUGASSIGN]
+    return bool(assigned) and all(
+        b.kind is Kind.ASSIGN
+        and b.value is not None
+        and cpu_tensor(module, b.value, b.ctx.scope, depth + 1)
+        for b in assigned
+    )
+
+
+MAX_CPU_DEPTH = 8
+
+
+def fed_numbers(module: TorchModule, node: cst.BaseExpression | None, scope: Scope) -> bool:
+    """`node` is a parameter every call of its function (all in this file) passes a Python
+    number: a literal, `float(...)`, `len(...)`, an `.item()`, an optimizer's learning rate
+    (`opt.param_groups[0]["lr"]`), a NumPy value. A logger's `if isinstance(v, Tensor):
+    v = v.item()` then never runs on a tensor."""
+    symbol = scope.lookup(node.value) if isinstance(node, cst.Name) else None
+    params = [b for b in symbol.bindings if b.kind is Kind.PARAM] if symbol else []
+    param = params[0] if params else None
+    passed = module.functions.arguments(param) if param is not None else None
+    return bool(passed) and all(_number(module, v, where) for v, where in passed or ())
+
+
+def _number(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float)) or numpy_value(module, node, scope):
+        return True
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value in ("item", "get_last_lr")
+        return module.resolve(func, scope) in ("len", "round", "abs")
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return isinstance(node, cst.Attribute) and node.attr.value == "param_groups"
