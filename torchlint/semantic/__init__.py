@@ -9,8 +9,8 @@ functions (calls between the file's functions) -> values (constants, origins) ->
 (what reaches a loop) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where
 and how often code runs) -> placement (where the file puts work) -> workload (precision,
 size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
-in loader loops) -> sizes (batch sizes) -> host (what the host holds) -> flow (a step's data flow) -> gradients
-(frozen networks) -> exports (a file's summary).
+in loader loops) -> sizes (batch sizes) -> host (what the host holds) -> flow (a step's
+data flow) -> gradients (frozen networks) -> exports (a file's summary).
 docs/semantic.md says more. The names below are what rules read: a rule imports them
 from here, never from a submodule (tests/test_layers.py). They are loaded on first use
 (`import torchlint.semantic.external` imports no libcst)."""
