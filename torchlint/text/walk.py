@@ -189,10 +189,13 @@ def _walkable(kind: type[cst.CSTVisitor], hooks: set[str]) -> bool:
 
 
 _Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...]]
+# What the walk does at a node of no hook and no child fields, or at a value that is no
+# node (None, a string): nothing, so it is not called there.
+_NOTHING: _Entry = (None, None, ())
 
 
 class _Walk:
-    """One walk: the visitor's hooks of each node class, looked up once. (A method, not a
+    """One walk: the visitor's hooks of each class met, looked up once. (A method, not a
     closure calling itself: that closure would be a reference cycle holding the visitor,
     and all it recorded, until the cyclic collector came by.)"""
 
@@ -205,30 +208,32 @@ class _Walk:
 
     def entry(self, cls: type) -> _Entry:
         name, hooks = cls.__name__, self.hooks
-        result = self.table[cls] = (
-            getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
-            getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
-            child_fields(cls),
-        )
+        result = _NOTHING
+        if issubclass(cls, cst.CSTNode):
+            result = (
+                getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
+                getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
+                child_fields(cls),
+            )
+        self.table[cls] = result
         return result
 
-    def go(self, n: cst.CSTNode) -> None:
-        cls = n.__class__
-        visit, leave, fields = self.table.get(cls) or self.entry(cls)
+    def go(self, n: cst.CSTNode, entry: _Entry) -> None:
+        visit, leave, fields = entry
         if visit is None or visit(n) is not False:
-            node_classes = _is_node
+            table = self.table
             for f in fields:
                 child = getattr(n, f)
                 kind = child.__class__
                 if kind is tuple or kind is list:
                     for c in child:
-                        known = node_classes.get(c.__class__)
-                        if known or (known is None and is_node(c)):
-                            self.go(c)
+                        found = table.get(c.__class__) or self.entry(c.__class__)
+                        if found is not _NOTHING:
+                            self.go(c, found)
                 else:
-                    known = node_classes.get(kind)
-                    if known or (known is None and is_node(child)):
-                        self.go(child)
+                    found = table.get(kind) or self.entry(kind)
+                    if found is not _NOTHING:
+                        self.go(child, found)
         if leave is not None:
             leave(n)
 
@@ -239,4 +244,5 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     if not _walkable(type(visitor), hooks):
         node.visit(visitor)
         return
-    _Walk(visitor, hooks).go(node)
+    walking = _Walk(visitor, hooks)
+    walking.go(node, walking.entry(type(node)))
