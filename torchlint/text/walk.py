@@ -188,10 +188,11 @@ def _walkable(kind: type[cst.CSTVisitor], hooks: set[str]) -> bool:
     return True
 
 
-_Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...]]
-# What the walk does at a node of no hook and no child fields, or at a value that is no
-# node (None, a string): nothing, so it is not called there.
-_NOTHING: _Entry = (None, None, ())
+_Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...] | None]
+# A node of no child fields and no `leave_` hook is a leaf: its `visit_` hook, if any,
+# is called without walking it (fields None). Nothing is done at a leaf without a hook,
+# or at a value that is no node (None, a string).
+_NOTHING: _Entry = (None, None, None)
 
 
 class _Walk:
@@ -207,14 +208,16 @@ class _Walk:
         self.table: dict[type, _Entry] = {}
 
     def entry(self, cls: type) -> _Entry:
-        name, hooks = cls.__name__, self.hooks
         result = _NOTHING
         if issubclass(cls, cst.CSTNode):
-            result = (
-                getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
-                getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
-                child_fields(cls),
-            )
+            name, hooks = cls.__name__, self.hooks
+            visit = getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None
+            leave = getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None
+            fields = child_fields(cls)
+            if leave is None and not fields:
+                result = _NOTHING if visit is None else (visit, None, None)  # (a leaf)
+            else:
+                result = (visit, leave, fields)
         self.table[cls] = result
         return result
 
@@ -222,18 +225,22 @@ class _Walk:
         visit, leave, fields = entry
         if visit is None or visit(n) is not False:
             table = self.table
-            for f in fields:
+            for f in fields or ():  # (a leaf walked from: `walk` of a Name)
                 child = getattr(n, f)
                 kind = child.__class__
                 if kind is tuple or kind is list:
                     for c in child:
                         found = table.get(c.__class__) or self.entry(c.__class__)
-                        if found is not _NOTHING:
+                        if found[2] is not None:
                             self.go(c, found)
+                        elif found[0] is not None:
+                            found[0](c)
                 else:
                     found = table.get(kind) or self.entry(kind)
-                    if found is not _NOTHING:
+                    if found[2] is not None:
                         self.go(child, found)
+                    elif found[0] is not None:
+                        found[0](child)
         if leave is not None:
             leave(n)
 
