@@ -131,8 +131,8 @@ class BiasBeforeBatchNorm(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         layers = module.calls_to(*LAYERS)
-        if not layers:
-            return
+        if not layers or not module.calls_to(*AFTER_CONVOLUTION):
+            return  # (no normalization for a layer to feed)
         site_of = module.functions.site
         pairs = [*_in_sequences(module, layers, site_of), *_in_forward(module, site_of)]
         reported: set[int] = set()

@@ -75,8 +75,13 @@ class TokenizerPadsToMaxLength(Rule):
     tokens = ("max_length", "batch_size=None")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.imports_any("torch_xla") or _tests_xla(module):
-            return
+        found = [*self._fixed(module), *self._whole_dataset(module)]
+        # (the whole tree is searched for XLA only where there is something to report)
+        if found and not module.imports_any("torch_xla") and not _tests_xla(module):
+            yield from found
+
+    def _fixed(self, module: TorchModule) -> Iterator[Diagnostic]:
+        """Tokenizer calls that pad every sample to a fixed length."""
         for call in module.calls:
             fixed = _fixed_length(module, call)  # read the keywords before the tokenizer
             if fixed is None or not _tokenizer(module, call):
@@ -92,7 +97,6 @@ class TokenizerPadsToMaxLength(Rule):
                 + (f" (low impact: sequences of at most {SHORT} tokens)" if short else ""),
                 impact=Impact.LOW if short else Impact.HIGH,
             )
-        yield from self._whole_dataset(module)
 
     def _whole_dataset(self, module: TorchModule) -> Iterator[Diagnostic]:
         """`ds.map(tokenize, batched=True, batch_size=None)` where `tokenize` pads."""

@@ -207,12 +207,15 @@ class Models:
             for b in self.facts.bindings
             if b.kind is Kind.ASSIGN and (b.value or self._handed(b))
         ]
+        bases: dict[int, cst.BaseExpression] = {}  # id(binding) -> its value unwrapped
         for _ in range(2):  # a second pass for aliases of models built later in the text
             for b, value in assignments:
                 assert value is not None
-                if id(b.symbol) in self._by_symbol and self._by_symbol[id(b.symbol)]:
+                if self._by_symbol.get(id(b.symbol)):
                     continue
-                base, _ = self._unwrap(value, b.ctx.scope)
+                base = bases.get(id(b))
+                if base is None:
+                    base = bases[id(b)] = self._unwrap(value, b.ctx.scope)[0]
                 site = self._site_of(base, b)
                 if site is not None:
                     self._hold(site, b.symbol)

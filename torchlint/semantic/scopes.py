@@ -106,10 +106,15 @@ class Symbol:
     def imported(self) -> str | None:
         """The qualified name when every binding imports the same thing; fallback
         assignments (`except ImportError: tqdm = None`) do not count against it."""
-        found = {b.qualname for b in self.bindings if b.kind is Kind.IMPORT}
-        if len(found) != 1 or any(b.kind in (Kind.DEF, Kind.CLASS) for b in self.bindings):
-            return None
-        return found.pop()
+        found: list[str | None] = []  # (a loop: this runs for most names resolved)
+        for b in self.bindings:
+            if b.kind is Kind.IMPORT:
+                if found and b.qualname != found[0]:
+                    return None
+                found = [b.qualname]
+            elif b.kind is Kind.DEF or b.kind is Kind.CLASS:
+                return None
+        return found[0] if found else None
 
     def only(self, *kinds: Kind) -> Binding | None:
         """The single binding of the symbol when it is of one of `kinds`."""
@@ -201,9 +206,9 @@ class Scope:
         """The symbol of a name, of `self.attr` in a method (an attribute set on instances,
         a class attribute or a method, through the file's base classes), or of `x.attr`
         where `x.attr` is assigned in the file (`args.device = ...`)."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:  # (by class: see `dotted_name`)
             return self.lookup(node.value)
-        if not isinstance(node, cst.Attribute):
+        if type(node) is not cst.Attribute:
             return None
         owner = self.owner(node.value)
         return owner.member(node.attr.value) if owner is not None else None
@@ -211,7 +216,7 @@ class Scope:
     def owner(self, node: cst.CSTNode) -> Symbol | Scope | None:
         """What holds the attributes of `node`: the class scope for the instance parameter
         of a method (`self`), the symbol for other names and attribute chains."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             symbol = self.lookup(node.value)
             if symbol is None:
                 return None
@@ -223,7 +228,7 @@ class Scope:
             ):
                 return where.class_scope
             return symbol
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             owner = self.owner(node.value)
             return owner.member(node.attr.value) if owner is not None else None
         return None
@@ -248,15 +253,20 @@ class Scope:
     def resolve(self, node: cst.CSTNode) -> str | None:
         """The canonical qualified name of a Name/Attribute chain through imports
         (`nn.Linear` -> `torch.nn.Linear`), a builtin's own name (`float`), else None."""
-        dotted = dotted_name(node)
-        if dotted is None:
+        first = node
+        while type(first) is cst.Attribute:  # (the name first: most resolve to nothing)
+            first = first.value
+        if type(first) is not cst.Name:
             return None
-        head, _, rest = dotted.partition(".")
+        head = first.value
         symbol = self.lookup(head)
         target = symbol.imported if symbol is not None else head if head in BUILTINS else None
         if target is None:
             return None
-        return canonical(f"{target}.{rest}" if rest else target)
+        if first is node:
+            return canonical(target)
+        rest = (dotted_name(node) or "").partition(".")[2]
+        return canonical(f"{target}.{rest}")
 
 
 def bindings(node: cst.CSTNode, scope: Scope) -> list[Binding]:

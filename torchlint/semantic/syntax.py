@@ -26,11 +26,15 @@ HOST_READS = frozenset({"item", "tolist", "cpu", "numpy"})
 
 def dotted_name(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    # (By class, not `isinstance`: neither class has subclasses, and an `isinstance` that
+    # fails goes through the ABC machinery; this runs for most expressions read.)
+    if type(node) is cst.Name:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))

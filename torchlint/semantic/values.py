@@ -47,6 +47,7 @@ HANDING_BACK = {
     "lightning.fabric.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
     "lightning_fabric.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
 }
+HANDING_BACK_METHODS = frozenset().union(*HANDING_BACK.values())
 FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}
 
 
@@ -422,9 +423,7 @@ class Values:
         self, call: cst.Call, scope: Scope, element: int | None
     ) -> cst.BaseExpression | None:
         func = call.func
-        if not isinstance(func, cst.Attribute) or not any(
-            func.attr.value in methods for methods in HANDING_BACK.values()
-        ):
+        if type(func) is not cst.Attribute or func.attr.value not in HANDING_BACK_METHODS:
             return None
         owners = {
             scope_.resolve(value.func)

@@ -188,11 +188,15 @@ def _walkable(kind: type[cst.CSTVisitor], hooks: set[str]) -> bool:
     return True
 
 
-_Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...]]
+_Entry = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None, tuple[str, ...] | None]
+# A node of no child fields and no `leave_` hook is a leaf: its `visit_` hook, if any,
+# is called without walking it (fields None). Nothing is done at a leaf without a hook,
+# or at a value that is no node (None, a string).
+_NOTHING: _Entry = (None, None, None)
 
 
 class _Walk:
-    """One walk: the visitor's hooks of each node class, looked up once. (A method, not a
+    """One walk: the visitor's hooks of each class met, looked up once. (A method, not a
     closure calling itself: that closure would be a reference cycle holding the visitor,
     and all it recorded, until the cyclic collector came by.)"""
 
@@ -204,31 +208,39 @@ class _Walk:
         self.table: dict[type, _Entry] = {}
 
     def entry(self, cls: type) -> _Entry:
-        name, hooks = cls.__name__, self.hooks
-        result = self.table[cls] = (
-            getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None,
-            getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None,
-            child_fields(cls),
-        )
+        result = _NOTHING
+        if issubclass(cls, cst.CSTNode):
+            name, hooks = cls.__name__, self.hooks
+            visit = getattr(self.visitor, f"visit_{name}") if f"visit_{name}" in hooks else None
+            leave = getattr(self.visitor, f"leave_{name}") if f"leave_{name}" in hooks else None
+            fields = child_fields(cls)
+            if leave is None and not fields:
+                result = _NOTHING if visit is None else (visit, None, None)  # (a leaf)
+            else:
+                result = (visit, leave, fields)
+        self.table[cls] = result
         return result
 
-    def go(self, n: cst.CSTNode) -> None:
-        cls = n.__class__
-        visit, leave, fields = self.table.get(cls) or self.entry(cls)
+    def go(self, n: cst.CSTNode, entry: _Entry) -> None:
+        visit, leave, fields = entry
         if visit is None or visit(n) is not False:
-            node_classes = _is_node
-            for f in fields:
+            table = self.table
+            for f in fields or ():  # (a leaf walked from: `walk` of a Name)
                 child = getattr(n, f)
                 kind = child.__class__
                 if kind is tuple or kind is list:
                     for c in child:
-                        known = node_classes.get(c.__class__)
-                        if known or (known is None and is_node(c)):
-                            self.go(c)
+                        found = table.get(c.__class__) or self.entry(c.__class__)
+                        if found[2] is not None:
+                            self.go(c, found)
+                        elif found[0] is not None:
+                            found[0](c)
                 else:
-                    known = node_classes.get(kind)
-                    if known or (known is None and is_node(child)):
-                        self.go(child)
+                    found = table.get(kind) or self.entry(kind)
+                    if found[2] is not None:
+                        self.go(child, found)
+                    elif found[0] is not None:
+                        found[0](child)
         if leave is not None:
             leave(n)
 
@@ -239,4 +251,5 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     if not _walkable(type(visitor), hooks):
         node.visit(visitor)
         return
-    _Walk(visitor, hooks).go(node)
+    walking = _Walk(visitor, hooks)
+    walking.go(node, walking.entry(type(node)))
