@@ -80,7 +80,7 @@ batch, whose copy takes microseconds).
 Unknown device: silent, as the rule reports only in files that use a GPU (see TL201);
 with a device that cannot be named there may be no host-to-device copy for pinned memory
 to speed up. Silent too for a loader every pass over which runs on the CPU, in this file
-and in the project's others (networks never moved off the CPU, batches never copied:
+and in the project's others (networks moved to the CPU and nowhere else, batches never copied:
 the CPU half of a notebook).
 
 Sources: PyTorch Performance Tuning Guide; CUDA semantics notes, "Use pinned memory

@@ -67,7 +67,7 @@ Unknown device: reported in files that use a GPU, and where a step loop moves it
 batches to a device its function receives (training code for an accelerator, whose
 restart the GPU waits for); in a file that names no device the restarts cost CPU time
 only, and the advice there is to drop the workers of an in-memory dataset: silent; so
-for a loader every pass over which runs on the CPU (networks never moved off the CPU,
+for a loader every pass over which runs on the CPU (networks moved to the CPU and nowhere else,
 batches never copied: the CPU half of a notebook), here or in the project's other files.
 
 Sources: torch.utils.data docs ("persistent_workers"); PyTorch Lightning's

@@ -35,7 +35,7 @@ no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=
 One finding per statement (a progress `print` of several values is one sync). Only files
 that use a GPU are checked (on the CPU there is nothing to wait for); a device from
 `torch.accelerator` counts. A loop that runs on the CPU in such a file (its networks
-built here and never moved off the CPU, its batches never copied: the CPU half of a
+built here and moved to the CPU, nowhere else, its batches never copied: the CPU half of a
 notebook that moves to the GPU later) is left alone. Also, in evaluation loops (a
 network run over a loader's batches with no backward pass, outside any training step,
 under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:

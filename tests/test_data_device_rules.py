@@ -141,9 +141,11 @@ def test_explicit_pin_memory_false_in_a_cpu_only_file():
     assert lint("TL202", source) == []
     # With a GPU: the training loader is reported; `unpinned` feeds no training loop.
     assert lint("TL202", source.replace("nn.Linear(8, 1)", "nn.Linear(8, 1).cuda()")) == [7]
-    # A GPU named in the file, the network kept on the CPU: its loop feeds no GPU.
+    # A GPU named in the file: the network forgotten on the CPU is reported (TL102's
+    # case), the one moved to the CPU on purpose is not (its loop feeds no GPU).
     named = source.replace("import torch.nn as nn", "import torch.nn as nn; model_device = 'cuda'")
-    assert lint("TL202", named) == []
+    assert lint("TL202", named) == [7]
+    assert lint("TL202", named.replace("nn.Linear(8, 1)", "nn.Linear(8, 1).to('cpu')")) == []
 
 
 SMALL_BATCH = """

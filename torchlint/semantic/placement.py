@@ -143,13 +143,16 @@ class Placement:
         return self.env.uses(f"@{site.index}") if isinstance(site, ModelSite) else None
 
     def kept_on_cpu(self, site: Model) -> bool:
-        """A model built here that stays on the CPU: every move of it goes to the CPU
-        (or there is none), no other file of the project uses it, and no framework owns
-        the file's devices. A notebook that trains on the CPU first and on the GPU later
-        has such a model in its first half."""
+        """A model built here and kept on the CPU on purpose: moved there (`.to("cpu")`,
+        `.to(device)` of a CPU device) and nowhere else, used by no other file of the
+        project, in a file no framework owns the devices of. A notebook that trains on the
+        CPU first and on the GPU later has such a model in its first half; a model never
+        moved is one forgotten on the CPU (TL102), not kept there."""
         if not isinstance(site, ModelSite) or site.external is not None or self.managed:
             return False
-        if any((d := self.devices.move(m)) is None or not d.is_cpu for m in site.moves):
+        if not site.moves or any(
+            (d := self.devices.move(m)) is None or not d.is_cpu for m in site.moves
+        ):
             return False
         uses = self.model_uses(site)
         return uses is None or not uses.gpu
