@@ -76,7 +76,9 @@ code for PyTorch 0.3 (`loss.data[0]` in the loop), which must be ported first.
 
 Unknown device: silent, as only a model moved to a GPU is checked; a device that cannot
 be named may be the CPU, where the fix's `torch.autocast("cuda")` only warns and the
-loop gains nothing.
+loop gains nothing. A model kept on the CPU is not checked: moved there and nowhere else,
+or, at a script's or notebook's top level, moved with a `device` name whose value that
+reaches the move is the CPU (`device = "cpu"` in an early cell, `"cuda"` in a later one).
 
 Sources: PyTorch docs, "Automatic Mixed Precision package - torch.amp" and the
 "Automatic Mixed Precision" recipe; PyTorch Performance Tuning Guide, "Use mixed
@@ -152,7 +154,9 @@ class TrainingWithoutMixedPrecision(Rule):
             model_calls = [
                 c
                 for c in module.network_calls(loop)
-                if (site := module.model_called(c)) is not None and module.on_gpu(site)
+                if (site := module.model_called(c)) is not None
+                and module.on_gpu(site)
+                and not module.placement.kept_on_cpu(site)  # the CPU half of a notebook
             ]
             if not model_calls:
                 continue

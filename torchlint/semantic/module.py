@@ -316,16 +316,16 @@ class TorchModule:
     @cached_property
     def trained_on_gpu(self) -> list[ModelSite]:
         """The networks built here that a step loop of this file calls and that are moved
-        to a GPU, in the order the loops call them; then those an ignite engine of the
-        file trains (`frameworks.ignite_models`); then those another file of the project
-        trains on a GPU."""
+        to a GPU (not kept on the CPU), in the order the loops call them; then those an
+        ignite engine of the file trains (`frameworks.ignite_models`); then those another
+        file of the project trains on a GPU."""
         found: dict[int, ModelSite] = {}
         calls = [c for loop in self.step_loops for c in self.network_calls(loop)]
         for call in calls:
             site = self.model_called(call)
             if not isinstance(site, ModelSite) or id(site) in found:
                 continue  # a model built elsewhere is reported where it is built
-            if self.on_gpu(site):
+            if self.on_gpu(site) and not self.placement.kept_on_cpu(site):
                 found[id(site)] = site
         for site in self.frameworks.ignite_networks:
             if isinstance(site, ModelSite) and self.on_gpu(site):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import libcst as cst
+
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.devices import Devices
 from torchlint.semantic.external import Environment, Uses
@@ -14,7 +16,7 @@ from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loaders import Loaders
 from torchlint.semantic.models import Model, Models, ModelSite
-from torchlint.semantic.scopes import Kind
+from torchlint.semantic.scopes import CallSite, Context, Kind
 from torchlint.semantic.syntax import MISSING
 
 # Frameworks that own the device, the samplers and the process group.
@@ -150,12 +152,44 @@ class Placement:
         moved is one forgotten on the CPU (TL102), not kept there."""
         if not isinstance(site, ModelSite) or site.external is not None or self.managed:
             return False
-        if not site.moves or any(
-            (d := self.devices.move(m)) is None or not d.is_cpu for m in site.moves
-        ):
+        if not site.moves or not all(self.to_cpu(m) for m in site.moves):
             return False
         uses = self.model_uses(site)
         return uses is None or not uses.gpu
+
+    def to_cpu(self, move: CallSite) -> bool:
+        """The move goes to the CPU: its device is the CPU on every path, or, at a script's
+        or notebook's top level, the device name's value that reaches it is (`device =
+        "cpu"` in an early cell, `device = "cuda"` in a later one)."""
+        device = self.devices.move(move)
+        if device is not None and device.is_cpu:
+            return True
+        named = self.devices.move_expression(move)
+        reaching = self._reaching(named, move.ctx) if isinstance(named, cst.Name) else None
+        found = self.devices.classify(reaching, move.scope) if reaching is not None else None
+        return found is not None and found.is_cpu
+
+    def _reaching(self, name: cst.Name, where: Context) -> cst.BaseExpression | None:
+        """The value of the last top-level assignment of `name` before the top-level
+        statement holding `where`, at a module's top level where every assignment of the
+        name is a top-level statement (straight-line code: a script, a notebook's cells)."""
+        if where.function is not None or where.scope.parent is not None:
+            return None
+        symbol = where.scope.lookup(name.value)
+        if symbol is None or any(
+            b.kind is not Kind.ASSIGN or b.ctx.ifs or b.ctx.loops or b.ctx.withs
+            for b in symbol.bindings
+        ):
+            return None
+        rank = {id(statement): i for i, statement in enumerate(self.facts.module.body)}
+        at = _top_rank(where, rank)
+        before = [(_top_rank(b.ctx, rank), b.value) for b in symbol.bindings]
+        earlier = [
+            (r, v)
+            for r, v in before
+            if r is not None and v is not None and at is not None and r < at
+        ]
+        return max(earlier, key=lambda found: found[0])[1] if earlier else None
 
     @cached_property
     def runs_without_gpu(self) -> bool:
@@ -186,3 +220,9 @@ class Placement:
             if call.qualname in ("torch.device", "torch.set_default_device"):
                 return True
         return False
+
+
+def _top_rank(ctx: Context, rank: dict[int, int]) -> int | None:
+    """The rank in the module's body of the top-level statement a context sits in."""
+    around = [*(loop.node for loop in ctx.loops), *ctx.withs, *ctx.ifs, ctx.statement]
+    return next((rank[id(n)] for n in around if id(n) in rank), None)
