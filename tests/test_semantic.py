@@ -883,3 +883,28 @@ def test_trained_on_gpu_and_reduced_precision():
     assert not model.reduced_precision
     assert model_of(code + "y = x.to(torch.bfloat16)\n").reduced_precision
     assert model_of(code + "scaler = torch.amp.GradScaler()\n").reduced_precision
+
+
+def test_a_model_is_kept_on_the_cpu_where_the_device_reaching_its_move_is_the_cpu():
+    """At a notebook's top level a move reads the `device` its last assignment before it
+    gave (the CPU in an early cell, CUDA in a later one); a model never moved is forgotten
+    on the CPU, not kept there; a device chosen under a condition is not known."""
+    module = model_of(
+        "import torch\n"
+        "device = torch.device('cpu')\n"
+        "first = torch.nn.Linear(8, 8).to(device)\n"
+        "never = torch.nn.Linear(8, 8)\n"
+        "device = torch.device('cuda')\n"
+        "second = torch.nn.Linear(8, 8).to(device)\n"
+        "if fast:\n"
+        "    chosen = 'cpu'\n"
+        "else:\n"
+        "    chosen = 'cuda'\n"
+        "third = torch.nn.Linear(8, 8).to(chosen)\n"
+    )
+    scope = module.facts.scope
+    kept = {
+        n: module.placement.kept_on_cpu(module.model_of(cst.Name(n), scope))
+        for n in ("first", "never", "second", "third")
+    }
+    assert kept == {"first": True, "never": False, "second": False, "third": False}
