@@ -12,6 +12,7 @@ from torchlint.semantic.datasets import TINY_BATCH
 from torchlint.semantic.loaders import DataLoaderSite, Loader
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
+from torchlint.semantic.networks import NOT_NETWORKS
 from torchlint.semantic.scopes import Kind, Loop, Scope
 from torchlint.semantic.syntax import MISSING, argument, handed_as_is, int_value
 from torchlint.semantic.workload import HEAVY_STEP
@@ -118,10 +119,6 @@ def tiny_batches(module: TorchModule, loaders: list[Loader]) -> str | None:
     return f"batches of at most {-(-largest // 1024)} KB of small images: a copy of microseconds"
 
 
-# What a step's weight reads: Hugging Face classes that are not networks.
-NOT_MODELS = ("Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "Config")
-
-
 def trained_on(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
     """The networks the training loops over the loader call, and those a framework is
     given to train on it (`trainer.fit(model, loader)`)."""
@@ -189,5 +186,5 @@ def _hf_pretrained(qualname: str) -> bool:
     return (
         qualname.endswith(".from_pretrained")
         and head.startswith("transformers")
-        and not name.endswith(NOT_MODELS)
+        and not any(n in name for n in NOT_NETWORKS)
     )
