@@ -29,8 +29,9 @@ ran into one that fails (exit 1 if any, or if the cascade ratio below is over 1.
                          GPU, and scatters the targets).
   persistent-without-workers
                          `persistent_workers=True` added where `num_workers` is not a
-                         positive literal or the NUM_WORKERS constant (`--n_cpu 0` would
-                         then raise ValueError when the loader is built).
+                         positive literal, the NUM_WORKERS constant or the machine's CPU
+                         count (`--n_cpu 0` would then raise ValueError when the loader
+                         is built).
   explicit-arg           an explicit argument the user chose, removed or changed:
                          `zero_grad(set_to_none=False)`.
   autocast-refused       an autocast region added in a file that computes a binary
@@ -190,10 +191,28 @@ def surely_workers(call: ast.Call, tree: ast.Module) -> bool:
 
 
 def positive(value: ast.expr) -> bool:
+    """A positive literal, the NUM_WORKERS constant, the machine's CPU count
+    (`os.cpu_count()`, `multiprocessing.cpu_count()`, `len(os.sched_getaffinity(0))`: at
+    least 1 wherever a DataLoader runs), `max(...)` of one such or `min(...)` of all."""
     if isinstance(value, ast.Constant):
         number = value.value
         return isinstance(number, int) and not isinstance(number, bool) and number > 0
-    return isinstance(value, ast.Name) and value.id == "NUM_WORKERS"
+    if isinstance(value, ast.Name):
+        return value.id == "NUM_WORKERS"
+    if not isinstance(value, ast.Call):
+        return False
+    name = ast.unparse(value.func)
+    if name in CPU_COUNTS:
+        return True
+    if name == "len" and len(value.args) == 1 and isinstance(value.args[0], ast.Call):
+        return ast.unparse(value.args[0].func) == "os.sched_getaffinity"
+    if name in ("max", "min") and value.args:
+        found = [positive(a) for a in value.args]
+        return any(found) if name == "max" else all(found)
+    return False
+
+
+CPU_COUNTS = {"os.cpu_count", "multiprocessing.cpu_count", "psutil.cpu_count"}
 
 
 def spread_workers(tree: ast.Module, names: set[str]) -> list[ast.expr]:
@@ -219,6 +238,8 @@ def spread_workers(tree: ast.Module, names: set[str]) -> list[ast.expr]:
             for key, value in zip(node.value.keys, node.value.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "num_workers":
                     found.append(value)
+        elif isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "dict":
+            found += [k.value for k in node.value.keywords if k.arg == "num_workers"]
     return found
 
 

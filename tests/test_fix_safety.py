@@ -106,6 +106,25 @@ def test_persistent_workers_where_a_spread_dict_holds_the_workers(workers, expec
     assert [k for k, _ in kinds(before, after)] == expected
 
 
+@pytest.mark.parametrize(
+    ("workers", "expected"),
+    [
+        ("os.cpu_count()", []),
+        ("min(8, os.cpu_count())", []),
+        ("len(os.sched_getaffinity(0))", []),
+        ("os.cpu_count() // 2", ["persistent-without-workers"]),  # 0 on one CPU
+    ],
+)
+def test_persistent_workers_beside_the_machines_cpu_count(workers, expected):
+    """As many workers as CPUs is at least one wherever a DataLoader runs (Pytorch-UNet's
+    `loader_args = dict(..., num_workers=os.cpu_count())`); half of them may be none."""
+    code = (
+        "import os\nargs = dict(batch_size=8, num_workers={})\nloader = DataLoader(ds, **args{})\n"
+    )
+    before, after = code.format(workers, ""), code.format(workers, ", persistent_workers=True")
+    assert [k for k, _ in kinds(before, after)] == expected
+
+
 def test_unpicklable_worker_functions():
     guarded = 'if __name__ == "__main__":\n    main()\n'
     code = """\
