@@ -1,7 +1,9 @@
 """TL105 blocking-host-to-device-copy: a pinned batch is copied to the GPU synchronously.
 
-What: in a loop over a DataLoader that pins memory (`pin_memory=True`, or
-`pin_memory=torch.cuda.is_available()`), a `.to(<device>)` or `.cuda()` of a batch
+What: in a loop over a DataLoader that pins memory (`pin_memory=True`,
+`pin_memory=torch.cuda.is_available()`, or a constant, option or environment switch that
+is True by default: yolov5's `PIN_MEMORY = str(os.getenv("PIN_MEMORY", "true")).lower()
+== "true"`), also a DataLoader subclass that takes DataLoader's arguments, a `.to(<device>)` or `.cuda()` of a batch
 (a name bound by the loop target, an item of one such as `batch["x"]`, or a name the
 loop's body binds to such an item first: `images, masks = batch["image"], batch["mask"]`)
 without `non_blocking=`.

@@ -11,7 +11,9 @@ do work on the batches (train, run a network, or hand them to a function of the
 project): a loading demo that looks at a batch and moves on is left alone, as is a
 Lightning Trainer that stops after one epoch (`max_epochs=1`, `fast_dev_run`, a
 `limit_train_batches` of at most 10) or after at most 100 steps (`max_steps`: a demo
-that may not finish its first epoch).
+that may not finish its first epoch). A DataLoader subclass that hands its arguments on
+to DataLoader counts as one, unless it defines `__iter__`: it iterates its own way and may
+keep its workers (yolov5's `InfiniteDataLoader` repeats its sampler forever).
 
 Why: without `persistent_workers=True` every `for batch in loader` starts
 `num_workers` fresh processes, each importing its modules and rebuilding its copy of
@@ -179,8 +181,12 @@ class DataLoaderNoPersistentWorkers(Rule):
         if not (module.uses_gpu or module.presumed_accelerator):
             return  # no GPU to wait: the restarts cost CPU time only
         for loader in module.dataloaders:
-            if loader.opaque or loader.arg("persistent_workers") is not MISSING:
-                continue
+            if (
+                loader.opaque
+                or loader.own_iteration
+                or loader.arg("persistent_workers") is not MISSING
+            ):
+                continue  # (a subclass that iterates its own way may keep its workers)
             if not has_workers(module, loader) or cpu_loader(module, loader):
                 continue
             low = None

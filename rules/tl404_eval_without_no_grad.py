@@ -5,7 +5,8 @@ function, with no `model.train()` in between) or inside a function named
 `eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
 `torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
 (as a `with`, as a decorator of the function, or around every call of the
-function), and no `.backward()` / `torch.autograd.grad` in the loop; or, at the top level
+function; a project's own wrapper named for one counts: yolov5's
+`@smart_inference_mode()`), and no `.backward()` / `torch.autograd.grad` in the loop; or, at the top level
 of a script or notebook, such a loop after its training loop that calls nothing of the
 file but networks (features extracted for another model, predictions made), `.eval()`
 or not. Also a function

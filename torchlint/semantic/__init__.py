@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
     from torchlint.semantic.gradients import Frozen
     from torchlint.semantic.host import cpu_loader, cpu_loop, cpu_tensor, fed_numbers
     from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
-    from torchlint.semantic.loaders import DATALOADER, DATALOADER_PARAMS, DataLoaderSite, Elsewhere
+    from torchlint.semantic.loader_classes import DATALOADER
+    from torchlint.semantic.loaders import DATALOADER_PARAMS, DataLoaderSite, Elsewhere
     from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
     from torchlint.semantic.models import Model, ModelSite
     from torchlint.semantic.module import TorchModule, build

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.semantic.builder import COMPREHENSIONS
-from torchlint.semantic.functions import WRAPPERS
+from torchlint.semantic.functions import wraps_items
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model
@@ -54,13 +54,18 @@ def _follow(
     out: list[cst.BaseExpression],
 ) -> None:
     """The parts of `target` that `it` binds to batches of `loaders`, into `out`."""
+    held = module.wrappers_held(it, scope) if isinstance(it, cst.Name) else []
+    for call, where in held:  # `pbar = enumerate(loader)`, `pbar = tqdm(pbar)`
+        _follow(module, where, loaders, target, call, out)
+    if held:
+        return
     if isinstance(it, cst.Call) and it.args and not it.args[0].star:
         name = scope.resolve(it.func)
         if name == "enumerate":
             if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
                 _follow(module, scope, loaders, target.elements[1].value, it.args[0].value, out)
             return
-        if name in WRAPPERS:
+        if wraps_items(name):
             _follow(module, scope, loaders, target, it.args[0].value, out)
             return
         given = module.handed_on(it, scope)
@@ -76,7 +81,8 @@ def _follow(
                 for element, arg in zip(target.elements, it.args, strict=True):
                     _follow(module, scope, loaders, element.value, arg.value, out)
             return
-    if any(id(site) in loaders for site in module.loaders_of(it, scope)):
+    mine = any(id(site) in loaders for site in module.loaders_of(it, scope))
+    if mine and not any(t is target for t in out):
         out.append(target)
 
 

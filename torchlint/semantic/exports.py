@@ -16,6 +16,7 @@ from torchlint.semantic.external import Call, Class, Dataset, Function, Global, 
 from torchlint.semantic.gradients import freezes
 from torchlint.semantic.host import cpu_loop
 from torchlint.semantic.lattice import ModelKind
+from torchlint.semantic.loader_classes import loader_class
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
 from torchlint.semantic.models import Model, ModelSite
@@ -264,6 +265,7 @@ class _Exporter:
             if binding is not None:
                 assert isinstance(binding.node, cst.FunctionDef)
                 methods.append((member, self.function(binding.node, method=True)))
+        loader = loader_class(scope, module.facts)
         return Class(
             self.env.ref(name),
             module=kind,
@@ -273,6 +275,8 @@ class _Exporter:
             sequence_first=network and module.networks.class_sequence_first(scope),
             frozen=network and freezes(node),
             dataset=self.dataset(scope),
+            loader=loader is not None,
+            own_iteration=loader is not None and loader.own_iteration,
             methods=tuple(methods),
         )
 

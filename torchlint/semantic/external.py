@@ -132,6 +132,8 @@ class Class:
     sequence_first: bool = False
     frozen: bool = False  # its methods set or test its parameters' `requires_grad`
     dataset: Dataset | None = None
+    loader: bool = False  # a DataLoader subclass taking DataLoader's arguments
+    own_iteration: bool = False  # ... that iterates its own way (`loader_classes.py`)
     methods: tuple[tuple[str, Function], ...] = ()
     kind: ClassVar[str] = "class"
 
@@ -141,10 +143,11 @@ class Class:
     @property
     def telling(self) -> bool:
         """It tells a file that uses it something (an nn.Module, an optimizer, a Dataset,
-        or a method that does)."""
+        a DataLoader, or a method that does)."""
         return (
             self.module is not None
             or self.optimizer
+            or self.loader
             or self.dataset is not None
             or any(f.telling for _, f in self.methods)
         )

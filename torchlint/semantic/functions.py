@@ -22,6 +22,16 @@ WRAPPERS = frozenset(
     {"enumerate", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm"}
     | {"tqdm.std.tqdm", "rich.progress.track", "itertools.islice"}
 )
+
+
+def wraps_items(name: str | None) -> bool:
+    """A call of `name` hands on the items of its first argument: `WRAPPERS`, and progress
+    bars named for tqdm (ultralytics' `TQDM`, `tqdm_notebook`, a project's re-export)."""
+    return name is not None and (
+        name in WRAPPERS or name.rpartition(".")[2].lower().startswith("tqdm")
+    )
+
+
 # Launchers that run a function once per process with the rank first (ignite's
 # `Parallel(...).run(fn, *args)` is matched by its method name).
 SPAWNS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
@@ -445,7 +455,7 @@ class Functions:
                 name = scope.resolve(source.func)  # `for i, obj in enumerate(iterable)`
                 if name == "enumerate" and path == (1,):
                     source, path = source.args[0].value, ()
-                elif name in WRAPPERS and name != "enumerate" and path == ():
+                elif wraps_items(name) and name != "enumerate" and path == ():
                     source = source.args[0].value
                 else:
                     break

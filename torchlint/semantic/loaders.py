@@ -12,15 +12,15 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Function, Global, Uses
-from torchlint.semantic.functions import WRAPPERS, Functions, given
+from torchlint.semantic.functions import Functions, given, wraps_items
+from torchlint.semantic.loader_classes import DATALOADER, class_of_call
 from torchlint.semantic.portable import Value
 from torchlint.semantic.reaching import built_after, replaced
 from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
-from torchlint.semantic.syntax import MISSING, argument, contains, str_value
+from torchlint.semantic.syntax import MISSING, argument, constant_index, contains, str_value
 from torchlint.semantic.values import Values
 from torchlint.settings import LoaderFactory
 
-DATALOADER = "torch.utils.data.DataLoader"
 # Positional parameters of torch.utils.data.DataLoader, in order.
 DATALOADER_PARAMS = (
     "dataset",
@@ -59,6 +59,8 @@ class DataLoaderSite:
     starts: list[CallSite] = field(default_factory=list)
     outside: Uses | None = None  # what the project's other files do with it
     factory: LoaderFactory | None = None
+    # Built by a DataLoader subclass that iterates its own way (`loader_classes.py`).
+    own_iteration: bool = False
 
     def passes(self, name: str) -> bool:
         """Every path passes parameter `name` (as an argument, or in the `**` dict)."""
@@ -144,8 +146,13 @@ class Loaders:
         self._by_call: dict[int, DataLoaderSite] = {}
         self._by_symbol: dict[int, list[Loader]] = {}
         self._elsewhere: dict[str, Elsewhere] = {}  # loaders of other files, by ref
-        for call in facts.calls_by_qualname.get(DATALOADER, ()):
-            site = DataLoaderSite(call, len(self.sites))
+        constructed = [(c, False) for c in facts.calls_by_qualname.get(DATALOADER, ())]
+        for call in facts.calls:  # DataLoader subclasses, after DataLoader itself
+            subclass = class_of_call(call, facts, functions.env)
+            if subclass is not None:
+                constructed.append((call, subclass.own_iteration))
+        for call, own_iteration in constructed:
+            site = DataLoaderSite(call, len(self.sites), own_iteration=own_iteration)
             site.outside = functions.env.uses(f"#{site.index}")
             self._by_call[id(call.node)] = site
             self.sites.append(site)
@@ -194,35 +201,53 @@ class Loaders:
         this file or of another file of the project), and names bound once to one of
         those (`pbar = tqdm(loader)`, then `for x, y in pbar:`)."""
         if isinstance(node, cst.Name) and _depth <= MAX_DEPTH:
-            held = self._wrapper_held(node, scope)
-            if held is not None:
-                return self.iterables(*held, _depth + 1)
+            held = self.wrappers_held(node, scope)
+            if held:
+                return [x for h in held for x in self.iterables(*h, _depth + 1)]
         if not isinstance(node, cst.Call) or not node.args or _depth > MAX_DEPTH:
             return [node]
         name = scope.resolve(node.func)
-        if name in WRAPPERS and not node.args[0].star:
+        if wraps_items(name) and not node.args[0].star:
             return self.iterables(node.args[0].value, scope, _depth + 1)
         if name == "zip":
             return [x for a in node.args for x in self.iterables(a.value, scope, _depth + 1)]
         given = self.handed_on(node, scope)
         return [node] if given is None else self.iterables(given, scope, _depth + 1)
 
-    def _wrapper_held(self, node: cst.Name, scope: Scope) -> tuple[cst.Call, Scope] | None:
-        """The wrapper call a name holds (`pbar = tqdm(loader)`): its only binding is a
-        plain assignment of a call to enumerate/tqdm/iter/zip or a generator handing on
-        an argument's items. A name bound to anything else is left to `of`."""
+    def wrappers_held(self, node: cst.Name, scope: Scope) -> list[tuple[cst.Call, Scope]]:
+        """The wrapper calls a name holds (`pbar = tqdm(loader)`): each of its bindings is
+        a plain assignment of a call to enumerate/tqdm/iter/zip or a generator handing on
+        an argument's items; one that wraps the name itself (`pbar = enumerate(loader)`,
+        then `if rank == 0: pbar = tqdm(pbar)`) adds nothing to the others. [] for a name
+        bound to anything else: left to `of`."""
         symbol = scope.lookup(node.value)
-        if symbol is None or len(symbol.bindings) != 1:
-            return None
-        binding = symbol.bindings[0]
-        value = binding.value
-        if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call) or not value.args:
-            return None
-        where = binding.ctx.scope
-        name = where.resolve(value.func)
-        if name in WRAPPERS or name == "zip" or self.handed_on(value, where) is not None:
-            return value, where
-        return None
+        if symbol is None or not symbol.bindings:
+            return []
+        held = []
+        for binding in symbol.bindings:
+            value = binding.value
+            if binding.kind is not Kind.ASSIGN or not isinstance(value, cst.Call) or not value.args:
+                return []
+            where = binding.ctx.scope
+            name = where.resolve(value.func)
+            if not wraps_items(name) and name != "zip" and self.handed_on(value, where) is None:
+                return []
+            first = value.args[0].value
+            if not (isinstance(first, cst.Name) and where.lookup(first.value) is symbol):
+                held.append((value, where))
+        return held
+
+    def pins_memory(self, loader: Loader) -> bool:
+        """`pin_memory=True` (also a constant, an option or an environment variable that
+        is True by default), or pinned whenever an accelerator is there to copy to (as
+        another file of the project says, for a loader built there)."""
+        if isinstance(loader, Elsewhere):
+            return loader.pinned
+        value, scope = loader.arg("pin_memory"), loader.call.scope
+        if value is MISSING or pinning(value, scope):
+            return value is not MISSING
+        found = self.values.by_default(value, scope)
+        return found is not None and found.value is True
 
     def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
         """The argument whose items a generator call hands on (see `iterables`)."""
@@ -392,6 +417,9 @@ class Loaders:
             if given is not None:
                 return self.of(given, scope, _depth + 1)
             return self._returned(node, scope, None, _depth)
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Call):
+            element = constant_index(node)  # `make_loader(...)[0]`: one of the tuple returned
+            return [] if element is None else self._returned(node.value, scope, element, _depth)
         symbol = scope.lookup_expr(node)
         return self._of_symbol(symbol, _depth) if symbol is not None else []
 

@@ -16,7 +16,7 @@ from torchlint.semantic.external import Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import Device
-from torchlint.semantic.loaders import DataLoaderSite, Elsewhere, Loader, Loaders, pinning
+from torchlint.semantic.loaders import DataLoaderSite, Loader, Loaders
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import Networks
@@ -80,6 +80,8 @@ class TorchModule:
         self.networks = Networks(self.functions, self.values, self._models)
         self.training = Training(facts, self.functions, self._models, self.values)
         self._loaders = Loaders(facts, self.functions, self.values)
+        self.pins_memory = self._loaders.pins_memory
+        self.wrappers_held = self._loaders.wrappers_held
         self.frameworks = Frameworks(
             facts, self.functions, self.values, self._loaders, self.training, self._models
         )
@@ -526,19 +528,12 @@ class TorchModule:
         """Workers of this loader would start again and again without
         `persistent_workers` (it is iterated every epoch here or in another file of the
         project, or `iter()`ed over and over), where the target torch has the option
-        (1.7)."""
-        if self.target_torch is not None and self.target_torch < (1, 7):
+        (1.7); not a DataLoader subclass that iterates its own way."""
+        if loader.own_iteration or (self.target_torch or (9, 9)) < (1, 7):
             return False
         if loader.outside is not None and loader.outside.repeated:
             return True
         return self.epoch(loader) is not None or self.reiterated(loader) is not None
-
-    def pins_memory(self, loader: Loader) -> bool:
-        """`pin_memory=True`, or pinned whenever an accelerator is there to copy to (as
-        another file of the project says, for a loader built there)."""
-        if isinstance(loader, Elsewhere):
-            return loader.pinned
-        return pinning(loader.arg("pin_memory"), loader.call.scope)
 
     def decodes(self, loader: DataLoaderSite) -> tuple[str, bool] | None:
         """What the loader's dataset decodes or augments per sample, and whether it reads

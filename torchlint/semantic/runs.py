@@ -13,7 +13,7 @@ from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
 from torchlint.semantic.loops import is_periodic, names_tested
 from torchlint.semantic.scopes import CallSite, Context, Scope, assigned_once, assigned_to
-from torchlint.semantic.syntax import bool_value, contains, names_read, str_value
+from torchlint.semantic.syntax import bool_value, contains, dotted_name, names_read, str_value
 from torchlint.semantic.values import Constant, Values
 from torchlint.text.walk import children, descendants
 
@@ -156,7 +156,10 @@ class Runs:
 
     def disables_grad(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`torch.no_grad()`, `torch.no_grad`, `torch.inference_mode()` (not `(False)`),
-        `torch.set_grad_enabled(False)`."""
+        `torch.set_grad_enabled(False)`, and a project's own wrapper named for one of them
+        (yolov5's `@smart_inference_mode()`)."""
+        if _named_no_grad(expr.func if isinstance(expr, cst.Call) else expr, scope):
+            return True
         if isinstance(expr, cst.Call):
             qualname = scope.resolve(expr.func)
             args = [
@@ -316,3 +319,13 @@ class Runs:
                 if not named or found.origin == "default" or INSTRUMENTATION_FLAG.search(name):
                     return True
         return False
+
+
+def _named_no_grad(func: cst.BaseExpression, scope: Scope) -> bool:
+    """A function outside torch named for a no-grad mode (`smart_inference_mode`,
+    `no_grad_if(...)`): a wrapper that enters one."""
+    name = scope.resolve(func) or dotted_name(func)
+    if name is None or name.startswith("torch."):
+        return False
+    last = name.rpartition(".")[2]
+    return "inference_mode" in last or "no_grad" in last

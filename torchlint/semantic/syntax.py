@@ -53,6 +53,12 @@ def int_value(node: cst.CSTNode | None) -> int | None:
     return None
 
 
+def constant_index(node: cst.Subscript) -> int | None:
+    """`k` of `value[k]`, an int literal."""
+    index = node.slice[0].slice if len(node.slice) == 1 else None
+    return int_value(index.value) if isinstance(index, cst.Index) else None
+
+
 def bool_value(node: cst.CSTNode | None) -> bool | None:
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"

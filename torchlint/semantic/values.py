@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
@@ -48,6 +49,13 @@ HANDING_BACK = {
     "lightning_fabric.Fabric": frozenset({"setup", "setup_module", "setup_dataloaders"}),
 }
 HANDING_BACK_METHODS = frozenset().union(*HANDING_BACK.values())
+ENVIRONMENT_READS = ("os.getenv", "os.environ.get")
+STRING_METHODS: dict[str, Callable[[str], str]] = {
+    "lower": str.lower,
+    "upper": str.upper,
+    "strip": str.strip,
+}
+CASTS: dict[str, Callable[[Any], Value]] = {"str": str, "int": int, "bool": bool}
 FLAG_DEFAULTS = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}
 
 
@@ -192,6 +200,18 @@ class Values:
             return Constant(COMPARISONS[kind](left, right), test, origin)
         found = self.constant(test, scope)
         return Constant(bool(found.value), found.node, found.origin) if found else None
+
+    def by_default(self, node: cst.BaseExpression, scope: Scope) -> Constant | None:
+        """A constant, or what a name bound once to a read of an environment variable is
+        when the variable is not set (`PIN_MEMORY = str(os.getenv("PIN_MEMORY",
+        "true")).lower() == "true"`: True), origin "environment"."""
+        found = self.constant(node, scope)
+        symbol = scope.lookup_expr(node) if found is None else None
+        binding = symbol.only(Kind.ASSIGN) if symbol is not None else None
+        if binding is None or binding.value is None:
+            return found
+        known, value = _unset(binding.value, binding.ctx.scope)
+        return Constant(value, binding.value, "environment") if known else None
 
     def _arithmetic(self, node: cst.BinaryOperation, scope: Scope, depth: int) -> Constant | None:
         """`28 * 28`, `hidden // 2`, `n + 1` of int constants; its origin is that of the
@@ -520,6 +540,37 @@ class Values:
                     default = FLAG_DEFAULTS.get(str_value(call.kwarg("action")) or "")
                 self._options.setdefault(dest, []).append(Option(call, default))
         return self._options
+
+
+def _unset(node: cst.BaseExpression, scope: Scope) -> tuple[bool, Value]:
+    """(True, value) of an expression of environment reads when no variable is set: a
+    read's default, `str`/`int`/`bool` of it, `.lower()`/`.upper()`/`.strip()`, `==`/`!=`
+    of two such values; (False, None) for anything else."""
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        compare = node.comparisons[0]
+        (known, left), (also, right) = _unset(node.left, scope), _unset(compare.comparator, scope)
+        if not (known and also and isinstance(compare.operator, cst.Equal | cst.NotEqual)):
+            return False, None
+        return True, (left == right) is isinstance(compare.operator, cst.Equal)
+    if not isinstance(node, cst.Call):
+        return literal(node)
+    args = [a.value for a in node.args if not a.keyword and not a.star]
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in STRING_METHODS and not args:
+        known, inner = _unset(func.value, scope)
+        if known and isinstance(inner, str):
+            return True, STRING_METHODS[func.attr.value](inner)
+        return False, None
+    name = scope.resolve(func)
+    if name in ENVIRONMENT_READS and len(args) == 2 == len(node.args):
+        return literal(args[1])
+    if name in CASTS and len(args) == 1 == len(node.args):
+        known, inner = _unset(args[0], scope)
+        try:
+            return (True, CASTS[name](inner)) if known else (False, None)
+        except (TypeError, ValueError):
+            return False, None
+    return False, None
 
 
 def _destination(call: CallSite) -> str | None:
