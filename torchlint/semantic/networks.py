@@ -9,7 +9,7 @@ which `DataParallel` would split along time instead of the batch, and whether it
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import libcst as cst
 
@@ -19,7 +19,7 @@ from torchlint.semantic.models import ZOO_PREFIXES, Model, Models, ModelSite
 from torchlint.semantic.scopes import CallSite, Kind, Scope
 from torchlint.semantic.syntax import MISSING, argument, bool_value, dotted_name, keyword
 from torchlint.semantic.values import Values
-from torchlint.text.walk import children
+from torchlint.text.walk import children, descendants
 
 MAX_DEPTH = 6
 # Parameters below which a network is a toy: its kernels are too small to keep a GPU
@@ -193,8 +193,9 @@ class Networks:
         """The torch.nn layers built by the calls in `node`, following calls of this
         file's classes and functions."""
         found: set[str] = set()
-        for call in _calls(node):
-            found |= self._layers_of(call, scope, depth)
+        for call in descendants(node):
+            if isinstance(call, cst.Call):
+                found |= self._layers_of(call, scope, depth)
         return frozenset(found)
 
     def _layers_of(self, call: cst.Call, scope: Scope, depth: int) -> frozenset[str]:
@@ -442,6 +443,9 @@ class Networks:
         if key in self._classes:
             return self._classes[key]
         self._classes[key] = None  # while computing
+        assert isinstance(cls.node, cst.ClassDef) and cls.parent is not None
+        if any(cls.parent.resolve(b.value) in CONTAINERS for b in cls.node.bases):
+            return None  # an `nn.ModuleList` subclass: its items are added where it is used
         total = 0
         for base in cls.bases:
             inherited = self._class(base, depth + 1)
@@ -572,16 +576,6 @@ def toy(counts: Iterable[int | None]) -> bool:
     """Networks of known size that together hold fewer than `TOY` parameters."""
     found = list(counts)
     return bool(found) and None not in found and sum(c for c in found if c is not None) < TOY
-
-
-def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    """The calls in `node`, itself included."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Call):
-            yield n
-        stack.extend(children(n))
 
 
 def size_in_name(name: str) -> int | None:
