@@ -3,10 +3,10 @@
 What: in a loop over a DataLoader that pins memory (`pin_memory=True`,
 `pin_memory=torch.cuda.is_available()`, or a constant, option or environment switch that
 is True by default: yolov5's `PIN_MEMORY = str(os.getenv("PIN_MEMORY", "true")).lower()
-== "true"`), also a DataLoader subclass that takes DataLoader's arguments, a `.to(<device>)` or `.cuda()` of a batch
-(a name bound by the loop target, an item of one such as `batch["x"]`, or a name the
-loop's body binds to such an item first: `images, masks = batch["image"], batch["mask"]`)
-without `non_blocking=`.
+== "true"`), also a DataLoader subclass that takes DataLoader's arguments, a
+`.to(<device>)` or `.cuda()` of a batch (a name bound by the loop target, an item of one
+such as `batch["x"]`, or a name the loop's body binds to such an item first: `images,
+masks = batch["image"], batch["mask"]`) without `non_blocking=`.
 
 Why: pinning memory only pays off with asynchronous copies. Without
 `non_blocking=True` every host-to-device copy blocks the Python thread until the

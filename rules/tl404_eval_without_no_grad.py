@@ -3,20 +3,20 @@
 What: a loop over a DataLoader that calls a model, after `model.eval()` (in the same
 function, with no `model.train()` in between) or inside a function named
 `eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
-`torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call
-(as a `with`, as a decorator of the function, or around every call of the
-function; a project's own wrapper named for one counts: yolov5's
-`@smart_inference_mode()`), and no `.backward()` / `torch.autograd.grad` in the loop; or, at the top level
-of a script or notebook, such a loop after its training loop that calls nothing of the
-file but networks (features extracted for another model, predictions made), `.eval()`
-or not. Also a function
-the training loop calls (a sampling helper every N steps) that switches a network to
-`.eval()` and then runs it, with gradients on, no backward pass and no value returned
-(a returned output may be backpropagated by the caller). A network of another file
-(`from models import *`) counts when the file switches it between `.train()` and
-`.eval()`. Not reported in a test (`def test_*` in a pytest file: it checks results, it is
-not a workload) or in code that places no work on any device (no device, `.cuda()` or
-`torch.cuda` call here, and no file of the project running it on a GPU): a CPU script.
+`torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call (as a
+`with`, as a decorator of the function, or around every call of the function; a
+project's own wrapper named for one counts: yolov5's `@smart_inference_mode()`), and no
+`.backward()` / `torch.autograd.grad` in the loop; or, at the top level of a script or
+notebook, such a loop after its training loop that calls nothing of the file but
+networks (features extracted for another model, predictions made), `.eval()` or not.
+Also a function the training loop calls (a sampling helper every N steps) that switches
+a network to `.eval()` and then runs it, with gradients on, no backward pass and no
+value returned (a returned output may be backpropagated by the caller). A network of
+another file (`from models import *`) counts when the file switches it between
+`.train()` and `.eval()`. Not reported in a test (`def test_*` in a pytest file: it
+checks results, it is not a workload) or in code that places no work on any device (no
+device, `.cuda()` or `torch.cuda` call here, and no file of the project running it on a
+GPU): a CPU script.
 
 Why: `model.eval()` only switches dropout and batch norm to inference behaviour; it
 does not turn off autograd. Every forward pass in the loop still records the graph

@@ -224,6 +224,25 @@ class Imported(NamedTuple):
 SYS_PATH = re.compile(r"""sys\.path\.(?:insert\(\s*\d+\s*,|append\()\s*["']([^"'\n]+)["']\s*\)""")
 
 
+# A module-level call (`main()`, `train(model, loader, DEVICE)`, `loaders = get_loaders(8)`):
+# the file does work when it runs.
+TOP_LEVEL_CALL = re.compile(
+    r"^(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?[A-Za-z_][\w.]*\(", re.M
+)
+
+
+def is_script(key: str, text: str) -> bool:
+    """A file run as a program (read without parsing): a notebook, one with a `__main__`
+    guard or argparse, or one that calls something at module level (`python run.py`
+    with `train(model, loader)` at its top)."""
+    return (
+        key.endswith(".ipynb")
+        or "__main__" in text
+        or "parse_args" in text
+        or TOP_LEVEL_CALL.search(text) is not None
+    )
+
+
 def sys_paths(text: str) -> list[str]:
     """The relative folders `text` adds to `sys.path` as string literals."""
     return [m.group(1) for m in SYS_PATH.finditer(text) if not m.group(1).startswith("/")]

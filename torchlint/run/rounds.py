@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from torchlint.config.load import Config
 from torchlint.lint.tokens import STAR_IMPORT, any_applies, asks_project, may_tell
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
-from torchlint.project.layout import alone, imported, levels, sys_paths
+from torchlint.project.layout import alone, imported, is_script, levels, sys_paths
 from torchlint.results import FileResult, Job
 from torchlint.run.cache import Cache, Summaries
 from torchlint.run.pool import Task, analyse, cacheable, compute, file_stamp, item_of
@@ -308,7 +308,7 @@ class Rounds:
                 "nested": [i.name for i in names if i.nested],
                 "told": self._told(text),
                 "engages": asks_project(text, self.job.settings.knowledge),
-                "script": "__main__" in text or "parse_args" in text or key.endswith(".ipynb"),
+                "script": is_script(key, text),
                 "paths": sys_paths(text),
             }
         elif before.get("selected") != self.selected:  # its text is the same, the rules not

@@ -218,16 +218,16 @@ class _Exporter:
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
         """Each element of the tuple a function returns, where every `return` returns a
-        tuple of the same length (`return train_loader, val_loader`)."""
+        tuple (`return train_loader, val_loader`); the `i`-th of tuples of different
+        lengths is what any of them holds there, as within a file (`Loaders._returned`:
+        `return train, test` or `return train, valid, test` by a flag)."""
         returns = self.functions.returns(node)
-        if not returns or not all(isinstance(r, cst.Tuple) for r in returns):
-            return ()
-        lengths = {len(r.elements) for r in returns if isinstance(r, cst.Tuple)}
-        if len(lengths) != 1:
+        tuples = [r for r in returns if isinstance(r, cst.Tuple)]
+        if not returns or len(tuples) != len(returns):
             return ()
         return tuple(
-            self.returned([r.elements[i].value for r in returns if isinstance(r, cst.Tuple)], scope)
-            for i in range(lengths.pop())
+            self.returned([r.elements[i].value for r in tuples if i < len(r.elements)], scope)
+            for i in range(max(len(r.elements) for r in tuples))
         )
 
     def returned(self, nodes: list[cst.BaseExpression], scope: Scope) -> Value | None:
