@@ -6,7 +6,10 @@ is True by default: yolov5's `PIN_MEMORY = str(os.getenv("PIN_MEMORY", "true")).
 == "true"`), also a DataLoader subclass that takes DataLoader's arguments, a
 `.to(<device>)` or `.cuda()` of a batch (a name bound by the loop target, an item of one
 such as `batch["x"]`, or a name the loop's body binds to such an item first: `images,
-masks = batch["image"], batch["mask"]`) without `non_blocking=`.
+masks = batch["image"], batch["mask"]`) without `non_blocking=`. Not reported inside a
+`with` block of a timer given the device (ultralytics' `Profile(device=...)`, a
+`*Timer`, `*Stopwatch`): it synchronizes the device where the block begins and ends, so
+the copy has nothing to overlap.
 
 Why: pinning memory only pays off with asynchronous copies. Without
 `non_blocking=True` every host-to-device copy blocks the Python thread until the
@@ -69,20 +72,29 @@ buffers"; "A guide on good usage of non_blocking and pin_memory() in PyTorch".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+
+import libcst as cst
 
 from torchlint.edits import non_blocking, set_kwarg
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import (
+    MISSING,
+    CallSite,
     Loop,
     TorchModule,
     blocking_copies,
+    dotted_name,
     host_read,
+    keyword,
     read_right_after,
     tiny_batches,
 )
+
+TIMERS = re.compile(r"(Profile|Timer|Stopwatch)\w*$")
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -99,7 +111,7 @@ class BlockingHostToDeviceCopy(Rule):
                 continue
             nothing_to_overlap = _loop_low(module, loop)
             for call in blocking_copies(module, loop):
-                if id(call.node) in seen:
+                if id(call.node) in seen or _timed(module, call):
                     continue
                 seen.add(id(call.node))
                 found = non_blocking(module, call)
@@ -127,6 +139,24 @@ class BlockingHostToDeviceCopy(Rule):
                     ),
                     impact=Impact.HIGH if low is None else Impact.LOW,
                 )
+
+
+def _timed(module: TorchModule, call: CallSite) -> bool:
+    """The copy runs in a `with` block of a timer given the device (`with dt[0]:` with `dt
+    = Profile(device=device), ...`: ultralytics' `Profile` synchronizes the device where
+    the block begins and ends): nothing is left for a non-blocking copy to overlap."""
+    for item in (i for w in call.ctx.withs for i in w.items):
+        node = item.item.value if isinstance(item.item, cst.Subscript) else item.item
+        for value, _ in module.values.origins(node, call.scope):
+            made = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            if any(
+                isinstance(c, cst.Call)
+                and TIMERS.search(dotted_name(c.func) or "")
+                and keyword(c, "device") is not MISSING
+                for c in made
+            ):
+                return True
+    return False
 
 
 def _loop_low(module: TorchModule, loop: Loop) -> str | None:

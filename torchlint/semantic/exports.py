@@ -218,16 +218,18 @@ class _Exporter:
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
         """Each element of the tuple a function returns, where every `return` returns a
-        tuple (`return train_loader, val_loader`); the `i`-th of tuples of different
-        lengths is what any of them holds there, as within a file (`Loaders._returned`:
-        `return train, test` or `return train, valid, test` by a flag)."""
+        tuple of the same length (`return train_loader, val_loader`). Tuples of different
+        lengths by a flag (`return train, test` or `return train, valid, test`) tell
+        nothing: which one a caller gets depends on the flag's value there."""
         returns = self.functions.returns(node)
-        tuples = [r for r in returns if isinstance(r, cst.Tuple)]
-        if not returns or len(tuples) != len(returns):
+        if not returns or not all(isinstance(r, cst.Tuple) for r in returns):
+            return ()
+        lengths = {len(r.elements) for r in returns if isinstance(r, cst.Tuple)}
+        if len(lengths) != 1:
             return ()
         return tuple(
-            self.returned([r.elements[i].value for r in tuples if i < len(r.elements)], scope)
-            for i in range(max(len(r.elements) for r in tuples))
+            self.returned([r.elements[i].value for r in returns if isinstance(r, cst.Tuple)], scope)
+            for i in range(lengths.pop())
         )
 
     def returned(self, nodes: list[cst.BaseExpression], scope: Scope) -> Value | None:

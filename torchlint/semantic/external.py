@@ -72,7 +72,7 @@ class Function:
         """What a call returns (the `element`-th of the tuple it returns)."""
         if element is None:
             return self.returns
-        return self.unpacked[element] if element < len(self.unpacked) else None
+        return self.unpacked[element] if 0 <= element < len(self.unpacked) else None
 
     def to_json(self) -> dict[str, Any]:
         data = plain(self)

@@ -54,9 +54,10 @@ def int_value(node: cst.CSTNode | None) -> int | None:
 
 
 def constant_index(node: cst.Subscript) -> int | None:
-    """`k` of `value[k]`, an int literal."""
+    """`k` of `value[k]`, a non-negative int literal (`value[-1]`: None)."""
     index = node.slice[0].slice if len(node.slice) == 1 else None
-    return int_value(index.value) if isinstance(index, cst.Index) else None
+    found = int_value(index.value) if isinstance(index, cst.Index) else None
+    return found if found is not None and found >= 0 else None
 
 
 def bool_value(node: cst.CSTNode | None) -> bool | None:
