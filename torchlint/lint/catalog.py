@@ -49,7 +49,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL414", "untrained-network-gets-gradients", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32), "1c49ee60844a98ce"),
     ("TL415", "frozen-features-recomputed", True, False, (), ("eval()",), ("backward|step\\(|create_supervised_trainer", 32), "856b47ad84ac65c7"),
     ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "4cffbc022d5d5853"),
-    ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None, "837e06a59d26d796"),
+    ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None, "ca55ac0dbfde8434"),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None, "4085b7f866e74c86"),
     ("TL504", "frozen-network-outside-autocast", True, False, (), ("autocast",), ("backward|step\\(|create_supervised_trainer", 32), "0dd7d2fc4296d4da"),
     ("TL601", "cudnn-benchmark-off", True, False, (), ("Conv", "torchvision"), ("backward|step\\(|create_supervised_trainer", 32), "c2d5aa14cc1394f7"),
