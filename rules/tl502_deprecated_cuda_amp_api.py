@@ -48,7 +48,6 @@ use torch.amp.autocast("cuda", args...) instead."); PyTorch 2.4 release notes.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 
 import libcst as cst
@@ -58,7 +57,6 @@ from torchlint.fixes import Applicability, FixSafety, Remove, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import CallSite, TorchModule, dotted_name
-from torchlint.text.walk import walk
 
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 
@@ -168,48 +166,32 @@ class DeprecatedCudaAmpApi(Rule):
             found.append((stmt, local))
         if not found:
             return [], []
-        counter = _NameCounter({n for _, names in found for n in names})
-        walk(module.module, counter)
-        fixed = Counter(_root(call.node.func) for call in calls)
-        shared = [(s, names) for s, names in found if any(counter.counts.get(n) for n in names)]
+        fixed = {id(_head(call.node.func)) for call in calls}  # the names the fixes rewrite
+        symbols = module.scope.symbols
+        reads = {n: symbols[n].references if n in symbols else [] for _, ns in found for n in ns}
+        shared = [(s, names) for s, names in found if any(reads[n] for n in names)]
         return (
             [
                 (s, names)
                 for s, names in shared
-                if all(counter.counts.get(n, 0) == fixed[n] for n in names)
+                if all(id(read) in fixed for n in names for read in reads[n])
             ],
-            [s for s, names in found if not any(counter.counts.get(n) for n in names)],
+            [s for s, names in found if not any(reads[n] for n in names)],
         )
 
 
-class _NameCounter(cst.CSTVisitor):
-    """How often each of some names is read outside import statements."""
-
-    def __init__(self, names: set[str]) -> None:
-        super().__init__()
-        self.names = names
-        self.counts: dict[str, int] = {}
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        walk(node.value, self)  # `x.autocast` reads x, not a name `autocast`
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.names:
-            self.counts[node.value] = self.counts.get(node.value, 0) + 1
+def _head(func: cst.BaseExpression) -> cst.BaseExpression:
+    """The name (or other expression) a call's function is read through (`amp` in
+    `amp.autocast`)."""
+    while isinstance(func, cst.Attribute):
+        func = func.value
+    return func
 
 
 def _root(func: cst.BaseExpression) -> str:
     """The name a call's function is read through (`amp` in `amp.autocast`)."""
-    while isinstance(func, cst.Attribute):
-        func = func.value
-    return func.value if isinstance(func, cst.Name) else ""
+    head = _head(func)
+    return head.value if isinstance(head, cst.Name) else ""
 
 
 def _rewrite(

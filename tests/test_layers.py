@@ -141,6 +141,16 @@ def test_rules_reach_the_facts_through_the_semantic_package(graph):
     assert internals == []
 
 
+def test_the_rule_api_reaches_the_facts_through_the_semantic_package(graph):
+    """What a rule imports beside the facts (the rule API, the edits fixes use, the public
+    names) reads them as a rule does: from `torchlint.semantic`, never a submodule."""
+    modules = ("torchlint.rule", "torchlint.edits", "torchlint.api")
+    submodules = {
+        n: sorted(d for d in graph[n] if d.startswith("torchlint.semantic.")) for n in modules
+    }
+    assert {k: v for k, v in submodules.items() if v} == {}
+
+
 def test_the_semantic_package_gives_each_name_from_its_module():
     """`torchlint.semantic` loads its names on first use, looking through its modules in
     turn: each name it exports is the object of the module its annotations import it from."""

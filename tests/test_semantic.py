@@ -79,6 +79,40 @@ def test_scopes_follow_python():
     assert g_call.qualname is None  # a local `torch` shadows the import
 
 
+def test_a_symbol_knows_the_names_that_read_it():
+    """A name's references: where it is read (a `del` too), looked up as Python does
+    (defaults, decorators and annotations in the scope around a def, not a class body
+    from its methods); not where it is bound, imported or declared, nor an attribute's,
+    a keyword's or a match capture's name of the same spelling."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    tree = cst.parse_module(
+        "from torch.cuda.amp import autocast\n"
+        "@autocast\n"  # read
+        "def f(autocast=autocast, *, x: autocast = None) -> autocast:\n"  # read 3 times
+        "    global y\n"
+        "    y = autocast\n"  # f's parameter
+        "    return torch.autocast, g(autocast=1)\n"  # neither reads it
+        "class C:\n"
+        "    autocast = 2\n"
+        "    def m(self):\n"
+        "        return autocast, (lambda autocast=autocast: autocast)\n"  # read twice
+        "match y:\n"
+        "    case [autocast]:\n"  # a capture
+        "        del autocast\n"
+    )
+    positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    model = build(tree)
+
+    def lines(symbol):
+        return [positions[name].start.line for name in symbol.references]
+
+    assert lines(model.scope.symbols["autocast"]) == [2, 3, 3, 3, 10, 10, 13]
+    (f,) = [s for s in model.facts.scopes.values() if s.node is tree.body[1]]
+    assert lines(f.symbols["autocast"]) == [5]
+    assert lines(model.scope.symbols["y"]) == [11]
+
+
 def test_builtins_resolve_unless_shadowed():
     model = model_of("def float(x):\n    return x\nfloat(1)\nint(2)\n")
     qualnames = [c.qualname for c in model.calls]

@@ -102,30 +102,66 @@ def test_catalog_is_the_rules():
         assert entry.fix_safety is rule.fix_safety and entry.summary() == rule.summary()
 
 
-def test_a_rule_the_catalog_does_not_list_yet_runs(tmp_path, monkeypatch):
-    """The catalog is a cache of rules/: a module it does not list (a rule just added,
-    before `python -m torchlint.docs`) is imported and its rule found; an entry whose
-    module is gone is left out; a listed module present stays a stand-in, not imported."""
+@pytest.fixture
+def copied_rules(tmp_path, monkeypatch):
+    """A copy of rules/ as the built-in rules (a package of another name) with a rule
+    added (TL950), one edited (TL402: other tokens) and one removed (TL306), none of it
+    in the catalog; the registry's caches are emptied before and after."""
     import importlib
-    import sys
+    import shutil
 
     from torchlint.lint import registry
 
-    package = tmp_path / "fresh_rules"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "tl201_dataloader_sync_loading.py").write_text("raise ImportError('not now')\n")
+    package = tmp_path / "copied_rules"
+    shutil.copytree(ROOT / "rules", package, ignore=shutil.ignore_patterns("__pycache__"))
     (package / "tl950_new_rule.py").write_text(
+        '"""TL950 new-rule: a rule added after the catalog was generated."""\n\n'
         "from torchlint.rule import Rule\n\n"
         "class NewRule(Rule):\n    code = 'TL950'\n    name = 'new-rule'\n"
     )
+    edited = package / "tl402_empty_cache_in_loop.py"
+    text = edited.read_text()
+    assert 'tokens = ("empty_cache",)' in text
+    edited.write_text(text.replace('tokens = ("empty_cache",)', 'tokens = ("empty_cache", "gc")'))
+    (package / "tl306_ddp_find_unused_parameters.py").unlink()
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "rules_package", lambda: importlib.import_module("fresh_rules"))
-    try:
-        rules = registry._shipped()
-    finally:
-        for name in [m for m in sys.modules if m.startswith("fresh_rules")]:
-            del sys.modules[name]
-    assert sorted(rules) == ["TL201", "TL950"]
+    monkeypatch.setattr(registry, "rules_package", lambda: importlib.import_module("copied_rules"))
+    cached = (registry.all_rules, registry.builtin_rules, registry._builtin, registry._with_local)
+    for function in cached:
+        function.cache_clear()
+    yield "copied_rules"
+    for name in [m for m in sys.modules if m.split(".")[0] == "copied_rules"]:
+        del sys.modules[name]
+    for function in cached:
+        function.cache_clear()
+
+
+def test_the_catalog_is_a_cache_of_the_rules_folder(copied_rules):
+    """A module of rules/ the catalog does not list (a rule just added, before `python -m
+    torchlint.docs`), or whose text is not the one it was generated from (a rule edited
+    since), is imported and its rule found as written; an entry whose module is gone is
+    left out; a listed module unchanged stays a stand-in, not imported."""
+    from torchlint.lint import registry
+
+    rules = registry._shipped()
+    assert "TL950" in rules and "TL306" not in rules
     assert rules["TL950"].__name__ == "NewRule"
+    assert rules["TL402"].tokens == ("empty_cache", "gc")
+    assert not isinstance(rules["TL402"], registry._Deferred)
     assert isinstance(rules["TL201"], registry._Deferred)
+    assert f"{copied_rules}.tl201_dataloader_sync_loading" not in sys.modules
+
+
+def test_a_rule_added_to_rules_is_listed_without_a_generator_step(copied_rules, tmp_path):
+    """`torchlint rules` lists a rule dropped into rules/ and one edited there as they are
+    written, the catalog untouched."""
+    import json
+
+    from .conftest import run_cli
+
+    result = run_cli("rules", "--output-format", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = {row["code"]: row for row in json.loads(result.stdout)}
+    assert rows["TL950"]["name"] == "new-rule" and rows["TL950"]["origin"] == "built-in"
+    assert rows["TL950"]["summary"] == "a rule added after the catalog was generated."
+    assert "TL306" not in rows and "TL402" in rows

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchlint import options
-from torchlint.lint.registry import builtin_rules, family
+from torchlint.lint.registry import (
+    RULE_API,
+    builtin_rules,
+    family,
+    fingerprint,
+    rule_modules,
+    rules_package,
+)
 from torchlint.options import Option
 from torchlint.rule import Rule
 
@@ -143,12 +150,17 @@ def readme(root: Path) -> str:
 
 CATALOG_HEAD = '''"""The built-in rules as a run reads them before it imports any
 (`registry.all_rules`): code, name, on by default, in preview, options (by name in
-torchlint.options), tokens and pattern (source, flags) of each: a run answered from the
-cache, or a file that holds no rule's token, needs neither the rules nor libcst. Generated
-from rules/ by `python -m torchlint.docs` (tests/test_docs.py fails when it is stale)."""
+torchlint.options), tokens, pattern (source, flags) and the fingerprint of its module's
+text of each: a run answered from the cache, or a file that holds no rule's token, needs
+neither the rules nor libcst. An entry counts while its module's text, and that of
+torchlint/rule.py, are those it was generated from; a rule added or edited since is
+imported at start. Generated from rules/ by `python -m torchlint.docs`
+(tests/test_docs.py fails when it is stale)."""
 
 Pattern = tuple[str, int]
-Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None]
+Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None, str]
+
+RULE_API_FINGERPRINT = {rule_api}
 
 # fmt: off
 CATALOG: tuple[Entry, ...] = (
@@ -166,9 +178,11 @@ def _literal(value: object) -> str:
 def catalog() -> str:
     """torchlint/lint/catalog.py, from the built-in rules' classes."""
     names = {id(v): k for k, v in vars(options).items() if isinstance(v, Option)}
+    modules = rule_modules(rules_package())
     lines = []
     for code, rule in builtin_rules().items():
         pattern = None if rule.pattern is None else (rule.pattern.pattern, rule.pattern.flags)
+        module = modules[rule.__module__.rpartition(".")[2]]
         entry = (
             code,
             rule.name,
@@ -177,9 +191,11 @@ def catalog() -> str:
             tuple(names[id(o)] for o in rule.options),
             tuple(rule.tokens),
             pattern,
+            fingerprint(module),
         )
         lines.append(f"    {_literal(entry)},\n")
-    return CATALOG_HEAD + "".join(lines) + ")\n# fmt: on\n"
+    head = CATALOG_HEAD.format(rule_api=_literal(fingerprint(RULE_API)))
+    return head + "".join(lines) + ")\n# fmt: on\n"
 
 
 def expected_files(root: Path) -> dict[Path, str]:

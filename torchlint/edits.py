@@ -15,12 +15,17 @@ from torchlint.semantic import (
     CallSite,
     DataLoaderSite,
     DeviceKind,
+    Loader,
     Scope,
     TorchModule,
+    argument,
+    blocking_copies,
+    bool_value,
+    device_object,
+    dotted_name,
+    int_value,
+    keyword,
 )
-from torchlint.semantic.batches import blocking_copies, device_object
-from torchlint.semantic.loaders import Loader
-from torchlint.semantic.syntax import argument, bool_value, dotted_name, int_value, keyword
 
 # A one-line call that grows longer than this (the call alone: its line holds more) is
 # laid out one argument per line with a trailing comma, as black and ruff format it.

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from torchlint import options as opts
-from torchlint.lint.catalog import CATALOG, Entry
+from torchlint.lint.catalog import CATALOG, RULE_API_FINGERPRINT, Entry
 from torchlint.options import Option
 
 if TYPE_CHECKING:
@@ -85,13 +85,38 @@ class RuleLoadError(RuntimeError):
     """A local rule module or a plugin that cannot be loaded; the message names its file."""
 
 
+def rule_modules(package: ModuleType) -> dict[str, Path]:
+    """The modules of the built-in rules' package (`rules/`: a module per rule), by name,
+    with the files they are read from, sorted by name."""
+    return {
+        path.stem: path
+        for folder in package.__path__
+        for path in sorted(Path(folder).glob("*.py"))
+        if path.stem != "__init__"
+    }
+
+
+def fingerprint(path: Path) -> str | None:
+    """What the catalog records of a file it was generated from: a hash of its bytes
+    (None for a file that cannot be read)."""
+    try:
+        return hashlib.sha1(path.read_bytes(), usedforsecurity=False).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+# The rule API's module: the base class's defaults and `TRAINS`, which a rule's catalog
+# entry may hold too.
+RULE_API = Path(__file__).resolve().parents[1] / "rule.py"
+
+
 @cache
 def builtin_rules() -> dict[str, type[Rule]]:
     """The built-in rules: code -> rule class, sorted by code."""
     package = rules_package()
     found: dict[str, type[Rule]] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    for name in rule_modules(package):
+        module = importlib.import_module(f"{package.__name__}.{name}")
         for rule in _defined(module):
             if rule.code in found:
                 raise RuntimeError(f"two rules claim {rule.code}")
@@ -119,7 +144,7 @@ class _Deferred(type):
 def _deferred(entry: Entry) -> type[Rule]:
     """A built-in rule's stand-in, from its catalog entry (torchlint/lint/catalog.py: what a
     run reads of a rule before it needs the rule itself)."""
-    code, name, default, preview, options, tokens, pattern = entry
+    code, name, default, preview, options, tokens, pattern, _ = entry
     namespace = {
         "code": code,
         "name": name,
@@ -152,20 +177,22 @@ def _builtin(module_name: str, code: str) -> type[Rule]:
 
 
 def _shipped() -> dict[str, type[Rule]]:
-    """The built-in rules: the catalog's stand-ins for the modules of rules/ it lists, and
-    the rules of a module it does not list yet, imported now (a rule added since
-    `python -m torchlint.docs` last ran runs at once: the catalog is a cache of rules/,
-    not the list of rules); an entry whose module is gone is left out."""
+    """The built-in rules: the catalog's stand-ins for the modules of rules/ whose text is
+    the one it was generated from, and the rules of every other module, imported now (a
+    rule added or edited since `python -m torchlint.docs` last ran runs as it is written:
+    the catalog is a cache of rules/, not the list of rules); an entry whose module is
+    gone is left out."""
     package = rules_package()
-    present = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    modules = rule_modules(package)
     rules: dict[str, type[Rule]] = {}
+    current = fingerprint(RULE_API) == RULE_API_FINGERPRINT
     for entry in CATALOG:
         stand_in = _deferred(entry)
         listed = cast(_Deferred, stand_in).module
-        if listed in present:
+        if current and listed in modules and fingerprint(modules[listed]) == entry[-1]:
             rules[entry[0]] = stand_in
-            present.discard(listed)
-    for name in sorted(present):  # not in the catalog yet
+            del modules[listed]
+    for name in modules:  # not in the catalog, or changed since
         for rule in _defined(importlib.import_module(f"{package.__name__}.{name}")):
             rules[rule.code] = rule
     return rules

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         blocking_copies,
         derived_from_batch,
         device_move,
+        device_object,
         host_read,
         left_on_host,
         numpy_value,
@@ -52,7 +53,12 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
     from torchlint.semantic.host import cpu_loader, cpu_loop, cpu_tensor, fed_numbers
     from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
     from torchlint.semantic.loader_classes import DATALOADER
-    from torchlint.semantic.loaders import DATALOADER_PARAMS, DataLoaderSite, Elsewhere
+    from torchlint.semantic.loaders import (
+        DATALOADER_PARAMS,
+        DataLoaderSite,
+        Elsewhere,
+        Loader,
+    )
     from torchlint.semantic.loops import Placed, is_periodic, names_tested, runs_once
     from torchlint.semantic.models import Model, ModelSite
     from torchlint.semantic.module import TorchModule, build
@@ -112,6 +118,7 @@ __all__ = [
     "Flow",
     "Frozen",
     "Kind",
+    "Loader",
     "Loop",
     "Model",
     "ModelKind",
@@ -140,6 +147,7 @@ __all__ = [
     "cpu_tensor",
     "derived_from_batch",
     "device_move",
+    "device_object",
     "dotted_name",
     "fed_numbers",
     "fine_tuned",

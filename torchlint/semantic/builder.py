@@ -91,6 +91,7 @@ class Facts:
             symbols += symbol.attributes.values()
             symbol.bindings.clear()
             symbol.attributes.clear()
+        self.scope.reads.clear()
         for scope in scopes:
             scope.symbols.clear()
             scope.attributes.clear()
@@ -132,6 +133,14 @@ class _Builder(cst.CSTVisitor):
         self.decorators: list[cst.Decorator] = []
         self.pending: list[_PendingAttribute] = []
         self._context: Context | None = None
+        # The names that read nothing (an attribute's name, a keyword's, a name bound or
+        # declared, an import's), by id, met before them; the others are `scope.reads`.
+        self.unread: set[int] = set()
+        self.read = scope.reads.append
+        self.importing = False
+        # The scopes (by id) whose header is being walked: decorators, parameters,
+        # annotations, bases, read in the scope around.
+        self.header: set[int] = set()
 
     def _ctx(self) -> Context:
         if self._context is None:
@@ -216,6 +225,8 @@ class _Builder(cst.CSTVisitor):
         """Bind every name of an assignment target; `value` is what the name gets when it
         is the whole target or matches an element of a literal tuple on the right."""
         if isinstance(target, cst.Name):
+            if kind is not Kind.AUGASSIGN:  # (`x += 1` reads x too)
+                self.unread.add(id(target))
             name = target.value
             where = (scope or self.scope).binding_scope(name)
             symbol = where.symbol(name)
@@ -266,6 +277,7 @@ class _Builder(cst.CSTVisitor):
                 loop.bound[n] = loop.bound.get(n, 0) + 1
 
     def visit_Import(self, node: cst.Import) -> None:
+        self.importing = True
         for alias in node.names:
             name = dotted_name(alias.name) or ""
             self.facts.imported_modules.add(name)
@@ -275,7 +287,11 @@ class _Builder(cst.CSTVisitor):
                 local = target = name.split(".")[0]
             self._bind_import(local, target, alias)
 
+    def leave_Import(self, node: cst.Import) -> None:
+        self.importing = False
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.importing = True
         base = dotted_name(node.module) if node.module is not None else None
         if base is not None and not node.relative:
             self.facts.imported_modules.add(base)
@@ -300,6 +316,9 @@ class _Builder(cst.CSTVisitor):
                     self.facts.imported_modules.add(f"{base}.{name}")
             self._bind_import(local, target, alias)
 
+    def leave_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.importing = False
+
     def _bind_import(self, local: str, target: str | None, alias: cst.CSTNode) -> None:
         symbol = self.scope.binding_scope(local).symbol(local)
         binding = Binding(symbol, Kind.IMPORT, alias, self._ctx(), qualname=target)
@@ -308,9 +327,11 @@ class _Builder(cst.CSTVisitor):
 
     def visit_Global(self, node: cst.Global) -> None:
         self.scope.declared_global.update(n.name.value for n in node.names)
+        self.unread.update(id(n.name) for n in node.names)
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         self.scope.declared_nonlocal.update(n.name.value for n in node.names)
+        self.unread.update(id(n.name) for n in node.names)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -318,6 +339,7 @@ class _Builder(cst.CSTVisitor):
             self._loop_bound(t.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.unread.add(id(node.target))  # (bound only with a value)
         self._loop_bound(node.target)
         if node.value is not None:
             self._bind(node.target, Kind.ASSIGN, node, node.value)
@@ -376,6 +398,7 @@ class _Builder(cst.CSTVisitor):
         self.loops = []
         outer = self.scope
         scope = self._enter(ScopeKind.FUNCTION, node)
+        self.header.add(id(scope))
         if outer.kind is ScopeKind.CLASS and not any(
             dotted_name(d.decorator) == "staticmethod" for d in node.decorators
         ):
@@ -393,7 +416,13 @@ class _Builder(cst.CSTVisitor):
         self.loops = self.saved_loops.pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
-        self._bind_params(self._enter(ScopeKind.FUNCTION, node), node.params)
+        scope = self._enter(ScopeKind.FUNCTION, node)
+        self.header.add(id(scope))
+        self._bind_params(scope, node.params)
+
+    def leave_Parameters(self, node: cst.Parameters) -> None:
+        if isinstance(self.scope.node, cst.Lambda):  # (a def's header goes on: `-> T:`)
+            self.header.discard(id(self.scope))
 
     def leave_Lambda(self, node: cst.Lambda) -> None:
         self._leave()
@@ -402,7 +431,7 @@ class _Builder(cst.CSTVisitor):
         self._bind(node.name, Kind.CLASS, node)
         self._push(self.statement, node)
         self.classes.append(node)
-        self._enter(ScopeKind.CLASS, node)
+        self.header.add(id(self._enter(ScopeKind.CLASS, node)))
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         self._leave()
@@ -441,7 +470,11 @@ class _Builder(cst.CSTVisitor):
         self._block(node.body)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.header.discard(id(self.scope))  # (a def's or class's body: its header ends)
         self._block(node.body)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.header.discard(id(self.scope))  # `def f(): return x`
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._push(self.statement, node)
@@ -516,6 +549,36 @@ class _Builder(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:  # an attribute's name too
         if not self.facts.multi_gpu_name and MULTI_GPU_NAME.match(node.value):
             self.facts.multi_gpu_name = True
+        if id(node) in self.unread or self.importing:
+            return
+        scope = self.scope
+        if self.header:
+            while id(scope) in self.header and scope.parent is not None:
+                scope = scope.parent
+        self.read((node, scope))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.unread.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.unread.add(id(node.keyword))
+
+    # A match pattern's captures (`case [x, *rest]`, `{**rest}`) and keywords (`P(x=0)`).
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.unread.add(id(node.name))
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.unread.add(id(node.name))
+
+    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self.unread.add(id(node.rest))
+
+    def visit_MatchKeywordElement(self, node: cst.MatchKeywordElement) -> None:
+        self.unread.add(id(node.key))
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = node.value

@@ -6,10 +6,10 @@ Where a node sits (`Context`: its scope, and the statements, loops, withs and if
 it), the calls and loops the walk records: one module with the scopes, since a binding
 knows where it sits and a context knows its scope.
 
-Bindings are collected in the model's single walk; names are looked up afterwards, so a
-use may precede its binding in the text (a function body reading a later import), as at
-run time. The analysis is flow-insensitive: a name stands for every binding of it in the
-scope that owns it.
+Bindings, and the names read, are collected in the model's single walk; names are looked
+up afterwards, so a use may precede its binding in the text (a function body reading a
+later import), as at run time. The analysis is flow-insensitive: a name stands for every
+binding of it in the scope that owns it.
 """
 
 from __future__ import annotations
@@ -91,12 +91,19 @@ class Binding:
 
 @dataclass(eq=False)
 class Symbol:
-    """A name in one scope (or an attribute of one owner) with all its bindings."""
+    """A name in one scope (or an attribute of one owner) with all its bindings and, for
+    a name, its references: the names that read it (or `del` it), in source order."""
 
     name: str
     scope: Scope
     bindings: list[Binding] = field(default_factory=list)
     attributes: dict[str, Symbol] = field(default_factory=dict)  # `x.attr = ...`
+    read_by: list[cst.Name] = field(default_factory=list)  # filled on demand: read `references`
+
+    @property
+    def references(self) -> list[cst.Name]:
+        self.scope.module.resolve_reads()
+        return self.read_by
 
     def values(self) -> list[cst.BaseExpression]:
         """The values of the plain assignments of this symbol."""
@@ -146,6 +153,17 @@ class Scope:
     self_name: str | None = None
     class_scope: Scope | None = None
     bases: list[Scope] = field(default_factory=list)  # classes: base classes of this file
+    # Module scopes: the names read in the file, each with the scope it is read in, until
+    # a symbol's references are first asked for (few files need them).
+    reads: list[tuple[cst.Name, Scope]] = field(default_factory=list)
+
+    def resolve_reads(self) -> None:
+        """Hand each name read in the file to the symbol it reads (module scopes)."""
+        reads, self.reads = self.reads, []
+        for name, scope in reads:
+            symbol = scope.lookup(name.value)
+            if symbol is not None:
+                symbol.read_by.append(name)
 
     def symbol(self, name: str) -> Symbol:
         found = self.symbols.get(name)
