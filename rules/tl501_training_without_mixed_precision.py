@@ -9,25 +9,20 @@ with `action="store_true"`, a config entry or a parameter default set to False):
 default run trains in float32, and the finding says mixed precision is opt-in (no fix:
 the flag's default is the user's to change). PyTorch-Ignite's training too: a process
 function of an `Engine` that trains (reported at its `def`, no fix) and
-`create_supervised_trainer(model, ...)` without `amp_mode` (fix, unsafe: `amp_mode="amp",
-scaler=True`), for a network on a GPU that is not a toy. Apex's `amp.initialize` counts
-as reduced precision. On by default
-since 2026-12-06: judged on the development corpus, none of its 94 findings was wrong,
-and 30 of the 43 it shows (the cases below hidden) were worth the change. Files managed
-by Lightning, Accelerate, DeepSpeed or the transformers Trainer are not checked (precision is
-their `precision=` / `mixed_precision=` setting), but for Lightning Fabric's: a
-`Fabric(...)` left at its default precision (`"32-true"`) or set to 32, not on
-`accelerator="cpu"`, in a file with a step loop whose networks are not toys, is reported
-at the call, without a fix (`precision="bf16-mixed"` needs an Ampere GPU, `"16-mixed"`
-the user's care); a precision the file does not show (`precision=args.precision`) is the
-user's. Not reported: loops whose networks
-are toys (under 1M parameters together, counted from their layers' sizes; a network
-whose size the file does not show counts as large), where tensor cores have too little
-to do for the cast to pay; loops that (directly or in a function of the file they
-call) compute a binary cross-entropy on probabilities (`nn.BCELoss`,
-`F.binary_cross_entropy`; not the `WithLogits` forms), which autocast refuses with a
-RuntimeError on CUDA: mixed precision there first needs `nn.BCEWithLogitsLoss` on the
-logits, a change to the model's output.
+`create_supervised_trainer(model, ...)` without `amp_mode` (fix, unsafe:
+`amp_mode="amp", scaler=True`), for a network on a GPU that is not a toy. Apex's
+`amp.initialize` counts as reduced precision. On by default since 2026-12-06: judged on
+the development corpus, none of its 94 findings was wrong, and 30 of the 43 it shows
+(the cases below hidden) were worth the change. Files managed by Lightning, Accelerate,
+DeepSpeed or the transformers Trainer are not checked (precision is their `precision=` /
+`mixed_precision=` setting; Lightning Fabric's `Fabric()` takes it from `fabric run
+--precision` where the call leaves it out). Not reported: loops whose networks are toys
+(under 1M parameters together, counted from their layers' sizes; a network whose size
+the file does not show counts as large), where tensor cores have too little to do for
+the cast to pay; loops that (directly or in a function of the file they call) compute a
+binary cross-entropy on probabilities (`nn.BCELoss`, `F.binary_cross_entropy`; not the
+`WithLogits` forms), which autocast refuses with a RuntimeError on CUDA: mixed precision
+there first needs `nn.BCEWithLogitsLoss` on the logits, a change to the model's output.
 
 Why: on Volta and newer GPUs, matrix multiplications and convolutions in float16 or
 bfloat16 run on tensor cores, typically 2-3x faster than float32, and the
@@ -111,14 +106,11 @@ from torchlint.semantic import (
     dotted_name,
     int_value,
     is_none,
-    str_value,
     toy,
 )
 from torchlint.text.walk import descendants
 
 GRAD = "torch.autograd.grad"
-FABRICS = ("lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric")
-FULL_PRECISION = (32, "32", "32-true")
 _TRUE = cst.Name("True")
 
 
@@ -150,13 +142,11 @@ class TrainingWithoutMixedPrecision(Rule):
     fix_safety = FixSafety.UNSAFE
     tokens = ("cuda", "accelerator")
     pattern = TRAINS  # a step loop of its own (or the project engages the file)
+    skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         opt_in = module.precision_opt_in  # `autocast(enabled=args.amp)`, off by default
         if module.reduced_precision and opt_in is None:
-            return
-        if module.managed:  # the framework's precision setting decides: Fabric's is read
-            yield from self._fabric(module)
             return
         target = module.target_torch
         wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)
@@ -194,38 +184,6 @@ class TrainingWithoutMixedPrecision(Rule):
             )
         if opt_in is None:
             yield from self._ignite(module)
-
-    def _fabric(self, module: TorchModule) -> Iterator[Diagnostic]:
-        """Lightning Fabric left at its default precision ("32-true") or set to 32, on an
-        accelerator (not `accelerator="cpu"`), in a file with a step loop whose networks are
-        not toys: reported at `Fabric(...)`, no fix (`"bf16-mixed"` needs an Ampere
-        GPU, `"16-mixed"` a GradScaler's care: the user's choice)."""
-        for call in module.calls_to(*FABRICS):
-            if any(a.star or a.keyword is None for a in call.node.args):
-                continue  # positional or spread arguments: not read
-            precision = call.kwarg("precision")
-            if precision is not MISSING and _literal(precision) not in FULL_PRECISION:
-                continue  # reduced, or a value the file does not show (`args.precision`)
-            if _literal(call.kwarg("accelerator")) == "cpu":
-                continue
-            loops = [  # (networks of a size the file does not show count as large)
-                loop
-                for loop in module.step_loops
-                if not toy(module.networks.parameters(s) for s in _sites(module, loop.calls))
-                and module.autocast_refused(loop.calls) is None
-            ]
-            if not loops:
-                continue
-            why = _low(module, loops[0])
-            yield self.diagnostic(
-                call.node,
-                "Lightning Fabric trains in float32 here (its default precision, "
-                '"32-true"); with `precision="bf16-mixed"` (Ampere and newer, or '
-                '`"16-mixed"`) matmuls and convolutions use tensor cores (often 2-3x '
-                "faster) and activations take half the memory"
-                + (f" (low impact: {why})" if why else ""),
-                impact=Impact.LOW if why else Impact.HIGH,
-            )
 
     def _ignite(self, module: TorchModule) -> Iterator[Diagnostic]:
         """Ignite's training in float32: a process function that runs a GPU network (at
@@ -268,12 +226,6 @@ class TrainingWithoutMixedPrecision(Rule):
                 ),
                 impact=Impact.LOW if why else Impact.HIGH,
             )
-
-
-def _literal(node: cst.BaseExpression) -> object:
-    """An int or string literal's value; None for anything else."""
-    number = int_value(node)
-    return number if number is not None else str_value(node)
 
 
 def _on_gpu(module: TorchModule, call: CallSite) -> bool:

@@ -48,7 +48,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32), "2d9b3641488c3099"),
     ("TL414", "untrained-network-gets-gradients", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32), "1c49ee60844a98ce"),
     ("TL415", "frozen-features-recomputed", True, False, (), ("eval()",), ("backward|step\\(|create_supervised_trainer", 32), "856b47ad84ac65c7"),
-    ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "f60468e7158a66d3"),
+    ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "405a78c8b5f3054c"),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None, "ca55ac0dbfde8434"),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None, "4085b7f866e74c86"),
     ("TL504", "frozen-network-outside-autocast", True, False, (), ("autocast",), ("backward|step\\(|create_supervised_trainer", 32), "0dd7d2fc4296d4da"),
