@@ -216,6 +216,12 @@ class Program:
         inner = [self._resolved(p, seen | {param}) for p in sorted(value.params)]
         return join_values([value.without_params(), *inner]) or None
 
+    def always_passed(self, function: str, name: str) -> bool:
+        """Every call of the project to `function` (a reference) passes parameter `name`
+        (or spreads `*`/`**` arguments that may): its default is not what they get."""
+        edges = self._edges.get(function, [])
+        return bool(edges) and all(_passes(edge, name) for edge in edges)
+
     def callers(self, function: str) -> Callers | None:
         """How the project calls `function` (a reference), through chains of calls."""
         if function not in self._callers_of:
@@ -389,6 +395,13 @@ def _arguments(edge: _Edge) -> Iterable[tuple[str, Value]]:
             yield name, value
 
 
+def _passes(edge: _Edge, name: str) -> bool:
+    call, callee = edge.call, edge.callee
+    if call.star or name in call.keywords:
+        return True
+    return any(callee.parameter(i, None, call.offset) == name for i in range(len(call.args)))
+
+
 class ProgramEnvironment(Environment):
     """One file's view of the program: what `Environment` asks, answered by linking."""
 
@@ -424,6 +437,9 @@ class ProgramEnvironment(Environment):
 
     def _callers(self, function: str) -> Callers | None:
         return self.program.callers(self.ref(function))
+
+    def _always_passed(self, function: str, name: str) -> bool:
+        return self.program.always_passed(self.ref(function), name)
 
     def _uses(self, site: str) -> Uses | None:
         return self.program.uses(self.site(site))

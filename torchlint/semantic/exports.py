@@ -7,6 +7,7 @@ loaders other files build."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 
 import libcst as cst
@@ -406,6 +407,7 @@ class _Exporter:
             )
             values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]
             edge = self.call(call, callee, offset, args, kwargs)
+            edge = replace(edge, keywords=tuple(a.keyword.value for a in keywords if a.keyword))
             # A call inside a function that tells nothing (its callers' calls say how it
             # runs): not worth linking.
             if values or edge.caller is None or edge.per_step or edge.no_grad:

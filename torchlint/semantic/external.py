@@ -266,6 +266,7 @@ class Call:
     caller: str | None  # the function of this file it is in (its dotted name), else None
     args: tuple[Value | None, ...] = ()
     kwargs: tuple[tuple[str, Value], ...] = ()
+    keywords: tuple[str, ...] = ()  # every keyword it passes, what it passes told or not
     star: bool = False  # `*args`/`**kwargs`: the rest cannot be mapped
     offset: int = 0  # leading parameters passed implicitly (1: the instance)
     per_step: bool = False  # runs on every training step
@@ -423,6 +424,17 @@ class Environment:
         )
         return found
 
+    def always_passed(self, function: str, name: str) -> bool:
+        """Every call the other files make of a function of this file passes parameter
+        `name` (told or not: `num_workers=args.workers`): its default is not what they
+        get."""
+        if self.path is None:
+            return False
+        found: bool = self._ask(
+            f"given {function}:{name}", lambda: self._always_passed(function, name)
+        )
+        return found
+
     def received(self, function: str, name: str) -> Value | None:
         """What `parameter` answered, if this file's analysis asked it (asked here, the
         question would make the file depend on its answer)."""
@@ -478,6 +490,9 @@ class Environment:
         elif kind == "param":
             function, _, name = what.rpartition(":")
             self.parameter(function, name)
+        elif kind == "given":
+            function, _, name = what.rpartition(":")
+            self.always_passed(function, name)
         elif kind == "callers":
             self.callers(what)
         elif kind == "uses":
@@ -522,6 +537,9 @@ class Environment:
 
     def _callers(self, function: str) -> Callers | None:
         return None
+
+    def _always_passed(self, function: str, name: str) -> bool:
+        return False
 
     def _uses(self, site: str) -> Uses | None:
         return None

@@ -294,6 +294,15 @@ class Functions:
         name = self.local_name(function) if isinstance(function, cst.FunctionDef) else None
         return self.env.parameter(name, param.symbol.name) if name is not None else None
 
+    def always_passed(self, param: Binding) -> bool:
+        """No call of this file runs the function, and every call of the project's other
+        files passes the parameter: its default is not what it gets."""
+        function = param.symbol.scope.node
+        if not isinstance(function, cst.FunctionDef) or self.callers(function):
+            return False
+        name = self.local_name(function)
+        return name is not None and self.env.always_passed(name, param.symbol.name)
+
     def unseen(self, param: Binding) -> bool:
         """What a parameter receives is anybody's guess: no call of this file passes it,
         and no call of the project tells anything of it (a library function, or a file

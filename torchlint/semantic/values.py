@@ -248,6 +248,8 @@ class Values:
             elsewhere = self._passed_elsewhere(binding)
             if elsewhere is not None:
                 return elsewhere
+            if self.functions.always_passed(binding):
+                return None  # every call of the project passes it: not the default
             default = self.functions.default(binding)
             found = self.constant(*default, depth + 1) if default is not None else None
             return Constant(found.value, found.node, "default") if found else None
