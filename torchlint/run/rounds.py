@@ -53,12 +53,10 @@ class _Fetch:
             return Summary()
         if STAR_IMPORT.search(text):
             return None  # what it binds is the project's to say: the rounds summarize it
-        env = Environment(path=key)
         try:
-            Linter([], self.settings).summarize(text, key, env)
+            return Linter([], self.settings).summarize(text, key, Environment(path=key))
         except LintError:
             return None
-        return env.summary
 
 
 # Chains of calls through a large package settle in a few rounds (accelerate's: five).

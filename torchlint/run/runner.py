@@ -374,10 +374,9 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     result = FileResult(name)
     try:
         text = program_text(name, read_source(path).text)
-        Linter([], job.settings).summarize(text, name, env)
+        result.summary = Linter([], job.settings).summarize(text, name, env).to_json()
     except (SourceError, LintError) as exc:
         result.errors = [file_error(exc)]
-    result.summary = env.summary.to_json() if env.summary is not None else None
     result.answers = env.answers
     return result
 
