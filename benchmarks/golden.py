@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="also run over the whole corpus")
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     args = parser.parse_args()
+    if not args.corpus.is_dir():
+        parser.error(f"no corpus at {args.corpus} (--corpus)")
     found = runs(args.corpus, args.repos, args.all)
     if args.action == "record":
         args.out.mkdir(parents=True, exist_ok=True)
