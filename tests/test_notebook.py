@@ -101,8 +101,8 @@ def workers_rule(monkeypatch):
     monkeypatch.setattr(
         runner,
         "_linter",
-        lambda job, codes: (
-            Linter([_Workers()], job.settings) if "TLX02" in codes else real(job, codes)
+        lambda job, codes, given: (
+            Linter([_Workers()], job.settings) if "TLX02" in codes else real(job, codes, given)
         ),
     )
 
@@ -293,7 +293,7 @@ class _RemoveFirst(Rule):
 
 def test_a_fix_that_removes_a_cells_first_statement_falls_back_to_statement_separators(monkeypatch):
     monkeypatch.setattr(
-        runner, "_linter", lambda job, codes: Linter([_RemoveFirst()], job.settings)
+        runner, "_linter", lambda job, codes, given: Linter([_RemoveFirst()], job.settings)
     )
     text = notebook(("code", ["x = 1"]), ("code", lines("remove_me()\ny = 2")), ("code", ["z = 3"]))
     result, new = lint(text, fix=True)

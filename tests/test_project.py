@@ -420,9 +420,7 @@ def test_a_method_called_on_an_instance_of_a_class_of_another_file_is_linked(
     summaries = {}
     for key, text in (("utils/ema.py", ema), ("train.py", train)):
         env = Program(layout, summaries).environment(key)
-        Linter([], Settings()).summarize(text, key, env)
-        assert env.summary is not None
-        summaries[key] = env.summary
+        summaries[key] = Linter([], Settings()).summarize(text, key, env)
     calls = [(c.callee, c.caller, c.offset) for c in summaries["train.py"].calls]
     assert ("utils.ema.ModelEMA.update", "Trainer.fit", 1) in calls
     assert ("utils.ema.ModelEMA.update", "main", 1) in calls
@@ -475,12 +473,11 @@ def test_a_summary_names_what_a_function_makes_of_its_parameter():
 
     returns = []
     for env in (Environment(path="helpers.py"), Passing(path="helpers.py")):
-        Linter([], Settings()).summarize(source, "helpers.py", env)
-        assert env.summary is not None
-        shard = env.summary.exports["shard"]
+        summary = Linter([], Settings()).summarize(source, "helpers.py", env)
+        shard = summary.exports["shard"]
         assert isinstance(shard, Function)
         returns.append(shard.returns)
-        reload = env.summary.exports["reload"]  # not its argument given back
+        reload = summary.exports["reload"]  # not its argument given back
         assert isinstance(reload, Function) and not (reload.returns and reload.returns.params)
     assert returns == [Value(params=frozenset({"helpers.py::shard:loader"}))] * 2
 

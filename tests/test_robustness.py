@@ -415,7 +415,7 @@ def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
         def check(self, module):
             raise AttributeError("no such thing")
 
-    monkeypatch.setattr(runner, "instantiate", lambda codes: [Broken()])
+    monkeypatch.setattr(runner, "instantiate", lambda codes, rules=None: [Broken()])
     (tmp_path / "a.py").write_text("boom = 1\n")
     (tmp_path / "b.py").write_text("fine = 1\n")
     config = load_config(None)

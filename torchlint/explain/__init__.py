@@ -1,13 +1,13 @@
 """`torchlint explain`: what the analysis knows at a line of a file (or in the whole
 file), as `check` sees the file: with what its project tells it.
 
-The file is checked as `check` checks it (`parallel.opened`: its project's rounds, to
-their fixed point); then analysed once more here, with the environment its project
-gives it, and every rule is run on that model, the selected ones and the others: a
-finding the run hides (low impact, a noqa comment, per-file-ignores, a rule not
-selected) shows with the reason, and a finding of the run is matched to it. The facts
-(the loops and the function around the line, what the names on it hold, where the file
-puts its work) are read off the same model (`facts.py`)."""
+The file is checked as `check` checks it (`parallel.opened`, `parallel.converge`: its
+project's rounds, to their fixed point, with the run's cache); then analysed once more
+here, with the environment its project gives it, and every rule is run on that model,
+the selected ones and the others: a finding the run hides (low impact, a noqa comment,
+per-file-ignores, a rule not selected) shows with the reason, and a finding of the run
+is matched to it. The facts (the loops and the function around the line, what the names
+on it hold, where the file puts its work) are read off the same model (`facts.py`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from torchlint.explain.facts import At, Facts, file_facts, line_facts
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
 from torchlint.results import FileResult, Impact, Violation
-from torchlint.run.parallel import opened
+from torchlint.run.parallel import converge, opened
 from torchlint.run.pool import Task
 from torchlint.text.source import SourceError, read_source
 
@@ -123,7 +123,7 @@ def explain(at: Place, plan: RunPlan, cache_dir: Path | None = None) -> Explanat
     task = Task(0, path, codes)
     job = plan.job()
     with opened([task], job, plan.config, {path: path.parent}, cache_dir) as rounds:
-        (result,) = rounds.converge(job)
+        (result,) = converge(rounds, job, cache_dir)
         if result.errors:
             raise ExplainError(f"{result.path}: {result.error}")
         if result.warning:

@@ -35,7 +35,7 @@ from torchlint.results import UNUSED_NOQA, FixRecord, Impact, TextEdit, Violatio
 from torchlint.rule import BUILT_IN, Diagnostic, Rule
 from torchlint.semantic import build
 from torchlint.semantic.exports import summarize
-from torchlint.semantic.external import Environment
+from torchlint.semantic.external import Environment, Summary
 from torchlint.settings import Settings
 from torchlint.text.positions import Layout, NodePositions
 from torchlint.text.source import split_lines
@@ -224,12 +224,13 @@ class Linter:
         diagnostics = self._diagnostics(module, path, rules, env)
         return self._violations(module, source, diagnostics, with_edits, buffer)
 
-    def summarize(self, source: str, path: str, env: Environment) -> None:
-        """The summary of a file no rule reads (a module other files import), into `env`."""
+    def summarize(self, source: str, path: str, env: Environment) -> Summary:
+        """The summary of a file no rule reads (a module other files import), analysed
+        with what its project tells it (`env` records what it asked)."""
         check_size(source, path)
         model = build(parse(source, path), path, self.settings, env)
         try:
-            env.summary = summarize(model)
+            return summarize(model)
         finally:
             model.release()
 

@@ -1,5 +1,6 @@
 """Many files: answer from the cache what it knows, lint the rest in worker processes
-(`pool`), each with what the rest of its project tells it (`rounds`)."""
+(`pool`), each with what the rest of its project tells it (`rounds`). The one module that
+reads and writes the results' cache (`cache.Cache`)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ from torchlint.config.load import Config
 from torchlint.results import FileResult, Job
 from torchlint.run.cache import Cache
 from torchlint.run.pool import (
+    INTERNAL,
     Interrupted,
     Stop,
     Task,
-    cacheable,
     compute,
+    file_stamp,
     survivors_frozen,
     use_projects,
 )
 from torchlint.run.rounds import Rounds
+from torchlint.run.runner import display
+from torchlint.text.source import SourceError, read_bytes
 
-__all__ = ["Interrupted", "opened", "run_files"]
+__all__ = ["Interrupted", "converge", "opened", "run_files"]
 
 
 def run_files(
@@ -45,13 +49,32 @@ def run_files(
     tasks = [Task(i, f, tuple(config.rules_for(f, job.codes))) for i, f in enumerate(files)]
     with opened(tasks, job, config, bases or {}, cache_dir, walked) as rounds:
         if not (job.fix or job.diff):
-            results = rounds.converge(job)
+            results = converge(rounds, job, cache_dir)
             for result in results:
                 if on_result is not None:
                     on_result(result)
             return results
-        rounds.converge(replace(job, fix=False, diff=False, with_edits=False))  # link first
+        # link first
+        converge(rounds, replace(job, fix=False, diff=False, with_edits=False), cache_dir)
         return _rewrite(tasks, job, on_result, cache_dir, rounds)
+
+
+def converge(rounds: Rounds, job: Job, cache_dir: Path | None) -> list[FileResult]:
+    """The results of the files `rounds` was opened with (`Rounds.converge`): those the
+    cache in `cache_dir` holds for their bytes and answers read from it first, and those
+    computed stored there."""
+    if cache_dir is None:
+        return rounds.converge(job)
+    cache = Cache(cache_dir, job)
+    known: list[FileResult | None] = []
+    for task in rounds.tasks:
+        hit = _lookup(cache, rounds, task)
+        known.append(hit if hit is not None and rounds.record(task, hit) else None)
+    results = rounds.converge(job, known)
+    for task, result, hit in zip(rounds.tasks, results, known, strict=True):
+        if result is not hit and _cacheable(job, task, result):
+            cache.put(task.path, result.path, task.codes, task.raw or b"", result)
+    return results
 
 
 @contextlib.contextmanager
@@ -90,7 +113,7 @@ def _rewrite(
     if cache is not None:
         todo = []
         for task in tasks:
-            hit = rounds.cached(cache, task)
+            hit = _lookup(cache, rounds, task)
             if hit is None:
                 todo.append(task)
             else:
@@ -108,7 +131,7 @@ def _rewrite(
                     result = next(computed)
                     if result is None:  # not started: the run was interrupted
                         continue
-                    if cache is not None and cacheable(job, task, result):
+                    if cache is not None and _cacheable(job, task, result):
                         cache.put(task.path, result.path, task.codes, task.raw or b"", result)
                 if on_result is not None:
                     on_result(result)
@@ -122,3 +145,29 @@ def _rewrite(
     if stop is not None and stop.requested:
         raise Interrupted(out, exact=True)
     return out
+
+
+def _lookup(cache: Cache, rounds: Rounds, task: Task) -> FileResult | None:
+    """The cached result of a task, if it holds: the same bytes, the same answers from
+    its project. Bytes its project's scan read (their stamp and digest) are not read again
+    while their stamp is the same; on a miss, they are (for the result to be stored)."""
+    task.stamp = file_stamp(task.path)
+    name = display(task.path)
+    known, hit = rounds.scanned(task), None
+    if known is not None and task.stamp is not None and list(task.stamp) == known[0]:
+        hit = cache.get(task.path, name, task.codes, None, known[1])
+    if hit is None:
+        try:
+            task.raw = read_bytes(task.path)
+        except SourceError:
+            return None  # process_file reports why
+        hit = cache.get(task.path, name, task.codes, task.raw)
+    return hit if hit is not None and rounds.holds(task, hit) else None
+
+
+def _cacheable(job: Job, task: Task, result: FileResult) -> bool:
+    if task.raw is None or (result.error or "").startswith(INTERNAL):
+        return False
+    if job.fix and not job.diff and (result.fixed or result.error):
+        return False  # the file was (or should have been) rewritten
+    return file_stamp(task.path) == task.stamp  # not changed while we linted it

@@ -410,11 +410,3 @@ def _imported_for(tasks: Sequence[Task]) -> None:
     import torchlint.lint.linter  # noqa: F401
 
     rules_of(sorted({code for task in tasks for code in task.codes}))
-
-
-def cacheable(job: Job, task: Task, result: FileResult) -> bool:
-    if task.raw is None or (result.error or "").startswith(INTERNAL):
-        return False
-    if job.fix and not job.diff and (result.fixed or result.error):
-        return False  # the file was (or should have been) rewritten
-    return file_stamp(task.path) == task.stamp  # not changed while we linted it

@@ -16,9 +16,9 @@ from torchlint.lint.tokens import STAR_IMPORT, any_applies, asks_project, may_te
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, is_script, levels, sys_paths
 from torchlint.results import FileResult, Job
-from torchlint.run.cache import Cache, Summaries
-from torchlint.run.pool import Task, analyse, cacheable, compute, file_stamp, item_of
-from torchlint.run.runner import discover, display, program_text, token_rules
+from torchlint.run.cache import Summaries
+from torchlint.run.pool import Task, analyse, compute, file_stamp, item_of
+from torchlint.run.runner import discover, program_text, token_rules
 from torchlint.settings import Settings
 from torchlint.text.source import SourceError, decode, read_bytes
 
@@ -53,32 +53,10 @@ class _Fetch:
             return Summary()
         if STAR_IMPORT.search(text):
             return None  # what it binds is the project's to say: the rounds summarize it
-        env = Environment(path=key)
         try:
-            Linter([], self.settings).summarize(text, key, env)
+            return Linter([], self.settings).summarize(text, key, Environment(path=key))
         except LintError:
             return None
-        return env.summary
-
-
-def cached(
-    cache: Cache, task: Task, known: tuple[list[int], str] | None = None
-) -> FileResult | None:
-    """The cached result of a task's bytes (whether its answers hold is its project's
-    to say: `Rounds.cached`). Bytes `known` by their stamp and digest (what the project's
-    scan read off them) are not read again while their stamp is the same; on a miss,
-    they are (for the result to be stored)."""
-    task.stamp = file_stamp(task.path)
-    name = display(task.path)
-    if known is not None and task.stamp is not None and list(task.stamp) == known[0]:
-        hit = cache.get(task.path, name, task.codes, None, known[1])
-        if hit is not None:
-            return hit
-    try:
-        task.raw = read_bytes(task.path)
-    except SourceError:
-        return None  # process_file reports why
-    return cache.get(task.path, name, task.codes, task.raw)
 
 
 # Chains of calls through a large package settle in a few rounds (accelerate's: five).
@@ -155,7 +133,6 @@ class Rounds:
         self.tasks = tasks
         self.job = job
         self.config = config
-        self.cache_dir = cache_dir
         self.store = Summaries(cache_dir, job.settings.knowledge) if cache_dir is not None else None
         self.projects: list[Project] = []
         self.texts: list[_Texts] = []  # by project
@@ -391,20 +368,20 @@ class Rounds:
         project.update(key, *(stored or (None, {})))
         return True
 
-    def converge(self, job: Job) -> list[FileResult]:
-        """The results of the files asked, each computed with answers that hold."""
-        cache = Cache(self.cache_dir, job) if self.cache_dir is not None else None
+    def converge(
+        self, job: Job, known: Sequence[FileResult | None] | None = None
+    ) -> list[FileResult]:
+        """The results of the files asked (in the order of `tasks`), each computed with
+        answers that hold; `known`: a result for each task found before the rounds (the
+        cache's, `record`ed), kept while it holds."""
         results: list[FileResult | None] = [None] * len(self.tasks)
-        fresh: set[int] = set()  # computed in this run (to be cached)
+        for task, hit in zip(self.tasks, known or [None] * len(self.tasks), strict=True):
+            results[task.index] = hit
         for round_ in range(MAX_ROUNDS + 1):  # the last only checks what the others did
             todo: list[Task] = []
             for task in self.tasks:
                 result = results[task.index]
-                if result is None and round_ == 0 and cache is not None:
-                    result = results[task.index] = self.cached(cache, task)
-                    if result is not None and not self._record(task, result):
-                        result = results[task.index] = None  # its summary is not stored
-                if result is None or not self._holds(task, result):
+                if result is None or not self.holds(task, result):
                     todo.append(task)
             todo += self.to_summarize()
             if not todo or round_ == MAX_ROUNDS:
@@ -420,14 +397,7 @@ class Rounds:
                     self.keep(task, result)
                     if task.index >= 0:
                         results[task.index] = result
-                        fresh.add(task.index)
-        out = [r for r in results if r is not None]
-        if cache is not None:
-            for task in self.tasks:
-                result = results[task.index]
-                if task.index in fresh and result is not None and cacheable(job, task, result):
-                    cache.put(task.path, result.path, task.codes, task.raw or b"", result)
-        return out
+        return [r for r in results if r is not None]
 
     def _link_before(self, batch: list[Task]) -> None:
         """Link the programs a batch reads here, once: worker processes forked for it
@@ -483,16 +453,15 @@ class Rounds:
         except SourceError:
             return False
 
-    def cached(self, cache: Cache, task: Task) -> FileResult | None:
-        """The cached result of a task, if it holds: the same bytes, the same answers
-        from its project."""
+    def scanned(self, task: Task) -> tuple[list[int], str] | None:
+        """The stamp and the digest of a task's bytes as its project's scan read them."""
         found = None
         if task.project is not None and task.key is not None:
             found = self.scans[task.project]["files"].get(task.key)
-        hit = cached(cache, task, (found["stamp"], found["digest"]) if found else None)
-        return hit if hit is not None and self._holds(task, hit) else None
+        return (found["stamp"], found["digest"]) if found else None
 
-    def _holds(self, task: Task, result: FileResult) -> bool:
+    def holds(self, task: Task, result: FileResult) -> bool:
+        """A result of a task (computed in a round, or the cache's) still stands."""
         if task.project is None or not task.key:
             return True
         project = self.projects[task.project]
@@ -510,7 +479,7 @@ class Rounds:
                 if self.store is not None and digest is not None:
                     self.store.put(project.layout.root, key, digest, summary.to_json(), {})
 
-    def _record(self, task: Task, result: FileResult) -> bool:
+    def record(self, task: Task, result: FileResult) -> bool:
         """What a file's result tells its project; False for a cached result whose
         summary the store no longer holds (it is analysed again)."""
         if task.project is None or not task.key:
@@ -557,7 +526,7 @@ class Rounds:
                 project.update(key, summary, {})
                 project.fetched[key] = project.summaries[key]
         self.store_fetched()
-        self._record(task, result)
+        self.record(task, result)
         digest = (
             content_digest(task.raw) if task.raw else self.digests.get((task.project, task.key))
         )

@@ -46,6 +46,25 @@ if TYPE_CHECKING:  # the linter (libcst, the semantic model) is imported when a 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
+@dataclass(frozen=True)
+class Given:
+    """What a caller gives one text's lint besides its Job (`lint_source`): a rule that
+    raises is reported to `on_rule_error`, if given, and the others' findings kept; an
+    editor's `buffer` parses a lint's text again only where it changed; `env` is what the
+    rest of the file's project tells it (its summary, unless not wanted: `summary`, and
+    the answers go in the result); `rules`, the rule classes by code (a config's; else
+    the registry's)."""
+
+    on_rule_error: RuleErrorHandler | None = None
+    buffer: Buffer | None = None
+    env: Environment | None = None
+    rules: dict[str, type[Rule]] | None = None
+    summary: bool = True
+
+
+NOTHING = Given()
+
+
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
@@ -195,10 +214,17 @@ def rules_of(codes: Sequence[str]) -> list[Rule]:
     return instantiate(codes)
 
 
-def _linter(job: Job, codes: Sequence[str]) -> Linter:
+def _linter(job: Job, codes: Sequence[str], given: Given) -> Linter:
     from torchlint.lint.linter import Linter
 
-    return Linter(rules_of(codes), job.settings, job.unfixable, low_impact=job.low_impact)
+    return Linter(
+        instantiate(codes, given.rules),
+        job.settings,
+        job.unfixable,
+        given.on_rule_error,
+        summary=given.summary,
+        low_impact=job.low_impact,
+    )
 
 
 def _syntax_only(text: str, job: Job, codes: Sequence[str], env: Environment | None) -> bool:
@@ -229,20 +255,14 @@ def lint_text(
     name: str,
     job: Job,
     codes: Sequence[str],
-    on_rule_error: RuleErrorHandler | None = None,
-    buffer: Buffer | None = None,
-    env: Environment | None = None,
+    given: Given = NOTHING,
 ) -> FileResult:
-    """Lint or fix source text in memory (stdin, or a file already read). A rule that
-    raises is reported to `on_rule_error`, if given, and the others' findings kept. An
-    editor's `buffer` parses a lint's text again only where it changed. `env`: what the
-    rest of the file's project tells it; its summary and the answers go in the result."""
+    """Lint or fix Python source text in memory (`lint_source`, for a `.py` file)."""
     from torchlint.lint.parser import LintError, TooLarge, check_syntax
 
     result = FileResult(name, text=text)
-    linter = None if _syntax_only(text, job, codes, env) else _linter(job, codes)
-    if linter is not None:
-        linter.on_rule_error = on_rule_error
+    env = given.env
+    linter = None if _syntax_only(text, job, codes, env) else _linter(job, codes, given)
     try:
         if linter is None:
             check_syntax(text, name)
@@ -262,7 +282,7 @@ def lint_text(
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
         else:
-            result.violations = linter.lint(text, name, job.with_edits, buffer, env)
+            result.violations = linter.lint(text, name, job.with_edits, given.buffer, env)
     except TooLarge as exc:
         result.warning = str(exc)
     except LintError as exc:
@@ -281,12 +301,10 @@ def lint_notebook(
     name: str,
     job: Job,
     codes: Sequence[str],
-    on_rule_error: RuleErrorHandler | None = None,
-    buffer: Buffer | None = None,
-    env: Environment | None = None,
+    given: Given = NOTHING,
 ) -> tuple[FileResult, str]:
-    """Lint or fix a Jupyter notebook's JSON text: the result, and the (fixed) JSON text
-    (`buffer`, `env`: as for `lint_text`, for the program the cells make)."""
+    """Lint or fix a Jupyter notebook's JSON text (`lint_source`, for the program the
+    cells make): the result, and the (fixed) JSON text."""
     from torchlint.lint.notebook import Notebook, NotebookError
 
     try:
@@ -298,7 +316,7 @@ def lint_notebook(
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
-        result = lint_text(program.source, name, run, codes, on_rule_error, buffer, env)
+        result = lint_text(program.source, name, run, codes, given)
         if result.errors:
             result.errors, result.text = [program.explain(e) for e in result.errors], None
             return result, text
@@ -322,31 +340,39 @@ def lint_notebook(
     return result, new_text
 
 
-def _lint_source(
-    text: str, name: str, job: Job, codes: Sequence[str], env: Environment | None = None
+def lint_source(
+    text: str,
+    name: str,
+    job: Job,
+    codes: Sequence[str],
+    given: Given = NOTHING,
 ) -> tuple[FileResult, str]:
-    """A `.py` or `.ipynb` file's text: the result, and the (fixed) text to write."""
+    """A `.py` file's or a notebook's text (by `name`'s suffix) linted or fixed in
+    memory, with what the caller `given`: the result, and the (fixed) text to write. The
+    one entry for one file's text: a run's files and stdin, an editor's documents."""
     if name.endswith(".ipynb"):
-        return lint_notebook(text, name, job, codes, env=env)
-    result = lint_text(text, name, job, codes, env=env)
+        return lint_notebook(text, name, job, codes, given)
+    result = lint_text(text, name, job, codes, given)
     return result, result.text or ""
 
 
 def process_file(
     path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
 ) -> FileResult:
-    """Lint or fix one file (rewritten in place when fixed); `env` as for `lint_text`."""
+    """Lint or fix one file (rewritten in place when fixed); `env` as for `lint_source`."""
     name = display(path)
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
         return failed(name, exc)
-    result, new_text = _lint_source(source.text, name, job, codes, env)
+    result, new_text = lint_source(source.text, name, job, codes, Given(env=env))
     if job.fix and not job.diff and not result.errors and new_text != source.text:
         try:
             write_source(source, new_text)
         except SourceError as exc:  # nothing written: report what the file on disk holds
-            result, _ = _lint_source(source.text, name, replace(job, fix=False), codes, env)
+            result, _ = lint_source(
+                source.text, name, replace(job, fix=False), codes, Given(env=env)
+            )
             result.errors = [file_error(exc)]
     return result
 
@@ -374,10 +400,9 @@ def summarize_file(path: Path, job: Job, env: Environment) -> FileResult:
     result = FileResult(name)
     try:
         text = program_text(name, read_source(path).text)
-        Linter([], job.settings).summarize(text, name, env)
+        result.summary = Linter([], job.settings).summarize(text, name, env).to_json()
     except (SourceError, LintError) as exc:
         result.errors = [file_error(exc)]
-    result.summary = env.summary.to_json() if env.summary is not None else None
     result.answers = env.answers
     return result
 
@@ -434,7 +459,7 @@ def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
     except SourceError as exc:
         return failed(name, exc)
     codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
-    result, new_text = _lint_source(text, name, job, codes)
+    result, new_text = lint_source(text, name, job, codes)
     if job.fix and not job.diff:
         result.fixed_text = text if result.errors else new_text
     return result

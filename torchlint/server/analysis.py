@@ -1,10 +1,10 @@
 """What the language server asks of the engine, as plain data (no LSP types here).
 
-Every answer comes from the engine `torchlint check` and `fix` use: findings from
-`Linter.lint` (a `.py` document, parsed again only where it changed: `Buffers`) or
-`lint_notebook` (a notebook's cells), "fix all" from `Linter.fix` / `lint_notebook`
-exactly as `torchlint fix` runs them, one finding's fix from the text edits the engine
-gives for that finding alone (those `--output-format json` shows), "ignore for this
+Every answer comes from the engine `torchlint check` and `fix` use, `run.runner`'s entry
+for one text (`lint_source`): findings from `lint_text` (a `.py` document, parsed again
+only where it changed: `Buffers`) or `lint_notebook` (a notebook's cells), "fix all" from
+the same exactly as `torchlint fix` runs them, one finding's fix from the text edits the
+engine gives for that finding (those `--output-format json` shows), "ignore for this
 line" from `add_noqa` (as `check --add-noqa`). An answer that changes text is the whole
 new text; the server turns it into minimal edits. `env`: what the document's project
 tells it (`projects.Opened.environment`), as a run tells each file of a project.
@@ -19,16 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchlint.config.load import instantiate
 from torchlint.config.plan import RunPlan
 from torchlint.fixes import apply_line_edits
 from torchlint.lint.incremental import Buffer
-from torchlint.lint.linter import Linter, RuleErrorHandler
+from torchlint.lint.linter import RuleErrorHandler
 from torchlint.lint.noqa import add_noqa
-from torchlint.lint.parser import InvalidSyntax, LintError, TooLarge, check_syntax
+from torchlint.lint.parser import LintError, check_syntax
 from torchlint.reporters import Context, fixable
-from torchlint.results import UNUSED_NOQA, FileError, Violation
-from torchlint.run.runner import lint_notebook
+from torchlint.results import UNUSED_NOQA, FileError, FileResult, Violation
+from torchlint.run.runner import Given, lint_notebook, lint_text
 from torchlint.semantic.external import Environment
 
 
@@ -71,19 +70,31 @@ def _collect(report: Report) -> RuleErrorHandler:
     return failed
 
 
-def _linter(setup: RunPlan, codes: Sequence[str] = (), report: Report | None = None) -> Linter:
-    """The engine for an editor's text: its project learns the file from its saved text
-    (`projects`), so a lint leaves out the file's summary."""
+def _given(
+    setup: RunPlan,
+    report: Report | None = None,
+    buffer: Buffer | None = None,
+    env: Environment | None = None,
+) -> Given:
+    """What an editor's text is linted with: its config's rules, those that raise told on
+    `report`; its project learns the file from its saved text (`projects`), so a lint
+    leaves out the file's summary."""
     handler = _collect(report) if report is not None else None
-    codes = codes or setup.codes
-    return Linter(
-        instantiate(codes, setup.config.rules),
-        setup.settings,
-        setup.unfixable,
-        handler,
-        summary=False,
-        low_impact=setup.low_impact,
-    )
+    return Given(handler, buffer, env, setup.config.rules, summary=False)
+
+
+def _reported(report: Report, result: FileResult, cells: Sequence[Cell] | None = None) -> Report:
+    """A lint's result on the editor: its findings, and why there are none where the text
+    cannot be analysed (a notebook's, in the cell it names)."""
+    report.violations = result.violations
+    if cells is None:
+        report.problems += [Problem(e.record().message, e.line, e.column) for e in result.errors]
+    else:
+        report.problems += cell_problems(result.errors, cells)
+    if result.warning is not None:
+        first = _first_python(cells) if cells is not None else None
+        report.problems.append(Problem(result.warning, 1, 1, first, True))
+    return report
 
 
 def internal_error(report: Report, exc: Exception, cell: int | None = None) -> None:
@@ -125,17 +136,12 @@ def lint_python(
     """The findings in `text`, or why there are none (a syntax error at its position)."""
     report = Report()
     try:
-        linter = _linter(setup, report=report)
-        report.violations = linter.lint(text, path, buffer=buffer, env=env)
-    except TooLarge as exc:
-        report.problems.append(Problem(str(exc), 1, 1, warning=True))
-    except InvalidSyntax as exc:
-        report.problems.append(Problem(f"SyntaxError: {exc.message}", exc.line, exc.column))
-    except LintError as exc:
-        report.problems.append(Problem(str(exc), 1, 1))
+        given = _given(setup, report, buffer, env)
+        result = lint_text(text, path, setup.job(), setup.codes, given)
     except Exception as exc:
         internal_error(report, exc)
-    return report
+        return report
+    return _reported(report, result)
 
 
 def fix_all_python(
@@ -144,9 +150,11 @@ def fix_all_python(
     """What `torchlint fix` (with the document's safety) makes of `text`, a rule that
     raises left out as in the diagnostics; None if it would change nothing for an error."""
     try:
-        return _linter(setup, report=Report()).fix(text, path, unsafe=setup.unsafe, env=env).text
-    except Exception:  # LintError, or a bug: as `torchlint fix`, change nothing
+        given = _given(setup, Report(), env=env)
+        result = lint_text(text, path, setup.job(fix=True), setup.codes, given)
+    except Exception:  # a bug: as `torchlint fix`, change nothing
         return None
+    return None if result.errors or result.warning is not None else result.text
 
 
 def fix_python(
@@ -161,9 +169,10 @@ def fix_python(
     code = key[0]
     if code not in setup.codes:
         return None
+    codes = _resolving(code, setup)
+    job = setup.job(codes=codes, with_edits=True)
     try:
-        linter = _linter(setup, codes=_resolving(code, setup))
-        found = linter.lint(text, path, with_edits={key}, buffer=buffer, env=env)
+        found = lint_text(text, path, job, codes, _given(setup, buffer=buffer, env=env)).violations
     except Exception:
         return None
     for v in found:
@@ -243,20 +252,13 @@ def lint_cells(
 ) -> Report:
     """The findings in a notebook's cells (positions in their cells), as for a file."""
     report = Report()
-    job = setup.job()
     try:
-        text = notebook_json(cells)
-        handler = _collect(report)
-        result, _ = lint_notebook(text, path, job, setup.codes, handler, buffer, env)
+        text, given = notebook_json(cells), _given(setup, report, buffer, env)
+        result, _ = lint_notebook(text, path, setup.job(), setup.codes, given)
     except Exception as exc:
         internal_error(report, exc, _first_python(cells))
         return report
-    report.violations = result.violations
-    if result.error is not None:
-        report.problems += cell_problems(result.errors, cells)
-    if result.warning is not None:
-        report.problems.append(Problem(result.warning, 1, 1, _first_python(cells), True))
-    return report
+    return _reported(report, result, cells)
 
 
 def fix_all_cells(
@@ -264,10 +266,9 @@ def fix_all_cells(
 ) -> list[str] | None:
     """Every cell's source after `torchlint fix` of the notebook (a rule that raises left
     out); None if it would not fix."""
-    job = setup.job(fix=True)
+    job, given = setup.job(fix=True), _given(setup, Report(), env=env)
     try:
-        handler = _collect(Report())
-        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, handler, env=env)
+        result, _ = lint_notebook(notebook_json(cells), path, job, setup.codes, given)
     except Exception:
         return None
     return result.cells if result.error is None else None
@@ -289,7 +290,8 @@ def fix_cells(
     codes = _resolving(code, setup)
     job = setup.job(codes=codes, with_edits=True)
     try:
-        result, _ = lint_notebook(notebook_json(cells), path, job, codes, buffer=buffer, env=env)
+        given = _given(setup, buffer=buffer, env=env)
+        result, _ = lint_notebook(notebook_json(cells), path, job, codes, given)
     except Exception:
         return None
     if result.error is not None:

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint.config.load import Config, ConfigError
+from torchlint.config.plan import RunPlan
 from torchlint.project import Project, find_root
-from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
+from torchlint.results import ANALYSIS_ERROR, FileError, FileResult
 from torchlint.run.cache import location
 from torchlint.run.pool import INTERNAL
 from torchlint.run.rounds import Rounds, result_holds
@@ -42,10 +43,14 @@ class Opened:
 
     root: Path
     rounds: Rounds
-    how: How
+    plan: RunPlan  # what the project's files are read for (its rules and settings)
     id: int = field(default_factory=lambda: next(_ids))
     cached: int = 0  # summaries read from the cache when opened
     computed: int = 0  # summaries computed since
+
+    @property
+    def how(self) -> How:
+        return self.plan.codes, self.plan.settings
 
     @property
     def project(self) -> Project:
@@ -145,11 +150,10 @@ class Projects:
         except ConfigError:
             return None  # its own lint says why, where it applies
         assert chosen is not None
-        how: How = (chosen.codes, chosen.settings)
         old = self.opened.get(root)
-        if old is not None and old.how == how:
+        if old is not None and old.how == (chosen.codes, chosen.settings):
             return old
-        return self._open(root, how, config, old or self.outdated.pop(root, None))
+        return self._open(root, chosen, config, old or self.outdated.pop(root, None))
 
     def reopen(self, opened: Opened) -> Opened:
         """The project opened again (its files found again), keeping what it knows; a
@@ -158,14 +162,13 @@ class Projects:
             config = self.configs.config(opened.root, opened.root)
         except ConfigError:
             return opened
-        return self._open(opened.root, opened.how, config, opened)
+        return self._open(opened.root, opened.plan, config, opened)
 
-    def _open(self, root: Path, how: How, config: Config, old: Opened | None) -> Opened:
-        codes, settings = how
+    def _open(self, root: Path, plan: RunPlan, config: Config, old: Opened | None) -> Opened:
         cache_dir = location(config.root) if self.cache else None
-        rounds = Rounds([], Job(codes=codes, settings=settings), config, {}, cache_dir)
+        rounds = Rounds([], plan.job(), config, {}, cache_dir)
         rounds.open(root)
-        opened = Opened(root, rounds, how, cached=len(rounds.projects[0].summaries))
+        opened = Opened(root, rounds, plan, cached=len(rounds.projects[0].summaries))
         if old is not None:
             opened.carry(old)
         self.opened[root] = opened
