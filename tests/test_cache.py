@@ -17,8 +17,8 @@ import pytest
 import torchlint.run.parallel as parallel
 import torchlint.run.pool as pool
 from torchlint.config.load import load_config
-from torchlint.results import FileResult, FixRecord, Job, TextEdit, Violation
-from torchlint.run.cache import DIRNAME, FORMAT, TAG, Cache, code_fingerprint
+from torchlint.results import FileResult, FixRecord, Job, Question, TextEdit, Violation
+from torchlint.run.cache import DIRNAME, FORMAT, TAG, Cache, Summaries, code_fingerprint
 
 from .conftest import LOADER, ROOT, run_cli
 
@@ -187,6 +187,28 @@ def test_put_and_get_round_trip_every_field(tmp_path):
     assert cache.get(tmp_path / "a.py", "a.py", ("TL201",), raw) == result
     assert cache.get(tmp_path / "a.py", "a.py", ("TL201",), raw + b"\n") is None
     assert cache.get(tmp_path / "a.py", "a.py", ("TL202",), raw) is None
+
+
+def test_answers_are_json_only_in_the_cache(tmp_path):
+    """Answers are keyed by `Question` in a run and stored as JSON lists: they come back
+    equal, from a result (no summary) and from the summaries' store; an entry whose
+    answers are not such lists (string keys, as before) is a miss."""
+    answers = {
+        Question("param", "Trainer.fit", "device"): {"device": "cuda"},
+        Question("export", "pkg.models.Net"): None,
+        Question("any stepped"): True,
+    }
+    job = Job(codes=("TL201",), settings=load_config(None).settings())
+    cache, raw = Cache(tmp_path / "c", job), LOADER.encode()
+    result = FileResult("a.py", text=LOADER, answers=answers, checked=True)
+    cache.put(tmp_path / "a.py", "a.py", ("TL201",), raw, result)
+    assert cache.get(tmp_path / "a.py", "a.py", ("TL201",), raw) == result
+    store = Summaries(tmp_path / "c", job.settings.knowledge)
+    store.put(tmp_path, "a.py", "ab" * 32, {"exports": {}}, answers)
+    assert store.get(tmp_path, "a.py", "ab" * 32) == ({"exports": {}}, answers)
+    entry = store._entry(tmp_path, "a.py", "ab" * 32)
+    entry.write_text(json.dumps({"summary": {}, "answers": {"uses #0": None}}))
+    assert store.get(tmp_path, "a.py", "ab" * 32) is None
 
 
 # -- worker processes ------------------------------------------------------------------

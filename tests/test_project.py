@@ -23,7 +23,7 @@ import pytest
 from torchlint.config.load import load_config
 from torchlint.lint.notebook import Notebook
 from torchlint.project import Layout, Program
-from torchlint.results import Job
+from torchlint.results import Job, Question
 from torchlint.run.parallel import run_files
 from torchlint.semantic.external import Call, Environment, Function, Summary, Uses
 from torchlint.semantic.lattice import CUDA
@@ -385,7 +385,7 @@ def test_a_file_asks_whether_a_function_it_names_is_stepped():
 
     env = program("step").environment("engine.py")
     assert env.stepped("step") == "t" and env.stepped("log") is None and env.any_stepped()
-    asked = {"stepped step": "t", "stepped": True}
+    asked = {Question("stepped", "step"): "t", Question("any stepped"): True}
     assert program("step", "log").environment("engine.py").holds(asked)
     assert not program("log").environment("engine.py").holds(asked)
 
@@ -447,7 +447,7 @@ def test_answers_are_recorded_and_replayed():
     env = program.environment("u.py")
     assert isinstance(env.export("m.make"), Function)
     assert env.export("torch.optim.SGD") is None  # not a module of the project: not asked
-    assert list(env.answers) == ["export m.make"]
+    assert list(env.answers) == [Question("export", "m.make")]
     assert program.environment("u.py").holds(env.answers)
     changed = Program(layout, {"m.py": Summary(), "u.py": Summary()})
     assert not changed.environment("u.py").holds(env.answers)

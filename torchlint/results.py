@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from torchlint.settings import Settings
@@ -22,6 +22,41 @@ class Impact(str, Enum):
 
     HIGH = "high"
     LOW = "low"
+
+
+# What a file's analysis asks its project (`Environment`, semantic/external.py): what a
+# name imported from another file is, the names a star import binds, what the other files
+# pass for a parameter and whether they always pass it, how they call a function, what
+# they do with a site, whether they run a function (or any) on every step.
+Kind = Literal["export", "star", "param", "given", "callers", "uses", "stepped", "any stepped"]
+
+
+@dataclass(frozen=True, order=True)
+class Question:
+    """One question a file asked its project: the key its answer is recorded under
+    (`Environment.answers`). `subject`: the name as imported ("pkg.models.Net"), the
+    module, the function of the file ("Trainer.fit") or the site ("#0"); `name`: the
+    parameter (param, given)."""
+
+    kind: Kind
+    subject: str = ""
+    name: str = ""
+
+
+Answers = dict[Question, Any]  # each question asked, with its answer as plain data
+
+
+def answers_to_json(answers: Answers) -> list[list[Any]]:
+    """Answers as JSON (the cache's): [kind, subject, name, answer], by question."""
+    return [[q.kind, q.subject, q.name, answers[q]] for q in sorted(answers)]
+
+
+def answers_from_json(data: list[list[Any]]) -> Answers:
+    """Answers read back from `answers_to_json` (TypeError or ValueError where `data` is
+    not such a list)."""
+    if not isinstance(data, list):
+        raise TypeError(f"answers are a list, not {type(data).__name__}")
+    return {Question(kind, subject, name): answer for kind, subject, name, answer in data}
 
 
 @dataclass(frozen=True)
@@ -130,7 +165,7 @@ class FileResult:
     # data), and what the rest told it (Environment.answers): the result holds while
     # those answers do.
     summary: dict[str, Any] | None = None
-    answers: dict[str, Any] | None = None
+    answers: Answers | None = None
     checked: bool = False  # the rules read it (a file of a project may be summarized only)
     # Other files of the project read for the summaries this file's analysis asked about.
     fetched: dict[str, dict[str, Any]] | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torchlint.project.layout import Layout, find_root
+from torchlint.results import Answers, answers_to_json
 
 if TYPE_CHECKING:  # imported when first used: a run answered from the cache needs neither
     from torchlint.project.program import Fetch, Passing, Program
@@ -21,9 +22,10 @@ if TYPE_CHECKING:  # imported when first used: a run answered from the cache nee
 __all__ = ["Layout", "Program", "Project", "find_root"]
 
 
-def answers_digest(answers: dict[str, Any]) -> str:
+def answers_digest(answers: Answers) -> str:
     """A file's answers, as a short digest (what a fixed point and a result keep of them)."""
-    return hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:32]
+    text = json.dumps(answers_to_json(answers), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def content_digest(raw: bytes) -> str:
@@ -45,7 +47,7 @@ class Project:
 
     layout: Layout
     summaries: dict[str, Summary] = field(default_factory=dict)
-    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> its answers
+    answers: dict[str, Answers] = field(default_factory=dict)  # key -> its answers
     # Files that train, evaluate or load data (`tokens.engages`), and the scripts that
     # import them: they ask the project what they use; the others are analysed on their
     # own until the project reaches them.
@@ -120,7 +122,7 @@ class Project:
 
         return Environment(path=key)
 
-    def holds(self, key: str, answers: dict[str, Any] | None, digest: str | None = None) -> bool:
+    def holds(self, key: str, answers: Answers | None, digest: str | None = None) -> bool:
         """Answers recorded for `key` are still what the program answers: where trusted,
         those of the fixed point (a result computed before it, while another file
         differed, is checked). Answers known by their `digest` alone (None) hold only
@@ -131,7 +133,7 @@ class Project:
             return True
         return answers is not None and self.environment(key).holds(answers)
 
-    def update(self, key: str, summary: dict[str, Any] | None, answers: dict[str, Any]) -> bool:
+    def update(self, key: str, summary: dict[str, Any] | None, answers: Answers) -> bool:
         """Keep a file's new summary; True when it differs from the one the program was
         linked from (the program is linked again when next asked)."""
         fixed = self.trusted and key in self.recheck and self.recheck[key] == summary
@@ -163,9 +165,9 @@ class Project:
         found: set[str] = set()
         for importer, answers in self.answers.items():
             for question in answers:
-                kind, _, what = question.partition(" ")
-                if kind not in ("export", "star"):
+                if question.kind not in ("export", "star"):
                     continue
+                what = question.subject
                 if "::" in what:
                     target = what.partition("::")[0]
                 else:

@@ -32,7 +32,17 @@ from typing import Any
 
 from torchlint import __version__
 from torchlint.project import answers_digest, content_digest
-from torchlint.results import FileError, FileResult, FixRecord, Job, TextEdit, Violation
+from torchlint.results import (
+    Answers,
+    FileError,
+    FileResult,
+    FixRecord,
+    Job,
+    TextEdit,
+    Violation,
+    answers_from_json,
+    answers_to_json,
+)
 from torchlint.settings import Knowledge
 from torchlint.text.source import SourceError, decode, read_bytes
 
@@ -44,8 +54,9 @@ _TAG_TEXT = (
     "# This file is a cache directory tag created by torchlint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
-# 2: errors as records (FileError); 3: findings carry their impact; 4: summaries left out
-FORMAT = 5
+# 2: errors as records (FileError); 3: findings carry their impact; 4: summaries left out;
+# 6: answers as [kind, subject, name, answer] lists (`answers_to_json`)
+FORMAT = 6
 
 
 def location(root: Path) -> Path:
@@ -168,22 +179,20 @@ class Summaries:
         hexdigest = digest.hexdigest()
         return self.entries / hexdigest[:2] / hexdigest[2:]
 
-    def get(
-        self, root: Path, key: str, content: str
-    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def get(self, root: Path, key: str, content: str) -> tuple[dict[str, Any], Answers] | None:
         """(summary, answers) stored for the file with these bytes (`content_digest`)."""
         try:
             data = json.loads(self._entry(root, key, content).read_bytes())
-            return data["summary"], data["answers"]
+            return data["summary"], answers_from_json(data["answers"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def put(
-        self, root: Path, key: str, content: str, summary: dict[str, Any], answers: dict[str, Any]
+        self, root: Path, key: str, content: str, summary: dict[str, Any], answers: Answers
     ) -> None:
         if self.writable:
             target = self._entry(root, key, content)
-            data = {"summary": summary, "answers": answers}
+            data = {"summary": summary, "answers": answers_to_json(answers)}
             self.writable = _store(self.directory, target, data)
 
     def _scan_entry(self, root: Path) -> Path:
@@ -268,6 +277,8 @@ def encode_result(result: FileResult) -> dict[str, Any]:
     if result.summary is not None:
         data["stored"] = answers_digest(result.answers or {})
         data["summary"] = data["answers"] = None
+    elif result.answers is not None:
+        data["answers"] = answers_to_json(result.answers)
     return data
 
 
@@ -286,4 +297,6 @@ def decode_result(data: dict[str, Any], name: str) -> FileResult:
     values = {k: v for k, v in data.items() if k in known}
     values["violations"] = [violation(v) for v in data["violations"]]
     values["errors"] = [FileError(**e) for e in data["errors"]]
+    if values.get("answers") is not None:
+        values["answers"] = answers_from_json(values["answers"])
     return FileResult(name, **values)

@@ -15,7 +15,7 @@ from torchlint.config.load import Config
 from torchlint.lint.tokens import STAR_IMPORT, any_applies, asks_project, may_tell
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, is_script, levels, sys_paths
-from torchlint.results import FileResult, Job
+from torchlint.results import Answers, FileResult, Job
 from torchlint.run.cache import Summaries
 from torchlint.run.pool import Task, analyse, compute, file_stamp, item_of
 from torchlint.run.runner import discover, program_text, token_rules
@@ -96,7 +96,7 @@ def _settled(project: Project) -> dict[str, str]:
 def result_holds(
     project: Project,
     key: str,
-    answers: dict[str, Any] | None,
+    answers: Answers | None,
     checked: bool,
     digest: str | None = None,
 ) -> bool:

@@ -6,9 +6,10 @@ imported from another file of the project is (`Class`, `Function`, or a module-l
 call those functions (`Callers`) and what they do with the DataLoaders and models this
 file builds (`Uses`). A file checked on its own gets `ALONE`, which knows nothing.
 
-Every answer an environment gives is recorded under a key (`Environment.answers`): a
-result computed from a file's text and those answers holds as long as the answers do,
-which is how the project layer knows what to check again after an edit.
+Every answer an environment gives is recorded, as plain data, under its question (a
+`Question`, in `Environment.answers`): a result computed from a file's text and those
+answers holds as long as the answers do, which is how the project layer knows what to
+check again after an edit.
 
 References name things across files: `"pkg/data.py::build"` a function or class
 (`"pkg/engine.py::Trainer.fit"` a method), `"pkg/data.py#0"` the first DataLoader of
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar
 
+from torchlint.results import Answers, Question
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.portable import Effect, Network, Value, plain
 
@@ -349,16 +351,16 @@ class Summary:
 class Environment:
     """The rest of the program, as one file's analysis sees it. This base knows nothing
     (a file alone); the project layer's subclass answers from the project's summaries.
-    Every question asked is recorded in `answers` (key -> the answer as plain data)."""
+    Every question asked is recorded in `answers` (its answer as plain data)."""
 
     path: str | None = None  # the file's key in its project ("pkg/engine.py")
-    answers: dict[str, Any] = field(default_factory=dict)
+    answers: Answers = field(default_factory=dict)
     summary: Summary | None = None  # what the file tells the project, once analysed
     checked: bool = False  # the rules read the file (not only its summary)
     # The file trains, evaluates or loads data, or is a script wiring files that do: what
     # it calls and passes tells the others what they are given (`Project.engaged`).
     engaged: bool = False
-    _objects: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _objects: dict[Question, Any] = field(default_factory=dict, repr=False, compare=False)
     _stepped_names: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -394,7 +396,9 @@ class Environment:
         import writes it: "pkg.models.Net", ".models.Net", "utils.MetricLogger")."""
         if not self.knows(qualname):
             return None
-        found: Export | None = self._ask(f"export {qualname}", lambda: self._telling(qualname))
+        found: Export | None = self._ask(
+            Question("export", qualname), lambda: self._telling(qualname)
+        )
         return found
 
     def _telling(self, qualname: str) -> Export | None:
@@ -411,7 +415,9 @@ class Environment:
         for a name that module imports: see `Program.star`)."""
         if not self.knows(module):
             return ()
-        names: tuple[str, ...] = self._ask(f"star {module}", lambda: tuple(self._star(module)))
+        names: tuple[str, ...] = self._ask(
+            Question("star", module), lambda: tuple(self._star(module))
+        )
         return names
 
     def parameter(self, function: str, name: str) -> Value | None:
@@ -420,7 +426,7 @@ class Environment:
         if self.path is None:
             return None
         found: Value | None = self._ask(
-            _param_key(function, name), lambda: self._parameter(function, name)
+            Question("param", function, name), lambda: self._parameter(function, name)
         )
         return found
 
@@ -431,20 +437,22 @@ class Environment:
         if self.path is None:
             return False
         found: bool = self._ask(
-            f"given {function}:{name}", lambda: self._always_passed(function, name)
+            Question("given", function, name), lambda: self._always_passed(function, name)
         )
         return found
 
     def received(self, function: str, name: str) -> Value | None:
         """What `parameter` answered, if this file's analysis asked it (asked here, the
         question would make the file depend on its answer)."""
-        found: Value | None = self._objects.get(_param_key(function, name))
+        found: Value | None = self._objects.get(Question("param", function, name))
         return found
 
     def callers(self, function: str) -> Callers | None:
         if self.path is None:
             return None
-        found: Callers | None = self._ask(f"callers {function}", lambda: self._callers(function))
+        found: Callers | None = self._ask(
+            Question("callers", function), lambda: self._callers(function)
+        )
         return found
 
     def uses(self, site: str) -> Uses | None:
@@ -452,7 +460,7 @@ class Environment:
         "@1": its second model)."""
         if self.path is None:
             return None
-        found: Uses | None = self._ask(f"uses {site}", lambda: self._uses(site))
+        found: Uses | None = self._ask(Question("uses", site), lambda: self._uses(site))
         return found
 
     def stepped(self, function: str) -> str | None:
@@ -463,7 +471,7 @@ class Environment:
         if self.path is None:
             return None
         found: str | None = self._ask(
-            f"stepped {function}", lambda: self._stepped_map().get(function)
+            Question("stepped", function), lambda: self._stepped_map().get(function)
         )
         return found
 
@@ -472,7 +480,7 @@ class Environment:
         training on a GPU."""
         if self.path is None:
             return False
-        found: bool = self._ask("stepped", lambda: bool(self._stepped_map()))
+        found: bool = self._ask(Question("any stepped"), lambda: bool(self._stepped_map()))
         return found
 
     def _stepped_map(self) -> dict[str, str]:
@@ -480,45 +488,44 @@ class Environment:
             self._stepped_names = dict(self._stepped())
         return self._stepped_names
 
-    def replay(self, key: str) -> Any:
-        """The answer to a recorded question (a key of `answers`), asked again here."""
-        kind, _, what = key.partition(" ")
+    def replay(self, question: Question) -> Any:
+        """The answer to a recorded question, asked again here (the question itself where
+        it is not asked: a name that no longer names a module of the project)."""
+        kind, subject, name = question.kind, question.subject, question.name
         if kind == "export":
-            self.export(what)
+            self.export(subject)
         elif kind == "star":
-            self.star(what)
+            self.star(subject)
         elif kind == "param":
-            function, _, name = what.rpartition(":")
-            self.parameter(function, name)
+            self.parameter(subject, name)
         elif kind == "given":
-            function, _, name = what.rpartition(":")
-            self.always_passed(function, name)
+            self.always_passed(subject, name)
         elif kind == "callers":
-            self.callers(what)
+            self.callers(subject)
         elif kind == "uses":
-            self.uses(what)
-        elif kind == "stepped" and what:
-            self.stepped(what)
+            self.uses(subject)
         elif kind == "stepped":
+            self.stepped(subject)
+        elif kind == "any stepped":
             self.any_stepped()
-        return self.answers.get(key, key)  # not a question: never equal to an answer
+        return self.answers.get(question, question)  # never equal to an answer
 
-    def holds(self, answers: dict[str, Any]) -> bool:
+    def holds(self, answers: Answers) -> bool:
         """Every recorded answer is still the answer here."""
-        return all(self.replay(k) == v for k, v in answers.items())
+        return all(self.replay(q) == v for q, v in answers.items())
 
-    def _ask(self, key: str, compute: Callable[[], Any]) -> Any:
+    def _ask(self, question: Question, compute: Callable[[], Any]) -> Any:
         """The answer to a question, computed once; recorded as plain data."""
-        if key not in self._objects:
+        if question not in self._objects:
             found = compute()
-            self._objects[key] = found
+            self._objects[question] = found
             if found is None or isinstance(found, tuple):
-                self.answers[key] = _listed(found)
+                self.answers[question] = _listed(found)
             elif isinstance(found, (bool, str)):
-                self.answers[key] = found
+                self.answers[question] = found
             else:
-                self.answers[key] = found.to_json()
-        return self._objects[key]
+                self.answers[question] = found.to_json()
+        return self._objects[question]
 
     # -- what a project answers (nothing, here) ----------------------------------------
 
@@ -546,11 +553,6 @@ class Environment:
 
     def _stepped(self) -> tuple[tuple[str, str], ...]:
         return ()
-
-
-def _param_key(function: str, name: str) -> str:
-    """The question `parameter` asks (what `received` looks up)."""
-    return f"param {function}:{name}"
 
 
 def _listed(found: tuple[Any, ...] | None) -> list[Any] | None:

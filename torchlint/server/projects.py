@@ -16,12 +16,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchlint.config.load import Config, ConfigError
 from torchlint.config.plan import RunPlan
 from torchlint.project import Project, find_root
-from torchlint.results import ANALYSIS_ERROR, FileError, FileResult
+from torchlint.results import ANALYSIS_ERROR, Answers, FileError, FileResult
 from torchlint.run.cache import location
 from torchlint.run.pool import INTERNAL
 from torchlint.run.rounds import Rounds, result_holds
@@ -70,7 +70,7 @@ class Opened:
         files on disk: what the project knows already)."""
         self.rounds.store_fetched()
 
-    def stale(self, path: Path, answers: dict[str, Any], checked: bool) -> bool:
+    def stale(self, path: Path, answers: Answers, checked: bool) -> bool:
         """A lint of the document at `path` was told what the project no longer says."""
         key = self.key(path)
         return key is not None and not result_holds(self.project, key, answers, checked)

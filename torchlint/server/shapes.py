@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types
 
 from torchlint.config.plan import RunPlan
 from torchlint.reporters import low_impact, rule_url
-from torchlint.results import Violation
+from torchlint.results import Answers, Violation
 from torchlint.server.analysis import Cell, Problem, Report
 from torchlint.server.projects import Opened
 from torchlint.server.text import Lines, minimal_edits
@@ -47,7 +46,7 @@ class Told:
 
     opened: Opened
     path: Path
-    answers: dict[str, Any]
+    answers: Answers
     checked: bool  # the file was analysed (else the project may reach into it later)
 
 
