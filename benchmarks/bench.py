@@ -271,6 +271,8 @@ def main() -> None:
     parser.add_argument("--packages", nargs="+", default=PACKAGES, help="pip specs")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    if args.rounds < 1 or args.torchfix_rounds < 1:
+        parser.error("--rounds and --torchfix-rounds take 1 or more (the table compares them)")
 
     CACHE.mkdir(exist_ok=True)
     root = corpus(args.packages)
