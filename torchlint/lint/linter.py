@@ -53,6 +53,17 @@ EditsWanted = bool | Set[tuple[str, int, int]]
 RuleErrorHandler = Callable[[str, Exception], None]
 
 
+@dataclass(frozen=True)
+class FileAnalysis:
+    """What a lint of one file learned: its findings; in a file of a project (an `env`
+    with a path), what the file tells its project (`summary`: None where the linter
+    leaves it out) and whether the rules read it (`checked`: not only its syntax)."""
+
+    violations: list[Violation]
+    summary: Summary | None = None
+    checked: bool = False
+
+
 @dataclass
 class FixOutcome:
     text: str
@@ -61,6 +72,9 @@ class FixOutcome:
     # Codes of applied fixes of findings that were not there to report before other
     # fixes (as many per code as were applied beyond the findings first reported).
     later: list[str] = field(default_factory=list)
+    # In a file of a project: as `FileAnalysis`'s, of the text the fixes leave.
+    summary: Summary | None = None
+    checked: bool = False
 
 
 # A finding whose fix the gate refused, across passes: its code, its node's code, the
@@ -74,6 +88,7 @@ class _Pass:
     fixed: list[str]  # codes of the fixes applied
     fixable: Counter[str]  # the fixable findings of the text before the pass, by code
     remaining: list[Violation] | None  # nothing applied: the findings that remain
+    summary: Summary | None  # of the text before the pass (`_diagnostics`)
 
 
 def _diagnostics(
@@ -85,18 +100,18 @@ def _diagnostics(
     env: Environment | None = None,
     every: Sequence[Rule] = (),
     summary: bool = True,
-) -> list[Diagnostic]:
+) -> tuple[list[Diagnostic], Summary | None]:
     """The findings of `rules`; of `every` rule in a file of a project (`env`): what a
-    rule looks for may be in another file. The file's summary goes to `env` (unless not
+    rule looks for may be in another file. There, also the file's summary (unless not
     wanted: `summary`)."""
     found: list[Diagnostic] = []
+    told = None
     try:
         model = build(module, path, settings, env)
         try:
             if env is not None and env.path is not None:
                 if summary:
-                    env.summary = summarize(model)
-                env.checked = True
+                    told = summarize(model)
                 rules = every
             for rule in rules:
                 try:
@@ -112,7 +127,7 @@ def _diagnostics(
             model.release()
     except RecursionError:
         raise LintError(TOO_DEEP) from None
-    return found
+    return found, told
 
 
 def _positions(
@@ -174,9 +189,9 @@ class Linter:
         path: str,
         rules: Sequence[Rule],
         env: Environment | None = None,
-    ) -> list[Diagnostic]:
+    ) -> tuple[list[Diagnostic], Summary | None]:
         handler = self.on_rule_error or self._failed
-        found = _diagnostics(
+        found, told = _diagnostics(
             module, path, rules, self.settings, handler, env, self.rules, self.summary
         )
         if self.unfixable or not self.low_impact:
@@ -186,7 +201,7 @@ class Linter:
                 else d
                 for d in found
             ]
-        return found
+        return found, told
 
     def _failed(self, code: str, exc: Exception) -> None:
         rule = next(r for r in self.rules if r.code == code)
@@ -201,7 +216,6 @@ class Linter:
     def _shown(self, d: Diagnostic) -> bool:
         return self.low_impact or d.impact is Impact.HIGH
 
-    @too_deep_is_a_lint_error
     def lint(
         self,
         source: str,
@@ -210,19 +224,33 @@ class Linter:
         buffer: Buffer | None = None,
         env: Environment | None = None,
     ) -> list[Violation]:
+        """Findings in `source` (`analyse`'s, alone)."""
+        return self.analyse(source, path, with_edits, buffer, env).violations
+
+    @too_deep_is_a_lint_error
+    def analyse(
+        self,
+        source: str,
+        path: str = "<string>",
+        with_edits: EditsWanted = False,
+        buffer: Buffer | None = None,
+        env: Environment | None = None,
+    ) -> FileAnalysis:
         """Findings in `source`, suppressions applied, sorted by position; the text edits of
         the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
         again only where it changed since the buffer's last text. `env`: what the rest of
-        the project tells the file (and gets its summary)."""
+        the project tells the file (it records the questions asked; the file's summary
+        comes back in the analysis)."""
         refuse_unchecked(source)  # before anything else reads the whole text
         rules = applies(self.rules, source, self.settings.knowledge)
         if not rules and not (env is not None and env.wanted):
             check_compiles(source, path)
-            return []
+            return FileAnalysis([])
         check_size(source, path)
         module = buffer.parse(source, path) if buffer is not None else parse(source, path)
-        diagnostics = self._diagnostics(module, path, rules, env)
-        return self._violations(module, source, diagnostics, with_edits, buffer)
+        diagnostics, told = self._diagnostics(module, path, rules, env)
+        violations = self._violations(module, source, diagnostics, with_edits, buffer)
+        return FileAnalysis(violations, told, _of_project(env))
 
     def summarize(self, source: str, path: str, env: Environment) -> Summary:
         """The summary of a file no rule reads (a module other files import), analysed
@@ -328,7 +356,8 @@ class Linter:
         env: Environment | None = None,
     ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
-        Each pass is checked before it is kept (`torchlint.lint.gate`). `env`: as for `lint`."""
+        Each pass is checked before it is kept (`torchlint.lint.gate`). `env`: as for
+        `analyse`; the outcome's summary is of the text the fixes leave."""
         refuse_unchecked(source)
         rules = applies(self.rules, source, self.settings.knowledge)
         outcome = FixOutcome(source)
@@ -344,6 +373,7 @@ class Linter:
         for _ in range(MAX_FIX_PASSES):
             step = self._fix_pass(module, path, rules, unsafe, gate, refused, env)
             first = step.fixable if first is None else first
+            outcome.summary, outcome.checked = step.summary, _of_project(env)
             if step.remaining is not None:
                 outcome.remaining = step.remaining
                 break
@@ -361,7 +391,7 @@ class Linter:
             # DistributedSampler that TL304 checks): re-select on the new text.
             rules = applies(self.rules, text, self.settings.knowledge)
         else:
-            diagnostics = self._diagnostics(module, path, rules, env)
+            diagnostics, outcome.summary = self._diagnostics(module, path, rules, env)
             outcome.remaining = self._violations(module, text, diagnostics, False, None, refused)
         outcome.text = text
         # A noqa comment is judged once, on the text the other fixes leave.
@@ -383,7 +413,7 @@ class Linter:
         to apply) the findings that remain. Refusals are added to `refused`."""
         text = gate.text
         suppressions = parse_suppressions(text)
-        diagnostics = self._diagnostics(module, path, rules, env)
+        diagnostics, told = self._diagnostics(module, path, rules, env)
         positions = None
         candidates: list[Diagnostic] = []
         for d in diagnostics:
@@ -407,7 +437,7 @@ class Linter:
                 refused[_key(module, by_fix[id(fix)])] = why
             if checked.applied and checked.text != text:
                 codes = [by_fix[id(proposed)].code for proposed, _ in checked.applied]
-                return _Pass(checked.text, codes, fixable, None)
+                return _Pass(checked.text, codes, fixable, None, told)
             if not checked.refused:
                 break
             gone = {id(fix) for fix, _ in checked.refused}
@@ -417,8 +447,14 @@ class Linter:
         if unused:  # every other fix applied: the noqa codes nothing needs go
             found = self._violations(module, text, diagnostics, unused, None, refused)
             edits = [e for v in found if v.fix is not None for e in v.fix.edits]
-            return _Pass(apply_line_edits(text, edits), [UNUSED_NOQA] * len(edits), fixable, None)
-        return _Pass(text, [], fixable, remaining)
+            fixed = apply_line_edits(text, edits)
+            return _Pass(fixed, [UNUSED_NOQA] * len(edits), fixable, None, told)
+        return _Pass(text, [], fixable, remaining, told)
+
+
+def _of_project(env: Environment | None) -> bool:
+    """A file analysed as a file of its project (the rules read it with its `env`)."""
+    return env is not None and env.path is not None
 
 
 def _key(module: cst.Module, d: Diagnostic) -> FindingKey:

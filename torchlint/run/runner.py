@@ -263,6 +263,7 @@ def lint_text(
     result = FileResult(name, text=text)
     env = given.env
     linter = None if _syntax_only(text, job, codes, env) else _linter(job, codes, given)
+    learned = None  # what the linter tells of the file's place in its project
     try:
         if linter is None:
             check_syntax(text, name)
@@ -270,6 +271,7 @@ def lint_text(
             from torchlint.lint.linter import unified_diff
 
             outcome = linter.fix(text, name, unsafe=job.unsafe, env=env)
+            learned = outcome.summary, outcome.checked
             result.fixed, result.later = outcome.fixed, outcome.later
             result.text = outcome.text
             result.violations = outcome.remaining
@@ -282,7 +284,9 @@ def lint_text(
             if job.diff and outcome.text != text:
                 result.diff = unified_diff(name, text, outcome.text)
         else:
-            result.violations = linter.lint(text, name, job.with_edits, given.buffer, env)
+            analysis = linter.analyse(text, name, job.with_edits, given.buffer, env)
+            result.violations = analysis.violations
+            learned = analysis.summary, analysis.checked
     except TooLarge as exc:
         result.warning = str(exc)
     except LintError as exc:
@@ -290,9 +294,9 @@ def lint_text(
     if linter is not None:
         result.errors += [FileError(RULE_ERROR, said) for said in linter.failures.values()]
     if env is not None and env.path is not None:
-        result.summary = env.summary.to_json() if env.summary is not None else None
+        summary, result.checked = learned or (None, False)
+        result.summary = summary.to_json() if summary is not None else None
         result.answers = env.answers
-        result.checked = env.checked
     return result
 
 

@@ -355,8 +355,6 @@ class Environment:
 
     path: str | None = None  # the file's key in its project ("pkg/engine.py")
     answers: Answers = field(default_factory=dict)
-    summary: Summary | None = None  # what the file tells the project, once analysed
-    checked: bool = False  # the rules read the file (not only its summary)
     # The file trains, evaluates or loads data, or is a script wiring files that do: what
     # it calls and passes tells the others what they are given (`Project.engaged`).
     engaged: bool = False

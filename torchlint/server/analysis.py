@@ -55,6 +55,7 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # rules that raised, with tracebacks
+    checked: bool = False  # the rules read it as a file of its project (`FileResult.checked`)
 
 
 def offered(v: Violation, setup: RunPlan) -> bool:
@@ -87,6 +88,7 @@ def _reported(report: Report, result: FileResult, cells: Sequence[Cell] | None =
     """A lint's result on the editor: its findings, and why there are none where the text
     cannot be analysed (a notebook's, in the cell it names)."""
     report.violations = result.violations
+    report.checked = result.checked
     if cells is None:
         report.problems += [Problem(e.record().message, e.line, e.column) for e in result.errors]
     else:

@@ -406,7 +406,7 @@ class TorchlintServer(LanguageServer):
         result = analysed(snapshot, chosen, report, encoding)
         if opened is not None and env is not None and snapshot.path is not None:
             opened.keep_fetched()
-            checked = env.checked or bool(report.problems)  # (a file it cannot analyse)
+            checked = report.checked or bool(report.problems)  # (a file it cannot analyse)
             result.told = Told(opened, snapshot.path, env.answers, checked)
         return result
 
