@@ -52,7 +52,8 @@ def assert_every_fix_matches(source: str) -> int:
     if not rules:
         return 0
     module = parse(source)
-    diagnostics = [d for d in _diagnostics(module, "t.py", rules, LINTER.settings) if d.fix]
+    found, _ = _diagnostics(module, "t.py", rules, LINTER.settings)
+    diagnostics = [d for d in found if d.fix]
     positions = _positions(module, diagnostics, with_edits=True)
     for d in diagnostics:
         assert d.fix is not None
