@@ -7,7 +7,6 @@ loaders other files build."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cached_property
 
 import libcst as cst
@@ -407,7 +406,6 @@ class _Exporter:
             )
             values = [v for v in (*args, *(v for _, v in kwargs)) if v is not None]
             edge = self.call(call, callee, offset, args, kwargs)
-            edge = replace(edge, keywords=tuple(a.keyword.value for a in keywords if a.keyword))
             # A call inside a function that tells nothing (its callers' calls say how it
             # runs): not worth linking.
             if values or edge.caller is None or edge.per_step or edge.no_grad:
@@ -431,6 +429,7 @@ class _Exporter:
             name,
             args,
             kwargs,
+            keywords=tuple(a.keyword.value for a in call.node.args if a.keyword and not a.star),
             star=any(a.star for a in call.node.args),
             offset=offset,
             per_step=per_step,

@@ -244,8 +244,10 @@ class Loaders:
         if isinstance(loader, Elsewhere):
             return loader.pinned
         value, scope = loader.arg("pin_memory"), loader.call.scope
-        if value is MISSING or pinning(value, scope):
-            return value is not MISSING
+        if value is MISSING:
+            return False
+        if pinning(value, scope):
+            return True
         found = self.values.by_default(value, scope)
         return found is not None and found.value is True
 
