@@ -75,7 +75,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "map-location": ("TL106",),
     "blocking-copy": ("TL105",),
     "workers": ("TL201", "TL206", "TL701"),
-    "pin-memory": ("TL202", "TL702"),
+    # TL201 asks for `pin_memory` with the workers (its message says so, its fix sets both).
+    "pin-memory": ("TL202", "TL702", "TL201"),
     "persistent-workers": ("TL203",),
     "loader-misuse": ("TL204", "TL205"),
     "multi-gpu": ("TL301", "TL302", "TL303", "TL304", "TL305", "TL306", "TL722", "TL723"),

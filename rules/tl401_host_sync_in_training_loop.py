@@ -9,7 +9,8 @@ the loss or a model output (f-strings and `str.format` included), `loss.data[0]`
 loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read),
 or `torch.cuda.synchronize()`; also such calls one call away: in a function of the file
 the loop calls every step (`accuracy(logits, y)` that ends in `.item()`, a step
-function's `return loss.data[0] / len(x)`) and in the
+function's `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop
+calls: `compute_loss(pred, y)`) and in the
 `forward` of a network the loop trains (not a value such a function returns that every
 caller tests in an `if`/`while` of its loop: an LR finder's divergence break needs it on
 the host). In PyTorch Lightning, the `training_step` of a LightningModule (Lightning runs
@@ -17,7 +18,8 @@ it once per optimizer step, around its own backward and step) and the functions 
 file it calls, every step: `self.log("loss", loss.item())` is the common case; in
 PyTorch-Ignite, the process function of an `Engine` that trains (`return loss.item()`,
 read by its handlers). Not reported: calls under a periodic condition (`if step % 100 ==
-0:`, `if not i % log_every:`), anything outside the per-step loop (once per epoch is
+0:`, `if not i % log_every:`; `if rank == 0:` compares a name no loop changes: every
+step of the main process), anything outside the per-step loop (once per epoch is
 fine), `y.cpu()` of a batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a
 read of a tensor built on the CPU on purpose (`torch.zeros((), device="cpu")`,
 `torch.from_numpy(...)`, what a method or `+=` keeps there), a helper's read of a

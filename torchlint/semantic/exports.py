@@ -389,6 +389,8 @@ class _Exporter:
                 callee, offset = call.qualname, 0  # a plain function of the project
             elif (method := self.functions.method_called(call)) is not None:
                 callee, offset = method, 1  # a plain method of an instance of the project's
+            elif (method := self.functions.instance_called(call)) is not None:
+                callee, offset = method, 1  # the instance itself called: its `__call__`
             else:
                 continue
             given = call.node.args

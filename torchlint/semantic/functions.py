@@ -164,13 +164,20 @@ class Functions:
             method = owner.kind is ScopeKind.CLASS and isinstance(call.node.func, cst.Attribute)
             found = Target(binding.node, 1 if method else 0)
         elif binding is not None:
-            init = self.facts.scopes[id(binding.node)].member("__init__")
-            defined = init.only(Kind.DEF) if init is not None else None
-            if defined is not None:
-                assert isinstance(defined.node, cst.FunctionDef)
-                found = Target(defined.node, 1)
+            found = self._method(self.facts.scopes[id(binding.node)], "__init__")
+        elif (cls := self.instance_class(call.node.func, call.scope)) is not None:
+            found = self._method(cls, "__call__")  # `compute_loss(pred, y)`
         self._targets[key] = found
         return found
+
+    @staticmethod
+    def _method(cls: Scope, name: str) -> Target | None:
+        member = cls.member(name)
+        defined = member.only(Kind.DEF) if member is not None else None
+        if defined is None:
+            return None
+        assert isinstance(defined.node, cst.FunctionDef)
+        return Target(defined.node, 1)
 
     def callers(self, function: cst.FunctionDef) -> list[tuple[CallSite, int]]:
         """The calls of this file that run `function`, with their offsets."""
@@ -412,6 +419,15 @@ class Functions:
             return None
         cls = self.instance_qualname(func.value, call.scope)
         return f"{cls}.{func.attr.value}" if cls is not None else None
+
+    def instance_called(self, call: CallSite) -> str | None:
+        """`compute_loss(pred, y)` calling an instance of a class another module of the
+        project defines: its `__call__`'s qualified name, as `method_called` names one."""
+        func = call.node.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
+        cls = self.instance_qualname(func, call.scope)
+        return f"{cls}.__call__" if cls is not None else None
 
     def instance_qualname(self, node: cst.CSTNode, scope: Scope, _depth: int = 0) -> str | None:
         """The qualified name of the class of another module of the project whose

@@ -26,7 +26,7 @@ from torchlint.semantic.syntax import (
 )
 from torchlint.semantic.values import Values
 from torchlint.settings import StepFunction
-from torchlint.text.walk import children
+from torchlint.text.walk import children, descendants
 
 MAX_DEPTH = 4
 OPTIMIZER_PREFIXES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")
@@ -368,7 +368,7 @@ def is_periodic(site: Placed) -> bool:
     == 0 and loss.isnan():` tests the loss every 100 steps)."""
     return any(
         (
-            (has_modulo(if_.test) or (_few(if_.test) and _in_a_training_loop(site, if_)))
+            (has_modulo(if_.test) or (_few(if_.test) and _counts_passes(site, if_)))
             and contains(if_.body, site.node)
         )
         or _gated_by_modulo(if_.test, site.node)
@@ -385,11 +385,35 @@ def _gated_by_modulo(test: cst.BaseExpression, node: cst.CSTNode) -> bool:
     return _gated_by_modulo(test.left, node) or _gated_by_modulo(test.right, node)
 
 
-def _in_a_training_loop(site: Placed, if_: cst.If) -> bool:
-    """The innermost loop around the `if` trains: the gate counts its passes (in a retry
-    loop inside a step, `if attempt == 1:` opens every step)."""
+def _counts_passes(site: Placed, if_: cst.If) -> bool:
+    """The innermost loop around the `if` trains and the name the gate compares changes
+    as the loops run (their target, or bound in them: `if i == 0:`, `if self.step < 3:`):
+    the gate counts passes. Not in a retry loop inside a step (`if attempt == 1:` opens
+    every step), nor for a name no loop changes (`if args.rank == 0:` is every pass)."""
     around = [loop for loop in site.ctx.loops if contains(loop.node, if_)]
-    return bool(around) and around[-1].is_training
+    if not around or not around[-1].is_training:
+        return False
+    assert isinstance(if_.test, cst.Comparison)
+    name = dotted_name(if_.test.left)
+    return any(name in _bound_in(loop.node) for loop in around)
+
+
+def _bound_in(loop: cst.For | cst.While) -> set[str | None]:
+    """The names and attributes a loop binds: its target, and what its body assigns."""
+    targets: list[cst.BaseExpression] = [loop.target] if isinstance(loop, cst.For) else []
+    for node in descendants(loop.body):
+        if isinstance(node, cst.Assign):
+            targets.extend(t.target for t in node.targets)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+            targets.append(node.target)
+    found: set[str | None] = set()
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(e.value for e in target.elements)
+        else:
+            found.add(dotted_name(target))
+    return found
 
 
 FEW = 10  # `if step < FEW:` opens on the first steps only

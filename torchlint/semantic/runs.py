@@ -307,7 +307,7 @@ class Runs:
         the file sets to False/None/0 (`if args.synchronize_step:` with
         `action="store_true"`, `DEBUG = False`). With `named`, only a flag whose name says
         it is for timing, profiling or debugging (`args.profile`, not `args.with_tracking`,
-        a mode users run with), or a parameter's default no call of the file overrides
+        a mode users run with), or a parameter every call of the file leaves or sets off
         (`self.autobalance = autobalance` of `__init__(..., autobalance=False)`: code the
         program runs only if a caller asks)."""
         for if_ in _guarding(ctx, node):
@@ -316,7 +316,8 @@ class Runs:
                 if found is None or found.origin == "literal" or found.value:
                     continue
                 name = self.module.code_for_node(term)
-                if not named or found.origin == "default" or INSTRUMENTATION_FLAG.search(name):
+                off_here = found.origin in ("default", "argument")  # every call: False
+                if not named or off_here or INSTRUMENTATION_FLAG.search(name):
                     return True
         return False
 
