@@ -7,8 +7,9 @@ wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
 `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of
 the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the
 loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read),
-or `torch.cuda.synchronize()`; also such calls one call away: in a function of the file
-the loop calls every step (`accuracy(logits, y)` that ends in `.item()`, a step
+or `torch.cuda.synchronize()`; also such calls in the functions of the file the loop
+calls every step, down to four calls (the message names the chain; low impact under a
+full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step
 function's `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop
 calls: `compute_loss(pred, y)`) and in the
 `forward` of a network the loop trains (not a value such a function returns that every
@@ -134,6 +135,7 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import (
+    CHAIN,
     HOST_READS,
     MISSING,
     CallSite,
@@ -300,11 +302,15 @@ class HostSyncInTrainingLoop(Rule):
                     advice = "keep the value on the device, or read it every N iterations"
                 else:
                     advice = "return the tensor and sync every N steps, or keep it on the device"
+                local = why.endswith("called every training step")
+                why_low = _loops_low(module, function) if local else None
                 yield self.diagnostic(
                     node,
                     f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
-                    f"finished every queued kernel, on every step, so the GPU idles; {advice}",
+                    f"finished every queued kernel, on every step, so the GPU idles; {advice}"
+                    + (f" (low impact: {why_low})" if why_low else ""),
                     fix=_log_tensors(log, logged) if log is not None else None,
+                    impact=Impact.LOW if why_low else Impact.HIGH,
                 )
 
     def _step_sync(self, node: cst.CSTNode, what: str, why: str | None) -> Diagnostic:
@@ -391,6 +397,20 @@ def _low(module: TorchModule, loop: Loop) -> str | None:
     if module.tiny_step(loop):
         return TINY
     return FULL_BATCH if module.full_batch(loop) else None
+
+
+def _loops_low(module: TorchModule, function: cst.FunctionDef) -> str | None:
+    """Why a sync in a function the file's step loops call gains little to remove: the
+    step loops whose calls reach it (up their chains of callers) are all full-batch
+    loops (each step is an epoch)."""
+    loops: list[Loop] = []
+    frontier, seen = [function], {id(function)}
+    for _ in range(CHAIN + 1):
+        callers = [c for f in frontier for c, _ in module.functions.callers(f)]
+        loops += [loop for c in callers for loop in c.ctx.loops if loop.is_step_loop]
+        frontier = [f for c in callers if (f := c.ctx.function) and id(f) not in seen]
+        seen.update(id(f) for f in frontier)
+    return FULL_BATCH if loops and all(module.full_batch(loop) for loop in loops) else None
 
 
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:

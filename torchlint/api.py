@@ -40,6 +40,7 @@ from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import (
     BILLION,
+    CHAIN,
     DATALOADER,
     DATALOADER_PARAMS,
     GRAD,
@@ -126,6 +127,7 @@ __all__ = [
     "AMPERE",
     "API_VERSION",
     "BILLION",
+    "CHAIN",
     "DATALOADER",
     "DATALOADER_PARAMS",
     "GRAD",

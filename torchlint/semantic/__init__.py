@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         unmoved_batch_tensors,
     )
     from torchlint.semantic.flow import (
+        CHAIN,
         GRAD,
         Flow,
         Region,
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
 
 __all__ = [
     "BILLION",
+    "CHAIN",
     "DATALOADER",
     "DATALOADER_PARAMS",
     "GRAD",

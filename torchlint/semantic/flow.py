@@ -231,4 +231,27 @@ def per_step_functions(
             if binding is not None:
                 assert isinstance(binding.node, cst.FunctionDef)
                 found.setdefault(binding.node, "the forward pass of a network trained every step")
+    return _called_from(module, found)
+
+
+CHAIN = 4  # calls followed below a function run every step
+
+
+def _called_from(
+    module: TorchModule, found: dict[cst.FunctionDef, str]
+) -> dict[cst.FunctionDef, str]:
+    """`found` with the functions of this file they call (not every N steps), down to
+    CHAIN calls, each with its chain of callers (`called by `step`, called by `fit`...`)."""
+    frontier = list(found)
+    for _ in range(CHAIN):
+        reached = []
+        for caller in frontier:
+            for call in module.training.calls_in(caller):
+                target = module.functions.target(call)
+                if target is None or target.function in found or is_periodic(call):
+                    continue
+                why = f"called by `{caller.name.value}`, {found[caller]}"
+                found[target.function] = why
+                reached.append(target.function)
+        frontier = reached
     return found

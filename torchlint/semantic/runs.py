@@ -223,7 +223,7 @@ class Runs:
     def per_step(self, ctx: Context, _depth: int = 0) -> bool:
         """Code here runs on every training step: in a step loop, in the `forward` of a
         network of this file, in Lightning's `training_step`, in a function another file
-        of the project calls every step, or in a function called from such code (two
+        of the project calls every step, or in a function called from such code (four
         levels) other than every N steps."""
         key = (id(ctx.function), *map(id, ctx.loops), _depth)
         found = self._per_step.get(key)
@@ -237,7 +237,7 @@ class Runs:
         ):
             return True
         function = ctx.function
-        if function is None or _depth > 2:
+        if function is None or _depth > 4:
             return False
         if function.name.value == "forward" and ctx.class_ is not None:
             return True

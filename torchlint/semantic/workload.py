@@ -16,7 +16,7 @@ from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import BILLION, Networks, size_in_name, toy
 from torchlint.semantic.scopes import CallSite, Kind, Loop, Scope
-from torchlint.semantic.syntax import MISSING, argument, str_value
+from torchlint.semantic.syntax import MISSING, argument, names_read, str_value
 from torchlint.semantic.values import Values
 
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
@@ -256,7 +256,9 @@ class Workload:
     def full_batch(self, loop: Loop) -> bool:
         """A teaching loop that fits the whole data set every step: `for epoch in
         range(n):` iterating no loader, whose network calls read only tensors bound
-        before the loop (`model(X)` on the whole in-memory `X`)."""
+        before the loop (`model(X)` on the whole in-memory `X`); or, calling none, whose
+        step function of this file gets only such tensors besides the counter
+        (`train_iter(epoch + 1, model, optimizer, (features, adj), labels, ...)`)."""
         node = loop.node
         if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
             return False
@@ -265,10 +267,39 @@ class Workload:
         if any(outer.loaders or not isinstance(outer.node, cst.For) for outer in loop.ctx.loops):
             return False
         calls = self.models.network_calls(loop)
-        return bool(calls) and all(
+        if not calls:
+            return self._whole_data_step(loop)
+        return all(
             call.node.args and all(self._bound_before(a.value, loop) for a in call.node.args)
             for call in calls
         )
+
+    def _whole_data_step(self, loop: Loop) -> bool:
+        """The loop's calls of functions of this file that train (a backward pass) pass
+        only names bound before the loop, tuples of them and the loop's counter."""
+        assert isinstance(loop.node, cst.For)
+        counter = set(names_read(loop.node.target))
+        steps = [
+            call
+            for call in loop.calls
+            if (target := self.functions.target(call)) is not None
+            and any(self.training.is_backward(c) for c in self.training.calls_in(target.function))
+        ]
+        return bool(steps) and all(
+            not a.star and self._whole(a.value, loop, counter)
+            for call in steps
+            for a in call.node.args
+        )
+
+    def _whole(self, value: cst.BaseExpression, loop: Loop, counter: set[str]) -> bool:
+        """An argument of the whole data: a name bound before the loop, an option, a
+        constant, the counter (`epoch + 1`), or a tuple of those."""
+        if isinstance(value, cst.Tuple):
+            return all(self._whole(e.value, loop, counter) for e in value.elements)
+        if isinstance(value, (cst.Attribute, cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        read = set(names_read(value))
+        return (bool(read) and read <= counter) or self._bound_before(value, loop)
 
     def _bound_before(self, node: cst.BaseExpression, loop: Loop) -> bool:
         """A whole tensor bound outside the loop (`X`, `X.cuda()`), not a slice of it."""
