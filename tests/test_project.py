@@ -620,7 +620,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     first = _check(root, _files(root), cache)
     assert ("mypkg/engine.py", 12, "TL401") in first
     work: list[str] = []
-    for name, owner in (("lint_one", pool), ("get", store.Summaries)):
+    for name, owner in (("process_file", pool), ("get", store.Summaries)):
         real = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)
@@ -632,7 +632,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
         pyproject.read_text().replace("[tool.torchlint]", '[tool.torchlint]\nignore = ["TL202"]')
     )
     found = _check(root, _files(root), cache)
-    assert "lint_one" in work
+    assert "process_file" in work
     assert found == _check(root, _files(root)) == {f for f in first if f[2] != "TL202"}
 
 
@@ -708,7 +708,7 @@ def test_cached_results_leave_summaries_to_the_store(tmp_path: Path, monkeypatch
     assert all(e["answers"] is None for e in entries if e["stored"])
     assert [e for e in entries if e["stored"]]
     linted: list[str] = []
-    for name in ("lint_one", "summarize_file"):  # analysed for findings, or for its summary
+    for name in ("process_file", "summarize_file"):  # analysed for findings, or for its summary
         real = getattr(pool, name)
         monkeypatch.setattr(
             pool, name, lambda p, *a, real=real: linted.append(p.name) or real(p, *a)

@@ -21,15 +21,12 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchlint.lint import registry
 from torchlint.project import Project
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.run.runner import display, process_file, rules_of, summarize_file
-
-if TYPE_CHECKING:
-    from torchlint.semantic.external import Environment
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -67,26 +64,6 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size, st.st_ino
-
-
-def lint_one(
-    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
-) -> FileResult:
-    """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
-    (one bad file must not cost the results of a thousand others)."""
-    try:
-        result = process_file(path, job, codes, env)
-        if not result.records() and result.diff is None:
-            # only reporters read it, for code frames, and verify the fixed text (--diff)
-            result.text = None
-        return result
-    except RecursionError:
-        from torchlint.lint.parser import TOO_DEEP
-
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
-    except Exception as exc:  # reported on the file, with what to do about it
-        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
 
 
 class Interrupted(Exception):
@@ -151,11 +128,9 @@ def _init_worker(job: Job, stop: Any, projects: list[Project], local: tuple[Path
 
 
 def _run(item: _Item, job: Job) -> FileResult:
-    path, codes, project, key, _ = item
+    _, _, project, key, _ = item
     with _collected_after():
-        if project is None or not key:
-            return lint_one(path, job, codes)
-        return analyse(_projects[project], item, job)
+        return analyse(_projects[project] if project is not None and key else None, item, job)
 
 
 @contextlib.contextmanager
@@ -201,14 +176,29 @@ def survivors_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def analyse(project: Project, item: _Item, job: Job) -> FileResult:
-    """A file of `project` linted (or read for its summary only) with what the project
-    tells it; the summaries its program read meanwhile (`Program.fetch`) go with it."""
+def analyse(project: Project | None, item: _Item, job: Job) -> FileResult:
+    """A file linted or fixed (or read for its summary only) with what its project, if
+    any, tells it; the summaries its program read meanwhile (`Program.fetch`) go with it.
+    A bug in torchlint or a rule is reported on the file, not raised (one bad file must
+    not cost the results of a thousand others)."""
     path, codes, _, key, summary_only = item
-    assert key is not None
-    env = project.environment(key)
-    result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
-    program = project.linked
+    env = project.environment(key) if project is not None and key else None
+    if env is not None and summary_only:
+        result = summarize_file(path, job, env)
+    else:
+        try:
+            result = process_file(path, job, codes, env)
+            if not result.records() and result.diff is None:
+                # only reporters read it, for code frames, and verify the fixed text (--diff)
+                result.text = None
+        except RecursionError:
+            from torchlint.lint.parser import TOO_DEEP
+
+            result = FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
+        except Exception as exc:  # reported on the file, with what to do about it
+            message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
+            result = FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
+    program = project.linked if project is not None else None
     if program is not None and program.fetched:
         result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
         program.fetched.clear()
