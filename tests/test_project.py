@@ -531,10 +531,10 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     """models.py (no rule reads it) is read once for train.py's sake: the summary cache
     keeps it, and a run with nothing changed reads no file again, whether models.py is
     asked too or not."""
-    import torchlint.run.rounds as rounds
+    from torchlint.lint.summary import SummaryReader
 
     reads: list[str] = []
-    real = rounds._Fetch.__call__
+    real = SummaryReader.__call__
 
     def counted(self, key: str):
         found = real(self, key)
@@ -542,7 +542,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
             reads.append(key)
         return found
 
-    monkeypatch.setattr(rounds._Fetch, "__call__", counted)
+    monkeypatch.setattr(SummaryReader, "__call__", counted)
     monkeypatch.setenv("TORCHLINT_WORKERS", "1")  # the reads happen in this process
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     (tmp_path / "models.py").write_text(MODELS)
