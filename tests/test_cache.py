@@ -17,8 +17,8 @@ import pytest
 import torchlint.run.pool as pool
 from torchlint.config.load import load_config
 from torchlint.results import FileResult, FixRecord, Job, Question, TextEdit, Violation
-from torchlint.run import Mode, run
 from torchlint.run.cache import DIRNAME, FORMAT, TAG, Cache, Summaries, code_fingerprint
+from torchlint.run.files import Mode, run
 
 from .conftest import LOADER, ROOT, plan_of, run_cli
 
@@ -253,7 +253,7 @@ def test_a_worker_process_that_dies_or_cannot_start_costs_no_result(tmp_path, mo
     alone = run(plan, files).results
     monkeypatch.setenv(pool.WORKERS_ENV, "2")
     monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
-    parent, real, died = os.getpid(), pool._run, tmp_path / "died"
+    parent, real, died = os.getpid(), pool.analyse, tmp_path / "died"
 
     def dies_when_forked(item, job):
         if os.getpid() != parent:
@@ -262,10 +262,10 @@ def test_a_worker_process_that_dies_or_cannot_start_costs_no_result(tmp_path, mo
         time.sleep(0.2)  # while this process is slow: the forked one takes one
         return real(item, job)
 
-    monkeypatch.setattr(pool, "_run", dies_when_forked)
+    monkeypatch.setattr(pool, "analyse", dies_when_forked)
     pooled = run(plan, files).results  # its file is analysed in the next round
     assert died.exists() and pooled == alone
-    monkeypatch.setattr(pool, "_run", real)
+    monkeypatch.setattr(pool, "analyse", real)
 
     def refused(process):
         raise OSError(11, "Resource temporarily unavailable")

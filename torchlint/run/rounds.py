@@ -410,7 +410,7 @@ class Rounds:
     def analyse(self, task: Task) -> FileResult:
         """One task of a round, in this process."""
         assert task.project is not None
-        return analyse(self.projects[task.project], item_of(task), self.job)
+        return analyse(item_of(task), self.job, self.projects)
 
     def _may_tell(self, task: Task) -> bool:
         assert task.project is not None and task.key is not None
