@@ -148,7 +148,8 @@ def test_a_raising_local_rule_is_named_and_the_others_still_report(tmp_path):
 
 @pytest.mark.slow  # starts worker processes the way macOS and Windows do
 def test_spawned_worker_processes_load_the_local_rules(tmp_path, monkeypatch):
-    from torchlint.run import pool, run
+    from torchlint.run import pool
+    from torchlint.run.files import run
 
     root = local_project(tmp_path)
     for i in range(4):

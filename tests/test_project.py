@@ -24,7 +24,7 @@ from torchlint.config.load import load_config
 from torchlint.lint.notebook import Notebook
 from torchlint.project import Layout, Program
 from torchlint.results import Question
-from torchlint.run import run
+from torchlint.run.files import run
 from torchlint.semantic.external import Call, Environment, Function, Summary, Uses
 from torchlint.semantic.lattice import CUDA
 from torchlint.semantic.portable import OPTIMIZER, Effect, Value

@@ -405,7 +405,7 @@ def test_fix_keeps_compiler_warnings_to_itself_and_accepts_newer_syntax(tmp_path
 def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
     import torchlint.run.runner as runner
     from torchlint.rule import Rule
-    from torchlint.run import run
+    from torchlint.run.files import run
 
     class Broken(Rule):
         code = "TL999"

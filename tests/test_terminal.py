@@ -20,7 +20,7 @@ from torchlint.config.load import load_config
 from torchlint.reporters import Context
 from torchlint.reporters.summary import fixes_applied, summary
 from torchlint.results import FileResult, FixRecord, Violation
-from torchlint.run import run
+from torchlint.run.files import run
 from torchlint.semantic import Settings
 
 from .conftest import plan_of, run_cli, run_cli_process

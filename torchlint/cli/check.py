@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from torchlint.config.load import Config
     from torchlint.config.plan import PerFileIgnores, RunPlan
     from torchlint.results import FileResult
-    from torchlint.run import Mode
+    from torchlint.run.files import Mode
 
 
 def plan(options: CheckOptions) -> RunPlan:
@@ -142,8 +142,9 @@ def check(options: CheckOptions) -> int:
 
 def _check(options: CheckOptions, paths: list[str]) -> int:
     """One run: the plan made (the config read again: `--watch` follows its changes),
-    the files checked and reported."""
+    the files checked (or standard input, or `--add-noqa`) and reported."""
     from torchlint.config.load import ConfigError
+    from torchlint.run.files import Interrupted
 
     try:
         run_plan = plan(options)
@@ -161,8 +162,26 @@ def _check(options: CheckOptions, paths: list[str]) -> int:
     except OSError as exc:
         error(f"cannot write {options.output_file}: {exc.strerror or exc}")
         return EXIT_ERROR
+    started = time.monotonic()
     try:
-        return _run(options, run_plan, paths, force_exclude, out)
+        if options.verbose:
+            settings.verbose(run_plan)
+        if options.add_noqa:
+            return _add_noqa(options, run_plan, paths, force_exclude)
+        warnings: list[str] = []
+        if options.stdin:
+            results = _stdin(options, run_plan, force_exclude)
+            if results is None:
+                return EXIT_CLEAN
+        else:
+            try:
+                results, warnings = _files(options, run_plan, paths, force_exclude)
+            except Interrupted as exc:
+                output.interrupted(exc)
+                return EXIT_INTERRUPTED
+        if options.verbose:
+            note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
+        return output.report(options, run_plan, results, warnings, out)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -186,36 +205,10 @@ def _watched(options: CheckOptions, paths: list[str]) -> Stamps:
     return stamps([*filter(None, config), *found.files])
 
 
-def _run(
-    options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool, out: TextIO
-) -> int:
-    from torchlint.run import Interrupted
-
-    started = time.monotonic()
-    if options.verbose:
-        settings.verbose(plan)
-    if options.add_noqa:
-        return _add_noqa(options, plan, paths, force_exclude)
-    warnings: list[str] = []
-    if options.stdin:
-        results = _stdin(options, plan, force_exclude)
-        if results is None:
-            return EXIT_CLEAN
-    else:
-        try:
-            results, warnings = _files(options, plan, paths, force_exclude)
-        except Interrupted as exc:
-            output.interrupted(exc)
-            return EXIT_INTERRUPTED
-    if options.verbose:
-        note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
-    return output.report(options, plan, results, warnings, out)
-
-
 def _mode(options: CheckOptions) -> tuple[Mode, bool]:
     """What the run does with each file, and whether findings carry their fixes' edits."""
     from torchlint import reporters
-    from torchlint.run import Mode
+    from torchlint.run.files import Mode
 
     text_like = options.output_format in ("text", "full")
     mode = Mode.DIFF if options.diff else Mode.FIX if options.fix else Mode.CHECK
@@ -229,7 +222,7 @@ def _mode(options: CheckOptions) -> tuple[Mode, bool]:
 def _stdin(options: CheckOptions, plan: RunPlan, force_exclude: bool) -> list[FileResult] | None:
     """Standard input linted; None where it is excluded (then passed through when fixed,
     as ruff does)."""
-    from torchlint.run import run_stdin
+    from torchlint.run.files import run_stdin
 
     name = options.stdin_filename or "-"
     data = sys.stdin.buffer.read()
@@ -246,8 +239,8 @@ def _files(
     """The files under `paths` linted (with progress on a terminal), and the warnings
     their discovery gave."""
     from torchlint.reporters.summary import plural
-    from torchlint.run import run
     from torchlint.run.cache import location
+    from torchlint.run.files import run
     from torchlint.run.runner import discover
 
     found = discover(paths, plan.config, force_exclude=force_exclude)
@@ -282,7 +275,7 @@ def _add_noqa(options: CheckOptions, plan: RunPlan, paths: list[str], force_excl
     """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's), the
     findings as `check` reports them (each file with what its project tells it)."""
     from torchlint.reporters import hide_low_impact
-    from torchlint.run import Interrupted
+    from torchlint.run.files import Interrupted
     from torchlint.run.runner import add_noqa_file
 
     try:

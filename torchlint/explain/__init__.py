@@ -22,7 +22,7 @@ from torchlint.explain.facts import At, Facts, file_facts, line_facts
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
 from torchlint.results import FileResult, Impact, Violation
-from torchlint.run import Mode, run
+from torchlint.run.files import Mode, run
 from torchlint.text.source import SourceError, read_source
 
 if TYPE_CHECKING:

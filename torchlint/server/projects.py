@@ -22,8 +22,8 @@ from torchlint.config.load import Config, ConfigError
 from torchlint.config.plan import RunPlan
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, Answers, FileError, FileResult
-from torchlint.run import Mode
 from torchlint.run.cache import location
+from torchlint.run.files import Mode
 from torchlint.run.pool import INTERNAL
 from torchlint.run.rounds import Rounds, result_holds
 from torchlint.run.runner import display

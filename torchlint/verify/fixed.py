@@ -66,7 +66,7 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     """The fixes the normal fix engine makes under the script's configuration to the
     script and the files of its folder it imports, which a run imports from its mirror
     (`fix=False`: only the findings, with the project's facts)."""
-    from torchlint.run import Mode, run
+    from torchlint.run.files import Mode, run
     from torchlint.run.runner import discover
 
     script = options.script
