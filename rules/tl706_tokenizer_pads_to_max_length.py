@@ -9,7 +9,10 @@ batched=True, batch_size=None)`) by a function of this file that pads (`padding=
 `"longest"`), which pads every sample to the longest of the whole data set. Left alone:
 a `max_length` measured from the data (`max(len(...) ...)`: a collate function padding
 to its batch's longest), code that runs on TPUs (XLA wants static shapes: a file
-importing `torch_xla` or testing for `DistributedType.XLA`).
+importing `torch_xla` or testing for `DistributedType.XLA`), and a CLIP tokenizer
+(`CLIPTokenizer`, a model id naming CLIP, a diffusion checkpoint's
+`subfolder="tokenizer"`): CLIP's text encoder was trained on 77-token padded prompts,
+and a diffusion model is conditioned on every position, padding included.
 
 Why: attention and feed-forward layers compute over every position, padding included:
 a corpus of reviews of 200 tokens on average padded to 512 spends about 60% of the
@@ -84,7 +87,7 @@ class TokenizerPadsToMaxLength(Rule):
         """Tokenizer calls that pad every sample to a fixed length."""
         for call in module.calls:
             fixed = _fixed_length(module, call)  # read the keywords before the tokenizer
-            if fixed is None or not _tokenizer(module, call):
+            if fixed is None or not _tokenizer(module, call) or _clip(module, call):
                 continue
             length, spelled = fixed
             short = length is not None and length <= SHORT
@@ -143,6 +146,25 @@ def _tokenizer(module: TorchModule, call: CallSite) -> bool:
         isinstance(v, cst.Call) and "Tokenizer" in (dotted_name(v.func) or "")
         for v, _ in module.values.origins(target, call.scope)
     )
+
+
+def _clip(module: TorchModule, call: CallSite) -> bool:
+    """A CLIP tokenizer (`CLIPTokenizer.from_pretrained(...)`, a model id naming CLIP,
+    or a diffusion checkpoint's `subfolder="tokenizer"`): its text encoder was trained
+    on 77-token padded prompts, and a diffusion model is conditioned on every position,
+    padding included; a shorter padding changes what it generates."""
+    func = call.node.func
+    target = func.value if isinstance(func, cst.Attribute) and call.method in PAD_METHODS else func
+    if not isinstance(target, (cst.Name, cst.Attribute)):
+        return False
+    for value, _ in module.values.origins(target, call.scope):
+        if not isinstance(value, cst.Call):
+            continue
+        made = dotted_name(value.func) or ""
+        named = " ".join(str_value(a.value) or "" for a in value.args).lower()
+        if "CLIP" in made or "clip" in named or "tokenizer" in named.split():
+            return True
+    return False
 
 
 def _pads(call: CallSite) -> bool:

@@ -66,7 +66,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL703", "hf-training-without-mixed-precision", True, False, (), ("TrainingArguments",), None, "4b1c8f72001de281"),
     ("TL704", "hf-small-batch-size", False, False, ("MIN_BATCH_SIZE",), ("TrainingArguments",), None, "23c6afb56b453783"),
     ("TL705", "hf-gradient-accumulation-small-batch", False, False, ("MIN_BATCH_SIZE",), ("gradient_accumulation_steps",), None, "00c8a4375582fbf6"),
-    ("TL706", "tokenizer-pads-to-max-length", True, False, (), ("max_length", "batch_size=None"), None, "82dc6dc4aa1dbdda"),
+    ("TL706", "tokenizer-pads-to-max-length", True, False, (), ("max_length", "batch_size=None"), None, "d1d515abfad9ee2b"),
     ("TL707", "adapter-base-in-fp32", False, False, (), ("peft", "PeftModel", "add_adapter", "load_adapter", "peft_config"), ("from_pretrained", 32), "3dfcea2c203be179"),
     ("TL721", "lightning-full-precision", False, False, (), ("Trainer",), None, "cccac2f6e1f241c5"),
     ("TL722", "lightning-single-device", False, False, (), ("Trainer",), None, "04750f2cc1e57a1d"),
