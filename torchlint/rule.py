@@ -81,7 +81,7 @@ class Rule:
 
     def applies(self, module: TorchModule) -> bool:
         """The rule's guards hold for this file: only then does the linter run `check`."""
-        if self.skips_managed and module.managed:
+        if self.skips_managed and module.placement.managed:
             return False
         target = module.target_torch
         return self.min_torch is None or target is None or target >= self.min_torch
