@@ -43,7 +43,8 @@ notebook that moves to the GPU later) is left alone. Also, in evaluation loops (
 network run over a loader's batches with no backward pass, outside any training step,
 under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
 `evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
-waits for each batch before it prepares the next.
+waits for each batch before it prepares the next. The rows of a GPU tensor a nested loop
+walks (`for *box, conf, cls in det:` then `int(cls)`) are read one wait per row.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -159,6 +160,7 @@ from torchlint.semantic import (
     per_step_functions,
     read_inside,
     runs_once,
+    tensor_rows,
 )
 from torchlint.text.walk import descendants
 
@@ -510,7 +512,7 @@ def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
     for b in loop.assignments:
         if b.symbol.name in names and b.value is not None and _to_number(b.value):
             names.discard(b.symbol.name)
-    return names
+    return names | tensor_rows(loop, names)
 
 
 def _to_number(node: cst.BaseExpression) -> bool:

@@ -35,6 +35,22 @@ LOADER = (
 )
 
 
+def plan_of(config, codes=None, settings=None, unsafe=False):
+    """A run plan of `config` with nothing on top: its selected rules (or `codes`), its
+    settings (or `settings`), safe fixes only (or `unsafe`)."""
+    from torchlint.config.plan import RunPlan
+
+    return RunPlan(
+        config=config,
+        codes=tuple(config.selected_codes()) if codes is None else tuple(codes),
+        settings=config.settings() if settings is None else settings,
+        unfixable=frozenset(),
+        unsafe=unsafe,
+        low_impact=False,
+        preview_left_out=(),
+    )
+
+
 def selection(code: str, text: str) -> list[str]:
     """The rules a fixture or docstring example of rule `code` runs with: that rule; for
     TL904, which judges the noqa comments of the rules selected, also the built-in rules

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-import torchlint.run.parallel as parallel
 import torchlint.run.pool as pool
 from torchlint.config.load import load_config
 from torchlint.results import FileResult, FixRecord, Job, Question, TextEdit, Violation
 from torchlint.run.cache import DIRNAME, FORMAT, TAG, Cache, Summaries, code_fingerprint
+from torchlint.run.files import Mode, run
 
-from .conftest import LOADER, ROOT, run_cli
+from .conftest import LOADER, ROOT, plan_of, run_cli
 
 
 @pytest.fixture
@@ -229,15 +229,15 @@ def _many(tmp_path: Path, n: int = 40) -> list[Path]:
 def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
     files = _many(tmp_path)
     config = load_config(None)
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    plan = plan_of(config)
     monkeypatch.setenv(pool.WORKERS_ENV, "1")
     seen_alone: list[str] = []
-    alone = parallel.run_files(files, job, config, lambda r: seen_alone.append(r.path))
+    alone = run(plan, files, on_result=lambda r: seen_alone.append(r.path)).results
     monkeypatch.setenv(pool.WORKERS_ENV, "3")
     monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
     assert pool._pool_size([pool.Task(i, f, ()) for i, f in enumerate(files)])[0] == 3
     seen_pool: list[str] = []
-    pooled = parallel.run_files(files, job, config, lambda r: seen_pool.append(r.path))
+    pooled = run(plan, files, on_result=lambda r: seen_pool.append(r.path)).results
     assert pooled == alone
     assert seen_pool == seen_alone == [r.path for r in alone]
     assert all(r.path.endswith(f"f{i:02}.py") for i, r in enumerate(alone))
@@ -247,30 +247,31 @@ def test_pool_gives_the_same_results_in_the_same_order(tmp_path, monkeypatch):
 def test_a_worker_process_that_dies_or_cannot_start_costs_no_result(tmp_path, monkeypatch):
     files = _many(tmp_path, 6)
     config = load_config(None)
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    plan = plan_of(config)
+    job = Mode.CHECK.job(plan)
     monkeypatch.setenv(pool.WORKERS_ENV, "1")
-    alone = parallel.run_files(files, job, config)
+    alone = run(plan, files).results
     monkeypatch.setenv(pool.WORKERS_ENV, "2")
     monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
-    parent, run, died = os.getpid(), pool._run, tmp_path / "died"
+    parent, real, died = os.getpid(), pool.analyse, tmp_path / "died"
 
     def dies_when_forked(item, job):
         if os.getpid() != parent:
             died.write_text(str(item[0]))
             os._exit(3)  # the forked process dies on the first file it takes
         time.sleep(0.2)  # while this process is slow: the forked one takes one
-        return run(item, job)
+        return real(item, job)
 
-    monkeypatch.setattr(pool, "_run", dies_when_forked)
-    pooled = parallel.run_files(files, job, config)  # its file is analysed in the next round
+    monkeypatch.setattr(pool, "analyse", dies_when_forked)
+    pooled = run(plan, files).results  # its file is analysed in the next round
     assert died.exists() and pooled == alone
-    monkeypatch.setattr(pool, "_run", run)
+    monkeypatch.setattr(pool, "analyse", real)
 
     def refused(process):
         raise OSError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(multiprocessing.context.ForkProcess, "start", refused)
-    assert parallel.run_files(files, job, config) == alone  # no process to fork: all here
+    assert run(plan, files).results == alone  # no process to fork: all here
     item, context = pool.item_of(pool.Task(0, files[0], ())), multiprocessing.get_context("fork")
     lost = pool._Shared([item], [1], job, None, context)
     lost.front.value, lost.ended[1] = 1, 3  # taken by a forked process that ended
@@ -287,15 +288,15 @@ def test_a_run_sets_what_outlives_each_file_apart_from_the_collector_until_it_en
 ):
     files = _many(tmp_path, 4)
     config = load_config(None)
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
+    plan = plan_of(config)
     monkeypatch.setenv(pool.WORKERS_ENV, "1")
     frozen: list[int] = []
-    parallel.run_files(files, job, config, lambda r: frozen.append(gc.get_freeze_count()))
+    run(plan, files, on_result=lambda r: frozen.append(gc.get_freeze_count()))
     assert all(n > 0 for n in frozen) and gc.get_freeze_count() == 0  # given back after
     gc.freeze()  # a process that freezes objects itself is left alone
     try:
         held = gc.get_freeze_count()
-        parallel.run_files(files, job, config)
+        run(plan, files)
         assert 0 < gc.get_freeze_count() <= held  # (frozen objects freed meanwhile)
     finally:
         gc.unfreeze()
@@ -307,14 +308,14 @@ def test_pool_with_cache_and_fix(tmp_path, monkeypatch):
     config = load_config(None)
     monkeypatch.setenv(pool.WORKERS_ENV, "2")
     monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
-    job = Job(codes=("TL201",), settings=config.settings(), fix=True, unsafe=True)
+    plan = plan_of(config, ("TL201",), unsafe=True)
     cache = tmp_path / "cache"
     fixable = [f for f in files if "DataLoader(ds" in f.read_text() and "(:" not in f.read_text()]
-    first = parallel.run_files(files, job, config, cache_dir=cache)
+    first = run(plan, files, Mode.FIX, cache_dir=cache).results
     assert sum(bool(r.fixed) for r in first) == len(fixable) > 0
-    second = parallel.run_files(files, job, config, cache_dir=cache)
+    second = run(plan, files, Mode.FIX, cache_dir=cache).results
     assert not any(r.fixed for r in second)
-    third = parallel.run_files(files, job, config, cache_dir=cache)  # from the cache
+    third = run(plan, files, Mode.FIX, cache_dir=cache).results  # from the cache
     assert [(r.path, r.error, r.violations) for r in third] == [
         (r.path, r.error, r.violations) for r in second
     ]

@@ -16,7 +16,7 @@ import pytest
 from torchlint.config.load import ConfigError, expand, load_config
 from torchlint.server.settings import Configs, EditorSettings
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, plan_of, run_cli
 
 RULE = '''
 """X100 no-save-in-step: `torch.save` on every training step."""
@@ -148,19 +148,19 @@ def test_a_raising_local_rule_is_named_and_the_others_still_report(tmp_path):
 
 @pytest.mark.slow  # starts worker processes the way macOS and Windows do
 def test_spawned_worker_processes_load_the_local_rules(tmp_path, monkeypatch):
-    from torchlint.results import Job
-    from torchlint.run import parallel, pool
+    from torchlint.run import pool
+    from torchlint.run.files import run
 
     root = local_project(tmp_path)
     for i in range(4):
         (root / f"s{i}.py").write_text(SCRIPT)
     config = load_config(root / "pyproject.toml")
-    job = Job(codes=("X100",), settings=config.settings())
+    plan = plan_of(config, ("X100",))
     files = sorted(root.glob("*.py"))
     monkeypatch.setenv(pool.WORKERS_ENV, "2")
     monkeypatch.setattr(pool, "MIN_POOL_BYTES", 0)
     monkeypatch.setattr(pool, "START_METHOD", "spawn")
-    results = parallel.run_files(files, job, config, lambda r: None)
+    results = run(plan, files, on_result=lambda r: None).results
     assert [(r.error, [v.code for v in r.violations]) for r in results] == [(None, ["X100"])] * 5
 
 

@@ -23,13 +23,13 @@ import pytest
 from torchlint.config.load import load_config
 from torchlint.lint.notebook import Notebook
 from torchlint.project import Layout, Program
-from torchlint.results import Job, Question
-from torchlint.run.parallel import run_files
+from torchlint.results import Question
+from torchlint.run.files import run
 from torchlint.semantic.external import Call, Environment, Function, Summary, Uses
 from torchlint.semantic.lattice import CUDA
 from torchlint.semantic.portable import OPTIMIZER, Effect, Value
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, plan_of
 
 SHAPES = sorted(p for p in (FIXTURES / "project").iterdir() if p.is_dir())
 # Shapes whose facts lie in one file (a module loaded from a checkpoint; a library
@@ -37,7 +37,7 @@ SHAPES = sorted(p for p in (FIXTURES / "project").iterdir() if p.is_dir())
 ONE_FILE = {"checkpoint", "unresolved"}
 # Shapes whose point is a near miss only the project shows: alone, a file reports more.
 NEAR_MISS_ACROSS_FILES = {"saved_by_helper", "text_dataset"}
-# A finding's mark, whatever its impact (`run_files` reports both).
+# A finding's mark, whatever its impact (`run` reports both).
 MARK = re.compile(r"#\s*(?:error|low):\s*(?P<codes>TL\d+(?:\s*,\s*TL\d+)*)")
 Finding = tuple[str, int, str]  # file key, line, code
 
@@ -73,8 +73,7 @@ def _key(root: Path, path: str, cell: int | None) -> str:
 
 def _check(root: Path, files: list[Path], cache: Path | None = None) -> set[Finding]:
     config = load_config(root / "pyproject.toml")
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
-    results = run_files(files, job, config, cache_dir=cache, bases=dict.fromkeys(files, root))
+    results = run(plan_of(config), files, cache_dir=cache, bases=dict.fromkeys(files, root)).results
     errors = [(r.path, r.error) for r in results if r.error]
     assert not errors, errors
     return {(_key(root, r.path, v.cell), v.line, v.code) for r in results for v in r.violations}
@@ -163,10 +162,9 @@ def test_a_file_of_the_home_folder_is_read_alone(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(tmp_path)
     config = load_config(None)
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
     for root, expected in ((home, []), (folder, [4])):
         path = root / "utils.py"
-        (result,) = run_files([path], job, config, bases={path: root})
+        (result,) = run(plan_of(config), [path], bases={path: root}).results
         assert [(v.line, v.code) for v in result.violations] == [(n, "TL401") for n in expected]
 
 
@@ -488,8 +486,7 @@ def test_summaries_round_trip_through_json(tmp_path: Path, monkeypatch):
     shutil.copytree(FIXTURES / "project" / "loss_scaler", root)
     monkeypatch.chdir(root)
     config = load_config(root / "pyproject.toml")
-    job = Job(codes=tuple(config.selected_codes()), settings=config.settings())
-    results = run_files(_files(root), job, config, bases=dict.fromkeys(_files(root), root))
+    results = run(plan_of(config), _files(root), bases=dict.fromkeys(_files(root), root)).results
     assert all(r.summary is not None for r in results if r.path != "util/__init__.py")
     for result in results:
         if result.summary is None:
@@ -534,10 +531,10 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     """models.py (no rule reads it) is read once for train.py's sake: the summary cache
     keeps it, and a run with nothing changed reads no file again, whether models.py is
     asked too or not."""
-    import torchlint.run.rounds as rounds
+    from torchlint.lint.summary import SummaryReader
 
     reads: list[str] = []
-    real = rounds._Fetch.__call__
+    real = SummaryReader.__call__
 
     def counted(self, key: str):
         found = real(self, key)
@@ -545,7 +542,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
             reads.append(key)
         return found
 
-    monkeypatch.setattr(rounds._Fetch, "__call__", counted)
+    monkeypatch.setattr(SummaryReader, "__call__", counted)
     monkeypatch.setenv("TORCHLINT_WORKERS", "1")  # the reads happen in this process
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     (tmp_path / "models.py").write_text(MODELS)
@@ -623,7 +620,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
     first = _check(root, _files(root), cache)
     assert ("mypkg/engine.py", 12, "TL401") in first
     work: list[str] = []
-    for name, owner in (("lint_one", pool), ("get", store.Summaries)):
+    for name, owner in (("process_file", pool), ("get", store.Summaries)):
         real = getattr(owner, name)
         monkeypatch.setattr(
             owner, name, lambda *a, _r=real, _n=name, **k: work.append(_n) or _r(*a, **k)
@@ -635,7 +632,7 @@ def test_a_run_over_the_bytes_of_a_fixed_point_reads_nothing_again(tmp_path: Pat
         pyproject.read_text().replace("[tool.torchlint]", '[tool.torchlint]\nignore = ["TL202"]')
     )
     found = _check(root, _files(root), cache)
-    assert "lint_one" in work
+    assert "process_file" in work
     assert found == _check(root, _files(root)) == {f for f in first if f[2] != "TL202"}
 
 
@@ -711,7 +708,7 @@ def test_cached_results_leave_summaries_to_the_store(tmp_path: Path, monkeypatch
     assert all(e["answers"] is None for e in entries if e["stored"])
     assert [e for e in entries if e["stored"]]
     linted: list[str] = []
-    for name in ("lint_one", "summarize_file"):  # analysed for findings, or for its summary
+    for name in ("process_file", "summarize_file"):  # analysed for findings, or for its summary
         real = getattr(pool, name)
         monkeypatch.setattr(
             pool, name, lambda p, *a, real=real: linted.append(p.name) or real(p, *a)

@@ -24,7 +24,7 @@ from torchlint.lint.parser import MAX_SYNTAX_TOKENS, MAX_TOKENS, LintError, pars
 from torchlint.results import Job
 from torchlint.run.runner import discover, display, process_file
 
-from .conftest import LOADER, run_cli, run_cli_unprivileged, unprivileged
+from .conftest import LOADER, plan_of, run_cli, run_cli_unprivileged, unprivileged
 
 HEAD = "import torch\nfrom torch.utils.data import DataLoader\n"
 # TL502's fix in the layout tests: it applies wherever the call is (of low impact: shown).
@@ -405,7 +405,7 @@ def test_fix_keeps_compiler_warnings_to_itself_and_accepts_newer_syntax(tmp_path
 def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
     import torchlint.run.runner as runner
     from torchlint.rule import Rule
-    from torchlint.run.parallel import run_files
+    from torchlint.run.files import run
 
     class Broken(Rule):
         code = "TL999"
@@ -419,8 +419,7 @@ def test_bug_in_a_rule_is_reported_on_the_file(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text("boom = 1\n")
     (tmp_path / "b.py").write_text("fine = 1\n")
     config = load_config(None)
-    job = Job(codes=("TL999",), settings=config.settings())
-    a, b = run_files([tmp_path / "a.py", tmp_path / "b.py"], job, config)
+    a, b = run(plan_of(config, ("TL999",)), [tmp_path / "a.py", tmp_path / "b.py"]).results
     assert a.error is not None and a.error.startswith("internal error (AttributeError")
     assert b.error is None
 

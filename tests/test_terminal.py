@@ -19,11 +19,11 @@ from torchlint.cli.progress import Progress
 from torchlint.config.load import load_config
 from torchlint.reporters import Context
 from torchlint.reporters.summary import fixes_applied, summary
-from torchlint.results import FileResult, FixRecord, Job, Violation
-from torchlint.run.parallel import run_files
+from torchlint.results import FileResult, FixRecord, Violation
+from torchlint.run.files import run
 from torchlint.semantic import Settings
 
-from .conftest import run_cli, run_cli_process
+from .conftest import plan_of, run_cli, run_cli_process
 
 # TL405 (no fix: an explicit choice) and TL502 (safe fix, of low impact: shown) on one file
 MIXED = """\
@@ -305,8 +305,8 @@ def test_runner_reports_each_result_as_it_is_made(tmp_path):
         f.write_text("import torch\n")
     seen: list[str] = []
     config = load_config(None)
-    job = Job(codes=("TL201",), settings=Settings())
-    results = run_files(files, job, config, lambda r: seen.append(r.path))
+    plan = plan_of(config, ("TL201",), Settings())
+    results = run(plan, files, on_result=lambda r: seen.append(r.path)).results
     assert seen == [r.path for r in results] and len(seen) == 3
 
 

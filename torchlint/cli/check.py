@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from torchlint.cli.watch import Stamps
     from torchlint.config.load import Config
     from torchlint.config.plan import PerFileIgnores, RunPlan
-    from torchlint.results import FileResult, Job
+    from torchlint.results import FileResult
+    from torchlint.run.files import Mode
 
 
 def plan(options: CheckOptions) -> RunPlan:
@@ -141,8 +142,9 @@ def check(options: CheckOptions) -> int:
 
 def _check(options: CheckOptions, paths: list[str]) -> int:
     """One run: the plan made (the config read again: `--watch` follows its changes),
-    the files checked and reported."""
+    the files checked (or standard input, or `--add-noqa`) and reported."""
     from torchlint.config.load import ConfigError
+    from torchlint.run.files import Interrupted
 
     try:
         run_plan = plan(options)
@@ -160,8 +162,26 @@ def _check(options: CheckOptions, paths: list[str]) -> int:
     except OSError as exc:
         error(f"cannot write {options.output_file}: {exc.strerror or exc}")
         return EXIT_ERROR
+    started = time.monotonic()
     try:
-        return _run(options, run_plan, paths, force_exclude, out)
+        if options.verbose:
+            settings.verbose(run_plan)
+        if options.add_noqa:
+            return _add_noqa(options, run_plan, paths, force_exclude)
+        warnings: list[str] = []
+        if options.stdin:
+            results = _stdin(options, run_plan, force_exclude)
+            if results is None:
+                return EXIT_CLEAN
+        else:
+            try:
+                results, warnings = _files(options, run_plan, paths, force_exclude)
+            except Interrupted as exc:
+                output.interrupted(exc)
+                return EXIT_INTERRUPTED
+        if options.verbose:
+            note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
+        return output.report(options, run_plan, results, warnings, out)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -185,52 +205,24 @@ def _watched(options: CheckOptions, paths: list[str]) -> Stamps:
     return stamps([*filter(None, config), *found.files])
 
 
-def _run(
-    options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool, out: TextIO
-) -> int:
-    from torchlint.run.parallel import Interrupted
-
-    started = time.monotonic()
-    job = _job(options, plan)
-    if options.verbose:
-        settings.verbose(plan)
-    if options.add_noqa:
-        return _add_noqa(options, plan, job, paths, force_exclude)
-    warnings: list[str] = []
-    if options.stdin:
-        results = _stdin(options, plan, job, force_exclude)
-        if results is None:
-            return EXIT_CLEAN
-    else:
-        try:
-            results, warnings = _files(options, plan, job, paths, force_exclude)
-        except Interrupted as exc:
-            output.interrupted(exc)
-            return EXIT_INTERRUPTED
-    if options.verbose:
-        note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
-    return output.report(options, plan, results, warnings, out)
-
-
-def _job(options: CheckOptions, plan: RunPlan) -> Job:
+def _mode(options: CheckOptions) -> tuple[Mode, bool]:
+    """What the run does with each file, and whether findings carry their fixes' edits."""
     from torchlint import reporters
+    from torchlint.run.files import Mode
 
     text_like = options.output_format in ("text", "full")
-    return plan.job(
-        fix=options.fix or options.diff,
-        diff=options.diff,
-        # --show-fixes without --fix shows each fix as a diff under its finding
-        with_edits=options.output_format in reporters.WITH_EDITS
-        or (options.show_fixes and not options.fix and text_like and not options.statistics),
+    mode = Mode.DIFF if options.diff else Mode.FIX if options.fix else Mode.CHECK
+    # --show-fixes without --fix shows each fix as a diff under its finding
+    edits = options.output_format in reporters.WITH_EDITS or (
+        options.show_fixes and not options.fix and text_like and not options.statistics
     )
+    return mode, edits
 
 
-def _stdin(
-    options: CheckOptions, plan: RunPlan, job: Job, force_exclude: bool
-) -> list[FileResult] | None:
+def _stdin(options: CheckOptions, plan: RunPlan, force_exclude: bool) -> list[FileResult] | None:
     """Standard input linted; None where it is excluded (then passed through when fixed,
     as ruff does)."""
-    from torchlint.run.runner import run_stdin
+    from torchlint.run.files import run_stdin
 
     name = options.stdin_filename or "-"
     data = sys.stdin.buffer.read()
@@ -238,17 +230,17 @@ def _stdin(
         if options.fix and not options.diff:
             sys.stdout.buffer.write(data)
         return None
-    return [run_stdin(data, name, job, plan.config)]
+    return [run_stdin(plan, data, name, *_mode(options))]
 
 
 def _files(
-    options: CheckOptions, plan: RunPlan, job: Job, paths: list[str], force_exclude: bool
+    options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool
 ) -> tuple[list[FileResult], list[str]]:
     """The files under `paths` linted (with progress on a terminal), and the warnings
     their discovery gave."""
     from torchlint.reporters.summary import plural
     from torchlint.run.cache import location
-    from torchlint.run.parallel import run_files
+    from torchlint.run.files import run
     from torchlint.run.runner import discover
 
     found = discover(paths, plan.config, force_exclude=force_exclude)
@@ -260,28 +252,34 @@ def _files(
         on_result = output.verbose_line
     elif not options.quiet and progress_wanted(sys.stderr):
         on_result = progress = Progress(len(found.files), sys.stderr)
+    mode, edits = _mode(options)
     try:
         cache_dir = None if options.no_cache else location(plan.config.root)
-        results = found.errors + run_files(
-            found.files, job, plan.config, on_result, cache_dir, found.bases, found.walked
+        ran = run(
+            plan,
+            found.files,
+            mode,
+            edits=edits,
+            cache_dir=cache_dir,
+            bases=found.bases,
+            walked=found.walked,
+            on_result=on_result,
         )
     finally:
         if progress is not None:
             progress.close()
-    return results, found.warnings
+    return found.errors + ran.results, found.warnings
 
 
-def _add_noqa(
-    options: CheckOptions, plan: RunPlan, job: Job, paths: list[str], force_exclude: bool
-) -> int:
+def _add_noqa(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool) -> int:
     """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's), the
     findings as `check` reports them (each file with what its project tells it)."""
     from torchlint.reporters import hide_low_impact
-    from torchlint.run.parallel import Interrupted
+    from torchlint.run.files import Interrupted
     from torchlint.run.runner import add_noqa_file
 
     try:
-        results, warnings = _files(options, plan, job, paths, force_exclude)
+        results, warnings = _files(options, plan, paths, force_exclude)
     except Interrupted as exc:
         output.interrupted(exc)
         return EXIT_INTERRUPTED

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from torchlint.config.plan import RunPlan
     from torchlint.reporters import Context
     from torchlint.results import FileResult
-    from torchlint.run.parallel import Interrupted
+    from torchlint.run.files import Interrupted
 
 
 def open_report(path: Path | None) -> TextIO:

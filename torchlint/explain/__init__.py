@@ -1,8 +1,8 @@
 """`torchlint explain`: what the analysis knows at a line of a file (or in the whole
 file), as `check` sees the file: with what its project tells it.
 
-The file is checked as `check` checks it (`parallel.opened`, `parallel.converge`: its
-project's rounds, to their fixed point, with the run's cache); then analysed once more
+The file is checked as `check` checks it (`run.run`: its project's rounds, to their
+fixed point, with the run's cache); then analysed once more
 here, with the environment its project gives it, and every rule is run on that model,
 the selected ones and the others: a finding the run hides (low impact, a noqa comment,
 per-file-ignores, a rule not selected) shows with the reason, and a finding of the run
@@ -22,8 +22,7 @@ from torchlint.explain.facts import At, Facts, file_facts, line_facts
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
 from torchlint.results import FileResult, Impact, Violation
-from torchlint.run.parallel import converge, opened
-from torchlint.run.pool import Task
+from torchlint.run.files import Mode, run
 from torchlint.text.source import SourceError, read_source
 
 if TYPE_CHECKING:
@@ -120,17 +119,13 @@ def explain(at: Place, plan: RunPlan, cache_dir: Path | None = None) -> Explanat
     if not path.is_file():
         raise ExplainError(f"{path}: not a file (explain takes one file)")
     codes = tuple(plan.config.rules_for(path, plan.codes))
-    task = Task(0, path, codes)
-    job = plan.job()
-    with opened([task], job, plan.config, {path: path.parent}, cache_dir) as rounds:
-        (result,) = converge(rounds, job, cache_dir)
-        if result.errors:
-            raise ExplainError(f"{result.path}: {result.error}")
-        if result.warning:
-            raise ExplainError(f"{result.path}: {result.warning}")
-        assert task.project is not None and task.key is not None
-        env = rounds.projects[task.project].environment(task.key)
-        return _Analysis(at, plan, codes, result, env).explanation()
+    ran = run(plan, [path], Mode.CHECK, cache_dir=cache_dir, bases={path: path.parent})
+    (result,) = ran.results
+    if result.errors:
+        raise ExplainError(f"{result.path}: {result.error}")
+    if result.warning:
+        raise ExplainError(f"{result.path}: {result.warning}")
+    return _Analysis(at, plan, codes, result, ran.environment(0)).explanation()
 
 
 class _Analysis:

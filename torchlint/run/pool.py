@@ -21,15 +21,12 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchlint.lint import registry
 from torchlint.project import Project
 from torchlint.results import ANALYSIS_ERROR, FileError, FileResult, Job
 from torchlint.run.runner import display, process_file, rules_of, summarize_file
-
-if TYPE_CHECKING:
-    from torchlint.semantic.external import Environment
 
 # Below this much source to lint, one process is faster than starting a pool.
 MIN_POOL_BYTES = 256 * 1024
@@ -67,26 +64,6 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size, st.st_ino
-
-
-def lint_one(
-    path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
-) -> FileResult:
-    """`process_file`, with a bug in torchlint or a rule reported on the file, not raised
-    (one bad file must not cost the results of a thousand others)."""
-    try:
-        result = process_file(path, job, codes, env)
-        if not result.records() and result.diff is None:
-            # only reporters read it, for code frames, and verify the fixed text (--diff)
-            result.text = None
-        return result
-    except RecursionError:
-        from torchlint.lint.parser import TOO_DEEP
-
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
-    except Exception as exc:  # reported on the file, with what to do about it
-        message = f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
-        return FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
 
 
 class Interrupted(Exception):
@@ -150,14 +127,6 @@ def _init_worker(job: Job, stop: Any, projects: list[Project], local: tuple[Path
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
 
 
-def _run(item: _Item, job: Job) -> FileResult:
-    path, codes, project, key, _ = item
-    with _collected_after():
-        if project is None or not key:
-            return lint_one(path, job, codes)
-        return analyse(_projects[project], item, job)
-
-
 @contextlib.contextmanager
 def _collected_after() -> Iterator[None]:
     """Python's cyclic collector paused while a file is analysed, and its young
@@ -201,17 +170,37 @@ def survivors_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def analyse(project: Project, item: _Item, job: Job) -> FileResult:
-    """A file of `project` linted (or read for its summary only) with what the project
-    tells it; the summaries its program read meanwhile (`Program.fetch`) go with it."""
-    path, codes, _, key, summary_only = item
-    assert key is not None
-    env = project.environment(key)
-    result = summarize_file(path, job, env) if summary_only else lint_one(path, job, codes, env)
-    program = project.linked
-    if program is not None and program.fetched:
-        result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
-        program.fetched.clear()
+def analyse(item: _Item, job: Job, projects: Sequence[Project] = ()) -> FileResult:
+    """A file linted or fixed (or read for its summary only) with what its project, if
+    any, tells it (of `projects`, else of the run's: `use_projects`), the cyclic collector
+    paused meanwhile; the summaries its program read meanwhile (`Program.fetch`) go with
+    it. A bug in torchlint or a rule is reported on the file, not raised (one bad file
+    must not cost the results of a thousand others)."""
+    path, codes, index, key, summary_only = item
+    project = (projects or _projects)[index] if index is not None and key else None
+    with _collected_after():
+        env = project.environment(key) if project is not None and key else None
+        if env is not None and summary_only:
+            result = summarize_file(path, job, env)
+        else:
+            try:
+                result = process_file(path, job, codes, env)
+                if not result.records() and result.diff is None:
+                    # only reporters read it, for code frames, and verify the fixed text
+                    result.text = None
+            except RecursionError:
+                from torchlint.lint.parser import TOO_DEEP
+
+                result = FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, TOO_DEEP)])
+            except Exception as exc:  # reported on the file, with what to do about it
+                message = (
+                    f"{INTERNAL} ({type(exc).__name__}: {exc}); please report it with this file"
+                )
+                result = FileResult(display(path), errors=[FileError(ANALYSIS_ERROR, message)])
+        program = project.linked if project is not None else None
+        if program is not None and program.fetched:
+            result.fetched = {k: s.to_json() for k, s in program.fetched.items()}
+            program.fetched.clear()
     return result
 
 
@@ -219,7 +208,7 @@ def _work(item: _Item) -> FileResult | None:
     assert _job is not None
     if _stop is not None and _stop.is_set():
         return None  # the run was interrupted: not started
-    return _run(item, _job)
+    return analyse(item, _job)
 
 
 def _size(task: Task) -> int:
@@ -254,7 +243,7 @@ def compute(
     size, sizes = _pool_size(tasks)
     if size == 1:
         for item in items:
-            yield None if stop is not None and stop.requested else _run(item, job)
+            yield None if stop is not None and stop.requested else analyse(item, job)
         return
     method = START_METHOD
     if method == "fork":
@@ -329,7 +318,7 @@ class _Shared:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
         while (index := self._take()) is not None:
             try:
-                result: FileResult | BaseException = _run(self.items[index], self.job)
+                result: FileResult | BaseException = analyse(self.items[index], self.job)
             except Exception as exc:  # raised where the results are read, as in a pool
                 result = exc
             connection.send((index, result))
@@ -375,7 +364,7 @@ class _Shared:
             receiver.start()  # after the forks: they start without threads
             mine: dict[int, FileResult] = {}
             while (index := self._take(smallest=True)) is not None:
-                mine[index] = _run(self.items[index], self.job)
+                mine[index] = analyse(self.items[index], self.job)
             for index in range(len(self.items)):
                 yield mine.pop(index) if index in mine else self._wait(index, started)
         finally:

@@ -12,51 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchlint.config.load import Config
-from torchlint.lint.tokens import STAR_IMPORT, any_applies, asks_project, may_tell
+from torchlint.lint.summary import SummaryReader
+from torchlint.lint.tokens import any_applies, asks_project, may_tell
 from torchlint.project import Layout, Project, answers_digest, content_digest, find_root
 from torchlint.project.layout import alone, imported, is_script, levels, sys_paths
 from torchlint.results import Answers, FileResult, Job
 from torchlint.run.cache import Summaries
 from torchlint.run.pool import Task, analyse, compute, file_stamp, item_of
 from torchlint.run.runner import discover, program_text, token_rules
-from torchlint.settings import Settings
 from torchlint.text.source import SourceError, decode, read_bytes
 
-if TYPE_CHECKING:  # the linter and the semantic model are imported when a file is read
+if TYPE_CHECKING:  # the rules are imported when a file is read
     from torchlint.rule import Rule
-    from torchlint.semantic.external import Summary
-
-
-@dataclass(frozen=True)
-class _Fetch:
-    """Reads the summary of a file of a project on its own, where its text may tell
-    something (what a file that imports it asks about), unless the run analyses that file
-    anyway (`analysed`: it holds a token of a rule) or its summary needs the project (a
-    star import: the rounds summarize it, as a file that `asks_project`)."""
-
-    settings: Settings
-    paths: dict[str, Path]
-    analysed: set[str]
-
-    def __call__(self, key: str) -> Summary | None:
-        from torchlint.lint.linter import Linter
-        from torchlint.lint.parser import LintError
-        from torchlint.semantic.external import Environment, Summary
-
-        if key in self.analysed:
-            return None
-        try:
-            text = decode(read_bytes(self.paths[key]))[0]
-        except (KeyError, SourceError):
-            return None
-        if not may_tell(text):
-            return Summary()
-        if STAR_IMPORT.search(text):
-            return None  # what it binds is the project's to say: the rounds summarize it
-        try:
-            return Linter([], self.settings).summarize(text, key, Environment(path=key))
-        except LintError:
-            return None
 
 
 # Chains of calls through a large package settle in a few rounds (accelerate's: five).
@@ -183,7 +150,9 @@ class Rounds:
         layout = Layout(root, [*files, *(t.path for t in asked)])
         index = len(self.projects)
         texts = _Texts()
-        project = Project(layout, fetch=_Fetch(self.job.settings, layout.paths, texts.analysed))
+        project = Project(
+            layout, fetch=SummaryReader(self.job.settings, layout.paths, texts.analysed)
+        )
         self.projects.append(project)
         self.texts.append(texts)
         before = self.store.scan(root) if self.store is not None else {}
@@ -441,7 +410,7 @@ class Rounds:
     def analyse(self, task: Task) -> FileResult:
         """One task of a round, in this process."""
         assert task.project is not None
-        return analyse(self.projects[task.project], item_of(task), self.job)
+        return analyse(item_of(task), self.job, self.projects)
 
     def _may_tell(self, task: Task) -> bool:
         assert task.project is not None and task.key is not None

@@ -29,7 +29,6 @@ from torchlint.results import (
 from torchlint.text.source import (
     SourceError,
     SourceFile,
-    decode,
     irregular,
     read_source,
     write_source,
@@ -455,15 +454,3 @@ def add_noqa_file(path: Path, result: FileResult) -> int:
         result.errors = [file_error(exc)]
         return 0
     return added
-
-
-def run_stdin(data: bytes, name: str, job: Job, config: Config) -> FileResult:
-    try:
-        text, _ = decode(data)
-    except SourceError as exc:
-        return failed(name, exc)
-    codes = config.rules_for(Path(name), job.codes) if name != "-" else job.codes
-    result, new_text = lint_source(text, name, job, codes)
-    if job.fix and not job.diff:
-        result.fixed_text = text if result.errors else new_text
-    return result

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         losses,
         per_step_functions,
         step_regions,
+        tensor_rows,
     )
     from torchlint.semantic.frameworks import hf_trainer, lightning, opaque
     from torchlint.semantic.gradients import Frozen
@@ -182,6 +183,7 @@ __all__ = [
     "runs_once",
     "step_regions",
     "str_value",
+    "tensor_rows",
     "tiny_batches",
     "toy",
     "trained_on",

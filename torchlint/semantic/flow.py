@@ -13,8 +13,14 @@ import libcst as cst
 from torchlint.semantic.loops import Placed, is_periodic
 from torchlint.semantic.models import ModelSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import Binding, CallSite, Kind
-from torchlint.semantic.syntax import dotted_name, int_value, target_names
+from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop
+from torchlint.semantic.syntax import (
+    HOST_READS,
+    dotted_name,
+    int_value,
+    names_read,
+    target_names,
+)
 from torchlint.text.walk import children, descendants
 
 # Reads of a tensor that leave the graph: what flows through them needs no backward.
@@ -257,3 +263,64 @@ def _called_from(
                 reached.append(target.function)
         frontier = reached
     return found
+
+
+def _tensor_of(node: cst.BaseExpression) -> str | None:
+    """The name of the tensor an expression views (`pred`, `pred.view(-1, 6)`, `pred[0]`),
+    None for one copied to the host (`pred.cpu()`, `.tolist()`)."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in HOST_READS:
+                return None
+            node = node.func.value
+        else:
+            return dotted_name(node)
+
+
+def tensor_rows(loop: Loop, tensors: set[str]) -> set[str]:
+    """What the loops nested in `loop` bind to the rows or elements of its tensors, as
+    deep as they go: `for i, det in enumerate(pred):` then `for *box, conf, cls in
+    det:` (each a tensor still on the GPU: reading one waits for it)."""
+    loops = [inner.node for inner in loop.inner if isinstance(inner.node, cst.For)]
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in loops:
+            if _tensor_of(_unwrapped(node.iter)) not in tensors | found:
+                continue
+            target: cst.BaseExpression = node.target
+            if isinstance(node.iter, cst.Call) and dotted_name(node.iter.func) == "enumerate":
+                if not isinstance(target, cst.Tuple) or len(target.elements) != 2:
+                    continue
+                target = target.elements[1].value
+            new = set(names_read(target)) - found
+            if new:
+                found |= new
+                changed = True
+    # A name another nested loop binds to something else (`for cls in pred.cpu():`):
+    # which one a read sees is not told here.
+    others = {
+        name
+        for node in loops
+        if _tensor_of(_unwrapped(node.iter)) is None
+        for name in names_read(node.target)
+    }
+    return found - others
+
+
+def _unwrapped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`enumerate(x)` / `reversed(x)` as `x`."""
+    if (
+        isinstance(node, cst.Call)
+        and node.args
+        and dotted_name(node.func)
+        in (
+            "enumerate",
+            "reversed",
+        )
+    ):
+        return node.args[0].value
+    return node

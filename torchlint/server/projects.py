@@ -6,7 +6,7 @@ nearest folder with a marker, else the workspace folder); an untitled buffer, or
 outside every folder, is analysed alone. A project is opened when one of its documents
 is first linted: its files found as `torchlint check` finds them, and the summaries its
 cache holds for their bytes read at once. The rest are computed afterwards, a file at a
-time between lints, by the rounds a run goes through (`parallel.Rounds`). A project
+time between lints, by the rounds a run goes through (`rounds.Rounds`). A project
 knows its files as saved: a document's unsaved text is linted with what the project
 says, and tells the project nothing until it is saved (`reread`).
 """
@@ -23,6 +23,7 @@ from torchlint.config.plan import RunPlan
 from torchlint.project import Project, find_root
 from torchlint.results import ANALYSIS_ERROR, Answers, FileError, FileResult
 from torchlint.run.cache import location
+from torchlint.run.files import Mode
 from torchlint.run.pool import INTERNAL
 from torchlint.run.rounds import Rounds, result_holds
 from torchlint.run.runner import display
@@ -166,7 +167,7 @@ class Projects:
 
     def _open(self, root: Path, plan: RunPlan, config: Config, old: Opened | None) -> Opened:
         cache_dir = location(config.root) if self.cache else None
-        rounds = Rounds([], plan.job(), config, {}, cache_dir)
+        rounds = Rounds([], Mode.CHECK.job(plan), config, {}, cache_dir)  # as `check` reads them
         rounds.open(root)
         opened = Opened(root, rounds, plan, cached=len(rounds.projects[0].summaries))
         if old is not None:

@@ -5,7 +5,7 @@ of `torchlint fix` over the folder would), without writing anything."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,7 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     """The fixes the normal fix engine makes under the script's configuration to the
     script and the files of its folder it imports, which a run imports from its mirror
     (`fix=False`: only the findings, with the project's facts)."""
-    from torchlint.run.parallel import run_files
+    from torchlint.run.files import Mode, run
     from torchlint.run.runner import discover
 
     script = options.script
@@ -74,9 +74,10 @@ def build_fixed(options: VerifyOptions, text: str, fix: bool = True) -> Fixed:
     found = discover([str(script.parent)], plan.config)
     files = [script, *_imported_files(script, text, found.files)]
     # compute the fixes, write nothing
-    job = plan.job(fix=fix, diff=fix, unsafe=options.unsafe_fixes or plan.unsafe)
+    plan = replace(plan, unsafe=options.unsafe_fixes or plan.unsafe)
     bases = {**found.bases, script: found.bases.get(script, script.parent)}
-    results = run_files(files, job, plan.config, bases=bases, walked=found.walked)
+    mode = Mode.DIFF if fix else Mode.CHECK
+    results = run(plan, files, mode, bases=bases, walked=found.walked).results
     first = results[0]
     if first.errors:
         raise UsageError(f"{script}: {first.errors[0].message}")
