@@ -51,7 +51,9 @@ EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", 
 
 
 class TorchModule:
-    """The facts of one file. Built by `build`; read by every rule."""
+    """The facts of one file. Built by `build`; read by every rule. Each analysis is a view
+    a rule asks directly (`module.loaders.pins_memory(loader)`); the module itself keeps
+    the walk's records and index and the facts that combine views (docs/semantic.md)."""
 
     def __init__(self, module: cst.Module, path: str, settings: Settings, env: Environment) -> None:
         self.module = module
