@@ -122,9 +122,9 @@ class SmallBatchSize(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         least = self.option(module, MIN_BATCH_SIZE)
         tiny = max(least, self.option(module, TINY_NETWORK_BATCH_SIZE))
-        if not (module.uses_gpu or module.presumed_accelerator):
+        if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
             return  # on the CPU a bigger batch buys no GPU utilisation
-        for loader in [*module.dataloaders, *module.factory_loaders]:
+        for loader in [*module.loaders.sites, *module.loaders.made]:
             if (
                 not loader.argument_known("batch_size")
                 or loader.arg("batch_sampler") is not MISSING
@@ -133,13 +133,13 @@ class SmallBatchSize(Rule):
             value = loader.arg("batch_size")
             if value is MISSING:
                 continue
-            found = module.constant(value, loader.call.scope)
+            found = module.values.constant(value, loader.call.scope)
             if found is None:
                 continue
             size = found.value
             if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < tiny:
                 continue
-            if not loader.trains or module.idle_framework_loader(loader):
+            if not loader.trains or module.frameworks.idle_loader(loader):
                 continue
             sizes = _sizes(module, loader)
             minimum = tiny if sizes and all(n < TINY_NETWORK for n in sizes) else least
@@ -148,7 +148,9 @@ class SmallBatchSize(Rule):
             if found.origin in ORIGINS and not (sizes and all(n < SMALL_NETWORK for n in sizes)):
                 continue  # a default a user can change, sized for networks we cannot see
             trained = trained_on(module, loader)
-            if module.shards_models or any(module.memory_bound(site) for site in trained):
+            if module.workload.shards_models or any(
+                module.workload.memory_bound(site) for site in trained
+            ):
                 continue  # a billion parameters, quantized or sharded: memory sets the batch
             low = fine_tuned(module, trained)
             where = (

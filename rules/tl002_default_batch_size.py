@@ -63,7 +63,7 @@ class DefaultBatchSize(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         size = self.option(module, MIN_BATCH_SIZE)
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             if loader.opaque:
                 continue
             if (

@@ -82,7 +82,7 @@ class InputNotOnDevice(Rule):
                 continue
             on_device: dict[int, Origin] = {}
             for call in loop.calls:
-                site = module.model_called(call)
+                site = module.models.called(call)
                 if site is None or not site.is_network or site.wrappers:
                     continue  # DataParallel/DDP scatter CPU inputs themselves
                 move = device_move(module, site, loop)
@@ -92,7 +92,7 @@ class InputNotOnDevice(Rule):
                 continue
             batch, needs = unmoved_batch_tensors(module, loop, on_device)
             pinned = all(
-                module.pins_memory(loader) or pinned_by_workers_fix(module, loader)
+                module.loaders.pins_memory(loader) or pinned_by_workers_fix(module, loader)
                 for loader in loop.loaders
             )
             for name, tensor in batch.items():

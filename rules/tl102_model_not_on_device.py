@@ -122,7 +122,7 @@ def batch_moves(module: TorchModule, site: ModelSite) -> list[Edit] | None:
     once, under no condition those loops do not share."""
     if len(site.symbol.bindings) != 1:
         return None
-    calls = [c for c in module.calls if module.model_called(c) is site]
+    calls = [c for c in module.calls if module.models.called(c) is site]
     if not calls:
         return None
     edits: list[Edit] = []
@@ -135,7 +135,7 @@ def batch_moves(module: TorchModule, site: ModelSite) -> list[Edit] | None:
         if not args or any(a.star for a in args):
             return None
         on_device: dict[int, Origin] = {
-            id(c.node): (site, None) for c in loop.calls if module.model_called(c) is site
+            id(c.node): (site, None) for c in loop.calls if module.models.called(c) is site
         }
         batch, needs = unmoved_batch_tensors(module, loop, on_device)
         if not all(isinstance(a.value, cst.Name) and a.value.value in needs for a in args):
@@ -153,7 +153,7 @@ def batch_moves(module: TorchModule, site: ModelSite) -> list[Edit] | None:
 def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
     """A move of a batch to a GPU in a training loop that calls the model."""
     for loop in module.training_loops:
-        if not loop.loaders or not any(module.model_called(c) is site for c in loop.calls):
+        if not loop.loaders or not any(module.models.called(c) is site for c in loop.calls):
             continue
         names = batch_names(module, loop)
         for call in loop.calls:
@@ -162,7 +162,7 @@ def batches_moved(module: TorchModule, site: ModelSite) -> CallSite | None:
                 receiver = receiver.value
             if call.method not in ("to", "cuda") or not isinstance(receiver, cst.Name):
                 continue
-            device = module.move(call) if receiver.value in names else None
+            device = module.devices.move(call) if receiver.value in names else None
             if device is not None and device.is_gpu:
                 return call
     return None
@@ -173,14 +173,14 @@ def unused_gpu_device(module: TorchModule, site: ModelSite) -> CallSite | None:
     before the model is built, in its function or at the top level, where nothing in the
     file is moved to a GPU and the model is passed to no function (a helper could move
     it): the device is defined, then forgotten."""
-    if any((device := module.move(c)) is not None and device.is_gpu for c in module.calls):
+    if any((device := module.devices.move(c)) is not None and device.is_gpu for c in module.calls):
         return None
     if any(_passes(call, site, module) for call in module.calls):
         return None
     built = site.construction
     for call in module.calls_to("torch.device"):
         binding = module.binding_of(call.node)
-        device = module.device(call.node, call.scope)
+        device = module.devices.classify(call.node, call.scope)
         if binding is None or device is None or not device.is_gpu:
             continue
         if call.ctx.function not in (None, built.ctx.function) or call.order > built.order:
@@ -192,9 +192,9 @@ def unused_gpu_device(module: TorchModule, site: ModelSite) -> CallSite | None:
 def _passes(call: CallSite, site: ModelSite, module: TorchModule) -> bool:
     """`call` hands the model itself to a function (`place(model, device)`); calling the
     model, or giving its parameters to an optimizer, does not."""
-    if module.model_called(call) is site:
+    if module.models.called(call) is site:
         return False
-    return any(module.model_of(a.value, call.scope) is site for a in call.node.args)
+    return any(module.models.of(a.value, call.scope) is site for a in call.node.args)
 
 
 class ModelNotOnDevice(Rule):
@@ -208,12 +208,12 @@ class ModelNotOnDevice(Rule):
         if module.calls_to("torch.set_default_device"):
             return
         handles = None
-        for site in module.models:
+        for site in module.models.sites:
             if not site.is_network or site.wrappers or not module.trained(site):
                 continue
-            if not module.optimized(site) or not module.holds_only(site):
+            if not module.training.optimized(site) or not module.models.holds_only(site):
                 continue
-            if any(module.move(m) is not None for m in site.moves):
+            if any(module.devices.move(m) is not None for m in site.moves):
                 continue
             moved = batches_moved(module, site)
             if moved is not None:
@@ -228,7 +228,7 @@ class ModelNotOnDevice(Rule):
             if module.networks.small_perceptron(site):
                 continue  # a few thousand weights: the CPU runs a step faster than a GPU
             if handles is None:
-                handles = module.handles_devices()
+                handles = module.placement.handles_devices()
             moves = batch_moves(module, site)
             if moves is None:
                 continue
@@ -268,7 +268,7 @@ class ModelNotOnDevice(Rule):
         assert binding is not None
         name = binding.symbol.name
         statement = site.binding.ctx.statement
-        calls = [c for c in module.calls if module.model_called(c) is site]
+        calls = [c for c in module.calls if module.models.called(c) is site]
         visible = device.ctx.function is None or all(
             c.ctx.function is device.ctx.function for c in calls
         )

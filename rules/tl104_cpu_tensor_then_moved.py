@@ -246,7 +246,7 @@ def _numel(module: TorchModule, name: str, factory: cst.Call, move: CallSite) ->
             return None
         return known[0] ** 2 if name == "eye" and len(known) == 1 else math.prod(known)
     if name == "arange" and 1 <= len(args) <= 3:
-        bounds = [module.constant(a, scope) for a in args]
+        bounds = [module.values.constant(a, scope) for a in args]
         ints = [b.value for b in bounds if b is not None and type(b.value) is int]
         return len(range(*ints)) if len(ints) == len(args) else None
     if name == "tensor" and len(args) == 1:
@@ -395,7 +395,7 @@ class CpuTensorThenMoved(Rule):
             ):
                 continue
             device = self._device(module, move)
-            if device is None or not module.per_step(move.ctx) or is_periodic(move):
+            if device is None or not module.runs.per_step(move.ctx) or is_periodic(move):
                 continue
             safe = _safe(name, factory) and not random_fill
             spelled = module.module.code_for_node(factory.func)
@@ -439,7 +439,7 @@ class CpuTensorThenMoved(Rule):
             if len(args) != 1 or args[0].keyword is not None or args[0].star:
                 continue
             array = arrays.get(id(args[0].value))
-            if array is None or not module.per_step(call.ctx) or is_periodic(call):
+            if array is None or not module.runs.per_step(call.ctx) or is_periodic(call):
                 continue
             built = module.devices.tensor_type(call.node.func, call.scope)
             if built is not None and built.is_gpu:
@@ -458,10 +458,10 @@ class CpuTensorThenMoved(Rule):
             array = arrays.get(id(inner.args[0].value))
             if array is None or module.resolve(inner.func, move.scope) not in TO_TENSOR:
                 continue
-            device = module.move(move)
+            device = module.devices.move(move)
             if device is None or device.is_cpu or is_periodic(move):
                 continue
-            if module.per_step(move.ctx):
+            if module.runs.per_step(move.ctx):
                 yield self._numpy_built(module, move, array, None)
 
     def _numpy_built(
@@ -543,7 +543,7 @@ class CpuTensorThenMoved(Rule):
         arg = args[0]
         if arg.keyword is not None and arg.keyword.value != "device":
             return None
-        found = module.move(move)
+        found = module.devices.move(move)
         if found is None or found.is_cpu:
             return None
         return arg.value

@@ -107,7 +107,9 @@ class BlockingHostToDeviceCopy(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         seen: set[int] = set()
         for loop in module.loops:
-            if not loop.loaders or not all(module.pins_memory(loader) for loader in loop.loaders):
+            if not loop.loaders or not all(
+                module.loaders.pins_memory(loader) for loader in loop.loaders
+            ):
                 continue
             nothing_to_overlap = _loop_low(module, loop)
             for call in blocking_copies(module, loop):

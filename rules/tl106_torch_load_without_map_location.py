@@ -86,7 +86,7 @@ def _template(module: TorchModule, path: cst.BaseExpression, scope: Scope) -> st
     """What identifies a checkpoint path: its leading string (a `%`/`.format`/f-string
     template, an f-string's fields written `{}`; a name bound to a string: the string),
     else its code."""
-    found = module.constant(path, scope) if isinstance(path, cst.Name) else None
+    found = module.values.constant(path, scope) if isinstance(path, cst.Name) else None
     if found is not None and isinstance(found.value, str):
         return found.value
     node: cst.CSTNode = path
@@ -151,9 +151,9 @@ class TorchLoadWithoutMapLocation(Rule):
         if not loads:
             return
         distributed = any(q.startswith(DISTRIBUTED) for q in module.qualnames_called)
-        if not distributed and not module.runs_without_gpu:
+        if not distributed and not module.placement.runs_without_gpu:
             return
-        if module.saves_cpu_state:
+        if module.checkpoints.saves_cpu_state:
             return  # the checkpoints this script writes, and reads back, hold CPU tensors
         direct = {id(_state_argument(c)) for c in module.method_calls("load_state_dict")}
         states = {  # names whose value is loaded into a module
@@ -161,8 +161,10 @@ class TorchLoadWithoutMapLocation(Rule):
             for c in module.method_calls("load_state_dict")
             if (symbol := c.scope.lookup_expr(_state_argument(c))) is not None
         }
-        saved = {_template(module, path, scope) for path, scope in module.saved_paths}
-        folders = {_template(module, path, scope) for path, scope in module.saved_folders}
+        saved = {_template(module, path, scope) for path, scope in module.checkpoints.saved_paths}
+        folders = {
+            _template(module, path, scope) for path, scope in module.checkpoints.saved_folders
+        }
         folders = {f for f in folders if f.strip("./")}  # "." or "./": too vague to match
         for call in loads:
             if call.has_star_args or call.kwarg("map_location") is not MISSING:

@@ -117,7 +117,7 @@ def zero_default(module: TorchModule, loader: DataLoaderSite) -> str | None:
     value = loader.arg("num_workers")
     if value is MISSING or int_value(value) is not None:
         return None
-    found = module.constant(value, loader.call.scope)
+    found = module.values.constant(value, loader.call.scope)
     if found is None or found.value != 0 or found.origin not in DEFAULTS:
         return None
     return DEFAULTS[found.origin]
@@ -130,12 +130,12 @@ class DataLoaderSyncLoading(Rule):
     tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.uses_gpu:
+        if not module.placement.uses_gpu:
             return
-        for loader in [*module.dataloaders, *module.factory_loaders]:
+        for loader in [*module.loaders.sites, *module.loaders.made]:
             if not loader.argument_known("num_workers") or not loader.trains:
                 continue
-            if module.idle_framework_loader(loader):
+            if module.frameworks.idle_loader(loader):
                 continue
             workers = loader.arg("num_workers")
             default = zero_default(module, loader)

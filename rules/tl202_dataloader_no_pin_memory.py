@@ -126,14 +126,14 @@ class DataLoaderNoPinMemory(Rule):
     tokens = ("DataLoader", "auto_dataloader")  # ignite's factory too
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        loaders = [*module.dataloaders, *module.factory_loaders]
-        if not loaders or not module.uses_gpu:
+        loaders = [*module.loaders.sites, *module.loaders.made]
+        if not loaders or not module.placement.uses_gpu:
             return
         for loader in loaders:
             if (
                 not loader.argument_known("pin_memory")
                 or not loader.trains
-                or module.idle_framework_loader(loader)
+                or module.frameworks.idle_loader(loader)
                 or _reloaded_persistent(module, loader)
                 or module.datasets.text_data(loader)
                 or cpu_loader(module, loader)
@@ -231,7 +231,7 @@ def _synchronous(module: TorchModule, loader: DataLoaderSite) -> bool:
     are non-blocking), or copies seen in the loops over it in this file, none with
     `non_blocking=` nor one that could take it (TL105's fix, once the loader pins), a
     legacy CUDA tensor type's `.type(Tensor)` included."""
-    if module.managed:
+    if module.placement.managed:
         return not (
             module.frameworks.non_blocking_copies
             or module.frameworks.trainers

@@ -94,6 +94,7 @@ from torchlint.semantic import (
     Scope,
     TorchModule,
     argument,
+    assigned_values,
     cpu_loader,
     heavy_training,
     int_value,
@@ -115,7 +116,7 @@ def has_workers(module: TorchModule, loader: DataLoaderSite) -> bool:
     value = loader.arg("num_workers")
     if value is MISSING:
         return False
-    found = module.constant(value, loader.call.scope)
+    found = module.values.constant(value, loader.call.scope)
     if found is not None:
         return isinstance(found.value, int) and found.value > 0
     return _at_least_one(module, value, loader.call.scope, 0)
@@ -128,7 +129,7 @@ def _at_least_one(module: TorchModule, value: cst.BaseExpression, scope: Scope, 
     if count is not None:
         return count > 0
     if isinstance(value, cst.Name) and depth < 3:
-        values = module.assigned_values(value, scope)
+        values = assigned_values(value, scope)
         return len(values) == 1 and _at_least_one(module, values[0], scope, depth + 1)
     if not isinstance(value, cst.Call):
         return False
@@ -165,7 +166,7 @@ def _persistent(loader: DataLoaderSite) -> Fix | None:
 def _works(module: TorchModule, loop: Loop) -> bool:
     """The loop over the loader runs work on its batches: it trains, runs a network, or
     hands each batch to a function of the project (`train_step(model, batch)`)."""
-    if loop.is_training or module.network_calls(loop):
+    if loop.is_training or module.models.network_calls(loop):
         return True
     return any(module.functions.target(c) is not None for c in loop.calls)
 
@@ -178,9 +179,9 @@ class DataLoaderNoPersistentWorkers(Rule):
     min_torch = (1, 7)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.uses_gpu or module.presumed_accelerator):
+        if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
             return  # no GPU to wait: the restarts cost CPU time only
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             if (
                 loader.opaque
                 or loader.own_iteration
@@ -190,7 +191,7 @@ class DataLoaderNoPersistentWorkers(Rule):
             if not has_workers(module, loader) or cpu_loader(module, loader):
                 continue
             low = None
-            if (epoch := module.epoch(loader)) is not None:
+            if (epoch := module.loaders.epoch(loader)) is not None:
                 if not _works(module, epoch[0]):
                     continue  # batches looked at, nothing run on them (a loading demo)
                 what = "is iterated every epoch"
@@ -205,14 +206,14 @@ class DataLoaderNoPersistentWorkers(Rule):
                     continue  # the Trainer stops after one epoch: nothing restarts
                 what = "is iterated every epoch by the framework that trains on it"
                 when = "at the start of each epoch"
-            elif (again := module.reiterated(loader)) is not None:
+            elif (again := module.loaders.reiterated(loader)) is not None:
                 where = f" in `{again.ctx.function.name.value}`" if again.ctx.function else ""
                 what = (
                     f"gets a new iterator again and again "
                     f"(`{module.module.code_for_node(again.node)}`{where})"
                 )
                 when = "for each new iterator"
-                every = module.period(again)
+                every = module.runs.period(again)
                 if every is not None and every >= RARE_STEPS:
                     low = f"a new iterator every {every} steps: the start is amortized"
             else:

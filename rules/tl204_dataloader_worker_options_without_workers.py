@@ -58,7 +58,7 @@ class DataLoaderWorkerOptionsWithoutWorkers(Rule):
         target = module.target_torch
         if target is not None and target < (1, 7):
             return
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             if loader.opaque:
                 continue
             workers = loader.arg("num_workers")

@@ -80,7 +80,7 @@ class DataLoaderIteratedToCount(Rule):
                 continue
             spelled = module.module.code_for_node(walked)
             counted = module.module.code_for_node(call.node)
-            sites = module.loaders_of(walked, call.scope)
+            sites = module.loaders.of(walked, call.scope)
             if sites and all(
                 isinstance(site, DataLoaderSite) and module.datasets.map_style(site)
                 for site in sites
@@ -130,7 +130,7 @@ def _a_loader(
     loops: dict[int, list[Loop]],
 ) -> bool:
     """A DataLoader of the file, or what a batch loop of the same function walks."""
-    if module.loaders_of(walked, call.scope):
+    if module.loaders.of(walked, call.scope):
         return True
     symbol = call.scope.lookup_expr(walked)
     if symbol is None:
@@ -139,7 +139,7 @@ def _a_loader(
         assert isinstance(loop.node, cst.For)
         walks = any(
             loop.ctx.scope.lookup_expr(it) is symbol
-            for it in module.iterables(loop.node.iter, loop.ctx.scope)
+            for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope)
         )
         if walks and (loop.is_training or _moves_batches(module, loop)):
             return True
@@ -156,6 +156,10 @@ def _moves_batches(module: TorchModule, loop: Loop) -> bool:
         base = call.receiver
         while isinstance(base, (cst.Subscript, cst.Attribute)):
             base = base.value
-        if isinstance(base, cst.Name) and base.value in targets and module.move(call) is not None:
+        if (
+            isinstance(base, cst.Name)
+            and base.value in targets
+            and module.devices.move(call) is not None
+        ):
             return True
     return False

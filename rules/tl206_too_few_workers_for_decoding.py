@@ -108,7 +108,7 @@ def worker_count(module: TorchModule, loader: DataLoaderSite) -> tuple[int, str 
     value = loader.arg("num_workers")
     if value is MISSING:
         return None
-    found = module.constant(value, loader.call.scope)
+    found = module.values.constant(value, loader.call.scope)
     if found is None or type(found.value) is not int or found.value < 1:
         return None
     if found.origin == "literal":
@@ -125,13 +125,13 @@ class TooFewWorkersForDecoding(Rule):
     options = (MIN_DECODING_WORKERS,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.uses_gpu:
+        if not module.placement.uses_gpu:
             return
         least = self.option(module, MIN_DECODING_WORKERS)
-        for loader in [*module.dataloaders, *module.factory_loaders]:
+        for loader in [*module.loaders.sites, *module.loaders.made]:
             if not loader.argument_known("num_workers") or not loader.trains:
                 continue
-            if module.idle_framework_loader(loader):
+            if module.frameworks.idle_loader(loader):
                 continue
             count = worker_count(module, loader)
             decodes = module.decodes(loader) if count is not None else None

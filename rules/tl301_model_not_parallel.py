@@ -139,10 +139,10 @@ class ModelNotParallel(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if parallel_aware(module):
             return
-        if module.notebook or not module.multi_gpu:
+        if module.notebook or not module.workload.multi_gpu:
             return  # a notebook, or a script nothing says runs on several GPUs
         found: list[tuple[ModelSite, CallSite, str]] = []
-        for site in module.models:
+        for site in module.models.sites:
             if not site.is_network or site.wrappers or not module.trained(site):
                 continue
             move = next((m for m in site.moves if _to_gpu(module, m)), None)
@@ -188,14 +188,14 @@ class ModelNotParallel(Rule):
 
 
 def _to_gpu(module: TorchModule, move: CallSite) -> bool:
-    device = module.move(move)
+    device = module.devices.move(move)
     return device is not None and device.is_gpu
 
 
 def _batch_first_and_large(module: TorchModule, site: ModelSite) -> bool:
     """Every call of the network in a training loop passes only what is computed from
     the loader's batch, and the batch, where a constant, has at least MIN_BATCH samples."""
-    calls = [c for loop in module.step_loops for c in loop.calls if module.model_called(c) is site]
+    calls = [c for loop in module.step_loops for c in loop.calls if module.models.called(c) is site]
     if not calls:
         return False
     for call in calls:
@@ -209,7 +209,9 @@ def _batch_first_and_large(module: TorchModule, site: ModelSite) -> bool:
             return False
         for loader in feeding.loaders:
             size = loader.arg("batch_size")
-            constant = module.constant(size, loader.call.scope) if size is not MISSING else None
+            constant = (
+                module.values.constant(size, loader.call.scope) if size is not MISSING else None
+            )
             if (
                 constant is not None
                 and isinstance(constant.value, int)
@@ -221,4 +223,4 @@ def _batch_first_and_large(module: TorchModule, site: ModelSite) -> bool:
 
 def _wrappable(module: TorchModule, site: ModelSite) -> bool:
     """Every method the file calls on the model still works on a DataParallel."""
-    return all(call.method in MODULE_METHODS for call in module.method_calls_on(site))
+    return all(call.method in MODULE_METHODS for call in module.models.method_calls_on(site))

@@ -118,5 +118,5 @@ def _small(module: TorchModule, call: CallSite) -> bool:
     wrapped = call.arg("module", index=0)
     if wrapped is MISSING:
         return False
-    site = module.model_of(wrapped, call.scope)
+    site = module.models.of(wrapped, call.scope)
     return site is not None and toy([module.networks.parameters(site)])

@@ -96,7 +96,7 @@ class DdpLoaderWithoutDistributedSampler(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.calls_to(*SHARDED_WRAPPERS):
             return
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             if loader.opaque or not loader.feeds_training:
                 continue
             if not _none(loader.arg("sampler")) or not _none(loader.arg("batch_sampler")):

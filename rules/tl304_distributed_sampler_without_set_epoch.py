@@ -79,7 +79,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             return
         # The loaders by what they take as `sampler=`: a call built inline, or a name.
         by_sampler: dict[int, list[DataLoaderSite]] = {}
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             value = loader.arg("sampler")
             if value is MISSING:
                 continue
@@ -94,7 +94,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             inline = by_sampler.get(id(sampler.node), [])
             named = by_sampler.get(id(symbol), []) if symbol is not None else []
             for loader in [*inline, *named]:
-                found = module.epoch(loader)
+                found = module.loaders.epoch(loader)
                 if found is None:
                     continue
                 yield self.diagnostic(

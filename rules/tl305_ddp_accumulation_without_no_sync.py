@@ -58,7 +58,7 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule, is_periodic
+from torchlint.semantic import CallSite, Loop, TorchModule, bindings, is_periodic
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 
@@ -99,7 +99,7 @@ def _trains_ddp(module: TorchModule, loop: Loop) -> bool:
     `DistributedDataParallel(...)`), or passes such a name to a call
     (`compute_loss(ddp_model, batch)`)."""
     for call in loop.calls:
-        site = module.model_called(call)
+        site = module.models.called(call)
         if site is not None and any(w.qualname == DDP for w in site.wrappers):
             return True
         named = [call.node.func, *(a.value for a in call.node.args)]
@@ -111,6 +111,6 @@ def _trains_ddp(module: TorchModule, loop: Loop) -> bool:
 def _holds_ddp(module: TorchModule, expr: cst.BaseExpression, call: CallSite) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute)) and any(
         isinstance(value, cst.Call) and module.resolve(value.func, b.ctx.scope) == DDP
-        for b in module.bindings(expr, call.scope)
+        for b in bindings(expr, call.scope)
         if (value := b.value) is not None
     )

@@ -216,7 +216,7 @@ class HostSyncInTrainingLoop(Rule):
     pattern = PATTERN
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.uses_gpu or module.presumed_accelerator):
+        if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
             return
         seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
@@ -349,7 +349,7 @@ class HostSyncInTrainingLoop(Rule):
                     continue
                 seen.add(id(call.ctx.statement))
                 why = COLLECTED if call.method in ("cpu", "numpy", "tolist") else None
-                if why is None and module.heavy_step(loop):
+                if why is None and module.workload.heavy_step(loop):
                     why = HEAVY_EVAL
                 if why is None and trains:
                     why = BESIDE_TRAINING
@@ -373,7 +373,7 @@ def _rare(module: TorchModule, call: Placed, loop: Loop | None, timing: bool = F
         return True
     if module.runs.other_backend(call.ctx, call.node):
         return True  # `if mps: prediction = prediction.cpu()`: not on the CUDA path
-    return module.opt_in(call.ctx, call.node, named=not timing)
+    return module.runs.opt_in(call.ctx, call.node, named=not timing)
 
 
 def _progress(call: CallSite) -> bool:
@@ -394,11 +394,11 @@ def _progress(call: CallSite) -> bool:
 
 def _low(module: TorchModule, loop: Loop) -> str | None:
     """Why a per-step sync of the loop gains little to remove, if it does."""
-    if module.heavy_step(loop):
+    if module.workload.heavy_step(loop):
         return HEAVY
-    if module.tiny_step(loop):
+    if module.workload.tiny_step(loop):
         return TINY
-    return FULL_BATCH if module.full_batch(loop) else None
+    return FULL_BATCH if module.workload.full_batch(loop) else None
 
 
 def _loops_low(module: TorchModule, function: cst.FunctionDef) -> str | None:
@@ -412,7 +412,7 @@ def _loops_low(module: TorchModule, function: cst.FunctionDef) -> str | None:
         loops += [loop for c in callers for loop in c.ctx.loops if loop.is_step_loop]
         frontier = [f for c in callers if (f := c.ctx.function) and id(f) not in seen]
         seen.update(id(f) for f in frontier)
-    return FULL_BATCH if loops and all(module.full_batch(loop) for loop in loops) else None
+    return FULL_BATCH if loops and all(module.workload.full_batch(loop) for loop in loops) else None
 
 
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
@@ -502,7 +502,7 @@ def _function_syncs(
 def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
     """The losses of the loop and the model outputs bound in it."""
     names = set(loop.losses)
-    network_calls = [c.node for c in module.network_calls(loop)]
+    network_calls = [c.node for c in module.models.network_calls(loop)]
     if network_calls:
         for b in loop.assignments:
             value = b.value if b.value is not None else b.source

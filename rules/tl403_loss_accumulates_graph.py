@@ -52,7 +52,15 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import Binding, Kind, Loop, TorchModule, dotted_name, names_read
+from torchlint.semantic import (
+    Binding,
+    Kind,
+    Loop,
+    TorchModule,
+    assigned_values,
+    dotted_name,
+    names_read,
+)
 
 LOW = "backward frees what each graph saved on the GPU; its nodes stay, in host memory"
 # `loss.item()`, `float(loss)`...: a value without history.
@@ -111,7 +119,7 @@ def _backpropagated(module: TorchModule) -> list[cst.BaseExpression]:
     exprs = [e for e, _ in found]
     for expr, scope in found:
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            exprs.extend(module.assigned_values(expr, scope))  # type: ignore[arg-type]
+            exprs.extend(assigned_values(expr, scope))  # type: ignore[arg-type]
     return exprs
 
 

@@ -95,7 +95,11 @@ class EvalWithoutNoGrad(Rule):
     tokens = ("DataLoader", ".backward(")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.uses_gpu or module.presumed_accelerator or module.handles_devices()):
+        if not (
+            module.placement.uses_gpu
+            or module.placement.presumed_accelerator
+            or module.placement.handles_devices()
+        ):
             return  # CPU-only code: no device anywhere, here or where it is called from
         backprop = _backprop_calls(module)
         backprop_ids = {id(c) for c in backprop}
@@ -109,14 +113,14 @@ class EvalWithoutNoGrad(Rule):
                 continue  # a test checks results: not a workload to speed up
             if any(id(c) in backprop_ids for c in loop.calls):
                 continue
-            calls = [c for c in module.network_calls(loop) if _evaluated(module, loop, c)]
-            if not calls or any(module.grad_disabled(c) for c in calls):
+            calls = [c for c in module.models.network_calls(loop) if _evaluated(module, loop, c)]
+            if not calls or any(module.runs.grad_disabled(c) for c in calls):
                 continue
             if not (loop.is_loader_loop or module.walks_unseen_parameter(loop)):
                 continue
             if _feeds_backward(loop, backprop):
                 continue
-            site = module.model_called(calls[0])
+            site = module.models.called(calls[0])
             assert site is not None
             if _grad_disabled_in_function(module, loop, site):
                 continue
@@ -149,7 +153,7 @@ class EvalWithoutNoGrad(Rule):
             fn = mode.ctx.function
             if fn is None or id(fn) in done or mode.receiver is None:
                 continue
-            site = module.model_of(mode.receiver, mode.scope)
+            site = module.models.of(mode.receiver, mode.scope)
             symbol = mode.scope.lookup_expr(mode.receiver)
             if site is None:
                 # A module of another file (`from models import *`): an nn.Module by use,
@@ -168,20 +172,20 @@ class EvalWithoutNoGrad(Rule):
                 for c in body
                 if c.order > mode.order
                 and (
-                    module.model_called(c) is site
+                    module.models.called(c) is site
                     if site is not None
                     else c.scope.lookup_expr(c.node.func) is symbol
                 )
             ]
-            if not calls or any(module.grad_disabled(c) for c in calls):
+            if not calls or any(module.runs.grad_disabled(c) for c in calls):
                 continue
             callers = module.functions.callers(fn)
-            if not any(module.per_step(c.ctx) for c, _ in callers):
+            if not any(module.runs.per_step(c.ctx) for c, _ in callers):
                 continue
-            if any(module.grad_disabled(c) for c, _ in callers):
+            if any(module.runs.grad_disabled(c) for c, _ in callers):
                 continue
             if any(
-                c.ctx.function is fn and module.disables_grad(c.node, c.scope)
+                c.ctx.function is fn and module.runs.disables_grad(c.node, c.scope)
                 for c in module.calls_to(SET_GRAD)
             ):
                 continue
@@ -212,12 +216,12 @@ def _evaluated(module: TorchModule, loop: Loop, call: CallSite) -> bool:
         return True
     if fn is None and loop in module.evaluation_loops:
         return True  # a script's pass after its training: features, predictions
-    site = module.model_called(call)
+    site = module.models.called(call)
     if site is None:
         return False
     end = loop.calls[-1].order
     last_eval = last_train = -1
-    for mode in module.method_calls_on(site):
+    for mode in module.models.method_calls_on(site):
         if mode.method not in ("eval", "train") or mode.ctx.function is not fn:
             continue
         if mode.order > end:
@@ -241,22 +245,22 @@ def _grad_disabled_in_function(module: TorchModule, loop: Loop, site: Model) -> 
     with `model.requires_grad_(False)`."""
     fn = loop.ctx.function
     for call in module.calls_to(SET_GRAD):
-        if call.ctx.function is fn and module.disables_grad(call.node, call.scope):
+        if call.ctx.function is fn and module.runs.disables_grad(call.node, call.scope):
             return True
     if any(
         c.method == "requires_grad_"
         and c.positional
         and bool_value(c.positional[0]) is False
         and c.ctx.function in (fn, None)
-        for c in module.method_calls_on(site)
+        for c in module.models.method_calls_on(site)
     ):
         return True
     if fn is None:
         return False
-    outside = module.outside_callers(fn)  # calls from other files of the project
+    outside = module.runs.outside_callers(fn)  # calls from other files of the project
     if outside is not None and outside.no_grad:
         return True
-    return any(module.grad_disabled(c) for c, _ in module.functions.callers(fn))
+    return any(module.runs.grad_disabled(c) for c, _ in module.functions.callers(fn))
 
 
 def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
@@ -281,7 +285,7 @@ def _feeds_backward(loop: Loop, backprop: list[CallSite]) -> bool:
 
 def _decorated(module: TorchModule, fn: cst.FunctionDef) -> bool:
     scope = module.functions.scope_of(fn).parent or module.scope
-    return any(module.disables_grad(d.decorator, scope) for d in fn.decorators)
+    return any(module.runs.disables_grad(d.decorator, scope) for d in fn.decorators)
 
 
 def _decorate(module: TorchModule, fn: cst.FunctionDef) -> Fix:

@@ -77,11 +77,11 @@ class AnomalyDetectionInTraining(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         calls = module.calls_to(*SET_DETECT, *DETECT)
-        if not calls or not (module.training_loops or module.managed):
+        if not calls or not (module.training_loops or module.placement.managed):
             return
         for call in calls:
             on = call.qualname in DETECT or bool_value(call.arg("mode", index=0)) is True
-            if not on or module.conditional(call.ctx, call.node):
+            if not on or module.runs.conditional(call.ctx, call.node):
                 continue
             yield self.diagnostic(
                 call.node,

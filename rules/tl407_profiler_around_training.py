@@ -116,7 +116,7 @@ def _records_every_step(module: TorchModule, call: CallSite) -> bool:
     enabled = call.kwarg("enabled") if scheduled else call.arg("enabled", index=0)
     if enabled is not MISSING and not (isinstance(enabled, cst.Name) and enabled.value == "True"):
         return False
-    return not module.conditional(call.ctx, call.node)
+    return not module.runs.conditional(call.ctx, call.node)
 
 
 def _trains(module: TorchModule, block: cst.With, trainers: set[int]) -> bool:

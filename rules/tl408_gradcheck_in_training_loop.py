@@ -71,9 +71,9 @@ class GradcheckInTrainingLoop(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         for call in module.calls_to(*GRADCHECKS):
-            if not module.per_step(call.ctx) or is_periodic(call):
+            if not module.runs.per_step(call.ctx) or is_periodic(call):
                 continue
-            if module.conditional(call.ctx, call.node):
+            if module.runs.conditional(call.ctx, call.node):
                 continue
             name = (call.qualname or "").rsplit(".", 1)[-1]
             statement = _statement(call)

@@ -67,10 +67,10 @@ class CudaLaunchBlocking(Rule):
     tokens = (VARIABLE,)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.training_loops or module.managed) or not module.uses_gpu:
+        if not (module.training_loops or module.placement.managed) or not module.placement.uses_gpu:
             return
         for node, value, ctx, alone in _settings(module):
-            if str_value(value) != "1" or module.conditional(ctx, node):
+            if str_value(value) != "1" or module.runs.conditional(ctx, node):
                 continue
             statement = ctx.statement
             lone = (

@@ -112,7 +112,7 @@ class TrainingSetReevaluated(Rule):
     tokens = ("backward", "EPOCH_COMPLETED")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.uses_gpu or module.presumed_accelerator):
+        if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
             return
         done: set[int] = set()
         for loop in module.step_loops:
@@ -224,7 +224,7 @@ def _iterated(module: TorchModule, loop: Loop) -> set[int]:
     if not isinstance(loop.node, cst.For):
         return set()
     found = set()
-    for it in module.iterables(loop.node.iter, loop.ctx.scope):
+    for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope):
         symbol = _symbol(it, loop.ctx.scope)
         if symbol is not None:
             found.add(id(symbol))
@@ -236,16 +236,16 @@ def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) 
     training: a loop over that parameter calling a network with no backward pass in it
     (a function of this file), or a
     function of another file named for a measure and given a network too."""
-    if module.opt_in(call.ctx, call.node):
+    if module.runs.opt_in(call.ctx, call.node):
         return False
     target = module.functions.target(call)
     if target is not None:
         for loop in module.loops:
             if loop.ctx.function is not target.function or not isinstance(loop.node, cst.For):
                 continue
-            if loop.backwards or not module.network_calls(loop):
+            if loop.backwards or not module.models.network_calls(loop):
                 continue  # trains, or runs no network
-            for it in module.iterables(loop.node.iter, loop.ctx.scope):
+            for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope):
                 symbol = loop.ctx.scope.lookup_expr(it)
                 param = symbol.only(Kind.PARAM) if symbol is not None else None
                 if param is None or param.index is None:
@@ -265,7 +265,7 @@ def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) 
         if isinstance(c.node.func, cst.Name) and (s := _symbol(c.node.func, c.scope))
     }
     return any(
-        ((site := module.model_of(a.value, call.scope)) is not None and site.is_network)
+        ((site := module.models.of(a.value, call.scope)) is not None and site.is_network)
         or id(_symbol(a.value, call.scope)) in stepped
         for a in call.node.args
     )
@@ -274,7 +274,7 @@ def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) 
 def _every(module: TorchModule, calls: list[CallSite]) -> int:
     """How many epochs apart the first of `calls` runs: 1 each epoch, N under `if epoch %
     N == 0:` (around it or its function's callers), 0 for an N that cannot be read."""
-    period = module.period(calls[0]) if calls else None
+    period = module.runs.period(calls[0]) if calls else None
     return 1 if period is None else period
 
 
@@ -329,7 +329,7 @@ def _epoch_event(module: TorchModule, node: cst.BaseExpression, scope: Scope) ->
         if not node.args:
             return 1
         every = argument(node, "every")
-        found = module.constant(every, scope) if every is not MISSING else None
+        found = module.values.constant(every, scope) if every is not MISSING else None
         value = found.value if found is not None else None
         return value if type(value) is int and value > 0 else 0
     name = dotted_name(node) or ""

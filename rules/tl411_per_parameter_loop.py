@@ -103,7 +103,11 @@ class PerParameterLoop(Rule):
     pattern = TRAINS  # a step loop of its own (or the project reaches the file)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not (module.uses_gpu or module.presumed_accelerator or module.handles_devices()):
+        if not (
+            module.placement.uses_gpu
+            or module.placement.presumed_accelerator
+            or module.placement.handles_devices()
+        ):
             return
         for loop in module.loops:
             if not isinstance(loop.node, cst.For):
@@ -112,14 +116,14 @@ class PerParameterLoop(Rule):
             if walked is None:
                 continue
             ops = _in_place(loop)
-            if not ops or not module.per_step(loop.ctx):
+            if not ops or not module.runs.per_step(loop.ctx):
                 continue
-            if loop.calls and module.period(loop.calls[0]) is not None:
+            if loop.calls and module.runs.period(loop.calls[0]) is not None:
                 continue  # every N steps: `if step % 100 == 0:`
             function = loop.ctx.function
             if function is not None and function.name.value == "forward":
                 continue  # a network's forward runs in evaluation too (a metric's sampler)
-            sites = [s for r in walked if (s := module.model_of(r, loop.ctx.scope)) is not None]
+            sites = [s for r in walked if (s := module.models.of(r, loop.ctx.scope)) is not None]
             why = _low(module, sites, ops)
             yield self.diagnostic(
                 loop.node,
@@ -168,7 +172,7 @@ def _walked(module: TorchModule, loop: Loop) -> list[cst.BaseExpression] | None:
     None where it walks something else."""
     assert isinstance(loop.node, cst.For)
     found = []
-    for it in module.iterables(loop.node.iter, loop.ctx.scope):
+    for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope):
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute)):
             continue
         method, receiver = it.func.attr.value, it.func.value

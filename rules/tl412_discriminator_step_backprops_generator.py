@@ -116,7 +116,11 @@ class DiscriminatorStepBackpropsGenerator(Rule):
     pattern = TRAINS
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        on_device = module.uses_gpu or module.presumed_accelerator or module.handles_devices()
+        on_device = (
+            module.placement.uses_gpu
+            or module.placement.presumed_accelerator
+            or module.placement.handles_devices()
+        )
         for region in step_regions(module, lambda steps: _adversarial(module, steps)):
             for found in _Adversarial(module, region).findings():
                 yield self._diagnostic(module, found, on_device)
@@ -178,8 +182,8 @@ class _Step:
 
 def _adversarial(module: TorchModule, steps: list[CallSite]) -> bool:
     """Steps of two optimizers or more, training two networks or more."""
-    trains = {id(n) for c in steps for n in module.trained_by(c)}
-    optimizers = {tuple(id(n) for n in module.trained_by(c)) for c in steps}
+    trains = {id(n) for c in steps for n in module.training.trains(c)}
+    optimizers = {tuple(id(n) for n in module.training.trains(c)) for c in steps}
     optimizers.discard(())
     return len(optimizers) >= 2 and len(trains) >= 2
 
@@ -210,7 +214,7 @@ class _Adversarial:
             if id(call) in backwards:
                 last = call
                 continue
-            networks = [id(n) for n in module.trained_by(call)]
+            networks = [id(n) for n in module.training.trains(call)]
             if networks and last is not None and last.method == "backward":
                 found.append(_Step(call, networks, last, losses(last)))
             last = None
@@ -288,8 +292,8 @@ class _Adversarial:
     def _zeroes(self, call: CallSite, gs: set[int]) -> bool:
         module = self.module
         if call.method == "zero_grad" and call.receiver is not None:
-            site = module.model_of(call.receiver, call.scope)
-            trained = {id(n) for n in module.trained_by(call)}
+            site = module.models.of(call.receiver, call.scope)
+            trained = {id(n) for n in module.training.trains(call)}
             return bool(trained & gs) or (site is not None and id(site) in gs)
         target = module.functions.target(call)
         if target is None:
@@ -300,7 +304,7 @@ class _Adversarial:
 
 
 def _model(module: TorchModule, call: CallSite) -> int | None:
-    site = module.model_called(call)
+    site = module.models.called(call)
     return id(site) if site is not None else None
 
 

@@ -149,7 +149,7 @@ class BusyWaitBesideTraining(Rule):
         started = module.threads.started
         if not started or not module.trains:
             return
-        if not (module.uses_gpu or module.presumed_accelerator):
+        if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
             return
         whiles: dict[int, list[Loop]] = {}  # id(def) -> its `while` loops, outer first
         for loop in module.loops:
@@ -210,7 +210,7 @@ def _works(module: TorchModule, loop: Loop) -> bool:
         if target is not None:
             for function in module.threads.runs(target.function):
                 calls += module.threads.calls_in(function)
-    return any(c.method == "step" or module.model_called(c) is not None for c in calls)
+    return any(c.method == "step" or module.models.called(c) is not None for c in calls)
 
 
 def _flag(node: cst.BaseExpression, bound: set[str]) -> bool:

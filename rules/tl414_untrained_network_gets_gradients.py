@@ -81,7 +81,11 @@ class UntrainedNetworkGetsGradients(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frozen: Frozen | None = None
-        on_device = module.uses_gpu or module.presumed_accelerator or module.handles_devices()
+        on_device = (
+            module.placement.uses_gpu
+            or module.placement.presumed_accelerator
+            or module.placement.handles_devices()
+        )
         for region in step_regions(module, bool):
             parts = _trained(module, region)
             if parts is None:
@@ -90,7 +94,7 @@ class UntrainedNetworkGetsGradients(Rule):
             seen: set[int] = set()
             for backward in region.backwards:
                 for call in flow.reached(losses(backward), flow.rank(backward)):
-                    site = module.model_called(call)
+                    site = module.models.called(call)
                     if site is None or not site.is_network or id(site) in seen:
                         continue
                     seen.add(id(site))
@@ -133,7 +137,7 @@ def _parts_held(site: Model, parts: dict[int, set[str | None]], module: TorchMod
     then `SGD(model.fc.parameters())`), as parts of it ("fc")."""
     names = [s.name for s in site.symbols]
     found: set[str] = set()
-    for other in module.models:
+    for other in module.models.sites:
         if id(other) not in parts or other is site:
             continue
         for symbol in other.symbols:

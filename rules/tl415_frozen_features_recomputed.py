@@ -112,14 +112,14 @@ class FrozenFeaturesRecomputed(Rule):
                 continue
             batch = derived_from_batch(module, loop)
             seen: set[int] = set()
-            for call in module.network_calls(loop):
-                site = module.model_called(call)
+            for call in module.models.network_calls(loop):
+                site = module.models.called(call)
                 if site is None or id(site) in trained | seen:
                     continue
                 if not any(batch & set(names_read(a.value)) for a in call.node.args):
                     continue  # not the batch's features
                 frozen = frozen or Frozen(module)
-                if not module.grad_disabled(call) and not frozen.holds(site):
+                if not module.runs.grad_disabled(call) and not frozen.holds(site):
                     continue
                 if not _evaluating(module, site) or not module.on_gpu(site):
                     continue
@@ -147,7 +147,7 @@ class FrozenFeaturesRecomputed(Rule):
 
 def _evaluating(module: TorchModule, site: Model) -> bool:
     """`.eval()` is called on the network and `.train()` never is."""
-    methods = {c.method for c in module.method_calls_on(site)}
+    methods = {c.method for c in module.models.method_calls_on(site)}
     return "eval" in methods and "train" not in methods
 
 

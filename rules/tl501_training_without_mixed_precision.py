@@ -145,16 +145,16 @@ class TrainingWithoutMixedPrecision(Rule):
     skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        opt_in = module.precision_opt_in  # `autocast(enabled=args.amp)`, off by default
-        if module.reduced_precision and opt_in is None:
+        opt_in = module.workload.precision_opt_in  # `autocast(enabled=args.amp)`, off by default
+        if module.workload.reduced_precision and opt_in is None:
             return
         target = module.target_torch
         wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)
         for loop in module.step_loops:
             model_calls = [
                 c
-                for c in module.network_calls(loop)
-                if (site := module.model_called(c)) is not None
+                for c in module.models.network_calls(loop)
+                if (site := module.models.called(c)) is not None
                 and module.on_gpu(site)
                 and not module.placement.kept_on_cpu(site)  # the CPU half of a notebook
             ]
@@ -162,7 +162,7 @@ class TrainingWithoutMixedPrecision(Rule):
                 continue
             if toy(module.networks.parameters(s) for s in _sites(module, model_calls)):
                 continue
-            if module.autocast_refused(loop.calls) is not None:
+            if module.workload.autocast_refused(loop.calls) is not None:
                 continue
             why = _low(module, loop) or _recurrent(module, _sites(module, model_calls))
             flag = module.module.code_for_node(opt_in) if opt_in is not None else None
@@ -193,7 +193,7 @@ class TrainingWithoutMixedPrecision(Rule):
             sites = _sites(module, [c for c in calls if _on_gpu(module, c)])
             if not sites or toy(module.networks.parameters(s) for s in sites):
                 continue
-            if module.autocast_refused(calls) is not None:
+            if module.workload.autocast_refused(calls) is not None:
                 continue
             why = _recurrent(module, sites)
             yield self.diagnostic(
@@ -208,7 +208,7 @@ class TrainingWithoutMixedPrecision(Rule):
             mode = trainer.kwarg("amp_mode")
             if (mode is not MISSING and not is_none(mode)) or not trainer.node.args:
                 continue
-            site = module.model_of(trainer.node.args[0].value, trainer.scope)
+            site = module.models.of(trainer.node.args[0].value, trainer.scope)
             if site is None or not module.on_gpu(site) or toy([module.networks.parameters(site)]):
                 continue
             why = _recurrent(module, [site])
@@ -229,7 +229,7 @@ class TrainingWithoutMixedPrecision(Rule):
 
 
 def _on_gpu(module: TorchModule, call: CallSite) -> bool:
-    site = module.model_called(call)
+    site = module.models.called(call)
     return site is not None and site.is_network and module.on_gpu(site)
 
 
@@ -251,7 +251,7 @@ def _sites(module: TorchModule, calls: list[CallSite]) -> list[Model]:
     """The networks these calls run, each once."""
     found: dict[int, Model] = {}
     for call in calls:
-        site = module.model_called(call)
+        site = module.models.called(call)
         if site is not None:
             found.setdefault(id(site), site)
     return list(found.values())

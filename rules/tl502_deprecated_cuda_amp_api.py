@@ -100,7 +100,7 @@ class DeprecatedCudaAmpApi(Rule):
             found += [
                 (call, new_name, device, by_keyword)
                 for call in module.calls_to(qualname)
-                if not module.version_guarded(call)  # kept for older releases on purpose
+                if not module.runs.version_guarded(call)  # kept for older releases on purpose
             ]
         imports, unused = self._imports(module, [call for call, *_ in found])
         for call, new_name, device, by_keyword in found:

@@ -87,7 +87,7 @@ class Float32MatmulPrecision(Rule):
     skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if module.reduced_precision or module.sets_matmul_precision:
+        if module.workload.reduced_precision or module.sets_matmul_precision:
             return
         sites = [s for s in module.trained_on_gpu if _multiplies(module, s)]
         if not sites:

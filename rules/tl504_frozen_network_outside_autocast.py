@@ -98,7 +98,7 @@ class FrozenNetworkOutsideAutocast(Rule):
                 continue  # autocast is not where the trained network runs
             seen: set[int] = set()
             for call in region.calls:
-                site = module.model_called(call)
+                site = module.models.called(call)
                 if site is None or not site.is_network or id(site) in trained | seen:
                     continue
                 if any(contains(w, call.node) for w in regions) or not module.on_gpu(site):
@@ -135,5 +135,5 @@ def _autocast_regions(module: TorchModule, region: Region) -> list[cst.With]:
 
 
 def _network(module: TorchModule, call: CallSite) -> bool:
-    site = module.model_called(call)
+    site = module.models.called(call)
     return site is not None and site.is_network

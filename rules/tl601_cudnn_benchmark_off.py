@@ -120,5 +120,5 @@ def _loops(module: TorchModule, sites: list[ModelSite]) -> list[Loop]:
     return [
         loop
         for loop in module.step_loops
-        if any(module.model_called(c) in sites for c in loop.calls)
+        if any(module.models.called(c) in sites for c in loop.calls)
     ]

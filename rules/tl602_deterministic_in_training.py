@@ -86,7 +86,7 @@ class DeterministicInTraining(Rule):
         for store in module.stores_to(DETERMINISTIC):
             if not convolutional or bool_value(store.value) is not True:
                 continue
-            if module.conditional(store.ctx):
+            if module.runs.conditional(store.ctx):
                 continue
             statement = store.ctx.statement
             lone = (
@@ -105,7 +105,7 @@ class DeterministicInTraining(Rule):
         for call in module.calls_to(ALGORITHMS):
             if bool_value(call.arg("mode", index=0)) is not True:
                 continue
-            if module.conditional(call.ctx, call.node):
+            if module.runs.conditional(call.ctx, call.node):
                 continue
             statement = lone_expression(call.ctx.statement, call.node)
             yield self.diagnostic(

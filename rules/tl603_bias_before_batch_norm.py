@@ -182,7 +182,7 @@ def _low(module: TorchModule, layer: CallSite) -> str | None:
     if layer.qualname in LINEAR:
         return "a Linear adds its bias inside the matrix multiply (addmm): no pass of its own"
     found = argument(layer.node, "out_channels", ("in_channels", "out_channels"))
-    channels = module.constant(found, layer.scope) if found is not MISSING else None
+    channels = module.values.constant(found, layer.scope) if found is not MISSING else None
     if channels is not None and type(channels.value) is int and channels.value <= FEW_CHANNELS:
         return f"{channels.value} output channels: the add is a pass over a thin activation"
     return None
@@ -204,7 +204,10 @@ def _cancelled(module: TorchModule, layer: CallSite, norm: CallSite) -> bool:
         return False
     if module.module.code_for_node(features) == module.module.code_for_node(channels):
         return True
-    first, second = module.constant(features, layer.scope), module.constant(channels, norm.scope)
+    first, second = (
+        module.values.constant(features, layer.scope),
+        module.values.constant(channels, norm.scope),
+    )
     return first is not None and second is not None and first.value == second.value
 
 
@@ -354,7 +357,7 @@ def _in_forward(module: TorchModule, site_of: Site) -> Iterator[tuple[CallSite, 
     called: dict[int, list[CallSite]] = {}
     sites: dict[int, ModelSite] = {}
     for call in module.calls:
-        site = module.model_called(call)
+        site = module.models.called(call)
         if isinstance(site, ModelSite) and site.construction.qualname in CALLED:
             called.setdefault(id(site), []).append(call)
             sites[id(site)] = site
@@ -369,7 +372,7 @@ def _in_forward(module: TorchModule, site_of: Site) -> Iterator[tuple[CallSite, 
         if site.construction.qualname not in LAYERS:
             continue
         norms = [wrapped.get(id(c.node)) or _normalized_next(module, c, site_of) for c in found]
-        targets = {id(n): n for c in norms if c is not None and (n := module.model_called(c))}
+        targets = {id(n): n for c in norms if c is not None and (n := module.models.called(c))}
         if len(targets) == 1 and all(n is not None for n in norms):
             target = next(iter(targets.values()))
             if isinstance(target, ModelSite):
@@ -397,7 +400,7 @@ def _normalized_next(module: TorchModule, call: CallSite, site_of: Site) -> Call
         return None
     if dotted_name(following.body[0].targets[0].target) != name:
         return None
-    site = module.model_called(norm)
+    site = module.models.called(norm)
     if not isinstance(site, ModelSite) or site.construction.qualname not in AFTER_CONVOLUTION:
         return None
     return norm if [dotted_name(a) for a in norm.positional] == [name] else None

@@ -71,7 +71,7 @@ class ChannelsLastNotUsed(Rule):
     skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.reduced_precision:
+        if not module.workload.reduced_precision:
             return
         if any(
             module.resolve(a.value, c.scope) in LAYOUTS for c in module.calls for a in c.node.args
@@ -83,7 +83,7 @@ class ChannelsLastNotUsed(Rule):
             planar = not PLANAR.isdisjoint(module.networks.layers(site))
             if not (planar or (zoo and module.networks.convolutional(site))):
                 continue
-            move = next((m for m in site.moves if (d := module.move(m)) and d.is_gpu), None)
+            move = next((m for m in site.moves if (d := module.devices.move(m)) and d.is_gpu), None)
             yield self.diagnostic(
                 move.node if move is not None else site.construction.node,
                 f"`{site.name}` is a CNN trained in mixed precision in the default NCHW "

@@ -79,7 +79,7 @@ class OptimizerNotFused(Rule):
                 call.kwarg(k) is not MISSING for k in ("fused", "foreach", "differentiable")
             ):
                 continue
-            if not any(id(s) in gpu for s in module.optimizer_models(call)):
+            if not any(id(s) in gpu for s in module.training.models_given(call)):
                 continue
             if sparse is None:
                 sparse = any(bool_value(c.kwarg("sparse")) for c in module.calls)

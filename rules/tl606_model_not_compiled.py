@@ -76,7 +76,7 @@ class ModelNotCompiled(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.calls_to(*COMPILERS) or any(
-            c.receiver is not None and module.model_of(c.receiver, c.scope) is not None
+            c.receiver is not None and module.models.of(c.receiver, c.scope) is not None
             for c in module.method_calls("compile")
         ):
             return

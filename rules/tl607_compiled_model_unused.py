@@ -71,7 +71,7 @@ class CompiledModelUnused(Rule):
         names = Counter(names_read(module.module))  # how often each name appears
         for call in calls:
             statement = call.ctx.statement
-            if module.per_step(call.ctx):
+            if module.runs.per_step(call.ctx):
                 yield self.diagnostic(
                     call.node,
                     "`torch.compile` runs on every training step: each call builds a new "

@@ -175,7 +175,7 @@ class HandWrittenAttention(Rule):
             flow.block(function.body)
             for found in flow.found.values():
                 site = module.functions.site(found.softmax)
-                if found.used and not (site is not None and module.version_guarded(site)):
+                if found.used and not (site is not None and module.runs.version_guarded(site)):
                     yield self._finding(module, found)
 
     def _finding(self, module: TorchModule, found: Attention) -> Diagnostic:

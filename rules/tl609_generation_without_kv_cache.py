@@ -228,7 +228,7 @@ def _growths(module: TorchModule, loop: Loop) -> list[Growth]:
         dim = site.arg("dim", ("tensors", "dim"))
         if dim is MISSING:  # `torch.concatenate(tensors, axis=1)`
             dim = site.arg("axis")
-        known = module.constant(dim, site.scope)
+        known = module.values.constant(dim, site.scope)
         number = int_value(dim)
         if number is None and known is not None and isinstance(known.value, int):
             number = known.value
@@ -354,10 +354,10 @@ def _cache(module: TorchModule, call: CallSite) -> Cache | None:
     if bool_value(call.kwarg(USE_CACHE)) is False:
         return Cache(HF_WAY)
     func = call.node.func
-    own = module.called_on_itself(call)
+    own = module.models.called_on_itself(call)
     if own is not None:
         return _own(own, "forward")
-    site = module.model_called(call)
+    site = module.models.called(call)
     if site is None:
         return _parameter(module, call)
     if not site.is_network:
@@ -370,7 +370,7 @@ def _cache(module: TorchModule, call: CallSite) -> Cache | None:
         cls = module.functions.class_scope(construction.node.func, construction.scope)
         if cls is not None:  # `model(x)`, or a method of it run alone: `model.decode(x)`
             method = "forward"
-            if isinstance(func, cst.Attribute) and module.model_of(func, call.scope) is None:
+            if isinstance(func, cst.Attribute) and module.models.of(func, call.scope) is None:
                 method = func.attr.value
             return _own(cls, method)
         if qualname.startswith("torch.nn."):
@@ -443,7 +443,7 @@ def _checkpointing(module: TorchModule) -> bool:
 
 def _training(module: TorchModule, call: CallSite) -> bool:
     """The call runs as part of training: in a training loop, or every step."""
-    return any(loop.is_training for loop in call.ctx.loops) or module.per_step(call.ctx)
+    return any(loop.is_training for loop in call.ctx.loops) or module.runs.per_step(call.ctx)
 
 
 def _spelled(module: TorchModule, node: cst.CSTNode | None) -> str:

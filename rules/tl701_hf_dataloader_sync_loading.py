@@ -94,7 +94,7 @@ class HfDataloaderSyncLoading(Rule):
                 continue
             workers = args.kwarg("dataloader_num_workers")
             if workers is not MISSING:
-                found = module.constant(workers, args.scope)
+                found = module.values.constant(workers, args.scope)
                 if found is None or found.value != 0:
                     continue
                 hazard = (

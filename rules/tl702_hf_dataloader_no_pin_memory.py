@@ -64,7 +64,7 @@ class HfDataloaderNoPinMemory(Rule):
             return
         for args in frameworks.readable_gpu_arguments:
             pin = args.kwarg("dataloader_pin_memory")
-            found = module.constant(pin, args.scope) if pin is not MISSING else None
+            found = module.values.constant(pin, args.scope) if pin is not MISSING else None
             if found is None or found.value is not False:
                 continue
             literal = found.origin == "literal"

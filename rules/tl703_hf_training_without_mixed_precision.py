@@ -81,7 +81,7 @@ class HfTrainingWithoutMixedPrecision(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
-        if module.reduced_precision or module.sets_matmul_precision:
+        if module.workload.reduced_precision or module.sets_matmul_precision:
             return
         for args in frameworks.readable_gpu_arguments:
             if any(args.kwarg(k) is not MISSING for k in ELSEWHERE):
@@ -104,7 +104,7 @@ def _off(module: TorchModule, args: CallSite, flag: str) -> bool:
     value = args.kwarg(flag)
     if value is MISSING:
         return True
-    found = module.constant(value, args.scope)
+    found = module.values.constant(value, args.scope)
     return found is not None and found.value in (False, None) and found.origin != "argparse"
 
 

@@ -74,7 +74,7 @@ class HfSmallBatchSize(Rule):
         for args in frameworks.readable_gpu_arguments:
             if frameworks.integer(args, "gradient_accumulation_steps", 1) != 1:
                 continue  # TL705
-            if module.trains_memory_bound(args):
+            if module.workload.trains_memory_bound(args):
                 continue  # a billion parameters or quantized: memory sets the batch
             found = frameworks.batch_size(args)
             if found is None:

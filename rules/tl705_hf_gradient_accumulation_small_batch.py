@@ -62,7 +62,7 @@ class HfGradientAccumulationSmallBatch(Rule):
         frameworks = module.frameworks
         for args in frameworks.readable_gpu_arguments:
             given = frameworks.integer(args, "gradient_accumulation_steps", 1)
-            if module.trains_memory_bound(args):
+            if module.workload.trains_memory_bound(args):
                 continue  # a billion parameters or quantized: memory sets the batch
             found = frameworks.batch_size(args)
             steps = given.value if isinstance(given, Constant) else given

@@ -170,7 +170,7 @@ class AdapterBaseInFp32(Rule):
         if module.calls_to("torch.set_default_dtype"):
             return
         wraps = _wraps(module)
-        for site in module.models:
+        for site in module.models.sites:
             call = site.construction
             if not LOADS.match(call.qualname or "") or not site.is_network:
                 continue
@@ -227,7 +227,7 @@ class AdapterBaseInFp32(Rule):
 def _mixed_precision(module: TorchModule) -> bool:
     """The file computes in half precision: autocast, a GradScaler, the Trainer's
     `bf16`/`fp16` (given, and not False)."""
-    if module.reduced_precision:
+    if module.workload.reduced_precision:
         return True
     return any(
         (value := args.kwarg(flag)) is not MISSING and bool_value(value) is not False
@@ -262,7 +262,7 @@ def _wraps(module: TorchModule) -> dict[int, list[Wrap]]:
             name = f"`{_callee(call)}(peft_config=...)`"
         if target is None or target is MISSING:
             continue
-        site = module.model_of(target, call.scope)
+        site = module.models.of(target, call.scope)
         if isinstance(site, ModelSite):
             found.setdefault(id(site), []).append(Wrap(call, name))
     return found
@@ -292,7 +292,7 @@ def _is_float32(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> 
     for value, where in origins:
         if where.resolve(value) in FLOAT32:
             continue
-        constant = module.constant(value, where)
+        constant = module.values.constant(value, where)
         if constant is None or constant.value not in FLOAT32_NAMES:
             return False
     return bool(origins)
@@ -301,7 +301,7 @@ def _is_float32(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> 
 def _cast(module: TorchModule, site: Model) -> bool:
     """The file casts the model below float32 or to a dtype it cannot read: `.half()`,
     `.bfloat16()`, `.to(dtype=...)`, `.to(torch.bfloat16)`, `.to(device, weight_dtype)`."""
-    for call in module.method_calls_on(site):
+    for call in module.models.method_calls_on(site):
         if call.method in ("half", "bfloat16"):
             return True
         if call.method not in ("to", "type"):
@@ -327,17 +327,17 @@ def _on_gpu(module: TorchModule, site: ModelSite) -> bool:
     device_map = call.kwarg("device_map")
     if device_map is not MISSING:
         return not _cpu_map(module, device_map, call.scope)
-    if not module.uses_gpu:
+    if not module.placement.uses_gpu:
         return False
     if module.on_gpu(site) or module.trained(site):
         return True
     frameworks = module.frameworks
     for trainer in frameworks.hf_trainers:
         given = argument(trainer.node, "model", ("model",))
-        if given is not MISSING and module.model_of(given, trainer.scope) is site:
+        if given is not MISSING and module.models.of(given, trainer.scope) is site:
             return not frameworks.cpu_only
-    return module.managed and any(
-        module.model_of(a.value, c.scope) is site
+    return module.placement.managed and any(
+        module.models.of(a.value, c.scope) is site
         for c in module.method_calls("prepare")
         for a in c.node.args
     )
@@ -351,7 +351,7 @@ def _cpu_map(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> boo
             if not values or any(str_value(v) != "cpu" for v in values):
                 return False
             continue
-        constant = module.constant(value, where)
+        constant = module.values.constant(value, where)
         if constant is None or constant.value != "cpu":
             return False
     return True

@@ -93,7 +93,11 @@ class LightningFullPrecision(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         frameworks = module.frameworks
-        if not frameworks.trainers or module.reduced_precision or module.sets_matmul_precision:
+        if (
+            not frameworks.trainers
+            or module.workload.reduced_precision
+            or module.sets_matmul_precision
+        ):
             return
         for trainer in frameworks.trainers:
             if opaque(trainer, 0) or not frameworks.on_gpu(trainer):
@@ -106,7 +110,7 @@ class LightningFullPrecision(Rule):
                 continue
             precision = trainer.kwarg("precision")
             if precision is not MISSING:
-                found = module.constant(precision, trainer.scope)
+                found = module.values.constant(precision, trainer.scope)
                 if found is None or found.value not in FULL or found.origin == "argparse":
                     continue
             yield self.diagnostic(
@@ -146,5 +150,5 @@ def _refused_by_autocast(module: TorchModule, trainer: CallSite) -> bool:
     classes = module.frameworks.trained_modules(trainer)
     steps = module.frameworks.training_steps_of(classes)
     return bool(steps) and all(
-        module.autocast_refused(module.training.calls_in(s)) is not None for s in steps
+        module.workload.autocast_refused(module.training.calls_in(s)) is not None for s in steps
     )

@@ -66,7 +66,9 @@ class LightningSingleDevice(Rule):
                 continue
             for name in ("devices", "gpus"):
                 value = trainer.kwarg(name)
-                found = module.constant(value, trainer.scope) if value is not MISSING else None
+                found = (
+                    module.values.constant(value, trainer.scope) if value is not MISSING else None
+                )
                 if found is None or found.value != 1 or isinstance(found.value, bool):
                     continue
                 if found.origin == "argparse":

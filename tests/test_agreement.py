@@ -796,8 +796,8 @@ def test_classification(row: Row):
     for receiver, kind in row.devices.items():
         moves = [c for c in module.method_calls("to", "cuda") if text(c.receiver) == receiver]
         assert moves, receiver
-        assert {module.move(c).kind for c in moves} == {kind}, receiver
-    by_name = {site.name: site.kind for site in module.models}
+        assert {module.devices.move(c).kind for c in moves} == {kind}, receiver
+    by_name = {site.name: site.kind for site in module.models.sites}
     for name, kind in row.models.items():
         assert by_name.get(name) is kind, name
     for call_text, is_step in row.steps.items():

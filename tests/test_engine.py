@@ -42,7 +42,7 @@ class _EveryLoader(Rule):
     tokens = ("DataLoader",)
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             if loader.arg("num_workers") is MISSING:
                 yield self.diagnostic(
                     loader.call.node, "no workers", workers_fix(loader, "Set num_workers")
@@ -128,7 +128,7 @@ class BreaksCode(Rule):
         self.how = how
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             node = loader.call.node
             if self.how == "keyword":
                 repeated = cst.Arg(cst.Integer("2"), keyword=cst.Name("ds"))

@@ -80,7 +80,7 @@ class _Wraps(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if "y = [" in module.module.code:
             return
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             line = statements("y = [\n    1,\n]\n")
             yield self.diagnostic(
                 loader.call.node,

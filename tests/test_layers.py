@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 import torchlint.semantic as semantic
@@ -139,6 +141,72 @@ def test_rules_reach_the_facts_through_the_semantic_package(graph):
     ]
     assert {k: v for k, v in submodules.items() if v} == {}
     assert internals == []
+
+
+def views(module: semantic.TorchModule) -> dict[str, object]:
+    """The analyses a `TorchModule` holds, by attribute: objects of a class of the semantic
+    layer other than the walk's own records (`Facts`, the module's `Scope`)."""
+    own = ("torchlint.semantic.builder", "torchlint.semantic.scopes")
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if type(value).__module__.startswith("torchlint.semantic.")
+        and type(value).__module__ not in own
+    }
+
+
+def forwarders(text: str, class_name: str, names: set[str]) -> list[str]:
+    """The methods and properties of class `class_name` whose body (past its docstring) is
+    only `return self.<view>.<attr>` or `return self.<view>.<attr>(...)`, `<view>` one of
+    `names`: a call handed on, not a fact of the class."""
+    tree = ast.parse(text)
+    (body,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    found = []
+    for node in body.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        statements = [s for s in node.body if not isinstance(s, ast.Expr)]
+        if len(statements) != 1 or not isinstance(statements[0], ast.Return):
+            continue
+        value = statements[0].value
+        value = value.func if isinstance(value, ast.Call) else value
+        if (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Attribute)
+            and isinstance(value.value.value, ast.Name)
+            and value.value.value.id == "self"
+            and value.value.attr in names
+        ):
+            found.append(node.name)
+    return found
+
+
+def test_the_module_holds_views_not_forwarders():
+    """One way into an analysis: `module.loaders.pins_memory(loader)`, never a copy of
+    its method on the module (`module.pins_memory`) nor a method that only hands the call
+    on. What stays on `TorchModule` is the walk's index and what combines several views."""
+    module = semantic.build(cst.parse_module("import torch\nx = torch.zeros(3)\n"))
+    found = views(module)
+    assert {"loaders", "models", "runs", "workload", "placement", "devices"} <= set(found)
+    copied = [n for n, v in vars(module).items() if inspect.ismethod(v)]
+    assert copied == []
+    text = (PACKAGE / "semantic" / "module.py").read_text(encoding="utf-8")
+    assert forwarders(text, "TorchModule", set(found)) == []
+    sample = (
+        "class M:\n"
+        "    def f(self, x):\n        'Doc.'\n        return self.runs.f(x)\n"
+        "    @property\n    def g(self):\n        return self.runs.g\n"
+        "    def h(self, x):\n        return self.facts.h(x)\n"
+        "    def k(self, x):\n        return not self.runs.k(x)\n"
+    )
+    assert forwarders(sample, "M", {"runs"}) == ["f", "g"]
+
+
+def test_the_views_are_documented_in_one_table():
+    """docs/semantic.md's table of views has one row per analysis a `TorchModule` holds."""
+    text = (ROOT / "docs" / "semantic.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `module\.(\w+)` \|", text, re.MULTILINE)
+    assert sorted(rows) == sorted(views(semantic.build(cst.parse_module(""))))
 
 
 def test_the_rule_api_reaches_the_facts_through_the_semantic_package(graph):

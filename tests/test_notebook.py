@@ -87,7 +87,7 @@ class _Workers(Rule):
     tokens = ("DataLoader",)
 
     def check(self, module) -> Iterator[Diagnostic]:
-        for loader in module.dataloaders:
+        for loader in module.loaders.sites:
             workers = loader.arg("num_workers")
             if workers is MISSING or (int_value(workers) == 0 and loader.feeds_training):
                 yield self.diagnostic(

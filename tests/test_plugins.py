@@ -178,7 +178,7 @@ def test_the_public_api_is_at_the_top_level_and_import_stays_cheap():
     probe = (
         "import sys, torchlint\n"
         "assert 'libcst' not in sys.modules\n"
-        "assert torchlint.API_VERSION == 1\n"
+        "assert torchlint.API_VERSION == 2\n"
         "from torchlint import Rule, Diagnostic, TorchModule, FixSafety, Fix, Replace\n"
         "assert all(getattr(torchlint, n) is not None for n in torchlint.__all__)\n"
         "try:\n    torchlint.nothing\nexcept AttributeError as e:\n    print(e)\n"

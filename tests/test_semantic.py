@@ -38,7 +38,7 @@ def expr(code: str) -> cst.BaseExpression:
 def test_dataloader_resolves_through_imports(code):
     model = model_of(code)
     assert [site.qualname for site in model.calls_to(DATALOADER)] == [DATALOADER]
-    assert len(model.dataloaders) == 1
+    assert len(model.loaders.sites) == 1
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_dataloader_resolves_through_imports(code):
     ],
 )
 def test_lookalikes_and_shadows_do_not_resolve(code):
-    assert model_of(code).dataloaders == []
+    assert model_of(code).loaders.sites == []
 
 
 def test_scopes_follow_python():
@@ -148,7 +148,7 @@ def test_self_attributes_are_bindings_methods_read():
         "        return self.net(x)\n"
     )
     (call,) = [c for c in model.calls if c.method == "net"]
-    site = model.model_called(call)
+    site = model.models.called(call)
     assert site is not None and site.name == "self.net" and site.kind is ModelKind.NETWORK
 
 
@@ -197,7 +197,7 @@ def test_self_attributes_are_bindings_methods_read():
 def test_constants(code, value, origin):
     model = model_of(code)
     call = next(c for c in model.calls if dotted(c.node.func) == "f")
-    found = model.constant(call.node.args[0].value, call.scope)
+    found = model.values.constant(call.node.args[0].value, call.scope)
     assert found is not None and (found.value, found.origin) == (value, origin)
 
 
@@ -216,7 +216,7 @@ def test_constants(code, value, origin):
 def test_not_constants(code):
     model = model_of(code)
     call = next(c for c in model.calls if dotted(c.node.func) == "f")
-    assert model.constant(call.node.args[0].value, call.scope) is None
+    assert model.values.constant(call.node.args[0].value, call.scope) is None
 
 
 def dotted(node):
@@ -279,7 +279,7 @@ def dotted(node):
 def test_device_lattice(setup, device, kind, index):
     model = model_of(f"import torch\n{setup}use({device})\n")
     call = next(c for c in model.calls if dotted(c.node.func) == "use")
-    found = model.device(call.node.args[0].value, call.scope)
+    found = model.devices.classify(call.node.args[0].value, call.scope)
     assert (found.kind if found else None, found.index if found else None) == (kind, index)
 
 
@@ -300,7 +300,7 @@ def test_device_lattice(setup, device, kind, index):
 def test_moves(code, kind):
     model = model_of(f"import torch\n{code}\n")
     call = next(c for c in model.calls if c.method in ("to", "cuda"))
-    found = model.move(call)
+    found = model.devices.move(call)
     assert (found.kind if found else None) == kind
 
 
@@ -318,7 +318,7 @@ def test_models_and_moves():
         "e = nn.CrossEntropyLoss().cuda()\nf = nn.ReLU()\ng = Flat()\nh = FocalLoss()\n"
         "i = nn.DataParallel(c)\n"
     )
-    by_name = {m.name: m for m in model.models if "." not in m.name}
+    by_name = {m.name: m for m in model.models.sites if "." not in m.name}
     kinds = {name: site.kind for name, site in by_name.items()}
     assert kinds == {
         "a": ModelKind.NETWORK,
@@ -331,7 +331,7 @@ def test_models_and_moves():
     }
     assert not by_name["a"].moves and by_name["b"].moves and by_name["c"].moves
     assert [s.name for s in by_name["c"].symbols] == ["c", "i"] and by_name["c"].wrappers
-    assert model.uses_gpu
+    assert model.placement.uses_gpu
 
 
 def test_model_identity_through_parameters_and_helpers():
@@ -341,7 +341,7 @@ def test_model_identity_through_parameters_and_helpers():
         "def train(m, data):\n    m.to('cuda')\n    for x in data:\n        m(x)\n"
         "model = build()\ntrain(model, [])\n"
     )
-    (site,) = [m for m in model.models]
+    (site,) = [m for m in model.models.sites]
     assert {s.name for s in site.symbols} == {"net", "model", "m"}
     assert len(site.moves) == 2
 
@@ -359,9 +359,9 @@ def test_pretrained_networks_of_diffusers_and_peft_and_adapter_wrappers():
         "lora = get_peft_model(base, config)\n"
         "lora.cuda()\n"
     )
-    assert [m.name for m in model.models] == ["unet", "chat", "base"]
-    assert all(m.kind is ModelKind.NETWORK for m in model.models)
-    base = model.models[2]
+    assert [m.name for m in model.models.sites] == ["unet", "chat", "base"]
+    assert all(m.kind is ModelKind.NETWORK for m in model.models.sites)
+    base = model.models.sites[2]
     assert {s.name for s in base.symbols} == {"base", "lora"} and len(base.moves) == 1
 
 
@@ -370,7 +370,7 @@ def test_losses_are_not_networks():
         "import torch.nn as nn\ncriterion = nn.CrossEntropyLoss().cuda()\n"
         "adversarial_loss = nn.BCELoss()\nadversarial_loss.cuda()\n"
     )
-    assert all(m.kind is ModelKind.LOSS for m in model.models)
+    assert all(m.kind is ModelKind.LOSS for m in model.models.sites)
 
 
 # -- loops -----------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_loops_loaders_and_training():
         "    for x, y in tqdm(loader):\n"
         "        pass\n"
     )
-    (loader,) = model.dataloaders
+    (loader,) = model.loaders.sites
     (inner,) = [loop for loop in model.loops if loop.is_training]
     assert inner.loaders == [loader] and inner.is_step_loop
     assert loader.feeds_training
@@ -553,7 +553,7 @@ def test_positional_and_keyword_arguments():
         "b = DataLoader(ds, batch_size=8, num_workers=2)\n"
         "c = DataLoader(*args, **kwargs)\n"
     )
-    a, b, c = model.dataloaders
+    a, b, c = model.loaders.sites
     assert int_value(a.arg("batch_size")) == 64 and int_value(a.arg("num_workers")) == 4
     assert int_value(b.arg("num_workers")) == 2 and b.arg("pin_memory") is MISSING
     assert a.bound_to == "a" and c.opaque and not a.opaque
@@ -570,17 +570,17 @@ def test_loaders_through_helpers_and_self():
         "            for x in self.train_loader:\n                pass\n"
         "        for x in self.val_loader:\n            pass\n"
     )
-    train, val = model.dataloaders
+    train, val = model.loaders.sites
     assert train.bound_to == "self.train_loader" and len(train.loops) == 1
-    assert model.epoch(train) is not None and model.epoch(val) is None
+    assert model.loaders.epoch(train) is not None and model.loaders.epoch(val) is None
 
 
 def test_managed_frameworks():
-    assert model_of("import lightning as L\n").managed
-    assert model_of("from accelerate import Accelerator\n").managed
-    assert model_of("from transformers import Trainer\n").managed
-    assert not model_of("from transformers import AutoModel\n").managed
-    assert not model_of("import torch\n").managed
+    assert model_of("import lightning as L\n").placement.managed
+    assert model_of("from accelerate import Accelerator\n").placement.managed
+    assert model_of("from transformers import Trainer\n").placement.managed
+    assert not model_of("from transformers import AutoModel\n").placement.managed
+    assert not model_of("import torch\n").placement.managed
 
 
 def test_a_loader_stepped_with_next_feeds_the_loop():
@@ -595,7 +595,7 @@ def test_a_loader_stepped_with_next_feeds_the_loop():
         "    model(x).backward()\n"
         "    opt.step()\n"
     )
-    loader, once = model.dataloaders
+    loader, once = model.loaders.sites
     assert loader.feeds_training and not once.feeds_training
 
 
@@ -628,7 +628,7 @@ def test_loader_options_through_a_dict(setup, expected):
     code = "from torch.utils.data import DataLoader\n" + setup
     if "return DataLoader" not in setup:
         code += "loader = DataLoader(ds, **kw)\n"
-    (loader,) = model_of(code).dataloaders
+    (loader,) = model_of(code).loaders.sites
     module = cst.Module([])
     got = (
         None
@@ -657,7 +657,7 @@ def test_loader_options_set_on_some_paths():
         "loader = DataLoader(ds, **kw)\n"
         "second = DataLoader(ds, **other)\n"
     )
-    inside, loader, second = model_of(code).dataloaders
+    inside, loader, second = model_of(code).loaders.sites
     assert loader.passes("batch_size") and not loader.passes("num_workers")
     assert loader.maybe == {"num_workers", "pin_memory"}
     assert second.passes("batch_size") and not second.passes("shuffle")
@@ -705,7 +705,7 @@ def test_lightning_classes_hooks_and_fits():
     assert [c.node.name.value for c in frameworks.data_modules] == ["Data"]
     assert [f.name.value for f in frameworks.training_steps] == ["training_step"]
     assert len(frameworks.trainers) == 1 and len(frameworks.fits) == 2
-    trained = [s for s in model.dataloaders if s.trained_by_framework]
+    trained = [s for s in model.loaders.sites if s.trained_by_framework]
     # the train_dataloader hook's loader, and the one given to fit; not val nor validate
     assert [cst.Module([]).code_for_node(s.call.node.args[0].value) for s in trained] == [
         "self.train_set",
@@ -719,10 +719,12 @@ def test_lightning_classes_hooks_and_fits():
 
 def test_lightning_cpu_trainers_are_not_gpu_runs():
     cpu = "import lightning as L\nL.Trainer(accelerator='cpu')\n"
-    assert model_of(cpu).frameworks.cpu_only and not model_of(cpu).uses_gpu
+    assert model_of(cpu).frameworks.cpu_only and not model_of(cpu).placement.uses_gpu
     mixed = cpu + "L.Trainer(accelerator='gpu')\n"
-    assert not model_of(mixed).frameworks.cpu_only and model_of(mixed).uses_gpu
-    assert model_of("import lightning as L\n").uses_gpu  # managed: a GPU where there is one
+    assert not model_of(mixed).frameworks.cpu_only and model_of(mixed).placement.uses_gpu
+    assert model_of(
+        "import lightning as L\n"
+    ).placement.uses_gpu  # managed: a GPU where there is one
 
 
 def test_hugging_face_arguments_trainers_and_train_calls():
@@ -840,7 +842,7 @@ def test_conditional_statements():
         "setup()\n"
     )
     conditional = {
-        s.qualname: model.conditional(s.ctx)
+        s.qualname: model.runs.conditional(s.ctx)
         for s in model.stores_to(*(f"torch.{n}" for n in "abcdefg"))
     }
     assert conditional == {
@@ -885,7 +887,7 @@ def test_layers_and_convolutional_networks():
         "        self.encoder, self.head = encoder, head\n"
         "pair = Pair(seq, mlp)\n"
     )
-    sites = {site.name: site for site in model.models}
+    sites = {site.name: site for site in model.models.sites}
     assert model.networks.layers(sites["net"]) == {
         "Conv2d",
         "BatchNorm2d",
@@ -914,9 +916,9 @@ def test_trained_on_gpu_and_reduced_precision():
     )
     model = model_of(code)
     assert [s.name for s in model.trained_on_gpu] == ["gpu"]
-    assert not model.reduced_precision
-    assert model_of(code + "y = x.to(torch.bfloat16)\n").reduced_precision
-    assert model_of(code + "scaler = torch.amp.GradScaler()\n").reduced_precision
+    assert not model.workload.reduced_precision
+    assert model_of(code + "y = x.to(torch.bfloat16)\n").workload.reduced_precision
+    assert model_of(code + "scaler = torch.amp.GradScaler()\n").workload.reduced_precision
 
 
 def test_a_model_is_kept_on_the_cpu_where_the_device_reaching_its_move_is_the_cpu():
@@ -938,7 +940,7 @@ def test_a_model_is_kept_on_the_cpu_where_the_device_reaching_its_move_is_the_cp
     )
     scope = module.facts.scope
     kept = {
-        n: module.placement.kept_on_cpu(module.model_of(cst.Name(n), scope))
+        n: module.placement.kept_on_cpu(module.models.of(cst.Name(n), scope))
         for n in ("first", "never", "second", "third")
     }
     assert kept == {"first": True, "never": False, "second": False, "third": False}

@@ -34,7 +34,7 @@ def test_plain_attributes_do_not_hide_a_class_size():
         "        self.fc = nn.Linear(4, hidden)\n"
         "net = Net()\n"
     )
-    site = next(s for s in m.models if s.name == "net")
+    site = next(s for s in m.models.sites if s.name == "net")
     assert m.networks.parameters(site) == 4 * 16 + 16
 
 
@@ -63,7 +63,7 @@ def test_steps_over_input(loop, expected):
         "        return h\n"
         "model = Decoder()\n"
     )
-    site = next(s for s in m.models if s.name == "model")
+    site = next(s for s in m.models.sites if s.name == "model")
     assert m.networks.steps_over_input(site) is expected
 
 
@@ -79,7 +79,7 @@ def test_steps_over_input(loop, expected):
 def test_autocast_refused(loss, refused):
     m = facts(f"def step(out, y):\n    return {loss}\nloss = step(o, t)\n")
     call = next(c for c in m.calls if c.qualname is None and c.ctx.function is None)
-    assert (m.autocast_refused([call]) is not None) is refused
+    assert (m.workload.autocast_refused([call]) is not None) is refused
 
 
 def test_trained_modules_are_the_fitted_classes():

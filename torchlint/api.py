@@ -72,9 +72,11 @@ from torchlint.semantic import (
     argument,
     assigned_once,
     assigned_to,
+    assigned_values,
     batch_copies,
     batch_names,
     batch_size_of,
+    bindings,
     blocking_copies,
     bool_value,
     bound_names,
@@ -122,7 +124,7 @@ from torchlint.semantic import (
 )
 from torchlint.text.walk import children, descendants, walk
 
-API_VERSION = 1
+API_VERSION = 2
 
 __all__ = [
     "AMPERE",
@@ -180,9 +182,11 @@ __all__ = [
     "argument",
     "assigned_once",
     "assigned_to",
+    "assigned_values",
     "batch_copies",
     "batch_names",
     "batch_size_of",
+    "bindings",
     "blocking_copies",
     "bool_value",
     "bound_names",

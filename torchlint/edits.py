@@ -281,8 +281,8 @@ def pinned_copies(
     those need): one change with the pinning, not a finding it would bring about."""
     edits: list[Replace] = []
     imports: list[Import] = []
-    for loop in [] if module.managed else loader.loops:
-        if not all(other is loader or module.pins_memory(other) for other in loop.loaders):
+    for loop in [] if module.placement.managed else loader.loops:
+        if not all(other is loader or module.loaders.pins_memory(other) for other in loop.loaders):
             continue
         for copy in blocking_copies(module, loop):
             found = non_blocking(module, copy)
@@ -303,7 +303,7 @@ def non_blocking(
     CUDA only, `device.type == "cuda"` (`torch.device(rank).type == "cuda"` for what may
     be a string or an index): a non-blocking copy to MPS may read its source after it is
     freed. None where the destination is not a name."""
-    found = module.move(call)
+    found = module.devices.move(call)
     if found is None or found.is_cpu:
         return None
     if found.kind is DeviceKind.CUDA and not found.unknown_path:

@@ -71,7 +71,7 @@ class Rule:
     origin: ClassVar[str] = BUILT_IN
     # Guards the linter applies before `check` runs (`applies`), so a rule need not
     # repeat them: silent in a file whose devices and loops a framework owns
-    # (`module.managed`: Lightning, Accelerate, DeepSpeed, the transformers Trainer) ...
+    # (`module.placement.managed`: Lightning, Accelerate, DeepSpeed, the transformers Trainer) ...
     skips_managed: ClassVar[bool] = False
     # ... and in a project that supports a torch older than this (`target-torch`).
     min_torch: ClassVar[tuple[int, int] | None] = None
@@ -81,7 +81,7 @@ class Rule:
 
     def applies(self, module: TorchModule) -> bool:
         """The rule's guards hold for this file: only then does the linter run `check`."""
-        if self.skips_managed and module.managed:
+        if self.skips_managed and module.placement.managed:
             return False
         target = module.target_torch
         return self.min_torch is None or target is None or target >= self.min_torch

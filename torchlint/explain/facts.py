@@ -152,7 +152,7 @@ class _Reader:
         self.positions = NodePositions(module.module, descendants(module.module))
         self.calls = {id(c.node): c for c in module.calls}
         self.loops = {id(loop.node): loop for loop in module.loops}
-        self.sites = {id(s.call.node): s for s in [*module.dataloaders, *module.factory_loaders]}
+        self.sites = {id(s.call.node): s for s in [*module.loaders.sites, *module.loaders.made]}
 
     def at(self, node: cst.CSTNode) -> At:
         cell, line = self.shown(self.positions[node].start.line)
@@ -175,8 +175,8 @@ class _Reader:
             self.gpu(),
             loops=[self.loop(loop) for loop in m.loops],
             functions=functions,
-            models=[self.model(site) for site in [*m.models, *m.passed_models]],
-            loaders=[self.loader(site) for site in [*m.dataloaders, *m.factory_loaders]],
+            models=[self.model(site) for site in [*m.models.sites, *m.models.passed]],
+            loaders=[self.loader(site) for site in [*m.loaders.sites, *m.loaders.made]],
         )
 
     # -- a line -------------------------------------------------------------------------
@@ -194,12 +194,12 @@ class _Reader:
         statement = path[-1]
         header = not self.in_body(statement, line)
         facts.loops = [self.loop(x, header and x.node is statement) for x in ctx.loops]
-        facts.per_step = self.module.per_step(ctx)
+        facts.per_step = self.module.runs.per_step(ctx)
         expressions = list(self.on_line(statement, line, ctx.scope))
         calls = [c for n, _ in expressions if (c := self.calls.get(id(n))) is not None]
-        periods = [p for c in calls if (p := self.module.period(c)) is not None]
+        periods = [p for c in calls if (p := self.module.runs.period(c)) is not None]
         facts.period = max(periods) if periods else None
-        facts.grad_disabled = any(self.module.grad_disabled(c) for c in calls)
+        facts.grad_disabled = any(self.module.runs.grad_disabled(c) for c in calls)
         devices = {id(n) for c in calls for n in _device_positions(c)}
         called = {id(c.node.func) for c in calls}  # described by their calls
         seen: list[NameFacts] = []
@@ -298,13 +298,13 @@ class _Reader:
         one (`device`: a move's argument, a `device=`, a `torch.device(...)`)."""
         m = self.module
         found = NameFacts(self.code(node))
-        named = m.device(node, scope) if device else None
+        named = m.devices.classify(node, scope) if device else None
         found.device = device_text(named) if named is not None else None
         call = self.calls.get(id(node)) if isinstance(node, cst.Call) else None
         if call is not None:
-            moved = m.move(call)
+            moved = m.devices.move(call)
             found.moves_to = device_text(moved) if moved is not None else None
-            model = m.model_called(call)
+            model = m.models.called(call)
             found.runs = self.model(model) if model is not None else None
             site = self.sites.get(id(node))
             found.loaders = [self.loader(site)] if site is not None else []
@@ -312,9 +312,9 @@ class _Reader:
             if external is not None:
                 found.calls = _function_text(external[0])
         elif isinstance(node, (cst.Name, cst.Attribute)):
-            model = m.model_of(node, scope)
+            model = m.models.of(node, scope)
             found.model = self.model(model) if model is not None else None
-            found.loaders = [self.loader(x) for x in m.loaders_of(node, scope)]
+            found.loaders = [self.loader(x) for x in m.loaders.of(node, scope)]
         known = (found.device, found.moves_to, found.model, found.runs, found.calls)
         return found if any(x is not None for x in known) or found.loaders else None
 
@@ -325,7 +325,7 @@ class _Reader:
             name or function.name.value,
             self.at(function.name),
             [self.at(c.node) for c, _ in m.functions.callers(function)],
-            m.outside_callers(function),
+            m.runs.outside_callers(function),
             m.env.stepped(name) if name is not None else None,
         )
 
@@ -341,9 +341,9 @@ class _Reader:
             kind = "loop"
         loaders = []
         if isinstance(loop.node, cst.For):
-            for walked in m.iterables(loop.node.iter, loop.ctx.scope):
-                loaders += [self.loader(x) for x in m.loaders_of(walked, loop.ctx.scope)]
-        per_step = loop.is_step_loop or m.per_step(loop.ctx)
+            for walked in m.loaders.iterables(loop.node.iter, loop.ctx.scope):
+                loaders += [self.loader(x) for x in m.loaders.of(walked, loop.ctx.scope)]
+        per_step = loop.is_step_loop or m.runs.per_step(loop.ctx)
         node = loop.node
         if isinstance(node, cst.For):
             header = f"for {self.code(node.target)} in {self.code(node.iter)}:"
@@ -363,7 +363,11 @@ class _Reader:
             value = loader.arg(name)
             arguments[name] = None if value is MISSING else self.code(value)
         return LoaderFacts(
-            self.at(loader.call.node), "here", arguments, loader.trains, m.pins_memory(loader)
+            self.at(loader.call.node),
+            "here",
+            arguments,
+            loader.trains,
+            m.loaders.pins_memory(loader),
         )
 
     def model(self, model: Model) -> ModelFacts:
@@ -387,20 +391,27 @@ class _Reader:
 
     def gpu(self) -> GpuFacts:
         m = self.module
-        why = self.gpu_evidence() if m.uses_gpu else _no_gpu(m)
-        return GpuFacts(m.uses_gpu, m.presumed_accelerator, m.runs_without_gpu, why)
+        why = self.gpu_evidence() if m.placement.uses_gpu else _no_gpu(m)
+        return GpuFacts(
+            m.placement.uses_gpu,
+            m.placement.presumed_accelerator,
+            m.placement.runs_without_gpu,
+            why,
+        )
 
     def gpu_evidence(self) -> str:
         """What shows the file places work on a GPU (the first of `uses_gpu`'s kinds of
         evidence found, where it is)."""
         m = self.module
-        if m.managed and not m.frameworks.cpu_only:
+        if m.placement.managed and not m.frameworks.cpu_only:
             return "a framework that owns the devices (Lightning, Accelerate, a Trainer)"
         if m.facts.cuda_strings:
             return f'a "cuda" device ({at_text(self.at(m.facts.cuda_strings[0]))})'
         calls = [c for c in m.calls if (c.qualname or "").startswith(GPU_MODULES)]
         calls += m.method_calls("cuda")
-        calls += [c for c in m.method_calls("to") if (d := m.move(c)) is not None and d.is_gpu]
+        calls += [
+            c for c in m.method_calls("to") if (d := m.devices.move(c)) is not None and d.is_gpu
+        ]
         calls += [c for c in m.calls if (d := _named(m, c)) is not None and d.is_gpu]
         if calls:
             first = min(calls, key=lambda c: c.order)
@@ -457,8 +468,8 @@ def _named(m: TorchModule, call: CallSite) -> Device | None:
     """The device a call's `device=` or a `torch.device(...)` names."""
     device = call.kwarg("device")
     if device is not MISSING:
-        return m.device(device, call.scope)
-    return m.device(call.node, call.scope) if call.qualname == "torch.device" else None
+        return m.devices.classify(device, call.scope)
+    return m.devices.classify(call.node, call.scope) if call.qualname == "torch.device" else None
 
 
 def at_text(at: At) -> str:
@@ -472,12 +483,12 @@ def _no_gpu(m: TorchModule) -> str:
         "call or move to a GPU, no framework that owns the devices, and no file of its "
         "project uses what it builds on a GPU"
     )
-    if m.presumed_accelerator:
+    if m.placement.presumed_accelerator:
         why += (
             "; presumed an accelerator all the same: a training step loop moves its batches "
             "to a device its function receives as a parameter no visible call passes (rules "
             "whose advice is harmless on a CPU report; those whose fix could hurt stay silent)"
         )
-    elif m.handles_devices():
+    elif m.placement.handles_devices():
         why += "; it places work on a device it does not name (an option, a parameter)"
     return why

@@ -75,6 +75,8 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         Symbol,
         assigned_once,
         assigned_to,
+        assigned_values,
+        bindings,
         bound_names,
     )
     from torchlint.semantic.sizes import (
@@ -137,9 +139,11 @@ __all__ = [
     "argument",
     "assigned_once",
     "assigned_to",
+    "assigned_values",
     "batch_copies",
     "batch_names",
     "batch_size_of",
+    "bindings",
     "blocking_copies",
     "bool_value",
     "bound_names",

@@ -54,7 +54,7 @@ def _follow(
     out: list[cst.BaseExpression],
 ) -> None:
     """The parts of `target` that `it` binds to batches of `loaders`, into `out`."""
-    held = module.wrappers_held(it, scope) if isinstance(it, cst.Name) else []
+    held = module.loaders.wrappers_held(it, scope) if isinstance(it, cst.Name) else []
     for call, where in held:  # `pbar = enumerate(loader)`, `pbar = tqdm(pbar)`
         _follow(module, where, loaders, target, call, out)
     if held:
@@ -68,7 +68,7 @@ def _follow(
         if wraps_items(name):
             _follow(module, scope, loaders, target, it.args[0].value, out)
             return
-        given = module.handed_on(it, scope)
+        given = module.loaders.handed_on(it, scope)
         if given is not None:
             _follow(module, scope, loaders, target, given, out)
             return
@@ -81,7 +81,7 @@ def _follow(
                 for element, arg in zip(target.elements, it.args, strict=True):
                     _follow(module, scope, loaders, element.value, arg.value, out)
             return
-    mine = any(id(site) in loaders for site in module.loaders_of(it, scope))
+    mine = any(id(site) in loaders for site in module.loaders.of(it, scope))
     if mine and not any(t is target for t in out):
         out.append(target)
 
@@ -210,7 +210,7 @@ def device_move(module: TorchModule, model: Model, loop: Loop) -> CallSite | Non
     loop when both are in the same function, whose device expression is visible in
     `loop`."""
     for move in model.moves:
-        found = module.move(move)
+        found = module.devices.move(move)
         if found is None or found.is_cpu:
             continue
         if not all(cond in loop.ctx.ifs for cond in move.ctx.ifs):
@@ -250,7 +250,7 @@ def batch_copies(module: TorchModule, loop: Loop) -> list[CallSite]:
             continue
         if any(bool_value(a) is not None for a in call.positional):
             continue  # `x.to(device, None, True)`: non_blocking given positionally
-        found = module.move(call)
+        found = module.devices.move(call)
         if found is not None and not found.is_cpu:
             out.append(call)
     return out
@@ -331,7 +331,7 @@ def is_loss(module: TorchModule, call: CallSite) -> bool:
     if qualname.startswith("torch.nn.functional."):
         name = qualname.rsplit(".", 1)[-1]
         return name.endswith("loss") or name in FUNCTIONAL_LOSSES
-    site = module.model_called(call)
+    site = module.models.called(call)
     return site is not None and site.kind is ModelKind.LOSS
 
 

@@ -72,7 +72,7 @@ class Datasets:
         self.facts = facts
         self.functions = functions
         self.values = values
-        self.guarded = guarded  # code runs under the main guard only (TorchModule.guarded)
+        self.guarded = guarded  # code runs under the main guard only (Runs.guarded)
         self.notebook = notebook
 
     @cached_property

@@ -99,14 +99,14 @@ class _Exporter:
         if isinstance(node, PLAIN):
             return None
         module = self.module
-        site = module.model_of(node, scope)
-        loaders = module.loaders_of(node, scope)
+        site = module.models.of(node, scope)
+        loaders = module.loaders.of(node, scope)
         kind = module.training.kind(node, scope)
         value = Value(
             device=module.devices.named(node, scope),
             network=self.network(site) if site is not None else None,
             loaders=frozenset(self.loader_ref(s) for s in loaders),
-            pinned=frozenset(self.loader_ref(s) for s in loaders if module.pins_memory(s)),
+            pinned=frozenset(self.loader_ref(s) for s in loaders if module.loaders.pins_memory(s)),
             optimizer=kind if kind in (OPTIMIZER, SCALER) else None,
             instance=self.instance(node, scope),
             params=self.params(node, scope),
@@ -117,7 +117,7 @@ class _Exporter:
         """An int the file writes for `node` (a literal, a name bound once to one, an
         argparse or config default): what another file receives as a constant. Not a
         parameter's default (callers elsewhere may pass another), nor a bool."""
-        found = self.module.constant(node, scope)
+        found = self.module.values.constant(node, scope)
         if found is None or found.origin not in NUMBER_ORIGINS:
             return None
         value = found.value
@@ -170,7 +170,7 @@ class _Exporter:
     def params(self, node: cst.BaseExpression, scope: Scope) -> frozenset[str]:
         """The parameters of this file's functions an expression may hold (through `.to()`,
         `DataParallel(...)`, a call that hands back its argument and the like)."""
-        base, _ = self.module._models._unwrap(node, scope)
+        base, _ = self.module.models._unwrap(node, scope)
         param = self.param(base, scope, wrapped=True)
         return frozenset({param}) if param is not None else frozenset()
 
@@ -213,7 +213,7 @@ class _Exporter:
             unpacked=self.unpacked(node, scope),
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
-            saves=self.module.saved_parameters(node),
+            saves=self.module.checkpoints.saved_parameters(node),
         )
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
@@ -259,7 +259,7 @@ class _Exporter:
         node = scope.node
         assert isinstance(node, cst.ClassDef)
         name = self.functions.local_name(node) or node.name.value
-        kind = module._models.class_kind(scope)
+        kind = module.models.class_kind(scope)
         network = kind is ModelKind.NETWORK
         methods = []
         for member, symbol in scope.symbols.items():
@@ -324,7 +324,7 @@ class _Exporter:
         for loop in module.loops:
             if not isinstance(loop.node, cst.For):
                 continue
-            for it in module.iterables(loop.node.iter, loop.ctx.scope):
+            for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope):
                 binding = self.param_binding(it, loop.ctx.scope)
                 if binding is not None:
                     add(binding, self.loop_effect(loop))
@@ -347,7 +347,7 @@ class _Exporter:
         for call in loop.calls:
             if call.method not in ("to", "cuda"):
                 continue
-            device = self.module.move(call)
+            device = self.module.devices.move(call)
             gpu = gpu or (device is not None and device.is_gpu)
             expression = self.module.devices.move_expression(call)
             param = self.param(expression, call.scope) if expression is not None else None
@@ -358,7 +358,7 @@ class _Exporter:
             steps=loop.is_step_loop or any(o.is_step_loop for o in loop.ctx.loops),
             repeated=self.repeated(loop),
             gpu=gpu,
-            guarded=self.module.guarded(loop.ctx, loop.node, elsewhere=False),
+            guarded=self.module.runs.guarded(loop.ctx, loop.node, elsewhere=False),
             devices=frozenset(devices),
             cpu=cpu_loop(self.module, loop),
         )
@@ -425,7 +425,7 @@ class _Exporter:
         module = self.module
         caller = call.ctx.function
         name = self.functions.local_name(caller) if caller is not None else None
-        per_step = module.per_step(call.ctx) and not is_periodic(call)
+        per_step = module.runs.per_step(call.ctx) and not is_periodic(call)
         return Call(
             callee,
             name,
@@ -435,10 +435,10 @@ class _Exporter:
             star=any(a.star for a in call.node.args),
             offset=offset,
             per_step=per_step,
-            gpu=per_step and (module.uses_gpu or module.presumed_accelerator),
+            gpu=per_step and (module.placement.uses_gpu or module.placement.presumed_accelerator),
             repeated=bool(call.ctx.loops),
-            no_grad=module.grad_disabled(call),
-            guarded=module.guarded(call.ctx, call.node, elsewhere=False),
+            no_grad=module.runs.grad_disabled(call),
+            guarded=module.runs.guarded(call.ctx, call.node, elsewhere=False),
             where=f"`{name}` in {self.env.path}" if name else str(self.env.path),
         )
 
@@ -450,8 +450,8 @@ class _Exporter:
         gpu = not module.frameworks.cpu_only
         for fit in module.frameworks.fits:  # Lightning iterates them every epoch
             loader = module.frameworks.fitted(fit)
-            held = module.loaders_of(loader, fit.scope) if loader is not MISSING else []
-            guarded = module.guarded(fit.ctx, fit.node, elsewhere=False)
+            held = module.loaders.of(loader, fit.scope) if loader is not MISSING else []
+            guarded = module.runs.guarded(fit.ctx, fit.node, elsewhere=False)
             for site in held:
                 if isinstance(site, Elsewhere):
                     where = f"`trainer.fit` in {self.env.path}"
@@ -462,7 +462,7 @@ class _Exporter:
                     effect = self.loop_effect(loop)
                     # Under the main guard here, or in a function every call of which
                     # (in this file or the project's others: `train.py`'s `main()`) is.
-                    guarded = effect.guarded or module.guarded(loop.ctx, loop.node)
+                    guarded = effect.guarded or module.runs.guarded(loop.ctx, loop.node)
                     uses = Uses(
                         effect.trains,
                         effect.steps,

@@ -133,7 +133,9 @@ class Flow:
                 func = node.func
                 if isinstance(func, cst.Attribute) and func.attr.value in CUTS:
                     continue
-                if call is not None and (call.qualname == GRAD or self.module.grad_disabled(call)):
+                if call is not None and (
+                    call.qualname == GRAD or self.module.runs.grad_disabled(call)
+                ):
                     continue
                 if call is not None:
                     found[id(node)] = call
@@ -228,7 +230,7 @@ def per_step_functions(
             target = module.functions.target(call)
             if target is not None and not is_periodic(call):
                 found.setdefault(target.function, "called every training step")
-            site = module.model_called(call)
+            site = module.models.called(call)
             if not isinstance(site, ModelSite) or not site.is_network:
                 continue
             cls = module.functions.class_scope(site.construction.node.func, site.construction.scope)

@@ -89,7 +89,7 @@ class Frozen:
         """Mark the network `node` is (or a submodule of: `model.encoder`); `self` is its
         class's (`freezes`), a loop variable over parameters `_scan`'s."""
         while node is not None:
-            site = self.module.model_of(node, scope)
+            site = self.module.models.of(node, scope)
             if site is not None:
                 self.sites.add(id(site))
                 return

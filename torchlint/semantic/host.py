@@ -16,12 +16,12 @@ from torchlint.semantic.syntax import MISSING, keyword
 def cpu_loop(module: TorchModule, loop: Loop) -> bool:
     """The loop runs on the CPU: every network it calls is built in this file and kept
     there (`Placement.kept_on_cpu`), and it copies its batches to no device but the CPU."""
-    calls = module.network_calls(loop)
+    calls = module.models.network_calls(loop)
     if not calls or typed_copies(module, loop):
         return False
     if not all(module.placement.to_cpu(c) for c in batch_copies(module, loop)):
         return False  # a batch copied to a device (`x.to(device)` of a CPU device is not)
-    sites = [module.model_called(c) for c in calls]
+    sites = [module.models.called(c) for c in calls]
     return all(s is not None and module.placement.kept_on_cpu(s) for s in sites)
 
 

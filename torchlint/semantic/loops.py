@@ -255,9 +255,9 @@ class Training:
 
     # -- models ----------------------------------------------------------------------
 
-    def optimized(self) -> set[int]:
-        """ids of the models whose parameters are handed to an optimizer."""
-        return {id(site) for sites, _ in self._optimizers().values() for site in sites}
+    def optimized(self, site: Model) -> bool:
+        """The model's parameters are handed to an optimizer in this file."""
+        return any(s is site for sites, _ in self._optimizers().values() for s in sites)
 
     def _optimizers(self) -> dict[int, tuple[list[Model], list[tuple[Model, str | None]]]]:
         """id(the call building an optimizer) -> the models whose parameters it is given
@@ -312,6 +312,12 @@ class Training:
     def parameters_of(self, node: cst.CSTNode, scope: Scope) -> list[Model]:
         """Models whose `.parameters()` (or `.named_parameters()`) appear in `node`."""
         return [site for site, _ in self._owners(node, scope)]
+
+    def models_given(self, call: CallSite) -> list[Model]:
+        """The models whose `.parameters()` a call (an optimizer's construction) is given."""
+        return [
+            site for arg in call.node.args for site in self.parameters_of(arg.value, call.scope)
+        ]
 
     def _owners(self, node: cst.CSTNode, scope: Scope) -> Iterator[tuple[Model, str | None]]:
         """Each model whose parameters appear in `node`, with the part: None for its own

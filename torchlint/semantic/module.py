@@ -15,8 +15,7 @@ from torchlint.semantic.devices import Devices
 from torchlint.semantic.external import Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.lattice import Device
-from torchlint.semantic.loaders import DataLoaderSite, Loader, Loaders
+from torchlint.semantic.loaders import DataLoaderSite, Loaders
 from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import Networks
@@ -31,12 +30,10 @@ from torchlint.semantic.scopes import (
     Scope,
     Store,
     Symbol,
-    assigned_values,
-    bindings,
 )
 from torchlint.semantic.syntax import MISSING
 from torchlint.semantic.threads import Threads
-from torchlint.semantic.values import Constant, Values
+from torchlint.semantic.values import Values
 from torchlint.semantic.workload import Workload
 from torchlint.settings import Settings
 
@@ -54,7 +51,9 @@ EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", 
 
 
 class TorchModule:
-    """The facts of one file. Built by `build`; read by every rule."""
+    """The facts of one file. Built by `build`; read by every rule. Each analysis is a view
+    a rule asks directly (`module.loaders.pins_memory(loader)`); the module itself keeps
+    the walk's records and index and the facts that combine views (docs/semantic.md)."""
 
     def __init__(self, module: cst.Module, path: str, settings: Settings, env: Environment) -> None:
         self.module = module
@@ -70,60 +69,35 @@ class TorchModule:
         self.all_bindings: list[Binding] = facts.bindings
         self.attribute_stores = facts.attribute_stores
         self.item_stores = facts.item_stores
+        # The analyses: the views rules read (docs/semantic.md lists what each answers).
         self.functions = Functions(facts, env, settings.knowledge)
         self.values = Values(facts, self.functions)
         self.threads = Threads(facts, self.functions)
         self.devices = Devices(facts, self.functions, self.values)
         self.checkpoints = Checkpoints(facts, self.functions, self.devices)
-        self.saved_parameters = self.checkpoints.saved_parameters
-        self._models = Models(facts, self.functions, self.values)
-        self.networks = Networks(self.functions, self.values, self._models)
-        self.training = Training(facts, self.functions, self._models, self.values)
-        self._loaders = Loaders(facts, self.functions, self.values)
-        self.pins_memory = self._loaders.pins_memory
-        self.wrappers_held = self._loaders.wrappers_held
+        self.models = Models(facts, self.functions, self.values)
+        self.networks = Networks(self.functions, self.values, self.models)
+        self.training = Training(facts, self.functions, self.models, self.values)
+        self.loaders = Loaders(facts, self.functions, self.values)
         self.frameworks = Frameworks(
-            facts, self.functions, self.values, self._loaders, self.training, self._models
+            facts, self.functions, self.values, self.loaders, self.training, self.models
         )
-        self.idle_framework_loader = self.frameworks.idle_loader
-        # What rules read of the parts, on the facade (each documented where it is defined).
-        self.method_calls_on = self._models.method_calls_on
-        self.network_calls = self._models.network_calls
-        self.calls_to = facts.calls_to
-        self.method_calls = facts.method_calls
-        self.imports_any = facts.imports_any
         self.runs = Runs(module, self.notebook, self.functions, self.values, self.frameworks, env)
-        self.conditional = self.runs.conditional
-        self.outside_callers = self.runs.outside_callers
-        self.disables_grad = self.runs.disables_grad
-        self.grad_disabled = self.runs.grad_disabled
-        self.version_guarded = self.runs.version_guarded
-        self.guarded = self.runs.guarded
-        self.per_step = self.runs.per_step
-        self.opt_in = self.runs.opt_in
-        self.period = self.runs.period
         self.workload = Workload(
             facts,
             self.functions,
             self.values,
-            self._models,
+            self.models,
             self.networks,
             self.training,
             self.frameworks,
         )
-        self.autocast_refused = self.workload.autocast_refused
-        self.loaded_below_float32 = self.workload.loaded_below_float32
-        self.memory_bound = self.workload.memory_bound
-        self.trains_memory_bound = self.workload.trains_memory_bound
-        self.heavy_step = self.workload.heavy_step
-        self.full_batch = self.workload.full_batch
-        self.tiny_step = self.workload.tiny_step
         self.placement = Placement(
-            facts, self.devices, self._models, self._loaders, self.frameworks, self.functions, env
+            facts, self.devices, self.models, self.loaders, self.frameworks, self.functions, env
         )
-        self.handles_devices = self.placement.handles_devices
-        self.model_uses = self.placement.model_uses
-        self.datasets = Datasets(facts, self.functions, self.values, self.guarded, self.notebook)
+        self.datasets = Datasets(
+            facts, self.functions, self.values, self.runs.guarded, self.notebook
+        )
         self.decoding = Decoding(self.functions, self.values)
 
     # -- configuration -------------------------------------------------------------------
@@ -184,7 +158,21 @@ class TorchModule:
         symbol = self.scope.symbols.get(name)
         return symbol is None or symbol.imported == name
 
-    # -- calls -----------------------------------------------------------------------
+    # -- the walk's index ------------------------------------------------------------
+    # The walk's records are the module's own facts, not an analysis: rules ask the
+    # module for them (`calls_to`), never the builder's `Facts`.
+
+    def calls_to(self, *qualnames: str) -> list[CallSite]:
+        """The calls of these qualified names, through the imports (in source order)."""
+        return self.facts.calls_to(*qualnames)
+
+    def method_calls(self, *methods: str) -> list[CallSite]:
+        """The calls of methods by these names (`x.backward()`), in source order."""
+        return self.facts.method_calls(*methods)
+
+    def imports_any(self, *prefixes: str) -> bool:
+        """The file imports one of these modules or a module inside one."""
+        return self.facts.imports_any(*prefixes)
 
     @property
     def qualnames_called(self) -> list[str]:
@@ -203,20 +191,6 @@ class TorchModule:
             self.calls_to(SET_MATMUL_PRECISION) or self.stores_to(*MATMUL_PRECISION_SETTINGS)
         )
 
-    # -- what the file saves (checkpoints.py) ------------------------------------------
-
-    @property
-    def saves_cpu_state(self) -> bool:
-        return self.checkpoints.saves_cpu_state
-
-    @property
-    def saved_paths(self) -> list[tuple[cst.BaseExpression, Scope]]:
-        return self.checkpoints.saved_paths
-
-    @property
-    def saved_folders(self) -> list[tuple[cst.BaseExpression, Scope]]:
-        return self.checkpoints.saved_folders
-
     # -- module attributes set ---------------------------------------------------------
 
     @cached_property
@@ -233,86 +207,16 @@ class TorchModule:
         (`cudnn.benchmark = True` with `from torch.backends import cudnn`), in source order."""
         return [s for q in qualnames for s in self._stores.get(q, ())]
 
-    # -- how heavy the work is (workload.py), where it goes (placement.py) --------------
-
-    @property
-    def reduced_precision(self) -> bool:
-        return self.workload.reduced_precision
-
-    @property
-    def precision_opt_in(self) -> cst.BaseExpression | None:
-        return self.workload.precision_opt_in
-
-    @property
-    def multi_gpu(self) -> bool:
-        return self.workload.multi_gpu
-
-    @property
-    def shards_models(self) -> bool:
-        return self.workload.shards_models
-
-    @property
-    def managed(self) -> bool:
-        return self.placement.managed
-
-    @property
-    def uses_gpu(self) -> bool:
-        return self.placement.uses_gpu
-
-    @property
-    def presumed_accelerator(self) -> bool:
-        return self.placement.presumed_accelerator
-
-    @property
-    def runs_without_gpu(self) -> bool:
-        return self.placement.runs_without_gpu
-
-    # -- devices ---------------------------------------------------------------------
-
-    def device(self, node: cst.CSTNode, scope: Scope) -> Device | None:
-        """The device an expression names (see devices.py), None if not known to be one."""
-        return self.devices.classify(node, scope)
-
-    def move(self, call: CallSite) -> Device | None:
-        """Where `x.to(...)`/`x.cuda(...)` moves `x`; None when not a device move."""
-        return self.devices.move(call)
-
     # -- models ----------------------------------------------------------------------
-
-    @property
-    def models(self) -> list[ModelSite]:
-        """Every nn.Module instance built in the file: networks, losses, stateless layers."""
-        return self._models.sites
-
-    def model_of(self, node: cst.CSTNode, scope: Scope) -> Model | None:
-        return self._models.of(node, scope)
-
-    def holds_only(self, site: Model) -> bool:
-        """No name holding the model is rebound to a value of another origin."""
-        return self._models.holds_only(site)
-
-    def model_called(self, call: CallSite) -> Model | None:
-        """The module a call such as `model(x)` / `self.net(x)` runs."""
-        return self._models.called(call)
-
-    def called_on_itself(self, call: CallSite) -> Scope | None:
-        """The network class of the file whose method calls its own instance (`self(x)`)."""
-        return self._models.called_on_itself(call)
-
-    @property
-    def passed_models(self) -> list[Model]:
-        """The models the project's other files pass to functions of this file (or
-        presumed so: see `Models`)."""
-        return self._models.passed
 
     def on_gpu(self, site: Model) -> bool:
         """A move of the model goes to a GPU (CUDA or an accelerator, on some branch),
         here or where another file of the project builds or trains it."""
-        if any((d := self.move(m)) is not None and d.is_gpu for m in site.moves):
+        if any((d := self.devices.move(m)) is not None and d.is_gpu for m in site.moves):
             return True
         if site.external is not None and site.external.on_gpu:
             return True
-        uses = self.model_uses(site)
+        uses = self.placement.model_uses(site)
         return uses is not None and uses.gpu
 
     @cached_property
@@ -322,9 +226,9 @@ class TorchModule:
         ignite engine of the file trains (`frameworks.ignite_models`); then those another
         file of the project trains on a GPU."""
         found: dict[int, ModelSite] = {}
-        calls = [c for loop in self.step_loops for c in self.network_calls(loop)]
+        calls = [c for loop in self.step_loops for c in self.models.network_calls(loop)]
         for call in calls:
-            site = self.model_called(call)
+            site = self.models.called(call)
             if not isinstance(site, ModelSite) or id(site) in found:
                 continue  # a model built elsewhere is reported where it is built
             if self.on_gpu(site) and not self.placement.kept_on_cpu(site):
@@ -332,8 +236,8 @@ class TorchModule:
         for site in self.frameworks.ignite_networks:
             if isinstance(site, ModelSite) and self.on_gpu(site):
                 found.setdefault(id(site), site)
-        for site in self.models:
-            uses = self.model_uses(site) if site.is_network else None
+        for site in self.models.sites:
+            uses = self.placement.model_uses(site) if site.is_network else None
             if uses is not None and uses.steps and uses.gpu:
                 found.setdefault(id(site), site)
         return list(found.values())
@@ -350,42 +254,24 @@ class TorchModule:
         a finding about how those networks train is reported); for networks another
         file trains, the outermost loop around the first call that passes one there."""
         for loop in self.step_loops:
-            if any(self.model_called(c) in sites for c in loop.calls):
+            if any(self.models.called(c) in sites for c in loop.calls):
                 return loop.ctx.loops[0] if loop.ctx.loops else loop
         for call in self.calls:
             if (
                 call.ctx.loops
                 and self.functions.external(call) is not None
-                and any(self.model_of(a.value, call.scope) in sites for a in call.node.args)
+                and any(self.models.of(a.value, call.scope) in sites for a in call.node.args)
             ):
                 return call.ctx.loops[0]
         return None
 
     @cached_property
-    def _optimized(self) -> set[int]:
-        return self.training.optimized()
-
-    def optimized(self, site: Model) -> bool:
-        """The model's parameters are handed to an optimizer in this file."""
-        return id(site) in self._optimized
-
-    def optimizer_models(self, call: CallSite) -> list[Model]:
-        """The models whose `.parameters()` a call (an optimizer's construction) is given."""
-        return [
-            site
-            for arg in call.node.args
-            for site in self.training.parameters_of(arg.value, call.scope)
-        ]
-
-    def trained_by(self, call: CallSite) -> list[Model]:
-        """Which optimizer trains which network: the models whose parameters the
-        optimizer a `step()`/`zero_grad()` call acts on was given (`opt_G.step()` -> [G])."""
-        return self.training.trains(call)
-
-    @cached_property
     def _trained(self) -> set[int]:
         return {
-            id(m) for loop in self.training_loops for c in loop.calls if (m := self.model_called(c))
+            id(m)
+            for loop in self.training_loops
+            for c in loop.calls
+            if (m := self.models.called(c))
         }
 
     def trained(self, site: Model) -> bool:
@@ -393,7 +279,7 @@ class TorchModule:
         project it is passed to."""
         if id(site) in self._trained:
             return True
-        uses = self.model_uses(site)
+        uses = self.placement.model_uses(site)
         return uses is not None and uses.trains
 
     # -- loops and loaders -----------------------------------------------------------
@@ -433,7 +319,7 @@ class TorchModule:
                 continue
             if loop.takes_one or any(c.method == "backward" for c in loop.calls):
                 continue
-            calls = self.network_calls(loop)
+            calls = self.models.network_calls(loop)
             if calls and self._evaluates(loop, calls):
                 found.append(loop)
         return found
@@ -451,7 +337,7 @@ class TorchModule:
         switched to `.eval()` earlier in the function and not back to `.train()`; at the
         top level of a script or notebook, a loop after its training loops that calls
         nothing of this file but networks (features extracted, predictions made)."""
-        if all(self.grad_disabled(c) for c in calls):
+        if all(self.runs.grad_disabled(c) for c in calls):
             return True
         function = loop.ctx.function
         if self.evaluation_function(function):
@@ -478,51 +364,17 @@ class TorchModule:
             id(c) in networks or self.functions.target(c) is None for c in loop.calls
         )
 
-    @property
-    def dataloaders(self) -> list[DataLoaderSite]:
-        return self._loaders.sites
-
-    @property
-    def factory_loaders(self) -> list[DataLoaderSite]:
-        """The calls of loader factories the project's knowledge names (`factory` set)."""
-        return self._loaders.made
-
-    def loaders_of(self, node: cst.CSTNode, scope: Scope) -> list[Loader]:
-        return self._loaders.of(node, scope)
-
-    def iterables(self, node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-        """What a `for` walks, through enumerate/tqdm/zip and generators that hand on an
-        argument's items."""
-        return self._loaders.iterables(node, scope)
-
-    def handed_on(self, node: cst.Call, scope: Scope) -> cst.BaseExpression | None:
-        """The argument whose items a generator call hands on unchanged."""
-        return self._loaders.handed_on(node, scope)
-
     def walks_unseen_parameter(self, loop: Loop) -> bool:
         """A `for` loop over a parameter of its function that no visible call passes (a
         library function's batches: `def evaluate(model, loader, device)`)."""
         if not isinstance(loop.node, cst.For):
             return False
-        for it in self.iterables(loop.node.iter, loop.ctx.scope):
+        for it in self.loaders.iterables(loop.node.iter, loop.ctx.scope):
             symbol = loop.ctx.scope.lookup_expr(it)
             param = symbol.only(Kind.PARAM) if symbol is not None else None
             if param is not None and self.functions.unseen(param):
                 return True
         return False
-
-    def iterator_of(self, node: cst.BaseExpression, scope: Scope) -> list[Loader]:
-        """The loaders an iterator name walks (`it` bound to `iter(loader)`)."""
-        return self._loaders.iterator_of(node, scope)
-
-    def epoch(self, loader: DataLoaderSite) -> tuple[Loop, Loop] | None:
-        """(a loop over the loader, the loop that repeats it), if it is iterated again
-        and again."""
-        return self._loaders.epoch(loader)
-
-    def reiterated(self, loader: DataLoaderSite) -> CallSite | None:
-        """An `iter(loader)` run again and again (see loaders.py)."""
-        return self._loaders.reiterated(loader)
 
     def restarts_workers(self, loader: DataLoaderSite) -> bool:
         """Workers of this loader would start again and again without
@@ -533,7 +385,7 @@ class TorchModule:
             return False
         if loader.outside is not None and loader.outside.repeated:
             return True
-        return self.epoch(loader) is not None or self.reiterated(loader) is not None
+        return self.loaders.epoch(loader) is not None or self.loaders.reiterated(loader) is not None
 
     def decodes(self, loader: DataLoaderSite) -> tuple[str, bool] | None:
         """What the loader's dataset decodes or augments per sample, and whether it reads
@@ -562,16 +414,6 @@ class TorchModule:
         )
 
     # -- values ----------------------------------------------------------------------
-
-    def constant(self, node: cst.CSTNode, scope: Scope) -> Constant | None:
-        return self.values.constant(node, scope)
-
-    def bindings(self, node: cst.CSTNode, scope: Scope) -> list[Binding]:
-        """Every binding of the name or `self.attr` an expression refers to."""
-        return bindings(node, scope)
-
-    def assigned_values(self, node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]:
-        return assigned_values(node, scope)
 
     def next_statement(self, statement: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement after this one in the same block, if any."""

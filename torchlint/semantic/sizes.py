@@ -13,7 +13,7 @@ from torchlint.semantic.loaders import DataLoaderSite, Loader
 from torchlint.semantic.models import Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.networks import NOT_NETWORKS
-from torchlint.semantic.scopes import Kind, Loop, Scope
+from torchlint.semantic.scopes import Kind, Loop, Scope, assigned_values
 from torchlint.semantic.syntax import MISSING, argument, handed_as_is, int_value
 from torchlint.semantic.workload import HEAVY_STEP
 
@@ -25,7 +25,7 @@ def batch_size_of(
     batch (`x.shape[0]`, `x.size(0)`, `len(x)`, or a name bound once to one of those) for
     `x` a tensor one of `loops` (those around it) draws from a loader whose `batch_size`
     is a constant: that batch size (the last batch may be smaller); None otherwise."""
-    values = module.assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
+    values = assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
     if len(values) == 1:
         expr = values[0]
     tensor = _first_dimension_of(expr)
@@ -99,7 +99,7 @@ def _constant_batch(module: TorchModule, loader: Loader) -> int | None:
     if not isinstance(loader, DataLoaderSite):
         return None  # built in another file: its arguments are not read here
     size = loader.arg("batch_size")
-    found = module.constant(size, loader.call.scope) if size is not MISSING else None
+    found = module.values.constant(size, loader.call.scope) if size is not MISSING else None
     value = found.value if found is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -126,16 +126,16 @@ def trained_on(module: TorchModule, loader: DataLoaderSite) -> list[Model]:
         site
         for loop in loader.loops
         if loop.is_training
-        for c in module.network_calls(loop)
-        if (site := module.model_called(c)) is not None
+        for c in module.models.network_calls(loop)
+        if (site := module.models.called(c)) is not None
     ]
     frameworks = module.frameworks
     for fit in frameworks.fits:
         given = frameworks.fitted(fit)
-        if given is MISSING or loader not in module.loaders_of(given, fit.scope):
+        if given is MISSING or loader not in module.loaders.of(given, fit.scope):
             continue
         model = frameworks.fit_model(fit)
-        site = module.model_of(model, fit.scope) if model is not MISSING else None
+        site = module.models.of(model, fit.scope) if model is not MISSING else None
         if site is not None:
             found.append(site)
     return found
@@ -167,7 +167,7 @@ def heavy_training(module: TorchModule, loader: DataLoaderSite) -> str | None:
     largest = max((size for size in sizes if size is not None), default=0)
     if largest >= HEAVY_STEP:
         return f"a step of a network of {largest // 1_000_000}M parameters"
-    if any(module.heavy_step(loop) for loop in loader.loops if loop.is_training):
+    if any(module.workload.heavy_step(loop) for loop in loader.loops if loop.is_training):
         return "a heavy step (a network of 100M parameters or a pretrained transformer)"
     return None
 

@@ -149,9 +149,9 @@ class Entities:
             if call.qualname in ("iter", "next") and args and not args[0].star:
                 arg = args[0].value
                 if call.qualname == "iter":
-                    found = module.loaders_of(arg, call.scope)
+                    found = module.loaders.of(arg, call.scope)
                 else:  # `next(it)`: where its batches are loaded
-                    found = module.iterator_of(arg, call.scope)
+                    found = module.loaders.iterator_of(arg, call.scope)
                 if found:
                     self.loader_heads.append((start, end, found))
         # Lines using each optimizer (its steps and zero_grad calls) and each model.
@@ -162,7 +162,7 @@ class Entities:
                 built = training.stepped(call)
                 if built is not None:
                     self.optimizer_lines.setdefault(id(built), set()).update(range(start, end + 1))
-            site = module.model_called(call)
+            site = module.models.called(call)
             if site is not None:
                 self.model_lines.setdefault(id(site), set()).update(range(start, end + 1))
 
@@ -233,13 +233,13 @@ class Entities:
                 built = self.module.training.stepped(call)
                 if built is not None:
                     return [self.optimizer(built)]
-                site = self.module.model_of(call.receiver, call.scope) if call.receiver else None
+                site = self.module.models.of(call.receiver, call.scope) if call.receiver else None
                 if isinstance(site, ModelSite):
                     return [self.model(site)]
                 return [self.statement(call)]
             return []
         if kind == MODEL:
-            models = [m for c in calls if isinstance(m := self.module.model_called(c), ModelSite)]
+            models = [m for c in calls if isinstance(m := self.module.models.called(c), ModelSite)]
             preferred = [
                 m
                 for m in models
@@ -264,7 +264,7 @@ class Entities:
             return next(iter(self._at(pattern, v.line)), None)
         calls = self.starts.get((v.line, v.column)) or self.at_line(v.line)
         if kind == LOADER:
-            by_call = {id(s.call): s for s in self.module.dataloaders}
+            by_call = {id(s.call): s for s in self.module.loaders.sites}
             loader = next((by_call[id(c)] for c in calls if id(c) in by_call), None)
             return self.loader(loader) if loader is not None else None
         if kind == OPTIMIZER:
@@ -278,7 +278,7 @@ class Entities:
     def _built_model(self, line: int) -> ModelSite | None:
         """The innermost model whose construction covers the line."""
         best: tuple[int, ModelSite] | None = None
-        for site in self.module.models:
+        for site in self.module.models.sites:
             r = self.positions[site.construction.node]
             if r.start.line <= line <= r.end.line:
                 size = r.end.line - r.start.line
@@ -459,7 +459,7 @@ def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppr
     reason = None
     if p.cls == "SynchronizedDataLoaderPattern":
         reason = _loader_left_alone(_loader_site(entry.entity, entities), entities.module)
-    elif p.cls == "OptimizerSingleTensorPattern" and not entities.module.uses_gpu:
+    elif p.cls == "OptimizerSingleTensorPattern" and not entities.module.placement.uses_gpu:
         reason = "the script trains on no GPU"  # TL605: fused kernels pay off on a GPU
     if reason is not None:
         return f"{codes} leaves it alone: {reason}"
@@ -469,7 +469,7 @@ def _why(p: Pattern, entry: _Seen, entities: Entities, selected: set[str], suppr
 def _loader_left_alone(site: DataLoaderSite, module: TorchModule) -> str | None:
     """Which of the cases TL201's doc leaves alone this loader is: PyTorch's pattern
     fires on every loader without workers, the rule only where workers pay off."""
-    if not module.uses_gpu:
+    if not module.placement.uses_gpu:
         return "the script trains on no GPU"
     if site.opaque:
         return "its options come from `*args` or a `**` dict the file does not show"
@@ -483,7 +483,7 @@ def _loader_left_alone(site: DataLoaderSite, module: TorchModule) -> str | None:
 
 
 def _loader_site(entity: Entity, entities: Entities) -> DataLoaderSite:
-    return next(s for s in entities.module.dataloaders if id(s) == entity.key)
+    return next(s for s in entities.module.loaders.sites if id(s) == entity.key)
 
 
 def _anchor_line(entity: Entity, entities: Entities) -> int | None:
