@@ -1,11 +1,14 @@
 """TL305 ddp-accumulation-without-no-sync: DDP all-reduces on every accumulation step.
 
 What: a training loop over a `DistributedDataParallel` model (called in the loop, or
-passed to a call in it: `compute_loss(ddp_model, batch)`) that accumulates gradients
-(the backward pass runs on every batch, the optimizer steps only under `if (step + 1) %
-accumulation == 0:`), in a file that never calls `no_sync()` (nor sets
-`require_backward_grad_sync`). Files managed by Lightning, Accelerate, DeepSpeed or the
-transformers Trainer are not checked (their accumulation skips the all-reduce).
+passed to a call in it: `compute_loss(ddp_model, batch)`; wrapped here, or by a helper
+of another file of the project that returns the model it is given wrapped: yolov5's
+`model = smart_DDP(model)`) that accumulates gradients (the backward pass runs on every
+batch, the optimizer steps only under `if (step + 1) % accumulation == 0:`, or under
+yolov5's `if ni - last_opt_step >= accumulate:` whose body sets `last_opt_step = ni`),
+in a file that never calls `no_sync()` (nor sets `require_backward_grad_sync`). Files
+managed by Lightning, Accelerate, DeepSpeed or the transformers Trainer are not checked
+(their accumulation skips the all-reduce).
 
 Why: DDP all-reduces the gradients during every `backward()`. With accumulation only
 the last micro-batch's all-reduce is needed: the ones before it send the whole
@@ -58,9 +61,19 @@ import libcst as cst
 
 from torchlint.fixes import FixSafety
 from torchlint.rule import Diagnostic, Rule
-from torchlint.semantic import CallSite, Loop, TorchModule, bindings, is_periodic
+from torchlint.semantic import (
+    CallSite,
+    Loop,
+    TorchModule,
+    bindings,
+    contains,
+    dotted_name,
+    is_periodic,
+)
+from torchlint.text.walk import descendants
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
+GREATER_EQUAL = cst.GreaterThanEqual
 
 
 class DdpAccumulationWithoutNoSync(Rule):
@@ -71,7 +84,9 @@ class DdpAccumulationWithoutNoSync(Rule):
     skips_managed = True
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
-        if not module.calls_to(DDP) or module.method_calls("no_sync"):
+        if module.method_calls("no_sync"):
+            return
+        if not module.calls_to(DDP) and not any(_wraps_ddp(module, c) for c in module.calls):
             return
         if any(
             target.attr.value == "require_backward_grad_sync"
@@ -79,7 +94,7 @@ class DdpAccumulationWithoutNoSync(Rule):
         ):
             return
         for loop in module.step_loops:
-            if not loop.steps or not all(is_periodic(step) for step in loop.steps):
+            if not loop.steps or not all(_accumulates(step) for step in loop.steps):
                 continue
             every_batch = [b for b in loop.backwards if not is_periodic(b)]
             if not every_batch or not _trains_ddp(module, loop):
@@ -110,7 +125,48 @@ def _trains_ddp(module: TorchModule, loop: Loop) -> bool:
 
 def _holds_ddp(module: TorchModule, expr: cst.BaseExpression, call: CallSite) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute)) and any(
-        isinstance(value, cst.Call) and module.resolve(value.func, b.ctx.scope) == DDP
+        isinstance(value, cst.Call)
+        and (
+            module.resolve(value.func, b.ctx.scope) == DDP
+            or ((site := module.functions.site(value)) is not None and _wraps_ddp(module, site))
+        )
         for b in bindings(expr, call.scope)
         if (value := b.value) is not None
     )
+
+
+def _wraps_ddp(module: TorchModule, call: CallSite) -> bool:
+    """A call of a function of another file of the project that wraps the model it is
+    given in DistributedDataParallel (yolov5's `model = smart_DDP(model)`)."""
+    found = module.functions.external(call)
+    return found is not None and found[0].wraps == DDP
+
+
+def _accumulates(step: CallSite) -> bool:
+    """The optimizer step runs every N micro-batches: under `if (i + 1) % N == 0:`, or
+    under `if ni - last_step >= N:` whose body sets `last_step` (yolov5's gate)."""
+    if is_periodic(step):
+        return True
+    for if_ in step.ctx.ifs:
+        test = if_.test
+        if not contains(if_.body, step.node) or not isinstance(test, cst.Comparison):
+            continue
+        left, ops = test.left, test.comparisons
+        if len(ops) != 1 or not isinstance(ops[0].operator, (cst.GreaterThan, GREATER_EQUAL)):
+            continue
+        if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Subtract):
+            last = dotted_name(left.right)
+            if last is not None and last in _assigned(if_.body):
+                return True
+    return False
+
+
+def _assigned(body: cst.BaseSuite) -> set[str]:
+    """The names and attributes a block assigns."""
+    return {
+        name
+        for node in descendants(body)
+        if isinstance(node, cst.Assign)
+        for target in node.targets
+        if (name := dotted_name(target.target)) is not None
+    }

@@ -19,7 +19,7 @@ from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loader_classes import loader_class
 from torchlint.semantic.loaders import Elsewhere, Loader
 from torchlint.semantic.loops import is_periodic
-from torchlint.semantic.models import Model, ModelSite
+from torchlint.semantic.models import PARALLEL_WRAPPERS, Model, ModelSite
 from torchlint.semantic.module import TorchModule
 from torchlint.semantic.portable import OPTIMIZER, SCALER, Effect, Network, Value, join_values
 from torchlint.semantic.samples import text_samples
@@ -214,7 +214,21 @@ class _Exporter:
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
             saves=self.module.checkpoints.saved_parameters(node),
+            wraps=self.wrapper(functions.returns(node), scope),
         )
+
+    def wrapper(self, nodes: list[cst.BaseExpression], scope: Scope) -> str | None:
+        """The parallel wrapper every `return` puts around a parameter of the function
+        (`return DDP(model, device_ids=[rank])`: a helper that wraps the model it is
+        given), by its qualified name."""
+        found = {
+            scope.resolve(n.func)
+            if isinstance(n, cst.Call) and n.args and self.own_param(n.args[0].value, scope)
+            else None
+            for n in nodes
+        }
+        wrapper = found.pop() if len(found) == 1 else None
+        return wrapper if wrapper in PARALLEL_WRAPPERS else None
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
         """Each element of the tuple a function returns, where every `return` returns a

@@ -45,6 +45,7 @@ class Function:
     yields: int | None = None  # a generator handing on the items of its parameter #i
     effects: tuple[tuple[str, Effect], ...] = ()  # parameter name -> what it does with it
     saves: tuple[str, ...] = ()  # parameters it hands `torch.save` as the path
+    wraps: str | None = None  # what every `return` wraps a parameter in (`return DDP(model)`)
     kind: ClassVar[str] = "function"
 
     def parameter(self, index: int | None, keyword: str | None, offset: int) -> str | None:
