@@ -104,8 +104,12 @@ a step one sync costs little. Low too for any value read in a full-batch teachin
 (`for epoch in range(n):`, no loader, the network called on whole tensors bound before
 the loop): each step is an epoch, so it syncs once per epoch. Low for a step of
 networks of under 1M parameters counted from their layers: microseconds of GPU work to
-wait for, nothing for the CPU to run ahead of. `torch.cuda.synchronize()`
-and values accumulated every step (`total += loss.item()`) stay high. In evaluation
+wait for, nothing for the CPU to run ahead of. Low for a read once per optimizer step
+of several micro-batches (outside a nested `for micro_step in range(K):` loop that runs
+the backward pass, K a constant of at least 4 or a name for accumulation). A gate `if
+step % N == 0:` whose N reads 1 (`log_interval = 1`) opens every step.
+`torch.cuda.synchronize()` and values accumulated every step (`total += loss.item()`)
+stay high. In evaluation
 loops: high where evaluating is the program's work (an inference or evaluation script);
 low in a program that also trains (a pass between epochs is a small share of the run),
 for outputs collected on the host (`.cpu()`, `.numpy()`, `.tolist()`: what metrics
@@ -136,7 +140,6 @@ from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
 from torchlint.rule import Diagnostic, Rule
 from torchlint.semantic import (
-    CHAIN,
     HOST_READS,
     MISSING,
     CallSite,
@@ -149,7 +152,6 @@ from torchlint.semantic import (
     cpu_tensor,
     dotted_name,
     fed_numbers,
-    is_periodic,
     left_on_host,
     legacy_read,
     legacy_reads,
@@ -161,6 +163,7 @@ from torchlint.semantic import (
     read_inside,
     runs_once,
     tensor_rows,
+    under_full_batch,
 )
 from torchlint.text.walk import descendants
 
@@ -229,7 +232,7 @@ class HostSyncInTrainingLoop(Rule):
                 if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
                     continue
                 what = _sync(module, call, tensors)
-                if what is None or is_periodic(call):
+                if what is None or module.runs.rare(call):
                     continue
                 if tested is None:
                     tested = names_tested(loop)
@@ -243,11 +246,13 @@ class HostSyncInTrainingLoop(Rule):
                     why = DECIDES
                 if why == HEAVY and not _progress(call):
                     why = None  # accumulating a value every step: the TP case
+                if why is None and what != SYNCHRONIZE:
+                    why = _accumulated(module, call, loop)
                 yield self._step_sync(call.node, what, why)
             for read, placed, target in legacy_reads(
                 set(loop.losses), loop.assignments, loop.calls
             ):
-                if id(placed.ctx.statement) in seen or is_periodic(placed):
+                if id(placed.ctx.statement) in seen or module.runs.rare(placed):
                     continue
                 if _rare(module, placed, loop):
                     continue
@@ -275,7 +280,7 @@ class HostSyncInTrainingLoop(Rule):
             output = module.frameworks.ignite_output(function) if function in ignite else set()
             for node, what, placed in _function_syncs(module, function, tensors):
                 if placed is not None:
-                    if is_periodic(placed) or id(placed.ctx.statement) in seen:
+                    if module.runs.rare(placed) or id(placed.ctx.statement) in seen:
                         continue
                     if id(placed.ctx.statement) in output:
                         continue  # the engine's output: its handlers read it every iteration
@@ -305,7 +310,7 @@ class HostSyncInTrainingLoop(Rule):
                 else:
                     advice = "return the tensor and sync every N steps, or keep it on the device"
                 local = why.endswith("called every training step")
-                why_low = _loops_low(module, function) if local else None
+                why_low = FULL_BATCH if local and under_full_batch(module, function) else None
                 yield self.diagnostic(
                     node,
                     f"{what} in `{function.name.value}` ({why}) blocks until the GPU has "
@@ -341,7 +346,7 @@ class HostSyncInTrainingLoop(Rule):
                 if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
                     continue
                 what = _sync(module, call, tensors)
-                if what is None or what == SYNCHRONIZE or is_periodic(call):
+                if what is None or what == SYNCHRONIZE or module.runs.rare(call):
                     continue
                 if any(contains(if_.test, call.node) for if_ in call.ctx.ifs):
                     continue  # needed on the host to decide what runs next
@@ -401,18 +406,14 @@ def _low(module: TorchModule, loop: Loop) -> str | None:
     return FULL_BATCH if module.workload.full_batch(loop) else None
 
 
-def _loops_low(module: TorchModule, function: cst.FunctionDef) -> str | None:
-    """Why a sync in a function the file's step loops call gains little to remove: the
-    step loops whose calls reach it (up their chains of callers) are all full-batch
-    loops (each step is an epoch)."""
-    loops: list[Loop] = []
-    frontier, seen = [function], {id(function)}
-    for _ in range(CHAIN + 1):
-        callers = [c for f in frontier for c, _ in module.functions.callers(f)]
-        loops += [loop for c in callers for loop in c.ctx.loops if loop.is_step_loop]
-        frontier = [f for c in callers if (f := c.ctx.function) and id(f) not in seen]
-        seen.update(id(f) for f in frontier)
-    return FULL_BATCH if loops and all(module.workload.full_batch(loop) for loop in loops) else None
+def _accumulated(module: TorchModule, call: CallSite, loop: Loop) -> str | None:
+    """Why the call runs once per optimizer step of several micro-batches, if it does."""
+    count = module.workload.micro_batches(loop, call.node)
+    if count is None:
+        return None
+    if count:
+        return f"once per optimizer step of {count} micro-batches"
+    return "once per optimizer step of several micro-batches (gradient accumulation)"
 
 
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:

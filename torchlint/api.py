@@ -40,7 +40,6 @@ from torchlint.results import Impact
 from torchlint.rule import TRAINS, Diagnostic, Rule
 from torchlint.semantic import (
     BILLION,
-    CHAIN,
     DATALOADER,
     DATALOADER_PARAMS,
     GRAD,
@@ -120,6 +119,7 @@ from torchlint.semantic import (
     toy,
     trained_on,
     typed_copies,
+    under_full_batch,
     unmoved_batch_tensors,
 )
 from torchlint.text.walk import children, descendants, walk
@@ -130,7 +130,6 @@ __all__ = [
     "AMPERE",
     "API_VERSION",
     "BILLION",
-    "CHAIN",
     "DATALOADER",
     "DATALOADER_PARAMS",
     "GRAD",
@@ -244,6 +243,7 @@ __all__ = [
     "toy",
     "trained_on",
     "typed_copies",
+    "under_full_batch",
     "unmoved_batch_tensors",
     "walk",
     "workers_fix",

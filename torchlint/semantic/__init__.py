@@ -39,7 +39,6 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         unmoved_batch_tensors,
     )
     from torchlint.semantic.flow import (
-        CHAIN,
         GRAD,
         Flow,
         Region,
@@ -49,6 +48,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         per_step_functions,
         step_regions,
         tensor_rows,
+        under_full_batch,
     )
     from torchlint.semantic.frameworks import hf_trainer, lightning, opaque
     from torchlint.semantic.gradients import Frozen
@@ -106,7 +106,6 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
 
 __all__ = [
     "BILLION",
-    "CHAIN",
     "DATALOADER",
     "DATALOADER_PARAMS",
     "GRAD",
@@ -188,6 +187,7 @@ __all__ = [
     "toy",
     "trained_on",
     "typed_copies",
+    "under_full_batch",
     "unmoved_batch_tensors",
 ]
 

@@ -324,3 +324,16 @@ def _unwrapped(node: cst.BaseExpression) -> cst.BaseExpression:
     ):
         return node.args[0].value
     return node
+
+
+def under_full_batch(module: TorchModule, function: cst.FunctionDef) -> bool:
+    """The step loops whose calls reach `function` (up its chains of callers, CHAIN
+    deep) are all full-batch loops: each step is an epoch."""
+    loops: list[Loop] = []
+    frontier, seen = [function], {id(function)}
+    for _ in range(CHAIN + 1):
+        callers = [c for f in frontier for c, _ in module.functions.callers(f)]
+        loops += [loop for c in callers for loop in c.ctx.loops if loop.is_step_loop]
+        frontier = [f for c in callers if (f := c.ctx.function) and id(f) not in seen]
+        seen.update(id(f) for f in frontier)
+    return bool(loops) and all(module.workload.full_batch(loop) for loop in loops)

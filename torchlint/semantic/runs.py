@@ -11,7 +11,7 @@ import libcst as cst
 from torchlint.semantic.external import Callers, Environment
 from torchlint.semantic.frameworks import Frameworks
 from torchlint.semantic.functions import Functions
-from torchlint.semantic.loops import is_periodic, names_tested
+from torchlint.semantic.loops import Placed, is_periodic, names_tested
 from torchlint.semantic.scopes import CallSite, Context, Scope, assigned_once, assigned_to
 from torchlint.semantic.syntax import bool_value, contains, dotted_name, names_read, str_value
 from torchlint.semantic.values import Constant, Values
@@ -143,6 +143,11 @@ class Runs:
         if not found or any(p is None for p in found):
             return None
         return min(p for p in found if p is not None)
+
+    def rare(self, call: Placed) -> bool:
+        """The call runs on a few steps only (`is_periodic`), unless the `N` of the
+        `if step % N == 0:` around it reads 1 (`log_interval = 1`: every step)."""
+        return is_periodic(call) and (not isinstance(call, CallSite) or self.period(call) != 1)
 
     def _modulus(self, if_: cst.If, scope: Scope) -> int | None:
         """The `N` of a `% N` in the test (0 when it is not an int constant); None

@@ -16,7 +16,14 @@ from torchlint.semantic.loops import Training
 from torchlint.semantic.models import Model, Models, ModelSite
 from torchlint.semantic.networks import BILLION, Networks, size_in_name, toy
 from torchlint.semantic.scopes import CallSite, Kind, Loop, Scope
-from torchlint.semantic.syntax import MISSING, argument, names_read, str_value
+from torchlint.semantic.syntax import (
+    MISSING,
+    argument,
+    contains,
+    dotted_name,
+    names_read,
+    str_value,
+)
 from torchlint.semantic.values import Values
 
 LOW_PRECISION = ("torch.float16", "torch.half", "torch.bfloat16")
@@ -273,6 +280,31 @@ class Workload:
             call.node.args and all(self._bound_before(a.value, loop) for a in call.node.args)
             for call in calls
         )
+
+    def micro_batches(self, loop: Loop, node: cst.CSTNode) -> int | None:
+        """How many micro-batches the step loop runs per pass around `node` (which runs
+        once per pass): a loop nested in it, not holding `node`, runs the backward pass
+        and no optimizer step `range(K)` times, K a constant of at least 4 (0: a name
+        for accumulation, `gradient_accumulation_steps`, whose value cannot be read);
+        None otherwise."""
+        for inner in loop.inner:
+            step = inner.node
+            if not inner.backwards or inner.steps or contains(step, node):
+                continue  # accumulating: backward passes, the optimizer steps after
+            if not isinstance(step, cst.For):
+                continue
+            source = step.iter
+            if not isinstance(source, cst.Call) or len(source.args) != 1:
+                continue
+            if inner.ctx.scope.resolve(source.func) != "range":
+                continue
+            count = source.args[0].value
+            found = self.values.constant(count, inner.ctx.scope)
+            if found is not None and type(found.value) is int and found.value >= 4:
+                return found.value
+            if found is None and "accum" in (dotted_name(count) or "").lower():
+                return 0
+        return None
 
     def _whole_data_step(self, loop: Loop) -> bool:
         """The loop's calls of functions of this file that train (a backward pass) pass
