@@ -6,45 +6,47 @@ class of an `optim` package, one named `*Optimizer`), `scaler.step(opt)`, a warm
 wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
 `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of
 the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the
-loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read),
-or `torch.cuda.synchronize()`; also such calls in the functions of the file the loop
-calls every step, down to four calls (the message names the chain; low impact under a
-full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step
-function's `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop
-calls: `compute_loss(pred, y)`) and in the
-`forward` of a network the loop trains (not a value such a function returns that every
-caller tests in an `if`/`while` of its loop: an LR finder's divergence break needs it on
-the host). In PyTorch Lightning, the `training_step` of a LightningModule (Lightning runs
-it once per optimizer step, around its own backward and step) and the functions of the
-file it calls, every step: `self.log("loss", loss.item())` is the common case; in
-PyTorch-Ignite, the process function of an `Engine` that trains (`return loss.item()`,
-read by its handlers). Not reported: calls under a periodic condition (`if step % 100 ==
-0:`, `if not i % log_every:`; `if rank == 0:` compares a name no loop changes: every
-step of the main process), anything outside the per-step loop (once per epoch is
-fine), `y.cpu()` of a batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a
-read of a tensor built on the CPU on purpose (`torch.zeros((), device="cpu")`,
-`torch.from_numpy(...)`, what a method or `+=` keeps there), a helper's read of a
-parameter every call of the file feeds a Python number (a logger's `if isinstance(v,
-Tensor): v = v.item()` given the learning rate), a
-call in a branch for another backend (`if device.type == "mps":`, `mps = "mps" in
-device.type; if mps:`, a CPU-only branch: not the CUDA path), a call in a branch that ends
-the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if torch.isnan(loss):
-print(loss.item()); sys.exit(1)` runs at most once), and a call under a flag that is off
-by default (an argparse option, config entry or constant set to False/None): any for
-`torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in timing), one whose name
-says timing, profiling or debugging for a value read (`if args.profile:`; not `if
-args.with_tracking:`, a mode users run with), or a class's flag from a parameter default
-no call of the file overrides (`self.autobalance` of `__init__(..., autobalance=False)`).
-One finding per statement (a progress `print` of several values is one sync). Only files
-that use a GPU are checked (on the CPU there is nothing to wait for); a device from
-`torch.accelerator` counts. A loop that runs on the CPU in such a file (its networks
-built here and moved to the CPU, nowhere else, its batches never copied: the CPU half of a
-notebook that moves to the GPU later) is left alone. Also, in evaluation loops (a
-network run over a loader's batches with no backward pass, outside any training step,
-under `torch.no_grad()`, after `.eval()` or in a function named for evaluation:
-`evaluate`, `validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU
-waits for each batch before it prepares the next. The rows of a GPU tensor a nested loop
-walks (`for *box, conf, cls in det:` then `int(cls)`) are read one wait per row.
+loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a
+read), or `torch.cuda.synchronize()`; also such calls in the functions of the file the
+loop calls every step, down to four calls (the message names the chain; low impact under
+a full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step function's
+`return loss.data[0] / len(x)`, the `__call__` of a loss object the loop calls:
+`compute_loss(pred, y)`) and in the `forward` of a network the loop trains (not a value
+such a function returns that every caller tests in an `if`/`while` of its loop, an LR
+finder's divergence break, or hands to an environment's `step`, an RL agent's action:
+the host needs it; nor a container filling up, `if len(pool) < size:
+pool.append(x.cpu())`, which opens on the first steps only). In PyTorch Lightning, the
+`training_step` of a LightningModule (Lightning runs it once per optimizer step, around
+its own backward and step) and the functions of the file it calls, every step:
+`self.log("loss", loss.item())` is the common case; in PyTorch-Ignite, the process
+function of an `Engine` that trains (`return loss.item()`, read by its handlers). Not
+reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
+log_every:`; `if rank == 0:` compares a name no loop changes: every step of the main
+process), anything outside the per-step loop (once per epoch is fine), `y.cpu()` of a
+batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a read of a tensor
+built on the CPU on purpose (`torch.zeros((), device="cpu")`, `torch.from_numpy(...)`,
+what a method or `+=` keeps there), a helper's read of a parameter every call of the
+file feeds a Python number (a logger's `if isinstance(v, Tensor): v = v.item()` given
+the learning rate), a call in a branch for another backend (`if device.type == "mps":`,
+`mps = "mps" in device.type; if mps:`, a CPU-only branch: not the CUDA path), a call in
+a branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
+torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under
+a flag that is off by default (an argparse option, config entry or constant set to
+False/None): any for `torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in
+timing), one whose name says timing, profiling or debugging for a value read (`if
+args.profile:`; not `if args.with_tracking:`, a mode users run with), or a class's flag
+from a parameter default no call of the file overrides (`self.autobalance` of
+`__init__(..., autobalance=False)`). One finding per statement (a progress `print` of
+several values is one sync). Only files that use a GPU are checked (on the CPU there is
+nothing to wait for); a device from `torch.accelerator` counts. A loop that runs on the
+CPU in such a file (its networks built here and moved to the CPU, nowhere else, its
+batches never copied: the CPU half of a notebook that moves to the GPU later) is left
+alone. Also, in evaluation loops (a network run over a loader's batches with no backward
+pass, outside any training step, under `torch.no_grad()`, after `.eval()` or in a
+function named for evaluation: `evaluate`, `validate`, `test_*`, `predict`, `infer*`), a
+sync on every batch: the CPU waits for each batch before it prepares the next. The rows
+of a GPU tensor a nested loop walks (`for *box, conf, cls in det:` then `int(cls)`) are
+read one wait per row.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -411,9 +413,7 @@ def _accumulated(module: TorchModule, call: CallSite, loop: Loop) -> str | None:
     count = module.workload.micro_batches(loop, call.node)
     if count is None:
         return None
-    if count:
-        return f"once per optimizer step of {count} micro-batches"
-    return "once per optimizer step of several micro-batches (gradient accumulation)"
+    return f"once per optimizer step of {count or 'several'} micro-batches"
 
 
 def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:

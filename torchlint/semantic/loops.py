@@ -370,15 +370,48 @@ def is_periodic(site: Placed) -> bool:
     (not the `else`) of an `if` whose test has a `%` (`if step % 100 == 0:`, `if not i %
     log_every:`), or compares a counter with an int: below a small bound (`if ni < 3:`,
     the first batches), or equal to one value (`if i == 0:`, `if i == len(loader) - 1:`,
-    once per loop); or it is in such a test after an `and` that has a `%` (`if step % 100
+    once per loop), or fills a container (`if len(pool) < size: pool.append(x)`: until it
+    is full); or it is in such a test after an `and` that has a `%` (`if step % 100
     == 0 and loss.isnan():` tests the loss every 100 steps)."""
     return any(
         (
-            (has_modulo(if_.test) or (_few(if_.test) and _counts_passes(site, if_)))
+            (has_modulo(if_.test) or (_few(if_.test) and _counts_passes(site, if_)) or _fills(if_))
             and contains(if_.body, site.node)
         )
         or _gated_by_modulo(if_.test, site.node)
         for if_ in site.ctx.ifs
+    )
+
+
+def _fills(if_: cst.If) -> bool:
+    """`if len(buffer) < size:` whose body adds to `buffer` (an image pool or a replay
+    buffer filling up): it opens until the container is full, then never."""
+    test = if_.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    (right,) = test.comparisons
+    if isinstance(right.operator, (cst.LessThan, cst.LessThanEqual)):
+        measured = test.left
+    elif isinstance(right.operator, (cst.GreaterThan, cst.GreaterThanEqual)):
+        measured = right.comparator
+    else:
+        return False
+    if not (
+        isinstance(measured, cst.Call)
+        and dotted_name(measured.func) == "len"
+        and len(measured.args) == 1
+    ):
+        return False
+    container = dotted_name(measured.args[0].value)
+    return container is not None and any(
+        (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("append", "extend", "insert")
+            and dotted_name(node.func.value) == container
+        )
+        or (isinstance(node, cst.AugAssign) and dotted_name(node.target) == container)
+        for node in descendants(if_.body)
     )
 
 

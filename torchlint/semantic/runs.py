@@ -290,21 +290,48 @@ class Runs:
         return False
 
     def returned_to_tests(self, function: cst.FunctionDef, call: CallSite) -> bool:
-        """The call is what `function` returns (`return loss.item()`), and every call of it
-        in the file binds the value to a name an `if`/`while` of the loop around that call
-        tests (`loss = self._train_batch(it)` ... `if loss > diverge * best: break`): the
-        host needs the value there."""
-        statement = call.ctx.statement
-        returned = isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(small, cst.Return) and small.value is call.node for small in statement.body
-        )
-        callers = self.functions.callers(function) if returned else []
+        """The call's value is what `function` returns (`return loss.item()`, or a name
+        bound to it and returned: `action = int(q.argmax().item())` ... `return action`),
+        and every call of it in the file binds the value to a name the host needs: one
+        an `if`/`while` of the loop around that call tests (`loss = self._train_batch(it)`
+        ... `if loss > diverge * best: break`), or one handed to an environment's `step`
+        (`action = self.get_action(net)`, `self.env.step(action)`: an RL agent acting)."""
+        if not self._returned(function, call):
+            return False
+        callers = self.functions.callers(function)
         for caller, _ in callers:
             loops = caller.ctx.loops
             targets = {n for t in assigned_to(caller) for n in names_read(t)}
-            if not loops or not targets & names_tested(loops[-1]):
+            if loops and targets & names_tested(loops[-1]):
+                continue
+            if not (targets and self._stepped_env(caller, targets)):
                 return False
         return bool(callers)
+
+    def _returned(self, function: cst.FunctionDef, call: CallSite) -> bool:
+        statement = call.ctx.statement
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Return) and small.value is call.node:
+                return True
+            if isinstance(small, cst.Assign) and contains(small.value, call.node):
+                bound = {n for t in small.targets for n in names_read(t.target)}
+                returned = self.functions.returns(function)
+                return any(dotted_name(r) in bound for r in returned)
+        return False
+
+    def _stepped_env(self, caller: CallSite, targets: set[str]) -> bool:
+        """A call in the caller's function hands one of `targets` to an environment's
+        `step` (`env.step(action)`, `self.env.step(action)`)."""
+        function = caller.ctx.function
+        return any(
+            c.ctx.function is function
+            and c.method == "step"
+            and "env" in (dotted_name(c.receiver) or "").rpartition(".")[2].lower()
+            and any(set(names_read(a.value)) & targets for a in c.node.args)
+            for c in self.functions.facts.calls
+        )
 
     def opt_in(self, ctx: Context, node: cst.CSTNode, named: bool = False) -> bool:
         """`node` runs only when a flag that is off by default is on: it is in the body of
