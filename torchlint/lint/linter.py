@@ -91,45 +91,6 @@ class _Pass:
     summary: Summary | None  # of the text before the pass (`_diagnostics`)
 
 
-def _diagnostics(
-    module: cst.Module,
-    path: str,
-    rules: Sequence[Rule],
-    settings: Settings,
-    on_rule_error: RuleErrorHandler | None = None,
-    env: Environment | None = None,
-    every: Sequence[Rule] = (),
-    summary: bool = True,
-) -> tuple[list[Diagnostic], Summary | None]:
-    """The findings of `rules`; of `every` rule in a file of a project (`env`): what a
-    rule looks for may be in another file. There, also the file's summary (unless not
-    wanted: `summary`)."""
-    found: list[Diagnostic] = []
-    told = None
-    try:
-        model = build(module, path, settings, env)
-        try:
-            if env is not None and env.path is not None:
-                if summary:
-                    told = summarize(model)
-                rules = every
-            for rule in rules:
-                try:
-                    if rule.applies(model):  # all of a rule's findings, or none
-                        found.extend(list(rule.check(model)))
-                except RecursionError:
-                    raise
-                except Exception as exc:
-                    if on_rule_error is None:
-                        raise
-                    on_rule_error(rule.code, exc)
-        finally:
-            model.release()
-    except RecursionError:
-        raise LintError(TOO_DEEP) from None
-    return found, told
-
-
 def _positions(
     module: cst.Module,
     diagnostics: Sequence[Diagnostic] = (),
@@ -190,10 +151,33 @@ class Linter:
         rules: Sequence[Rule],
         env: Environment | None = None,
     ) -> tuple[list[Diagnostic], Summary | None]:
+        """The findings of `rules`; of every rule of the linter in a file of a project
+        (`env`): what a rule looks for may be in another file. There, also the file's
+        summary (unless the linter leaves it out: `summary`). A rule that raises goes to
+        `on_rule_error` (else `_failed`); the fixes of findings not shown, or unfixable,
+        are dropped."""
         handler = self.on_rule_error or self._failed
-        found, told = _diagnostics(
-            module, path, rules, self.settings, handler, env, self.rules, self.summary
-        )
+        found: list[Diagnostic] = []
+        told = None
+        try:
+            model = build(module, path, self.settings, env)
+            try:
+                if env is not None and env.path is not None:
+                    if self.summary:
+                        told = summarize(model)
+                    rules = self.rules
+                for rule in rules:
+                    try:
+                        if rule.applies(model):  # all of a rule's findings, or none
+                            found.extend(list(rule.check(model)))
+                    except RecursionError:
+                        raise
+                    except Exception as exc:
+                        handler(rule.code, exc)
+            finally:
+                model.release()
+        except RecursionError:
+            raise LintError(TOO_DEEP) from None
         if self.unfixable or not self.low_impact:
             found = [
                 dataclasses.replace(d, fix=None)
