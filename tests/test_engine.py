@@ -356,9 +356,7 @@ def test_an_analysed_files_tree_is_freed_without_the_cyclic_collector():
         for env in (None, Environment(path="train.py")):  # alone, and in a project
             module = parser.parse(source)
             tree = id(module)
-            found, _ = linter._diagnostics(
-                module, "train.py", rules, settings, env=env, every=rules
-            )
+            found, _ = Linter(rules, settings)._diagnostics(module, "train.py", rules, env=env)
             assert found
             del module
             assert not any(type(o) is cst.Module and id(o) == tree for o in gc.get_objects())

@@ -28,7 +28,7 @@ from torchlint.fixes import (
     fix,
     text_edits,
 )
-from torchlint.lint.linter import _diagnostics, _positions, applies
+from torchlint.lint.linter import Linter, _positions, applies
 from torchlint.lint.parser import parse
 from torchlint.results import TextEdit
 from torchlint.text.positions import NodePositions
@@ -36,6 +36,9 @@ from torchlint.text.source import split_lines
 
 from .conftest import FIXTURES
 from .test_properties import LINTER, script
+
+# Every finding carries its fix, a low-impact one's too.
+EVERY_FIX = Linter(LINTER.rules, LINTER.settings, low_impact=True)
 
 
 def apply_edits(text: str, edits: tuple[TextEdit, ...]) -> str:
@@ -52,7 +55,7 @@ def assert_every_fix_matches(source: str) -> int:
     if not rules:
         return 0
     module = parse(source)
-    found, _ = _diagnostics(module, "t.py", rules, LINTER.settings)
+    found, _ = EVERY_FIX._diagnostics(module, "t.py", rules)
     diagnostics = [d for d in found if d.fix]
     positions = _positions(module, diagnostics, with_edits=True)
     for d in diagnostics:

@@ -29,6 +29,8 @@ from torchlint.cli.progress import Progress
 from torchlint.cli.progress import wanted as progress_wanted
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torchlint.cli.watch import Stamps
     from torchlint.config.load import Config
     from torchlint.config.plan import PerFileIgnores, RunPlan
@@ -142,9 +144,12 @@ def check(options: CheckOptions) -> int:
 
 def _check(options: CheckOptions, paths: list[str]) -> int:
     """One run: the plan made (the config read again: `--watch` follows its changes),
-    the files checked (or standard input, or `--add-noqa`) and reported."""
+    the files found and checked (or standard input), and reported (or, `--add-noqa`,
+    their findings' lines commented)."""
     from torchlint.config.load import ConfigError
-    from torchlint.run.files import Interrupted
+    from torchlint.run.cache import location
+    from torchlint.run.files import Interrupted, run
+    from torchlint.run.runner import discover
 
     try:
         run_plan = plan(options)
@@ -166,19 +171,37 @@ def _check(options: CheckOptions, paths: list[str]) -> int:
     try:
         if options.verbose:
             settings.verbose(run_plan)
-        if options.add_noqa:
-            return _add_noqa(options, run_plan, paths, force_exclude)
         warnings: list[str] = []
-        if options.stdin:
+        if options.stdin:  # never with --add-noqa
             results = _stdin(options, run_plan, force_exclude)
             if results is None:
                 return EXIT_CLEAN
         else:
+            found = discover(paths, run_plan.config, force_exclude=force_exclude)
+            on_result, progress = _progress(options, len(found.files))
+            mode, edits = _mode(options)
             try:
-                results, warnings = _files(options, run_plan, paths, force_exclude)
+                try:
+                    cache_dir = None if options.no_cache else location(run_plan.config.root)
+                    ran = run(
+                        run_plan,
+                        found.files,
+                        mode,
+                        edits=edits,
+                        cache_dir=cache_dir,
+                        bases=found.bases,
+                        walked=found.walked,
+                        on_result=on_result,
+                    )
+                finally:
+                    if progress is not None:
+                        progress.close()
             except Interrupted as exc:
                 output.interrupted(exc)
                 return EXIT_INTERRUPTED
+            results, warnings = found.errors + ran.results, found.warnings
+        if options.add_noqa:
+            return _add_noqa(options, run_plan, results, warnings)
         if options.verbose:
             note(f"done in {run_time():.2f} s ({time.monotonic() - started:.2f} s checking)")
         return output.report(options, run_plan, results, warnings, out)
@@ -233,56 +256,32 @@ def _stdin(options: CheckOptions, plan: RunPlan, force_exclude: bool) -> list[Fi
     return [run_stdin(plan, data, name, *_mode(options))]
 
 
-def _files(
-    options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool
-) -> tuple[list[FileResult], list[str]]:
-    """The files under `paths` linted (with progress on a terminal), and the warnings
-    their discovery gave."""
+def _progress(
+    options: CheckOptions, files: int
+) -> tuple[Callable[[FileResult], None] | None, Progress | None]:
+    """What is told of each result of a run over `files` files as it comes: a line with
+    `--verbose` (after their count), else the progress line on a terminal (to close
+    when the run ends)."""
     from torchlint.reporters.summary import plural
-    from torchlint.run.cache import location
-    from torchlint.run.files import run
-    from torchlint.run.runner import discover
 
-    found = discover(paths, plan.config, force_exclude=force_exclude)
     if options.verbose:
-        note(f"{plural(len(found.files), 'file')} to check")
-    on_result = None
-    progress = None
-    if options.verbose:
-        on_result = output.verbose_line
-    elif not options.quiet and progress_wanted(sys.stderr):
-        on_result = progress = Progress(len(found.files), sys.stderr)
-    mode, edits = _mode(options)
-    try:
-        cache_dir = None if options.no_cache else location(plan.config.root)
-        ran = run(
-            plan,
-            found.files,
-            mode,
-            edits=edits,
-            cache_dir=cache_dir,
-            bases=found.bases,
-            walked=found.walked,
-            on_result=on_result,
-        )
-    finally:
-        if progress is not None:
-            progress.close()
-    return found.errors + ran.results, found.warnings
+        note(f"{plural(files, 'file')} to check")
+        return output.verbose_line, None
+    if not options.quiet and progress_wanted(sys.stderr):
+        progress = Progress(files, sys.stderr)
+        return progress, progress
+    return None, None
 
 
-def _add_noqa(options: CheckOptions, plan: RunPlan, paths: list[str], force_exclude: bool) -> int:
+def _add_noqa(
+    options: CheckOptions, plan: RunPlan, results: list[FileResult], warnings: list[str]
+) -> int:
     """`--add-noqa`: a `# noqa: CODE` comment on each line with findings (ruff's), the
-    findings as `check` reports them (each file with what its project tells it)."""
+    findings (`results`) as `check` reports them (each file with what its project tells
+    it)."""
     from torchlint.reporters import hide_low_impact
-    from torchlint.run.files import Interrupted
     from torchlint.run.runner import add_noqa_file
 
-    try:
-        results, warnings = _files(options, plan, paths, force_exclude)
-    except Interrupted as exc:
-        output.interrupted(exc)
-        return EXIT_INTERRUPTED
     if not plan.low_impact:
         hide_low_impact(results)  # what `check` shows, and nothing it hides
     added = sum(add_noqa_file(Path(r.path), r) for r in results)

@@ -28,7 +28,6 @@ from torchlint.lint.parser import (
     check_size,
     parse,
     refuse_unchecked,
-    too_deep_is_a_lint_error,
 )
 from torchlint.lint.tokens import applies
 from torchlint.results import UNUSED_NOQA, FixRecord, Impact, TextEdit, Violation
@@ -91,45 +90,6 @@ class _Pass:
     summary: Summary | None  # of the text before the pass (`_diagnostics`)
 
 
-def _diagnostics(
-    module: cst.Module,
-    path: str,
-    rules: Sequence[Rule],
-    settings: Settings,
-    on_rule_error: RuleErrorHandler | None = None,
-    env: Environment | None = None,
-    every: Sequence[Rule] = (),
-    summary: bool = True,
-) -> tuple[list[Diagnostic], Summary | None]:
-    """The findings of `rules`; of `every` rule in a file of a project (`env`): what a
-    rule looks for may be in another file. There, also the file's summary (unless not
-    wanted: `summary`)."""
-    found: list[Diagnostic] = []
-    told = None
-    try:
-        model = build(module, path, settings, env)
-        try:
-            if env is not None and env.path is not None:
-                if summary:
-                    told = summarize(model)
-                rules = every
-            for rule in rules:
-                try:
-                    if rule.applies(model):  # all of a rule's findings, or none
-                        found.extend(list(rule.check(model)))
-                except RecursionError:
-                    raise
-                except Exception as exc:
-                    if on_rule_error is None:
-                        raise
-                    on_rule_error(rule.code, exc)
-        finally:
-            model.release()
-    except RecursionError:
-        raise LintError(TOO_DEEP) from None
-    return found, told
-
-
 def _positions(
     module: cst.Module,
     diagnostics: Sequence[Diagnostic] = (),
@@ -190,10 +150,33 @@ class Linter:
         rules: Sequence[Rule],
         env: Environment | None = None,
     ) -> tuple[list[Diagnostic], Summary | None]:
+        """The findings of `rules`; of every rule of the linter in a file of a project
+        (`env`): what a rule looks for may be in another file. There, also the file's
+        summary (unless the linter leaves it out: `summary`). A rule that raises goes to
+        `on_rule_error` (else `_failed`); the fixes of findings not shown, or unfixable,
+        are dropped."""
         handler = self.on_rule_error or self._failed
-        found, told = _diagnostics(
-            module, path, rules, self.settings, handler, env, self.rules, self.summary
-        )
+        found: list[Diagnostic] = []
+        told = None
+        try:
+            model = build(module, path, self.settings, env)
+            try:
+                if env is not None and env.path is not None:
+                    if self.summary:
+                        told = summarize(model)
+                    rules = self.rules
+                for rule in rules:
+                    try:
+                        if rule.applies(model):  # all of a rule's findings, or none
+                            found.extend(list(rule.check(model)))
+                    except RecursionError:
+                        raise
+                    except Exception as exc:
+                        handler(rule.code, exc)
+            finally:
+                model.release()
+        except RecursionError:
+            raise LintError(TOO_DEEP) from None
         if self.unfixable or not self.low_impact:
             found = [
                 dataclasses.replace(d, fix=None)
@@ -227,7 +210,6 @@ class Linter:
         """Findings in `source` (`analyse`'s, alone)."""
         return self.analyse(source, path, with_edits, buffer, env).violations
 
-    @too_deep_is_a_lint_error
     def analyse(
         self,
         source: str,
@@ -240,17 +222,22 @@ class Linter:
         the fixes of those `with_edits` asks for. An editor's `buffer` parses the text
         again only where it changed since the buffer's last text. `env`: what the rest of
         the project tells the file (it records the questions asked; the file's summary
-        comes back in the analysis)."""
-        refuse_unchecked(source)  # before anything else reads the whole text
-        rules = applies(self.rules, source, self.settings.knowledge)
-        if not rules and not (env is not None and env.wanted):
-            check_compiles(source, path)
-            return FileAnalysis([])
-        check_size(source, path)
-        module = buffer.parse(source, path) if buffer is not None else parse(source, path)
-        diagnostics, told = self._diagnostics(module, path, rules, env)
-        violations = self._violations(module, source, diagnostics, with_edits, buffer)
-        return FileAnalysis(violations, told, _of_project(env))
+        comes back in the analysis). libcst recurses in Python too (code generation,
+        positions): a tree deeper than the recursion limit is a file it cannot analyse
+        (`LintError`), not a crash."""
+        try:
+            refuse_unchecked(source)  # before anything else reads the whole text
+            rules = applies(self.rules, source, self.settings.knowledge)
+            if not rules and not (env is not None and env.wanted):
+                check_compiles(source, path)
+                return FileAnalysis([])
+            check_size(source, path)
+            module = buffer.parse(source, path) if buffer is not None else parse(source, path)
+            diagnostics, told = self._diagnostics(module, path, rules, env)
+            violations = self._violations(module, source, diagnostics, with_edits, buffer)
+            return FileAnalysis(violations, told, _of_project(env))
+        except RecursionError:
+            raise LintError(TOO_DEEP) from None
 
     def summarize(self, source: str, path: str, env: Environment) -> Summary:
         """The summary of a file no rule reads (a module other files import), analysed
@@ -347,7 +334,6 @@ class Linter:
             out.append(Violation(UNUSED_NOQA, name, unused.message, line, start, line, end, record))
         return out
 
-    @too_deep_is_a_lint_error
     def fix(
         self,
         source: str,
@@ -357,47 +343,53 @@ class Linter:
     ) -> FixOutcome:
         """Apply every applicable fix, re-linting after each pass until nothing changes.
         Each pass is checked before it is kept (`torchlint.lint.gate`). `env`: as for
-        `analyse`; the outcome's summary is of the text the fixes leave."""
-        refuse_unchecked(source)
-        rules = applies(self.rules, source, self.settings.knowledge)
-        outcome = FixOutcome(source)
-        if not rules and not (env is not None and env.wanted):
-            check_compiles(source, path)
+        `analyse`; the outcome's summary is of the text the fixes leave. A tree too deep:
+        as for `analyse`."""
+        try:
+            refuse_unchecked(source)
+            rules = applies(self.rules, source, self.settings.knowledge)
+            outcome = FixOutcome(source)
+            if not rules and not (env is not None and env.wanted):
+                check_compiles(source, path)
+                return outcome
+            check_size(source, path)
+            text = source
+            module = parse(text, path)
+            gate = Gate(text)
+            refused: dict[FindingKey, str] = {}
+            first: Counter[str] | None = None
+            for _ in range(MAX_FIX_PASSES):
+                step = self._fix_pass(module, path, rules, unsafe, gate, refused, env)
+                first = step.fixable if first is None else first
+                outcome.summary, outcome.checked = step.summary, _of_project(env)
+                if step.remaining is not None:
+                    outcome.remaining = step.remaining
+                    break
+                del module  # one tree at a time: this one goes before the next is parsed
+                try:
+                    module = parse(step.text, path)
+                except LintError as exc:  # libcst cannot read back code it generated
+                    raise LintError(
+                        f"a fix produced invalid code ({exc}); file left unchanged"
+                    ) from None
+                outcome.fixed.extend(step.fixed)
+                gate = gate.then(step.text)
+                text = step.text
+                # A fix may bring in what another rule looks for (TL303 adds a
+                # DistributedSampler that TL304 checks): re-select on the new text.
+                rules = applies(self.rules, text, self.settings.knowledge)
+            else:
+                diagnostics, outcome.summary = self._diagnostics(module, path, rules, env)
+                outcome.remaining = self._violations(
+                    module, text, diagnostics, False, None, refused
+                )
+            outcome.text = text
+            # A noqa comment is judged once, on the text the other fixes leave.
+            applied = [code for code in outcome.fixed if code != UNUSED_NOQA]
+            outcome.later = later(first or Counter(), applied)
             return outcome
-        check_size(source, path)
-        text = source
-        module = parse(text, path)
-        gate = Gate(text)
-        refused: dict[FindingKey, str] = {}
-        first: Counter[str] | None = None
-        for _ in range(MAX_FIX_PASSES):
-            step = self._fix_pass(module, path, rules, unsafe, gate, refused, env)
-            first = step.fixable if first is None else first
-            outcome.summary, outcome.checked = step.summary, _of_project(env)
-            if step.remaining is not None:
-                outcome.remaining = step.remaining
-                break
-            del module  # one tree at a time: this one goes before the next is parsed
-            try:
-                module = parse(step.text, path)
-            except LintError as exc:  # libcst cannot read back code it generated
-                raise LintError(
-                    f"a fix produced invalid code ({exc}); file left unchanged"
-                ) from None
-            outcome.fixed.extend(step.fixed)
-            gate = gate.then(step.text)
-            text = step.text
-            # A fix may bring in what another rule looks for (TL303 adds a
-            # DistributedSampler that TL304 checks): re-select on the new text.
-            rules = applies(self.rules, text, self.settings.knowledge)
-        else:
-            diagnostics, outcome.summary = self._diagnostics(module, path, rules, env)
-            outcome.remaining = self._violations(module, text, diagnostics, False, None, refused)
-        outcome.text = text
-        # A noqa comment is judged once, on the text the other fixes leave.
-        applied = [code for code in outcome.fixed if code != UNUSED_NOQA]
-        outcome.later = later(first or Counter(), applied)
-        return outcome
+        except RecursionError:
+            raise LintError(TOO_DEEP) from None
 
     def _fix_pass(
         self,

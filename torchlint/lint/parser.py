@@ -4,15 +4,13 @@ file is checked for syntax only, or not at all. Below the linter and an editor's
 
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import re
 import symtable
 import threading
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from torchlint.results import ANALYSIS_ERROR, INVALID_SYNTAX, FileError
 
@@ -63,8 +61,6 @@ _NESTING = re.compile(
     r"""[(\[{.+\-*/%@&|^~<>=!:,;'"]"""
     r"|\b(?:if|elif|else|not|and|or|in|is|for|await|lambda|yield|async)\b"
 )
-P = ParamSpec("P")
-R = TypeVar("R")
 PARSE_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; only what is used is paid
 TOO_DEEP = "expression nested too deeply to analyse"
 
@@ -263,17 +259,3 @@ def check_size(source: str, path: str) -> None:
         raise TooLarge(
             f"too large to analyse (over {MAX_TOKENS:,} tokens); checked for syntax only"
         )
-
-
-def too_deep_is_a_lint_error(method: Callable[P, R]) -> Callable[P, R]:
-    """libcst recurses in Python too (code generation, positions, fixes): a tree deeper
-    than the recursion limit is a file we cannot analyse, not a crash."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except RecursionError:
-            raise LintError(TOO_DEEP) from None
-
-    return wrapper

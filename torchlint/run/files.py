@@ -26,7 +26,7 @@ from torchlint.run.pool import (
     use_projects,
 )
 from torchlint.run.rounds import Rounds
-from torchlint.run.runner import display, failed, lint_source
+from torchlint.run.runner import display, failed, lint_notebook, lint_text
 from torchlint.text.source import SourceError, decode, read_bytes
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ def run_stdin(plan: RunPlan, data: bytes, name: str, mode: Mode, edits: bool = F
     except SourceError as exc:
         return failed(name, exc)
     codes = plan.config.rules_for(Path(name), job.codes) if name != "-" else job.codes
-    result, new_text = lint_source(text, name, job, codes)
+    lint = lint_notebook if name.endswith(".ipynb") else lint_text
+    result, new_text = lint(text, name, job, codes)
     if mode is Mode.FIX:
         result.fixed_text = text if result.errors else new_text
     return result

@@ -47,12 +47,12 @@ PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 @dataclass(frozen=True)
 class Given:
-    """What a caller gives one text's lint besides its Job (`lint_source`): a rule that
-    raises is reported to `on_rule_error`, if given, and the others' findings kept; an
-    editor's `buffer` parses a lint's text again only where it changed; `env` is what the
-    rest of the file's project tells it (its summary, unless not wanted: `summary`, and
-    the answers go in the result); `rules`, the rule classes by code (a config's; else
-    the registry's)."""
+    """What a caller gives one text's lint besides its Job (`lint_text`, `lint_notebook`):
+    a rule that raises is reported to `on_rule_error`, if given, and the others' findings
+    kept; an editor's `buffer` parses a lint's text again only where it changed; `env` is
+    what the rest of the file's project tells it (its summary, unless not wanted:
+    `summary`, and the answers go in the result); `rules`, the rule classes by code (a
+    config's; else the registry's)."""
 
     on_rule_error: RuleErrorHandler | None = None
     buffer: Buffer | None = None
@@ -255,8 +255,9 @@ def lint_text(
     job: Job,
     codes: Sequence[str],
     given: Given = NOTHING,
-) -> FileResult:
-    """Lint or fix Python source text in memory (`lint_source`, for a `.py` file)."""
+) -> tuple[FileResult, str]:
+    """Lint or fix Python source text in memory, with what the caller `given`: the
+    result, and the (fixed) text to write (as `lint_notebook`'s, for a notebook)."""
     from torchlint.lint.parser import LintError, TooLarge, check_syntax
 
     result = FileResult(name, text=text)
@@ -296,7 +297,7 @@ def lint_text(
         summary, result.checked = learned or (None, False)
         result.summary = summary.to_json() if summary is not None else None
         result.answers = env.answers
-    return result
+    return result, result.text or ""
 
 
 def lint_notebook(
@@ -306,7 +307,7 @@ def lint_notebook(
     codes: Sequence[str],
     given: Given = NOTHING,
 ) -> tuple[FileResult, str]:
-    """Lint or fix a Jupyter notebook's JSON text (`lint_source`, for the program the
+    """Lint or fix a Jupyter notebook's JSON text (`lint_text`, for the program the
     cells make): the result, and the (fixed) JSON text."""
     from torchlint.lint.notebook import Notebook, NotebookError
 
@@ -319,7 +320,7 @@ def lint_notebook(
         # A cell that does not parse is an error, and the notebook is not fixed (a fix
         # could need that cell, or conflict with it), but the other cells are analysed.
         run = replace(job, fix=False, diff=False) if program.broken else job
-        result = lint_text(program.source, name, run, codes, given)
+        result, _ = lint_text(program.source, name, run, codes, given)
         if result.errors:
             result.errors, result.text = [program.explain(e) for e in result.errors], None
             return result, text
@@ -343,39 +344,22 @@ def lint_notebook(
     return result, new_text
 
 
-def lint_source(
-    text: str,
-    name: str,
-    job: Job,
-    codes: Sequence[str],
-    given: Given = NOTHING,
-) -> tuple[FileResult, str]:
-    """A `.py` file's or a notebook's text (by `name`'s suffix) linted or fixed in
-    memory, with what the caller `given`: the result, and the (fixed) text to write. The
-    one entry for one file's text: a run's files and stdin, an editor's documents."""
-    if name.endswith(".ipynb"):
-        return lint_notebook(text, name, job, codes, given)
-    result = lint_text(text, name, job, codes, given)
-    return result, result.text or ""
-
-
 def process_file(
     path: Path, job: Job, codes: Sequence[str], env: Environment | None = None
 ) -> FileResult:
-    """Lint or fix one file (rewritten in place when fixed); `env` as for `lint_source`."""
+    """Lint or fix one file (rewritten in place when fixed); `env` as for `Given`."""
     name = display(path)
     try:
         source: SourceFile = read_source(path)
     except SourceError as exc:
         return failed(name, exc)
-    result, new_text = lint_source(source.text, name, job, codes, Given(env=env))
+    lint = lint_notebook if name.endswith(".ipynb") else lint_text
+    result, new_text = lint(source.text, name, job, codes, Given(env=env))
     if job.fix and not job.diff and not result.errors and new_text != source.text:
         try:
             write_source(source, new_text)
         except SourceError as exc:  # nothing written: report what the file on disk holds
-            result, _ = lint_source(
-                source.text, name, replace(job, fix=False), codes, Given(env=env)
-            )
+            result, _ = lint(source.text, name, replace(job, fix=False), codes, Given(env=env))
             result.errors = [file_error(exc)]
     return result
 

@@ -1,8 +1,8 @@
 """What the language server asks of the engine, as plain data (no LSP types here).
 
-Every answer comes from the engine `torchlint check` and `fix` use, `run.runner`'s entry
-for one text (`lint_source`): findings from `lint_text` (a `.py` document, parsed again
-only where it changed: `Buffers`) or `lint_notebook` (a notebook's cells), "fix all" from
+Every answer comes from the engine `torchlint check` and `fix` use, `run.runner`'s entries
+for one text: findings from `lint_text` (a `.py` document, parsed again only where it
+changed: `Buffers`) or `lint_notebook` (a notebook's cells), "fix all" from
 the same exactly as `torchlint fix` runs them, one finding's fix from the text edits the
 engine gives for that finding (those `--output-format json` shows), "ignore for this
 line" from `add_noqa` (as `check --add-noqa`). An answer that changes text is the whole
@@ -139,7 +139,7 @@ def lint_python(
     report = Report()
     try:
         given = _given(setup, report, buffer, env)
-        result = lint_text(text, path, setup.job(), setup.codes, given)
+        result, _ = lint_text(text, path, setup.job(), setup.codes, given)
     except Exception as exc:
         internal_error(report, exc)
         return report
@@ -153,7 +153,7 @@ def fix_all_python(
     raises left out as in the diagnostics; None if it would change nothing for an error."""
     try:
         given = _given(setup, Report(), env=env)
-        result = lint_text(text, path, setup.job(fix=True), setup.codes, given)
+        result, _ = lint_text(text, path, setup.job(fix=True), setup.codes, given)
     except Exception:  # a bug: as `torchlint fix`, change nothing
         return None
     return None if result.errors or result.warning is not None else result.text
@@ -174,10 +174,10 @@ def fix_python(
     codes = _resolving(code, setup)
     job = setup.job(codes=codes, with_edits=True)
     try:
-        found = lint_text(text, path, job, codes, _given(setup, buffer=buffer, env=env)).violations
+        result, _ = lint_text(text, path, job, codes, _given(setup, buffer=buffer, env=env))
     except Exception:
         return None
-    for v in found:
+    for v in result.violations:
         if (v.code, v.line, v.column) == key and v.fix is not None and v.fix.edits:
             if not offered(v, setup):
                 return None
