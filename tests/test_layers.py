@@ -466,3 +466,36 @@ def test_the_map_draws_these_layers_and_stays_short():
             names = re.split(r"\s{3,}", rest.strip())[0]
             drawn[int(number)] = sorted(names.replace("/", "").split())
     assert drawn == {i: sorted(layer) for i, layer in enumerate(LAYERS, start=1)}
+
+
+def test_a_file_reaches_a_rule_in_ten_calls_without_climbing_back(tmp_path, monkeypatch):
+    """The path of one file from the CLI's `check` to a rule's `check` (docs/architecture.md):
+    at most 10 calls, and once in the one-file code (`lint/`), never back in the run layer."""
+    import traceback
+
+    from torchlint.lint.registry import builtin_rules
+
+    from .conftest import run_cli
+
+    stacks: list[list[traceback.FrameSummary]] = []
+    rule = builtin_rules()["TL401"]
+    check = rule.check
+
+    def recorded(self, module):  # type: ignore[no-untyped-def]
+        stacks.append(traceback.extract_stack()[:-1])
+        return check(self, module)
+
+    monkeypatch.setattr(rule, "check", recorded)
+    (tmp_path / "train.py").write_text("import torch\nloss = torch.ones(1)\nloss.backward()\n")
+    run_cli("check", "--no-cache", "--select", "TL401", str(tmp_path))
+    assert stacks, "the rule never ran"
+    frames = stacks[0]
+    start = max(
+        i
+        for i, f in enumerate(frames)
+        if f.name == "check" and Path(f.filename).as_posix().endswith("torchlint/cli/check.py")
+    )
+    path = [(Path(f.filename).parent.name, f.name) for f in frames[start:]]
+    assert len(path) <= 10, path
+    first_lint = next(i for i, (folder, _) in enumerate(path) if folder == "lint")
+    assert all(folder != "run" for folder, _ in path[first_lint:]), path
