@@ -11,42 +11,43 @@ read), or `torch.cuda.synchronize()`; also such calls in the functions of the fi
 loop calls every step, down to four calls (the message names the chain; low impact under
 a full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step function's
 `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop calls:
-`compute_loss(pred, y)`) and in the `forward` of a network the loop trains (not a value
-such a function returns that every caller tests in an `if`/`while` of its loop, an LR
-finder's divergence break, or hands to an environment's `step`, an RL agent's action:
-the host needs it; nor a container filling up, `if len(pool) < size:
-pool.append(x.cpu())`, which opens on the first steps only). In PyTorch Lightning, the
-`training_step` of a LightningModule (Lightning runs it once per optimizer step, around
-its own backward and step) and the functions of the file it calls, every step:
-`self.log("loss", loss.item())` is the common case; in PyTorch-Ignite, the process
-function of an `Engine` that trains (`return loss.item()`, read by its handlers). Not
-reported: calls under a periodic condition (`if step % 100 == 0:`, `if not i %
-log_every:`; `if rank == 0:` compares a name no loop changes: every step of the main
-process), anything outside the per-step loop (once per epoch is fine), `y.cpu()` of a
-batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a read of a tensor
-built on the CPU on purpose (`torch.zeros((), device="cpu")`, `torch.from_numpy(...)`,
-what a method or `+=` keeps there), a helper's read of a parameter every call of the
-file feeds a Python number (a logger's `if isinstance(v, Tensor): v = v.item()` given
-the learning rate), a call in a branch for another backend (`if device.type == "mps":`,
-`mps = "mps" in device.type; if mps:`, a CPU-only branch: not the CUDA path), a call in
-a branch that ends the run or leaves the loop (`raise`, `sys.exit(...)`, `break`: `if
-torch.isnan(loss): print(loss.item()); sys.exit(1)` runs at most once), and a call under
-a flag that is off by default (an argparse option, config entry or constant set to
-False/None): any for `torch.cuda.synchronize()` (`if args.synchronize_step:`: opt-in
-timing), one whose name says timing, profiling or debugging for a value read (`if
-args.profile:`; not `if args.with_tracking:`, a mode users run with), or a class's flag
-from a parameter default no call of the file overrides (`self.autobalance` of
-`__init__(..., autobalance=False)`). One finding per statement (a progress `print` of
-several values is one sync). Only files that use a GPU are checked (on the CPU there is
-nothing to wait for); a device from `torch.accelerator` counts. A loop that runs on the
-CPU in such a file (its networks built here and moved to the CPU, nowhere else, its
-batches never copied: the CPU half of a notebook that moves to the GPU later) is left
-alone. Also, in evaluation loops (a network run over a loader's batches with no backward
-pass, outside any training step, under `torch.no_grad()`, after `.eval()` or in a
-function named for evaluation: `evaluate`, `validate`, `test_*`, `predict`, `infer*`), a
-sync on every batch: the CPU waits for each batch before it prepares the next. The rows
-of a GPU tensor a nested loop walks (`for *box, conf, cls in det:` then `int(cls)`) are
-read one wait per row.
+`compute_loss(pred, y)`; a helper's `float(x)` of a parameter every call of the file
+passes a loss or a model output: d2l's `accuracy(y_hat, y)`) and in the `forward` of a
+network the loop trains (not a value such a function returns that every caller tests in
+an `if`/`while` of its loop, an LR finder's divergence break, or hands to an
+environment's `step`, an RL agent's action: the host needs it; nor a container filling
+up, `if len(pool) < size: pool.append(x.cpu())`, which opens on the first steps only).
+In PyTorch Lightning, the `training_step` of a LightningModule (Lightning runs it once
+per optimizer step, around its own backward and step) and the functions of the file it
+calls, every step: `self.log("loss", loss.item())` is the common case; in PyTorch-
+Ignite, the process function of an `Engine` that trains (`return loss.item()`, read by
+its handlers). Not reported: calls under a periodic condition (`if step % 100 == 0:`,
+`if not i % log_every:`; `if rank == 0:` compares a name no loop changes: every step of
+the main process), anything outside the per-step loop (once per epoch is fine),
+`y.cpu()` of a batch tensor the loop leaves on the CPU (it moves `x`, not `y`), a read
+of a tensor built on the CPU on purpose (`torch.zeros((), device="cpu")`,
+`torch.from_numpy(...)`, what a method or `+=` keeps there), a helper's read of a
+parameter every call of the file feeds a Python number (a logger's `if isinstance(v,
+Tensor): v = v.item()` given the learning rate), a call in a branch for another backend
+(`if device.type == "mps":`, `mps = "mps" in device.type; if mps:`, a CPU-only branch:
+not the CUDA path), a call in a branch that ends the run or leaves the loop (`raise`,
+`sys.exit(...)`, `break`: `if torch.isnan(loss): print(loss.item()); sys.exit(1)` runs
+at most once), and a call under a flag that is off by default (an argparse option,
+config entry or constant set to False/None): any for `torch.cuda.synchronize()` (`if
+args.synchronize_step:`: opt-in timing), one whose name says timing, profiling or
+debugging for a value read (`if args.profile:`; not `if args.with_tracking:`, a mode
+users run with), or a class's flag from a parameter default no call of the file
+overrides (`self.autobalance` of `__init__(..., autobalance=False)`). One finding per
+statement (a progress `print` of several values is one sync). Only files that use a GPU
+are checked (on the CPU there is nothing to wait for); a device from `torch.accelerator`
+counts. A loop that runs on the CPU in such a file (its networks built here and moved to
+the CPU, nowhere else, its batches never copied: the CPU half of a notebook that moves
+to the GPU later) is left alone. Also, in evaluation loops (a network run over a
+loader's batches with no backward pass, outside any training step, under
+`torch.no_grad()`, after `.eval()` or in a function named for evaluation: `evaluate`,
+`validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU waits for
+each batch before it prepares the next. The rows of a GPU tensor a nested loop walks
+(`for *box, conf, cls in det:` then `int(cls)`) are read one wait per row.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host
@@ -154,9 +155,11 @@ from torchlint.semantic import (
     cpu_tensor,
     dotted_name,
     fed_numbers,
+    fed_tensors,
     left_on_host,
     legacy_read,
     legacy_reads,
+    loop_tensors,
     names_read,
     names_tested,
     numpy_value,
@@ -164,7 +167,6 @@ from torchlint.semantic import (
     per_step_functions,
     read_inside,
     runs_once,
-    tensor_rows,
     under_full_batch,
 )
 from torchlint.text.walk import descendants
@@ -227,7 +229,7 @@ class HostSyncInTrainingLoop(Rule):
         for loop in module.step_loops:
             if cpu_loop(module, loop):
                 continue  # a CPU half of a notebook: nothing to wait for
-            tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
+            tensors, host = loop_tensors(module, loop), left_on_host(module, loop)
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
@@ -278,7 +280,11 @@ class HostSyncInTrainingLoop(Rule):
 
         for function, why in per_step_functions(module, syncs).items():
             # the names a `training_step` returns: the loss Lightning backpropagates
-            tensors = module.functions.returned_names(function) if function in steps else set()
+            tensors = (
+                module.functions.returned_names(function)
+                if function in steps
+                else fed_tensors(module, function)
+            )
             output = module.frameworks.ignite_output(function) if function in ignite else set()
             for node, what, placed in _function_syncs(module, function, tensors):
                 if placed is not None:
@@ -343,7 +349,7 @@ class HostSyncInTrainingLoop(Rule):
         for loop in module.evaluation_loops:
             if cpu_loop(module, loop):
                 continue
-            tensors, host = _tensor_names(module, loop), left_on_host(module, loop)
+            tensors, host = loop_tensors(module, loop), left_on_host(module, loop)
             for call in loop.calls:
                 if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
                     continue
@@ -500,31 +506,6 @@ def _function_syncs(
             yield returned, LEGACY, None
 
 
-def _tensor_names(module: TorchModule, loop: Loop) -> set[str]:
-    """The losses of the loop and the model outputs bound in it."""
-    names = set(loop.losses)
-    network_calls = [c.node for c in module.models.network_calls(loop)]
-    if network_calls:
-        for b in loop.assignments:
-            value = b.value if b.value is not None else b.source
-            if value is not None and any(contains(value, n) for n in network_calls):
-                names.add(b.symbol.name)
-    # `loss = loss.item()`: a number from then on (the `.item()` is what is reported).
-    for b in loop.assignments:
-        if b.symbol.name in names and b.value is not None and _to_number(b.value):
-            names.discard(b.symbol.name)
-    return names | tensor_rows(loop, names)
-
-
-def _to_number(node: cst.BaseExpression) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    func = node.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value in ("item", "tolist")
-    return isinstance(func, cst.Name) and func.value in ("float", "int")
-
-
 def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bool) -> bool:
     """The value of the expression is (built from) one of the tensors: formatting or
     converting it reads the data. `loss.shape`, `len(out)`, `loss.item()` are not."""
@@ -546,7 +527,7 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
         method = node.func.attr.value
         if allow_strings and method == "format":
             return any(_reads_tensor(a.value, tensors, False) for a in node.args)
-        if method in HOST_READS or method in METADATA_METHODS:
+        if method in HOST_READS or (method in METADATA_METHODS and not _cast(node)):
             return False
         return _reads_tensor(node.func.value, tensors, False)
     if allow_strings and isinstance(node, cst.FormattedString):
@@ -556,6 +537,13 @@ def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bo
             for part in node.parts
         )
     return False
+
+
+def _cast(node: cst.Call) -> bool:
+    """`x.type(torch.float32)`: a cast (a tensor), where `x.type()` is its type's name."""
+    return (
+        isinstance(node.func, cst.Attribute) and node.func.attr.value == "type" and bool(node.args)
+    )
 
 
 def _logged_items(module: TorchModule) -> dict[int, cst.Call]:

@@ -93,14 +93,15 @@ class Datasets:
     def held(
         self, node: cst.BaseExpression, scope: Scope
     ) -> list[tuple[cst.BaseExpression, Scope]]:
-        """An expression, and what the name it is holds (one level)."""
+        """An expression, and what the name it is holds (one level), with what calls add
+        to that list (`trans.insert(0, transforms.Resize(resize))`, `.append`, `.extend`)."""
         found = [(node, scope)]
         found += [
             (b.value, b.ctx.scope)
             for b in bindings(node, scope)
             if b.kind is Kind.ASSIGN and b.value is not None
         ]
-        return found
+        return found + self.functions.added_to(node, scope)
 
     def _transform(self, arg: cst.Arg, scope: Scope) -> bool:
         """A transform passed to a dataset: `transform=...`, or a torchvision transform."""

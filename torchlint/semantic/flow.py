@@ -16,6 +16,7 @@ from torchlint.semantic.module import TorchModule
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop
 from torchlint.semantic.syntax import (
     HOST_READS,
+    contains,
     dotted_name,
     int_value,
     names_read,
@@ -337,3 +338,82 @@ def under_full_batch(module: TorchModule, function: cst.FunctionDef) -> bool:
         frontier = [f for c in callers if (f := c.ctx.function) and id(f) not in seen]
         seen.update(id(f) for f in frontier)
     return bool(loops) and all(module.workload.full_batch(loop) for loop in loops)
+
+
+def loop_tensors(module: TorchModule, loop: Loop) -> set[str]:
+    """The losses of the loop and the model outputs bound in it, and the rows of them
+    nested loops walk (`tensor_rows`): tensors on the device, whose reads wait."""
+    names = set(loop.losses)
+    network_calls = [c.node for c in module.models.network_calls(loop)]
+    if network_calls:
+        for b in loop.assignments:
+            value = b.value if b.value is not None else b.source
+            if value is not None and any(contains(value, n) for n in network_calls):
+                names.add(b.symbol.name)
+    # `loss = loss.item()`: a number from then on (the `.item()` is what a rule reports).
+    for b in loop.assignments:
+        if b.symbol.name in names and b.value is not None and _to_number(b.value):
+            names.discard(b.symbol.name)
+    return names | tensor_rows(loop, names)
+
+
+def fed_tensors(module: TorchModule, function: cst.FunctionDef) -> set[str]:
+    """The parameters of `function` that every call of the file passes a tensor of its
+    step loop (`accuracy(y_hat, y)` with `y_hat = model(x)`), and the names the function
+    binds from them (`cmp = y_hat.argmax(1) == y`): judged by what the callers pass."""
+    callers = module.functions.callers(function)
+    fed = set()
+    for index, param in enumerate(function.params.params):
+        name = param.name.value
+        if callers and all(
+            _tensor_passed(module, call, _passed(call.node, index - offset, name))
+            for call, offset in callers
+        ):
+            fed.add(name)
+    scope = module.functions.scope_of(function)
+    for _ in range(2):  # what the function binds from them, two steps deep
+        for symbol in scope.symbols.values():
+            if any(
+                b.kind is Kind.ASSIGN
+                and b.value is not None
+                and not _to_number(b.value)
+                and fed & set(names_read(b.value))
+                for b in symbol.bindings
+            ):
+                fed.add(symbol.name)
+    return fed
+
+
+def _tensor_passed(module: TorchModule, call: CallSite, value: cst.BaseExpression | None) -> bool:
+    """A loss or a model output of the loop around the call (`y_hat`), or a network
+    called in place (`net(X)`)."""
+    if value is None:
+        return False
+    site = module.functions.site(value)
+    if site is not None and module.models.called(site) is not None:
+        return True
+    loops = call.ctx.loops
+    return bool(loops) and dotted_name(value) in loop_tensors(module, loops[-1])
+
+
+def _passed(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter (by position or keyword)."""
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+        elif i == index:
+            return arg.value
+    return None
+
+
+def _to_number(node: cst.BaseExpression) -> bool:
+    """`x.item()`, `x.tolist()`, `float(x)`, `int(x)`: a number from then on."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in ("item", "tolist")
+    return isinstance(func, cst.Name) and func.value in ("float", "int")

@@ -420,6 +420,22 @@ class Functions:
         cls = self.instance_qualname(func.value, call.scope)
         return f"{cls}.{func.attr.value}" if cls is not None else None
 
+    def added_to(
+        self, node: cst.BaseExpression, scope: Scope
+    ) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What calls in `scope` add to the list a name holds (`trans.insert(0, x)`,
+        `.append(x)`, `.extend(xs)`): the arguments, with their scope."""
+        name = dotted_name(node)
+        if name is None:
+            return []
+        return [
+            (a.value, c.scope)
+            for method in ("append", "insert", "extend")
+            for c in self.facts.calls_by_method.get(method, ())
+            if c.scope is scope and dotted_name(c.receiver) == name
+            for a in c.node.args
+        ]
+
     def instance_called(self, call: CallSite) -> str | None:
         """`compute_loss(pred, y)` calling an instance of a class another module of the
         project defines: its `__call__`'s qualified name, as `method_called` names one."""
