@@ -506,10 +506,11 @@ class Loaders:
 
     def epoch(self, site: DataLoaderSite) -> tuple[Loop, Loop] | None:
         """(a loop over the loader, the loop that runs it again and again): a loop around
-        it that does not also build the loader, or a loop around a call of its function
-        (that passes this loader, when the function receives it as a parameter)."""
+        it that does not also build the loader (a training loop first: a look at a few
+        batches in `for _ in range(2):` is not an epoch), or a loop around a call of its
+        function (that passes this loader, when the function receives it)."""
         built = {id(o) for o in site.call.ctx.loops}
-        for loop in site.loops:
+        for loop in sorted(site.loops, key=lambda x: not x.is_training):
             outer = [o for o in loop.ctx.loops if id(o) not in built]
             if outer:
                 return loop, outer[-1]
