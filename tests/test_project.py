@@ -797,3 +797,19 @@ def test_a_file_adding_to_sys_path_imports_from_there(tmp_path: Path):
     assert layout.resolve("lib/nb/run.py", "helper.train") == ("lib/helper.py", ("train",))
     layout.add_paths("lib/nb/x.py", ["../../.."])  # above the root: outside the project
     assert layout.resolve("lib/nb/x.py", "helper.train") is None
+
+
+def test_a_file_named_below_the_working_folder_is_read_with_its_project(tmp_path, monkeypatch):
+    """No marker anywhere: `torchlint check scripts/train.py` at the top of a checkout reads
+    the file with the folder it is run from as its project, where `utils/` is found (its
+    own folder, `scripts/`, holds no `utils`)."""
+    from .conftest import run_cli
+
+    shutil.copytree(FIXTURES / "project" / "ddp_helper" / "utils", tmp_path / "utils")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(FIXTURES / "project" / "ddp_helper" / "train.py", tmp_path / "scripts")
+    args = ("check", "--no-cache", "--select", "TL305")
+    found = run_cli(*args, "scripts/train.py", cwd=tmp_path)
+    assert "TL305" in found.stdout, found.stdout + found.stderr
+    alone = run_cli(*args, "train.py", cwd=tmp_path / "scripts")
+    assert "TL305" not in alone.stdout  # from inside scripts/, utils/ is not below

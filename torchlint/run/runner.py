@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.config.load import Config, instantiate
 from torchlint.lint.noqa import add_noqa
+from torchlint.project.layout import alone
 from torchlint.results import (
     ANALYSIS_ERROR,
     IO_ERROR,
@@ -174,8 +175,18 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
             if len(found.files) == before:
                 found.warnings.append(f"{raw}: no Python files found")
         elif not (force_exclude and config.excluded(path)):
-            add(path, path.parent)
+            add(path, _base_of(path))
     return found
+
+
+def _base_of(file: Path) -> Path:
+    """Where a file named on the command line is found from: the working folder where the
+    file lies below it (`torchlint check segment/train.py` at a repository's top, whose
+    `utils/` it imports), else its own folder; a project marker above the file decides
+    before either (`layout.find_root`)."""
+    here = Path.cwd()
+    inside = not file.is_absolute() and ".." not in file.parts
+    return here if inside and not alone(here) else file.parent
 
 
 def _walk(
