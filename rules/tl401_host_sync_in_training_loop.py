@@ -167,6 +167,7 @@ from torchlint.semantic import (
     per_step_functions,
     read_inside,
     runs_once,
+    tensor_rows,
     under_full_batch,
 )
 from torchlint.text.walk import descendants
@@ -366,12 +367,18 @@ class HostSyncInTrainingLoop(Rule):
                     why = HEAVY_EVAL
                 if why is None and trains:
                     why = BESIDE_TRAINING
+                advice = (
+                    "copy the tensor to the host once, before the loop over its rows "
+                    "(`.tolist()`, `.cpu()`)"
+                    if why is None and set(names_read(call.node)) & tensor_rows(loop, tensors)
+                    else "accumulate on the device (`total += loss.detach()`) and read the "
+                    "total once after the loop"
+                )
                 yield self.diagnostic(
                     call.node,
                     f"{what} in the evaluation loop blocks until the GPU has finished each "
-                    "batch, so the GPU idles while the next batch is prepared; accumulate on "
-                    "the device (`total += loss.detach()`) and read the total once after "
-                    "the loop" + (f" (low impact: {why})" if why else ""),
+                    f"batch, so the GPU idles while the next batch is prepared; {advice}"
+                    + (f" (low impact: {why})" if why else ""),
                     impact=Impact.LOW if why else Impact.HIGH,
                 )
 
