@@ -86,8 +86,6 @@ class DdpAccumulationWithoutNoSync(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.method_calls("no_sync"):
             return
-        if not module.calls_to(DDP) and not any(_wraps_ddp(module, c) for c in module.calls):
-            return
         if any(
             target.attr.value == "require_backward_grad_sync"
             for target, _, _ in module.attribute_stores

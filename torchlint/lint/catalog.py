@@ -31,7 +31,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL302", "prefer-distributed-data-parallel", True, False, (), ("DataParallel", "data_parallel"), None, "38653d92a7827cb5"),
     ("TL303", "ddp-loader-without-distributed-sampler", True, False, (), ("DataParallel", "fully_shard", "FullyShardedDataParallel"), None, "7dcf3222011c13e5"),
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None, "955a703f3304151c"),
-    ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None, "ba91c9b2dc111c0b"),
+    ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None, "9508bcb77cca62ac"),
     ("TL306", "ddp-find-unused-parameters", False, False, (), ("find_unused_parameters",), None, "edc9ebe40866be96"),
     ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "92a1443ddc1a3abe"),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None, "cc18011983548ce6"),

@@ -361,13 +361,16 @@ def fed_tensors(module: TorchModule, function: cst.FunctionDef) -> set[str]:
     """The parameters of `function` that every call of the file passes a tensor of its
     step loop (`accuracy(y_hat, y)` with `y_hat = model(x)`), and the names the function
     binds from them (`cmp = y_hat.argmax(1) == y`): judged by what the callers pass."""
-    callers = module.functions.callers(function)
+    callers = [
+        (call, offset, loop_tensors(module, call.ctx.loops[-1]) if call.ctx.loops else set())
+        for call, offset in module.functions.callers(function)
+    ]  # each caller's loop read once, for every parameter
     fed = set()
     for index, param in enumerate(function.params.params):
         name = param.name.value
         if callers and all(
-            _tensor_passed(module, call, _passed(call.node, index - offset, name))
-            for call, offset in callers
+            _tensor_passed(module, _passed(call.node, index - offset, name), tensors)
+            for call, offset, tensors in callers
         ):
             fed.add(name)
     scope = module.functions.scope_of(function)
@@ -384,16 +387,17 @@ def fed_tensors(module: TorchModule, function: cst.FunctionDef) -> set[str]:
     return fed
 
 
-def _tensor_passed(module: TorchModule, call: CallSite, value: cst.BaseExpression | None) -> bool:
-    """A loss or a model output of the loop around the call (`y_hat`), or a network
-    called in place (`net(X)`)."""
+def _tensor_passed(
+    module: TorchModule, value: cst.BaseExpression | None, tensors: set[str]
+) -> bool:
+    """A loss or a model output of the loop around the call (`y_hat`, among `tensors`),
+    or a network called in place (`net(X)`)."""
     if value is None:
         return False
     site = module.functions.site(value)
     if site is not None and module.models.called(site) is not None:
         return True
-    loops = call.ctx.loops
-    return bool(loops) and dotted_name(value) in loop_tensors(module, loops[-1])
+    return dotted_name(value) in tensors
 
 
 def _passed(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:

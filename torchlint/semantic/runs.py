@@ -327,10 +327,9 @@ class Runs:
         function = caller.ctx.function
         return any(
             c.ctx.function is function
-            and c.method == "step"
             and "env" in (dotted_name(c.receiver) or "").rpartition(".")[2].lower()
             and any(set(names_read(a.value)) & targets for a in c.node.args)
-            for c in self.functions.facts.calls
+            for c in self.functions.facts.calls_by_method.get("step", ())
         )
 
     def opt_in(self, ctx: Context, node: cst.CSTNode, named: bool = False) -> bool:
