@@ -5,11 +5,15 @@ optimizer step: `opt.step()` of a `torch.optim` optimizer or of another library'
 class of an `optim` package, one named `*Optimizer`), `scaler.step(opt)`, a warm-up
 wrapper's method that steps one; a scheduler's `.step()` is not one): `.item()`,
 `.tolist()`, `.cpu()`, `.numpy(force=True)`, `float(...)` / `int(...)` / `print(...)` of
-the loss or a model output (f-strings and `str.format` included), `loss.data[0]` of the
-loss or a full reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a
-read), or `torch.cuda.synchronize()`; also such calls in the functions of the file the
-loop calls every step, down to four calls (the message names the chain; low impact under
-a full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step function's
+the loss, a model output or a value the loop computes from them (`acc = (out.argmax(1)
+== y).float().mean()`, `torch.stack(...)` of losses), any string formatted from one
+(f-strings, `%`, `str.format`: formatting converts the tensor), the same given to a
+method that formats it (a logger's `log.info("%s", loss)`, tqdm's `set_postfix` and
+`set_description`, TensorBoard's `add_scalar`), `loss.data[0]` of the loss or a full
+reduction (PyTorch < 0.4's `.item()`; `out.data[0]` is a row, not a read), or
+`torch.cuda.synchronize()`; also such calls in the functions of the file the loop calls
+every step, down to four calls (the message names the chain; low impact under a
+full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step function's
 `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop calls:
 `compute_loss(pred, y)`; a helper's `float(x)` of a parameter every call of the file
 passes a loss or a model output: d2l's `accuracy(y_hat, y)`) and in the `forward` of a
@@ -156,6 +160,7 @@ from torchlint.semantic import (
     dotted_name,
     fed_numbers,
     fed_tensors,
+    formats_tensor,
     left_on_host,
     legacy_read,
     legacy_reads,
@@ -168,20 +173,19 @@ from torchlint.semantic import (
     read_inside,
     runs_once,
     tensor_rows,
+    tensor_valued,
     under_full_batch,
 )
 from torchlint.text.walk import descendants
 
-# Reading these never waits for the GPU.
-METADATA_ATTRS = {
-    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "grad_fn",
-}  # fmt: skip
-METADATA_METHODS = {
-    "size", "dim", "numel", "nelement", "element_size", "get_device", "is_contiguous",
-    "stride", "data_ptr", "type",
-}  # fmt: skip
 ADVICE = "accumulate on the device with `.detach()` and sync every N steps (`if step % N == 0:`)"
 SYNCHRONIZE = "`torch.cuda.synchronize()`"
+# Methods that format the values they are given (a logger's lazy `%` arguments, tqdm's
+# postfix, TensorBoard's scalar): a tensor among them is read on the host.
+FORMATS_ARGUMENTS = frozenset({
+    "info", "debug", "warning", "error", "critical", "set_postfix", "set_description",
+    "add_scalar",
+})  # fmt: skip
 REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
 HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
 FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
@@ -402,6 +406,8 @@ def _progress(call: CallSite) -> bool:
     statement = call.ctx.statement
     if statement is None:
         return False
+    if (call.method or call.qualname or "") in REPORTERS | FORMATS_ARGUMENTS:
+        return True  # the call is the report (`log.info(f"{loss}")`)
     for node in descendants(statement):
         if isinstance(node, cst.FormattedString) and contains(node, call.node):
             return True
@@ -452,12 +458,19 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
         if packed_lengths(module, call):
             return None  # `pack_padded_sequence` wants its lengths on the CPU
         return f"`.{method}()`"
-    if call.qualname in ("float", "int", "print"):  # the builtins, not shadowed
-        for arg in node.args:
-            if arg.keyword is not None:
-                continue
-            if _reads_tensor(arg.value, tensors, allow_strings=call.qualname == "print"):
-                return f"`{call.qualname}()` of a tensor"
+    if call.qualname in ("float", "int"):  # the builtins, not shadowed
+        if any(a.keyword is None and tensor_valued(a.value, tensors) for a in node.args):
+            return f"`{call.qualname}()` of a tensor"
+        return None
+    printed = call.qualname == "print"
+    callee = "print" if printed else dotted_name(node.func) or ""
+    takes = printed or (callee != "print" and callee.rsplit(".", 1)[-1] in FORMATS_ARGUMENTS)
+    for arg in node.args:
+        if formats_tensor(arg.value, tensors):
+            return f"a tensor formatted for `{callee}()`" if callee else "a tensor formatted"
+        direct = takes and (arg.keyword is None or not printed)
+        if direct and tensor_valued(arg.value, tensors):
+            return f"`{callee}()` of a tensor"
     return None
 
 
@@ -511,46 +524,6 @@ def _function_syncs(
         returned = next((n for n in descendants(value) if legacy_read(n, losses)), None)
         if isinstance(returned, cst.Subscript) and id(returned) not in found:
             yield returned, LEGACY, None
-
-
-def _reads_tensor(node: cst.BaseExpression, tensors: set[str], allow_strings: bool) -> bool:
-    """The value of the expression is (built from) one of the tensors: formatting or
-    converting it reads the data. `loss.shape`, `len(out)`, `loss.item()` are not."""
-    if isinstance(node, (cst.Name, cst.Attribute)):
-        name = dotted_name(node)
-        if name is not None and (name in tensors or name.split(".")[0] in tensors):
-            return not (isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS)
-        return False
-    if isinstance(node, cst.Subscript):
-        return _reads_tensor(node.value, tensors, False)
-    if isinstance(node, cst.BinaryOperation):
-        return _reads_tensor(node.left, tensors, False) or _reads_tensor(node.right, tensors, False)
-    if isinstance(node, cst.UnaryOperation):
-        return _reads_tensor(node.expression, tensors, False)
-    if isinstance(node, cst.Comparison):  # `(pred == y).sum()`: a tensor of booleans
-        parts = [node.left, *(c.comparator for c in node.comparisons)]
-        return any(_reads_tensor(part, tensors, False) for part in parts)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        method = node.func.attr.value
-        if allow_strings and method == "format":
-            return any(_reads_tensor(a.value, tensors, False) for a in node.args)
-        if method in HOST_READS or (method in METADATA_METHODS and not _cast(node)):
-            return False
-        return _reads_tensor(node.func.value, tensors, False)
-    if allow_strings and isinstance(node, cst.FormattedString):
-        return any(
-            isinstance(part, cst.FormattedStringExpression)
-            and _reads_tensor(part.expression, tensors, False)
-            for part in node.parts
-        )
-    return False
-
-
-def _cast(node: cst.Call) -> bool:
-    """`x.type(torch.float32)`: a cast (a tensor), where `x.type()` is its type's name."""
-    return (
-        isinstance(node.func, cst.Attribute) and node.func.attr.value == "type" and bool(node.args)
-    )
 
 
 def _logged_items(module: TorchModule) -> dict[int, cst.Call]:

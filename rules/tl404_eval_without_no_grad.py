@@ -13,10 +13,13 @@ Also a function the training loop calls (a sampling helper every N steps) that s
 a network to `.eval()` and then runs it, with gradients on, no backward pass and no
 value returned (a returned output may be backpropagated by the caller). A network of
 another file (`from models import *`) counts when the file switches it between
-`.train()` and `.eval()`. Not reported in a test (`def test_*` in a pytest file: it
-checks results, it is not a workload) or in code that places no work on any device (no
-device, `.cuda()` or `torch.cuda` call here, and no file of the project running it on a
-GPU): a CPU script.
+`.train()` and `.eval()`. Also `Variable(x, volatile=True)`, PyTorch < 0.4's no-grad
+mode, ignored since then, in a function (or a loop) that runs a network: the forward
+pass records the graph the author meant to skip (one finding per function; in an
+evaluation loop the loop's finding sits on the Variable). Not reported in a test (`def
+test_*` in a pytest file: it checks results, it is not a workload) or in code that
+places no work on any device (no device, `.cuda()` or `torch.cuda` call here, and no
+file of the project running it on a GPU): a CPU script.
 
 Why: `model.eval()` only switches dropout and batch norm to inference behaviour; it
 does not turn off autograd. Every forward pass in the loop still records the graph
@@ -40,10 +43,11 @@ Good:
             correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
 
 Fix (safe): wrap the loop in `with torch.no_grad():`; decorate the helper with
-`@torch.no_grad()`. Values are unchanged; the
-outputs just no longer require grad. Not reported when a value computed in the loop
-may be backpropagated later (a name bound in the loop feeds a `.backward()` outside
-a loop that recomputes it).
+`@torch.no_grad()`. A volatile Variable outside an evaluation loop gets no fix: where
+its no-grad block ends is the author's choice. Values are unchanged; the outputs just no
+longer require grad. Not reported when a value computed in the loop may be
+backpropagated later (a name bound in the loop feeds a `.backward()` outside a loop that
+recomputes it).
 
 Impact: high: every evaluated batch records a graph and keeps its activations, memory
 and time that `torch.no_grad()` saves at no cost. Low for a network counted at under a
@@ -84,6 +88,8 @@ from torchlint.semantic import (
 SET_GRAD = "torch.set_grad_enabled"
 
 
+VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+VOLATILE = "`volatile=True` has had no effect since PyTorch 0.4"
 TOY = "a network of under a million parameters: its graph and activations are small"
 
 
@@ -92,7 +98,7 @@ class EvalWithoutNoGrad(Rule):
     name = "eval-without-no-grad"
     fix_safety = FixSafety.SAFE
     # A loader loop, or a helper the training loop (hence a backward pass) calls.
-    tokens = ("DataLoader", ".backward(")
+    tokens = ("DataLoader", ".backward(", "volatile")
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not (
@@ -103,6 +109,7 @@ class EvalWithoutNoGrad(Rule):
             return  # CPU-only code: no device anywhere, here or where it is called from
         backprop = _backprop_calls(module)
         backprop_ids = {id(c) for c in backprop}
+        volatile = _volatile(module)
         reported: list[Loop] = []
         for loop in module.loops:
             if not isinstance(loop.node, cst.For) or not loop.calls or loop.takes_one:
@@ -127,16 +134,47 @@ class EvalWithoutNoGrad(Rule):
             reported.append(loop)
             name = dotted_name(calls[0].node.func) or site.name
             low = toy([module.networks.parameters(site)])
+            # `Variable(x, volatile=True)` in the loop: where the author meant no graph
+            marked = next((c for c in loop.calls if id(c) in volatile), None)
             yield self.diagnostic(
-                loop.node,
-                f"evaluation loop calls `{name}` with autograd on: `.eval()` does not disable "
-                "gradients, so every batch records a graph and keeps its activations; wrap "
-                "the loop in `with torch.no_grad():` (or `torch.inference_mode()`)"
+                marked.node if marked is not None else loop.node,
+                (f"{VOLATILE}: the " if marked is not None else "")
+                + f"evaluation loop calls `{name}` with autograd on: `.eval()` does not "
+                "disable gradients, so every batch records a graph and keeps its activations; "
+                "wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)"
                 + (f" (low impact: {TOY})" if low else ""),
                 fix=_wrap(module, loop),
                 impact=Impact.LOW if low else Impact.HIGH,
             )
+        yield from self._volatile(module, volatile, reported)
         yield from self._helpers(module, backprop_ids, {id(loop.ctx.function) for loop in reported})
+
+    def _volatile(
+        self, module: TorchModule, volatile: dict[int, CallSite], reported: list[Loop]
+    ) -> Iterator[Diagnostic]:
+        """`Variable(x, volatile=True)` whose function runs a network, outside a loop
+        reported above: PyTorch < 0.4's no-grad mode, ignored since, so the forward
+        pass records a graph the author meant to skip (one finding per function)."""
+        done: set[int] = set()
+        for call in volatile.values():
+            fn = call.ctx.function
+            if id(fn) in done or any(loop in reported for loop in call.ctx.loops):
+                continue
+            if module.test_code(fn) or module.runs.grad_disabled(call):
+                continue
+            body = module.training.calls_in(fn) if fn is not None else _loop_calls(call)
+            sites = [s for c in body if (s := module.models.called(c)) is not None and s.is_network]
+            if not sites:
+                continue  # nothing here records a graph from it
+            done.add(id(fn))
+            low = toy([module.networks.parameters(s) for s in sites])
+            yield self.diagnostic(
+                call.node,
+                f"{VOLATILE}: the forward pass that takes this Variable records the autograd "
+                "graph the flag was meant to skip; compute it under `with torch.no_grad():`"
+                + (f" (low impact: {TOY})" if low else ""),
+                impact=Impact.LOW if low else Impact.HIGH,
+            )
 
     def _helpers(
         self, module: TorchModule, backprop_ids: set[int], reported: set[int]
@@ -198,6 +236,16 @@ class EvalWithoutNoGrad(Rule):
                 "decorate the function with `@torch.no_grad()`",
                 fix=_decorate(module, fn),
             )
+
+
+def _volatile(module: TorchModule) -> dict[int, CallSite]:
+    """`Variable(x, volatile=True)` calls, by id."""
+    return {id(c): c for c in module.calls_to(*VARIABLE) if bool_value(c.kwarg("volatile")) is True}
+
+
+def _loop_calls(call: CallSite) -> list[CallSite]:
+    """The calls of the innermost loop around a module-level call (none outside one)."""
+    return call.ctx.loops[-1].calls if call.ctx.loops else []
 
 
 def _backprop_calls(module: TorchModule) -> list[CallSite]:

@@ -45,7 +45,8 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 # The semantic layer, top to bottom: each module imports only modules before it.
 SEMANTIC_ORDER = [
-    "syntax", "lattice", "portable", "scopes", "external", "builder", "functions", "values",
+    "syntax", "reads", "lattice", "portable", "scopes", "external", "builder", "functions",
+    "values",
     "threads",
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loader_classes",

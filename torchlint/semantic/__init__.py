@@ -1,16 +1,17 @@
 """The PyTorch-aware facts every rule shares, built once per file in one walk.
 
-Modules, each importing only those before it: syntax (pure CST helpers) -> lattice ->
-portable (values as other files see them) -> scopes (bindings, resolution; contexts,
-calls, loops) -> external (what the project tells a file) -> builder (the walk) ->
-functions (calls between the file's functions) -> values (constants, origins) -> threads
-(the threads the file starts, the calls that wait) -> devices (the lattice) -> models
-(module identity) -> networks (size and shape) -> loops (training steps) -> reaching
-(what reaches a loop) -> loaders -> frameworks (Lightning, Hugging Face) -> runs (where
-and how often code runs) -> placement (where the file puts work) -> workload (precision,
-size, GPUs) -> datasets -> module (`TorchModule`, what rules read) -> batches (data flow
-in loader loops) -> sizes (batch sizes) -> host (what the host holds) -> flow (a step's
-data flow) -> gradients (frozen networks) -> exports (a file's summary).
+Modules, each importing only those before it: syntax (pure CST helpers) -> reads (what
+holds a tensor's data) -> lattice -> portable (values as other files see them) -> scopes
+(bindings, resolution; contexts, calls, loops) -> external (what the project tells a
+file) -> builder (the walk) -> functions (calls between the file's functions) -> values
+(constants, origins) -> threads (the threads the file starts, the calls that wait) ->
+devices (the lattice) -> models (module identity) -> networks (size and shape) -> loops
+(training steps) -> reaching (what reaches a loop) -> loaders -> frameworks (Lightning,
+Hugging Face) -> runs (where and how often code runs) -> placement (where the file puts
+work) -> workload (precision, size, GPUs) -> datasets -> module (`TorchModule`, what
+rules read) -> batches (data flow in loader loops) -> sizes (batch sizes) -> host (what
+the host holds) -> flow (a step's data flow) -> gradients (frozen networks) -> exports
+(a file's summary).
 docs/semantic.md says more. The names below are what rules read: a rule imports them
 from here, never from a submodule (tests/test_layers.py). They are loaded on first use
 (`import torchlint.semantic.external` imports no libcst)."""
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
     from torchlint.semantic.models import Model, ModelSite
     from torchlint.semantic.module import TorchModule, build
     from torchlint.semantic.networks import BILLION, millions, toy
+    from torchlint.semantic.reads import formats_tensor, tensor_valued
     from torchlint.semantic.scopes import (
         Binding,
         CallSite,
@@ -160,6 +162,7 @@ __all__ = [
     "fed_numbers",
     "fed_tensors",
     "fine_tuned",
+    "formats_tensor",
     "heavy_training",
     "hf_trainer",
     "host_read",
@@ -187,6 +190,7 @@ __all__ = [
     "step_regions",
     "str_value",
     "tensor_rows",
+    "tensor_valued",
     "tiny_batches",
     "toy",
     "trained_on",
@@ -211,6 +215,7 @@ _SOURCES = (
     "host",
     "loops",
     "networks",
+    "reads",
     "sizes",
     "threads",
 )

@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.semantic.loops import Placed, is_periodic
 from torchlint.semantic.models import ModelSite
 from torchlint.semantic.module import TorchModule
+from torchlint.semantic.reads import tensor_valued
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop
 from torchlint.semantic.syntax import (
     HOST_READS,
@@ -341,8 +342,9 @@ def under_full_batch(module: TorchModule, function: cst.FunctionDef) -> bool:
 
 
 def loop_tensors(module: TorchModule, loop: Loop) -> set[str]:
-    """The losses of the loop and the model outputs bound in it, and the rows of them
-    nested loops walk (`tensor_rows`): tensors on the device, whose reads wait."""
+    """The losses of the loop and the model outputs bound in it, the names it computes
+    from them, and the rows of them nested loops walk (`tensor_rows`): tensors on the
+    device, whose reads wait."""
     names = set(loop.losses)
     network_calls = [c.node for c in module.models.network_calls(loop)]
     if network_calls:
@@ -350,6 +352,12 @@ def loop_tensors(module: TorchModule, loop: Loop) -> set[str]:
             value = b.value if b.value is not None else b.source
             if value is not None and any(contains(value, n) for n in network_calls):
                 names.add(b.symbol.name)
+    for _ in range(2):  # what the loop computes from them (`acc = (out.argmax(1) == y).mean()`)
+        names |= {
+            b.symbol.name
+            for b in loop.assignments
+            if b.value is not None and tensor_valued(b.value, names)
+        }
     # `loss = loss.item()`: a number from then on (the `.item()` is what a rule reports).
     for b in loop.assignments:
         if b.symbol.name in names and b.value is not None and _to_number(b.value):
