@@ -98,7 +98,7 @@ import libcst as cst
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.options import MIN_BATCH_SIZE, TINY_NETWORK_BATCH_SIZE
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import NO_GPU, NOT_TRAINED, Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule, fine_tuned, trained_on
 
 SMALL_NETWORK = 10_000_000  # parameters
@@ -123,35 +123,44 @@ class SmallBatchSize(Rule):
         least = self.option(module, MIN_BATCH_SIZE)
         tiny = max(least, self.option(module, TINY_NETWORK_BATCH_SIZE))
         if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
+            self.pass_over(None, NO_GPU)
             return  # on the CPU a bigger batch buys no GPU utilisation
         for loader in [*module.loaders.sites, *module.loaders.made]:
+            node = loader.call.node
             if (
                 not loader.argument_known("batch_size")
                 or loader.arg("batch_sampler") is not MISSING
             ):
+                self.pass_over(node, "a `**` dict or a batch sampler sets the batch size")
                 continue
             value = loader.arg("batch_size")
             if value is MISSING:
-                continue
+                continue  # TL002's case
             found = module.values.constant(value, loader.call.scope)
             if found is None:
+                self.pass_over(node, "the batch size is not a constant it can read")
                 continue
             size = found.value
             if not isinstance(size, int) or isinstance(size, bool) or not 1 < size < tiny:
+                self.pass_over(node, f"a batch size of {size} is not small")
                 continue
             if not loader.trains or module.frameworks.idle_loader(loader):
+                self.pass_over(node, NOT_TRAINED)
                 continue
             sizes = _sizes(module, loader)
             minimum = tiny if sizes and all(n < TINY_NETWORK for n in sizes) else least
             if size >= minimum:
+                self.pass_over(node, f"a batch size of {size} is at least {minimum}")
                 continue
             if found.origin in ORIGINS and not (sizes and all(n < SMALL_NETWORK for n in sizes)):
-                continue  # a default a user can change, sized for networks we cannot see
+                self.pass_over(node, "a default a user can change, for networks it cannot size")
+                continue
             trained = trained_on(module, loader)
             if module.workload.shards_models or any(
                 module.workload.memory_bound(site) for site in trained
             ):
-                continue  # a billion parameters, quantized or sharded: memory sets the batch
+                self.pass_over(node, "a model whose memory sets the batch (large or sharded)")
+                continue
             low = fine_tuned(module, trained)
             where = (
                 loader.spelled("batch_size", str(size))

@@ -99,7 +99,7 @@ from collections.abc import Iterator
 from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, workers_fix
 from torchlint.fixes import FixSafety
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import NO_GPU, NOT_TRAINED, Diagnostic, Rule
 from torchlint.semantic import MISSING, DataLoaderSite, TorchModule, int_value
 
 # Where a `num_workers` of 0 that is not written at the call comes from.
@@ -131,17 +131,26 @@ class DataLoaderSyncLoading(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not module.placement.uses_gpu:
+            self.pass_over(None, NO_GPU)
             return
         for loader in [*module.loaders.sites, *module.loaders.made]:
-            if not loader.argument_known("num_workers") or not loader.trains:
+            node = loader.call.node
+            if not loader.argument_known("num_workers"):
+                self.pass_over(node, "`num_workers` comes from a `**` dict it cannot read")
                 continue
-            if module.frameworks.idle_loader(loader):
+            if not loader.trains or module.frameworks.idle_loader(loader):
+                self.pass_over(node, NOT_TRAINED)
                 continue
             workers = loader.arg("num_workers")
             default = zero_default(module, loader)
             if workers is not MISSING and int_value(workers) != 0 and default is None:
+                self.pass_over(node, "`num_workers` is set")
                 continue
-            if module.datasets.plain_data(loader) or module.datasets.iterable_dataset(loader):
+            if module.datasets.plain_data(loader):
+                self.pass_over(node, "its dataset is tensors in memory: workers only copy them")
+                continue
+            if module.datasets.iterable_dataset(loader):
+                self.pass_over(node, "an IterableDataset: each worker would yield every sample")
                 continue
             what = (
                 "DataLoader without `num_workers`"

@@ -104,7 +104,7 @@ from torchlint.edits import (
 )
 from torchlint.fixes import Applicability, FixSafety, Replace, fix
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import NO_GPU, NOT_TRAINED, Diagnostic, Rule
 from torchlint.semantic import (
     MISSING,
     DataLoaderSite,
@@ -127,17 +127,14 @@ class DataLoaderNoPinMemory(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         loaders = [*module.loaders.sites, *module.loaders.made]
+        if loaders and not module.placement.uses_gpu:
+            self.pass_over(None, NO_GPU)
         if not loaders or not module.placement.uses_gpu:
             return
         for loader in loaders:
-            if (
-                not loader.argument_known("pin_memory")
-                or not loader.trains
-                or module.frameworks.idle_loader(loader)
-                or _reloaded_persistent(module, loader)
-                or module.datasets.text_data(loader)
-                or cpu_loader(module, loader)
-            ):
+            why = _passed_over(module, loader)
+            if why is not None:
+                self.pass_over(loader.call.node, why)
                 continue
             pin = loader.arg("pin_memory")
             if pin is MISSING:
@@ -145,6 +142,7 @@ class DataLoaderNoPinMemory(Rule):
             elif bool_value(pin) is False:
                 what = f"{loader.spelled('pin_memory', 'False')} on a training DataLoader"
             else:
+                self.pass_over(loader.call.node, "`pin_memory` is set")
                 continue
             spelled, imp = spell(module, "torch.cuda.is_available", loader.call.scope)
             call = set_arg(loader, "pin_memory", cst.parse_expression(f"{spelled}()"))
@@ -242,6 +240,21 @@ def _synchronous(module: TorchModule, loader: DataLoaderSite) -> bool:
     return bool(copies or typed) and all(
         c.kwarg("non_blocking") is MISSING and non_blocking(module, c) is None for c in copies
     )
+
+
+def _passed_over(module: TorchModule, loader: DataLoaderSite) -> str | None:
+    """Why the loader is not one to pin, or None."""
+    if not loader.argument_known("pin_memory"):
+        return "`pin_memory` comes from a `**` dict it cannot read"
+    if not loader.trains or module.frameworks.idle_loader(loader):
+        return NOT_TRAINED
+    if _reloaded_persistent(module, loader):
+        return "persistent workers under a Trainer that reloads its loaders: Lightning warns"
+    if module.datasets.text_data(loader):
+        return "its samples are text: batches of token ids, a few KB"
+    if cpu_loader(module, loader):
+        return "every pass over it runs on the CPU"
+    return None
 
 
 def _reloaded_persistent(module: TorchModule, loader: DataLoaderSite) -> bool:

@@ -85,7 +85,7 @@ import libcst as cst
 from torchlint.edits import WORKERS_NAME, set_arg
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import NO_GPU, Diagnostic, Rule
 from torchlint.semantic import (
     DATALOADER_PARAMS,
     MISSING,
@@ -180,19 +180,26 @@ class DataLoaderNoPersistentWorkers(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
+            self.pass_over(None, NO_GPU)
             return  # no GPU to wait: the restarts cost CPU time only
         for loader in module.loaders.sites:
-            if (
-                loader.opaque
-                or loader.own_iteration
-                or loader.arg("persistent_workers") is not MISSING
-            ):
-                continue  # (a subclass that iterates its own way may keep its workers)
-            if not has_workers(module, loader) or cpu_loader(module, loader):
+            node = loader.call.node
+            if loader.opaque or loader.own_iteration:
+                self.pass_over(node, "a DataLoader class of its own that iterates its own way")
+                continue  # (it may keep its workers)
+            if loader.arg("persistent_workers") is not MISSING:
+                self.pass_over(node, "`persistent_workers` is set")
+                continue
+            if not has_workers(module, loader):
+                self.pass_over(node, "it has no worker processes to keep (`num_workers` 0)")
+                continue
+            if cpu_loader(module, loader):
+                self.pass_over(node, "every pass over it runs on the CPU")
                 continue
             low = None
             if (epoch := module.loaders.epoch(loader)) is not None:
                 if not _works(module, epoch[0]):
+                    self.pass_over(node, "its epochs only look at the batches")
                     continue  # batches looked at, nothing run on them (a loading demo)
                 what = "is iterated every epoch"
                 when = "at the start of each epoch"
@@ -203,7 +210,8 @@ class DataLoaderNoPersistentWorkers(Rule):
                 low = None if loader.trains else EVALUATION
             elif loader.trained_by_framework:
                 if module.frameworks.single_epoch:
-                    continue  # the Trainer stops after one epoch: nothing restarts
+                    self.pass_over(node, "the Trainer runs one epoch: nothing restarts")
+                    continue
                 what = "is iterated every epoch by the framework that trains on it"
                 when = "at the start of each epoch"
             elif (again := module.loaders.reiterated(loader)) is not None:
@@ -217,6 +225,7 @@ class DataLoaderNoPersistentWorkers(Rule):
                 if every is not None and every >= RARE_STEPS:
                     low = f"a new iterator every {every} steps: the start is amortized"
             else:
+                self.pass_over(node, "no loop iterates it again and again (no epoch loop seen)")
                 continue
             if low is None and loader.trains:
                 low = _long_epochs(module, loader)

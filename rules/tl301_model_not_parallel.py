@@ -138,8 +138,10 @@ class ModelNotParallel(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if parallel_aware(module):
+            self.pass_over(None, "the file already places work on several GPUs")
             return
         if module.notebook or not module.workload.multi_gpu:
+            self.pass_over(None, "nothing says it runs on a host with several GPUs")
             return  # a notebook, or a script nothing says runs on several GPUs
         found: list[tuple[ModelSite, CallSite, str]] = []
         for site in module.models.sites:

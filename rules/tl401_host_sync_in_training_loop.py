@@ -145,7 +145,7 @@ import libcst as cst
 
 from torchlint.fixes import Applicability, Fix, FixSafety, Replace, fix
 from torchlint.results import Impact
-from torchlint.rule import Diagnostic, Rule
+from torchlint.rule import NO_GPU, Diagnostic, Rule
 from torchlint.semantic import (
     HOST_READS,
     MISSING,
@@ -193,6 +193,11 @@ TINY = "a step of networks of under 1M parameters: microseconds of GPU work to w
 COLLECTED = "outputs collected on the host for metrics computed there: one copy per batch"
 HEAVY_EVAL = "an evaluation of a large network, beside whose batches one sync costs little"
 BESIDE_TRAINING = "an evaluation pass of a program that trains: a small share of the run"
+CPU_LOOP = "the loop runs on the CPU: its networks are kept there, its batches never moved"
+PERIODIC = "it runs every N steps, under a periodic gate"
+RARE = (
+    "it runs once (a branch that ends the run), on another backend, or under a flag off by default"
+)
 DECIDES = "the value decides what runs next: a NaN guard, early stopping"
 DECIDES_ADVICE = (
     "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
@@ -229,23 +234,32 @@ class HostSyncInTrainingLoop(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if not (module.placement.uses_gpu or module.placement.presumed_accelerator):
+            self.pass_over(None, NO_GPU)
             return
         seen: set[int] = set()  # statements: one sync reported per statement
         for loop in module.step_loops:
             if cpu_loop(module, loop):
+                self.pass_over(loop.node, CPU_LOOP)
                 continue  # a CPU half of a notebook: nothing to wait for
             tensors, host = loop_tensors(module, loop), left_on_host(module, loop)
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
             for call in loop.calls:
-                if id(call.ctx.statement) in seen or dotted_name(call.receiver) in host:
+                if id(call.ctx.statement) in seen:
                     continue
                 what = _sync(module, call, tensors)
-                if what is None or module.runs.rare(call):
+                if what is None:
+                    continue
+                if dotted_name(call.receiver) in host:
+                    self.pass_over(call.node, "it reads a batch tensor the loop leaves on the CPU")
+                    continue
+                if module.runs.rare(call):
+                    self.pass_over(call.node, PERIODIC)
                     continue
                 if tested is None:
                     tested = names_tested(loop)
                 if _rare(module, call, loop, what == SYNCHRONIZE):
+                    self.pass_over(call.node, RARE)
                     continue
                 seen.add(id(call.ctx.statement))
                 if low is False:

@@ -88,6 +88,7 @@ from torchlint.semantic import (
 SET_GRAD = "torch.set_grad_enabled"
 
 
+GRAD_OFF = "autograd is off there (no_grad, set_grad_enabled(False), a frozen model)"
 VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
 VOLATILE = "`volatile=True` has had no effect since PyTorch 0.4"
 TOY = "a network of under a million parameters: its graph and activations are small"
@@ -106,6 +107,7 @@ class EvalWithoutNoGrad(Rule):
             or module.placement.presumed_accelerator
             or module.placement.handles_devices()
         ):
+            self.pass_over(None, "the file names no device, nor does its project: CPU code")
             return  # CPU-only code: no device anywhere, here or where it is called from
         backprop = _backprop_calls(module)
         backprop_ids = {id(c) for c in backprop}
@@ -117,19 +119,26 @@ class EvalWithoutNoGrad(Rule):
             if any(outer in reported for outer in loop.ctx.loops):
                 continue
             if module.test_code(loop.ctx.function):
-                continue  # a test checks results: not a workload to speed up
-            if any(id(c) in backprop_ids for c in loop.calls):
+                self.pass_over(loop.node, "a test: it checks results, not a workload")
                 continue
+            if any(id(c) in backprop_ids for c in loop.calls):
+                continue  # a training loop
             calls = [c for c in module.models.network_calls(loop) if _evaluated(module, loop, c)]
-            if not calls or any(module.runs.grad_disabled(c) for c in calls):
+            if not calls:
+                continue
+            if any(module.runs.grad_disabled(c) for c in calls):
+                self.pass_over(loop.node, GRAD_OFF)
                 continue
             if not (loop.is_loader_loop or module.walks_unseen_parameter(loop)):
+                self.pass_over(loop.node, "the loop walks no DataLoader's batches")
                 continue
             if _feeds_backward(loop, backprop):
+                self.pass_over(loop.node, "a value it computes feeds a backward pass later")
                 continue
             site = module.models.called(calls[0])
             assert site is not None
             if _grad_disabled_in_function(module, loop, site):
+                self.pass_over(loop.node, GRAD_OFF)
                 continue
             reported.append(loop)
             name = dotted_name(calls[0].node.func) or site.name

@@ -147,6 +147,7 @@ class TrainingWithoutMixedPrecision(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         opt_in = module.workload.precision_opt_in  # `autocast(enabled=args.amp)`, off by default
         if module.workload.reduced_precision and opt_in is None:
+            self.pass_over(None, "the file already trains in reduced precision (autocast, half)")
             return
         target = module.target_torch
         wraps = target is None or target >= (1, 10)  # torch.autocast("cuda", bfloat16)
@@ -159,10 +160,13 @@ class TrainingWithoutMixedPrecision(Rule):
                 and not module.placement.kept_on_cpu(site)  # the CPU half of a notebook
             ]
             if not model_calls:
+                self.pass_over(loop.node, "none of its networks is seen on a GPU")
                 continue
             if toy(module.networks.parameters(s) for s in _sites(module, model_calls)):
+                self.pass_over(loop.node, "its networks hold under a million parameters")
                 continue
             if module.workload.autocast_refused(loop.calls) is not None:
+                self.pass_over(loop.node, "autocast refuses its loss (BCELoss on probabilities)")
                 continue
             why = _low(module, loop) or _recurrent(module, _sites(module, model_calls))
             flag = module.module.code_for_node(opt_in) if opt_in is not None else None

@@ -198,3 +198,47 @@ def test_the_real_command_prints_json_for_tools():
     assert finding["code"] == "TL401" and finding["hidden"]
     assert data["facts"]["loops"][0]["kind"] == "evaluation loop"
     assert data["facts"]["function"]["name"] == "evaluate"
+
+
+def passed(found: Explanation, code: str) -> list[str]:
+    return next(r.passed for r in found.rules if r.code == code)
+
+
+def test_a_silent_rule_says_why_it_passed_over_the_line(tmp_path):
+    """Each rule that looked at the line and stayed silent says why (`Rule.pass_over`):
+    the file's GPU, the loader's facts, a periodic gate."""
+    script = own_project(tmp_path, FIXTURES / "TL201" / "good_cpu_only.py")
+    assert passed(explained(script, 9), "TL201") == [
+        "the file places no work on a GPU, nor does its project with what it builds"
+    ]
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "device = torch.device('cuda')\n"
+        "model = torch.nn.Linear(1000, 1000).to(device)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "data = TensorDataset(torch.randn(100, 1000))\n"
+        "loader = DataLoader(data, batch_size=256, num_workers=4, pin_memory=True)\n"
+        "for step, (x,) in enumerate(loader):\n"
+        "    loss = model(x.to(device)).sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    if step % 100 == 0:\n"
+        "        print(loss.item())\n"
+    )
+    at_loader = explained(tmp_path / "train.py", 7)
+    assert passed(at_loader, "TL201") == ["`num_workers` is set (line 7)"]
+    assert passed(at_loader, "TL202") == ["`pin_memory` is set (line 7)"]
+    assert passed(at_loader, "TL203") == [
+        "no loop iterates it again and again (no epoch loop seen) (line 7)"
+    ]
+    at_print = explained(tmp_path / "train.py", 13)
+    assert passed(at_print, "TL401") == ["it runs every N steps, under a periodic gate (line 13)"]
+    assert passed(at_print, "TL201") == []  # the loader is not on this line
+
+
+def test_the_text_says_why_the_rules_stayed_silent(tmp_path):
+    script = own_project(tmp_path, FIXTURES / "TL201" / "good_cpu_only.py")
+    out = run_cli("explain", f"{script}:9")
+    said = out.stdout.split("  why they stayed silent here:\n", 1)[1]
+    assert "    TL201: the file places no work on a GPU" in said

@@ -37,7 +37,7 @@ from torchlint.fixes import (
 )
 from torchlint.options import MIN_BATCH_SIZE, MIN_DECODING_WORKERS, TINY_NETWORK_BATCH_SIZE, Option
 from torchlint.results import Impact
-from torchlint.rule import TRAINS, Diagnostic, Rule
+from torchlint.rule import NO_GPU, NOT_TRAINED, TRAINS, Diagnostic, Rule
 from torchlint.semantic import (
     BILLION,
     DATALOADER,
@@ -141,6 +141,8 @@ __all__ = [
     "MIN_BATCH_SIZE",
     "MIN_DECODING_WORKERS",
     "MISSING",
+    "NOT_TRAINED",
+    "NO_GPU",
     "TINY_NETWORK_BATCH_SIZE",
     "TRAINS",
     "WORKERS_DEFINITION",

@@ -27,6 +27,11 @@ BUILT_IN = "built-in"  # a rule's origin when it ships with torchlint
 TRAINS = re.compile(r"backward|step\(|create_supervised_trainer")  # ignite's trainer too
 
 
+# Why a rule passes over what it looked at (`Rule.pass_over`), said by several rules.
+NO_GPU = "the file places no work on a GPU, nor does its project with what it builds"
+NOT_TRAINED = "no training loop iterates it, here or in another file of the project"
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """A finding on one CST node, before positions are resolved."""
@@ -76,8 +81,18 @@ class Rule:
     # ... and in a project that supports a torch older than this (`target-torch`).
     min_torch: ClassVar[tuple[int, int] | None] = None
 
+    # Why the rule passed over what it looked at, kept only where a caller asks for it
+    # (`torchlint explain` sets a list): (the node, or None for the whole file; why).
+    passed: list[tuple[cst.CSTNode | None, str]] | None = None
+
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
+
+    def pass_over(self, node: cst.CSTNode | None, why: str) -> None:
+        """Say why the rule does not report what it looked at (`node`; None: anything in
+        the file): `torchlint explain` shows it at the node's lines; a run keeps nothing."""
+        if self.passed is not None:
+            self.passed.append((node, why))
 
     def applies(self, module: TorchModule) -> bool:
         """The rule's guards hold for this file: only then does the linter run `check`."""

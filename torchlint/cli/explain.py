@@ -261,6 +261,10 @@ def _rules(rules: list[RuleState], whole: bool) -> list[str]:
     for r in rules:
         groups.setdefault(r.here, []).append(r.code + (_lines(r.found) if whole else ""))
     out = [f"  {titles[k]}: {', '.join(groups[k])}" for k in titles if k in groups]
+    silent = [r for r in rules if r.passed]
+    if silent:
+        out.append(f"  why they stayed silent{here}:")
+        out += [f"    {r.code}: {why}" for r in silent for why in r.passed]
     elsewhere = [r.code + _lines(r.found) for r in rules if r.found]
     if not whole and elsewhere:
         out.append(f"  their findings in the file, by line: {', '.join(elsewhere)}")

@@ -26,6 +26,8 @@ from torchlint.run.files import Mode, run
 from torchlint.text.source import SourceError, read_source
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from torchlint.lint.notebook import Chunk, Program
     from torchlint.rule import Diagnostic, Rule
     from torchlint.semantic import TorchModule
@@ -90,6 +92,8 @@ class RuleState:
     # "reported", "hidden", "no finding", "did not read the file", "ignored in this file"
     here: str
     found: list[At] = field(default_factory=list)  # where its findings are in the file
+    # why it passed over what it looked at here (`Rule.pass_over`), with the line
+    passed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -160,6 +164,7 @@ class _Analysis:
         self.line = self._program_line()
         self.read: str | None = None  # why the run read the file (None: it did not)
         self.errors: list[str] = []  # rules that raised
+        self.passed: dict[str, list[str]] = {}  # code -> why it passed over the line
 
     def _program_line(self) -> int | None:
         """The line asked, in the program analysed (a notebook's cells as one)."""
@@ -258,7 +263,7 @@ class _Analysis:
         for v in self.result.violations:
             program_line = v.line if v.cell is None else self._from_cell(v)
             out[(v.code, v.cell, v.line, v.column)] = (self._finding(v), program_line)
-        for diagnostic in self._diagnostics(module):
+        for diagnostic in self._diagnostics(module, positions):
             start = positions[diagnostic.node].start
             cell, line = self.shown(start.line)
             key = (diagnostic.code, cell, line, start.column + 1)
@@ -292,17 +297,42 @@ class _Analysis:
             hidden.append("low impact: shown with --show-low-impact")
         return Finding(v.code, v.name, v.line, v.column, v.impact, v.message, hidden, v.cell)
 
-    def _diagnostics(self, module: TorchModule) -> list[Diagnostic]:
-        """What every rule of the configuration says of the model; a rule that raises
-        says nothing, and is named in `errors`."""
+    def _diagnostics(self, module: TorchModule, positions: NodePositions) -> list[Diagnostic]:
+        """What every rule of the configuration says of the model, and why each passed
+        over what it looked at at the line (`passed`); a rule that raises says nothing,
+        and is named in `errors`."""
         found: list[Diagnostic] = []
         for code, rule in self.plan.config.rules.items():
+            instance = rule()
+            instance.passed = []
             try:
-                if (instance := rule()).applies(module):
+                if instance.applies(module):
                     found += list(instance.check(module))
+                else:
+                    instance.pass_over(None, GUARDS)
             except Exception as exc:  # (a local or installed rule's: the run says so too)
                 self.errors.append(f"{code} raised {type(exc).__name__}: {exc}")
+            self.passed[code] = self._at_line(instance.passed, positions)
         return found
+
+    def _at_line(
+        self, passed: list[tuple[cst.CSTNode | None, str]], positions: NodePositions
+    ) -> list[str]:
+        """The reasons given for the whole file or for a node at the line explained (on
+        its first line, or spanning it: a loop), each once, with where it was given."""
+        out: list[str] = []
+        for node, why in passed:
+            if node is None:
+                said = why
+            else:
+                where = positions[node]
+                if self.line is not None and not where.start.line <= self.line <= where.end.line:
+                    continue
+                cell, line = self.shown(where.start.line)
+                said = f"{why} (line {f'cell {cell}:' if cell else ''}{line})"
+            if said not in out:
+                out.append(said)
+        return out
 
     def _hidden(self, d: Diagnostic, line: int, suppressions: Suppressions) -> list[str]:
         """Why the run does not show a finding of this analysis."""
@@ -336,7 +366,14 @@ class _Analysis:
         lines = sorted({(f.cell or 0, f.line) for f in own})
         where = [At(line, cell or None) for cell, line in lines]
         reads = self.read is not None
-        return RuleState(rule.code, rule.name, rule.code in tokens, reads, state, where)
+        passed = self.passed.get(rule.code, []) if state == "no finding" else []
+        return RuleState(rule.code, rule.name, rule.code in tokens, reads, state, where, passed)
+
+
+GUARDS = (
+    "its guards keep it out of this file: a framework owns the devices and loops, or the "
+    "project supports a torch older than it needs (`target-torch`)"
+)
 
 
 def _unselected(plan: RunPlan, code: str) -> str:

@@ -10,33 +10,33 @@ imported at start. Generated from rules/ by `python -m torchlint.docs`
 Pattern = tuple[str, int]
 Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None, str]
 
-RULE_API_FINGERPRINT = "adbf6fa9b50c94be"
+RULE_API_FINGERPRINT = "1dccdf8629872a41"
 
 # fmt: off
 CATALOG: tuple[Entry, ...] = (
-    ("TL001", "small-batch-size", True, False, ("MIN_BATCH_SIZE", "TINY_NETWORK_BATCH_SIZE"), ("DataLoader", "auto_dataloader"), None, "e8ad276cf3c247c4"),
+    ("TL001", "small-batch-size", True, False, ("MIN_BATCH_SIZE", "TINY_NETWORK_BATCH_SIZE"), ("DataLoader", "auto_dataloader"), None, "4192519feebf8e57"),
     ("TL002", "default-batch-size", True, False, ("MIN_BATCH_SIZE",), ("DataLoader", "auto_dataloader"), None, "eb504b6fb3090809"),
     ("TL101", "input-not-on-device", True, False, (), ("DataLoader",), None, "5bde7a78945431cd"),
     ("TL102", "model-not-on-device", True, False, (), ("backward",), None, "980b9af9efaad6ee"),
     ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), ("\\((?:(?<=\\bByteTensor\\()|(?<=\\bDoubleTensor\\()|(?<=\\bFloatTensor\\()|(?<=\\bHalfTensor\\()|(?<=\\bIntTensor\\()|(?<=\\bLongTensor\\()|(?<=\\bTensor\\()|(?<=\\barange\\()|(?<=\\bas_tensor\\()|(?<=\\bempty\\()|(?<=\\bempty_like\\()|(?<=\\beye\\()|(?<=\\bfrom_numpy\\()|(?<=\\bfull\\()|(?<=\\bfull_like\\()|(?<=\\blinspace\\()|(?<=\\bones\\()|(?<=\\bones_like\\()|(?<=\\brand\\()|(?<=\\brand_like\\()|(?<=\\brandint\\()|(?<=\\brandint_like\\()|(?<=\\brandn\\()|(?<=\\brandn_like\\()|(?<=\\brandperm\\()|(?<=\\btensor\\()|(?<=\\bzeros\\()|(?<=\\bzeros_like\\())(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\))*\\)(?:(?:[\\s\\\\]|#[^\\n]*\\n)*\\.(?:[\\s\\\\]|#[^\\n]*\\n)*(?:bfloat16|contiguous|double|float|half|int|long)(?:[\\s\\\\]|#[^\\n]*\\n)*\\(\\s*\\)|(?:[\\s\\\\]|#[^\\n]*\\n)*\\.(?:[\\s\\\\]|#[^\\n]*\\n)*(?:bernoulli_|expand|exponential_|fill_|flatten|normal_|random_|repeat|reshape|squeeze|t|uniform_|unsqueeze|view|zero_)(?:[\\s\\\\]|#[^\\n]*\\n)*\\((?:[^()]|\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\))*\\)|(?:[\\s\\\\]|#[^\\n]*\\n)*\\))*(?:[\\s\\\\]|#[^\\n]*\\n)*(?:\\.[\\s\\\\]*|[ \\t]*\\n\\s*\\w+\\s*=\\s*\\w+\\s*\\.\\s*)(?:cuda|to|type_as)\\b|Tensor\\b(?:(?<=FloatTensor)|(?<=DoubleTensor)|(?<=HalfTensor)|(?<=BFloat16Tensor)|(?<=LongTensor)|(?<=IntTensor)|(?<=ShortTensor)|(?<=CharTensor)|(?<=ByteTensor)|(?<=BoolTensor))", 32), "30e3c8831bfdd967"),
     ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None, "3c5656a5217cb711"),
     ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), ("is_available|\\.(?:to|cuda)\\b|istributed", 32), "5b819361cb74df11"),
-    ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader", "auto_dataloader"), None, "65c03b4a6917f393"),
-    ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader", "auto_dataloader"), None, "989c73e29df75f39"),
-    ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "109780bbd007103d"),
+    ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader", "auto_dataloader"), None, "65bdd2e67440a1ed"),
+    ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader", "auto_dataloader"), None, "74084ff1b4dae928"),
+    ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "49c297f79afb4a1b"),
     ("TL204", "dataloader-worker-options-without-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "ad5e446c4bebd3fb"),
     ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None, "5e2892ce7bde8231"),
     ("TL206", "too-few-workers-for-decoding", True, False, ("MIN_DECODING_WORKERS",), ("DataLoader", "auto_dataloader"), None, "e2a104adc0debe4e"),
-    ("TL301", "model-not-parallel", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "8f1b9432e975e00c"),
+    ("TL301", "model-not-parallel", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "8329883c0da182b9"),
     ("TL302", "prefer-distributed-data-parallel", True, False, (), ("DataParallel", "data_parallel"), None, "38653d92a7827cb5"),
     ("TL303", "ddp-loader-without-distributed-sampler", True, False, (), ("DataParallel", "fully_shard", "FullyShardedDataParallel"), None, "7dcf3222011c13e5"),
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None, "955a703f3304151c"),
     ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None, "9508bcb77cca62ac"),
     ("TL306", "ddp-find-unused-parameters", False, False, (), ("find_unused_parameters",), None, "edc9ebe40866be96"),
-    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "9b4e07ae981aa6a7"),
+    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "30c5191c67ad02df"),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None, "cc18011983548ce6"),
     ("TL403", "loss-accumulates-graph", True, False, (), ("backward",), None, "0b5f34abbe2cbbfb"),
-    ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "73ab64c5e52e608e"),
+    ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "7803bba82280aa6c"),
     ("TL405", "zero-grad-keeps-zeros", True, False, (), ("zero_grad",), None, "406446b1356bb700"),
     ("TL406", "anomaly-detection-in-training", True, False, (), ("detect_anomaly",), None, "8a7cdbcf1e59e8ab"),
     ("TL407", "profiler-around-training", True, False, (), ("profiler",), ("backward", 32), "866be4b04d558ccc"),
@@ -48,7 +48,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32), "c02a1332b39f0d72"),
     ("TL414", "untrained-network-gets-gradients", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32), "db8df94a76082335"),
     ("TL415", "frozen-features-recomputed", True, False, (), ("eval()",), ("backward|step\\(|create_supervised_trainer", 32), "0ef7a5a081229f55"),
-    ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "1accdf1938c411f8"),
+    ("TL501", "training-without-mixed-precision", True, False, (), ("cuda", "accelerator"), ("backward|step\\(|create_supervised_trainer", 32), "089d52ee27a49290"),
     ("TL502", "deprecated-cuda-amp-api", True, False, (), ("cuda.amp", "cpu.amp", "cuda import", "cpu import"), None, "8bb92d339eab68c0"),
     ("TL503", "float32-matmul-precision", False, False, (), ("cuda", "accelerator"), None, "94c5bf81bf7003a3"),
     ("TL504", "frozen-network-outside-autocast", True, False, (), ("autocast",), ("backward|step\\(|create_supervised_trainer", 32), "f909a9fa2eb79b3f"),
