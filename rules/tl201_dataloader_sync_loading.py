@@ -144,7 +144,8 @@ class DataLoaderSyncLoading(Rule):
             workers = loader.arg("num_workers")
             default = zero_default(module, loader)
             if workers is not MISSING and int_value(workers) != 0 and default is None:
-                self.pass_over(node, "`num_workers` is set")
+                code = module.module.code_for_node(workers)
+                self.pass_over(node, f"`num_workers={code}`: not 0 on every path it sees")
                 continue
             if module.datasets.plain_data(loader):
                 self.pass_over(node, "its dataset is tensors in memory: workers only copy them")

@@ -227,7 +227,7 @@ def test_a_silent_rule_says_why_it_passed_over_the_line(tmp_path):
         "        print(loss.item())\n"
     )
     at_loader = explained(tmp_path / "train.py", 7)
-    assert passed(at_loader, "TL201") == ["`num_workers` is set (line 7)"]
+    assert passed(at_loader, "TL201") == ["`num_workers=4`: not 0 on every path it sees (line 7)"]
     assert passed(at_loader, "TL202") == ["`pin_memory` is set (line 7)"]
     assert passed(at_loader, "TL203") == [
         "no loop iterates it again and again (no epoch loop seen) (line 7)"

@@ -50,7 +50,7 @@ SEMANTIC_ORDER = [
     "threads",
     "samples",
     "devices", "checkpoints", "models", "networks", "loops", "reaching", "loader_classes",
-    "loaders",
+    "spreads", "loaders",
     "frameworks", "runs", "placement", "workload", "datasets", "module",
     "batches", "sizes", "host", "flow", "gradients",
     "exports",

@@ -6,12 +6,12 @@ holds a tensor's data) -> lattice -> portable (values as other files see them) -
 file) -> builder (the walk) -> functions (calls between the file's functions) -> values
 (constants, origins) -> threads (the threads the file starts, the calls that wait) ->
 devices (the lattice) -> models (module identity) -> networks (size and shape) -> loops
-(training steps) -> reaching (what reaches a loop) -> loaders -> frameworks (Lightning,
-Hugging Face) -> runs (where and how often code runs) -> placement (where the file puts
-work) -> workload (precision, size, GPUs) -> datasets -> module (`TorchModule`, what
-rules read) -> batches (data flow in loader loops) -> sizes (batch sizes) -> host (what
-the host holds) -> flow (a step's data flow) -> gradients (frozen networks) -> exports
-(a file's summary).
+(training steps) -> reaching (what reaches a loop) -> spreads (`**` dicts) -> loaders ->
+frameworks (Lightning, Hugging Face) -> runs (where and how often code runs) ->
+placement (where the file puts work) -> workload (precision, size, GPUs) -> datasets ->
+module (`TorchModule`, what rules read) -> batches (data flow in loader loops) -> sizes
+(batch sizes) -> host (what the host holds) -> flow (a step's data flow) -> gradients
+(frozen networks) -> exports (a file's summary).
 docs/semantic.md says more. The names below are what rules read: a rule imports them
 from here, never from a submodule (tests/test_layers.py). They are loaded on first use
 (`import torchlint.semantic.external` imports no libcst)."""

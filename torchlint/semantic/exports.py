@@ -211,6 +211,7 @@ class _Exporter:
             ),
             returns=self.returned(functions.returns(node), scope),
             unpacked=self.unpacked(node, scope),
+            arities=self.arities(node, scope),
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
             saves=self.module.checkpoints.saved_parameters(node),
@@ -232,18 +233,40 @@ class _Exporter:
 
     def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
         """Each element of the tuple a function returns, where every `return` returns a
-        tuple of the same length (`return train_loader, val_loader`). Tuples of different
-        lengths by a flag (`return train, test` or `return train, valid, test`) tell
-        nothing: which one a caller gets depends on the flag's value there."""
+        tuple of the same length (`return train_loader, val_loader`)."""
+        lengths = self._lengths(node)
+        return self._elements(node, lengths[0], scope) if len(lengths) == 1 else ()
+
+    def arities(self, node: cst.FunctionDef, scope: Scope) -> tuple[tuple[Value | None, ...], ...]:
+        """Where its tuples differ in length by a flag (`return train, test` or `return
+        train, valid, test`), each length's elements: which one a caller gets depends on
+        the flag, but a caller that unpacks three names can only get the one of three."""
+        lengths = self._lengths(node)
+        return tuple(self._elements(node, n, scope) for n in lengths) if len(lengths) > 1 else ()
+
+    def _lengths(self, node: cst.FunctionDef) -> list[int]:
+        """The lengths of the tuples the function returns, where every `return` returns
+        a tuple display with no `*` ([] otherwise)."""
         returns = self.functions.returns(node)
-        if not returns or not all(isinstance(r, cst.Tuple) for r in returns):
-            return ()
-        lengths = {len(r.elements) for r in returns if isinstance(r, cst.Tuple)}
-        if len(lengths) != 1:
-            return ()
+        if not returns or not all(
+            isinstance(r, cst.Tuple)
+            and not any(isinstance(e, cst.StarredElement) for e in r.elements)
+            for r in returns
+        ):
+            return []
+        return sorted({len(r.elements) for r in returns if isinstance(r, cst.Tuple)})
+
+    def _elements(
+        self, node: cst.FunctionDef, length: int, scope: Scope
+    ) -> tuple[Value | None, ...]:
+        """Each element of the function's tuples of `length` elements."""
+        tuples = [
+            r
+            for r in self.functions.returns(node)
+            if isinstance(r, cst.Tuple) and len(r.elements) == length
+        ]
         return tuple(
-            self.returned([r.elements[i].value for r in returns if isinstance(r, cst.Tuple)], scope)
-            for i in range(lengths.pop())
+            self.returned([t.elements[i].value for t in tuples], scope) for i in range(length)
         )
 
     def returned(self, nodes: list[cst.BaseExpression], scope: Scope) -> Value | None:

@@ -42,6 +42,9 @@ class Function:
     syncs: bool = False  # reads tensors on the host (`.item()`, `.cpu()`...): who calls it?
     returns: Value | None = None
     unpacked: tuple[Value | None, ...] = ()  # each element, where it returns a tuple
+    # ... where its tuples differ in length by a flag (`return train, test` or `return
+    # train, valid, test`): each length's elements, for a caller unpacking that many
+    arities: tuple[tuple[Value | None, ...], ...] = ()
     yields: int | None = None  # a generator handing on the items of its parameter #i
     effects: tuple[tuple[str, Effect], ...] = ()  # parameter name -> what it does with it
     saves: tuple[str, ...] = ()  # parameters it hands `torch.save` as the path
@@ -60,7 +63,7 @@ class Function:
     @property
     def telling(self) -> bool:
         """It tells a caller something (a file that calls it needs its summary)."""
-        returns = (self.returns, *self.unpacked)
+        returns = (self.returns, *self.unpacked, *(v for t in self.arities for v in t))
         return (
             self.steps
             or self.backward
@@ -71,18 +74,21 @@ class Function:
             or any(v is not None and v.telling() is not None for v in returns)
         )
 
-    def returned(self, element: int | None) -> Value | None:
-        """What a call returns (the `element`-th of the tuple it returns)."""
+    def returned(self, element: int | None, arity: int | None = None) -> Value | None:
+        """What a call returns (the `element`-th of the tuple it returns, to a caller
+        that unpacks `arity` names, where known)."""
         if element is None:
             return self.returns
-        return self.unpacked[element] if 0 <= element < len(self.unpacked) else None
+        values = self.unpacked or next((t for t in self.arities if len(t) == arity), ())
+        return values[element] if 0 <= element < len(values) else None
 
     def to_json(self) -> dict[str, Any]:
         data = plain(self)
         data["params"] = list(self.params)
         data["keywords"] = sorted(self.keywords)
         data["returns"] = self.returns.to_json() if self.returns is not None else None
-        data["unpacked"] = [v.to_json() if v is not None else None for v in self.unpacked]
+        data["unpacked"] = _values_json(self.unpacked)
+        data["arities"] = [_values_json(t) for t in self.arities]
         data["effects"] = [[n, e.to_json()] for n, e in self.effects]
         data["saves"] = list(self.saves)
         data["kind"] = self.kind
@@ -98,13 +104,20 @@ class Function:
                 "params": tuple(data["params"]),
                 "keywords": frozenset(data["keywords"]),
                 "returns": Value.from_json(returns) if returns is not None else None,
-                "unpacked": tuple(
-                    Value.from_json(v) if v is not None else None for v in data["unpacked"]
-                ),
+                "unpacked": _values(data["unpacked"]),
+                "arities": tuple(_values(t) for t in data["arities"]),
                 "effects": tuple((n, Effect.from_json(e)) for n, e in data["effects"]),
                 "saves": tuple(data["saves"]),
             }
         )
+
+
+def _values_json(values: tuple[Value | None, ...]) -> list[Any]:
+    return [v.to_json() if v is not None else None for v in values]
+
+
+def _values(data: list[Any]) -> tuple[Value | None, ...]:
+    return tuple(Value.from_json(v) if v is not None else None for v in data)
 
 
 @dataclass(frozen=True)

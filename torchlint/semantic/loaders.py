@@ -4,7 +4,6 @@ return a loader, one level), and the loops that repeat those loops (epochs)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -16,8 +15,17 @@ from torchlint.semantic.functions import Functions, given, wraps_items
 from torchlint.semantic.loader_classes import DATALOADER, class_of_call
 from torchlint.semantic.portable import Value
 from torchlint.semantic.reaching import built_after, replaced
-from torchlint.semantic.scopes import Binding, CallSite, Context, Kind, Loop, Scope, Symbol
-from torchlint.semantic.syntax import MISSING, argument, constant_index, contains, str_value
+from torchlint.semantic.scopes import (
+    Binding,
+    CallSite,
+    Kind,
+    Loop,
+    Scope,
+    Symbol,
+    unpacked_into,
+)
+from torchlint.semantic.spreads import Spreads
+from torchlint.semantic.syntax import MISSING, argument, constant_index
 from torchlint.semantic.values import Values
 from torchlint.settings import LoaderFactory
 
@@ -166,10 +174,11 @@ class Loaders:
                 site.outside = functions.env.uses(f"#{site.index}")
                 self._by_call[id(call.node)] = site
                 self.made.append(site)
+        dicts = Spreads(facts)
         for site in self.sites:
             spreads = [a.value for a in site.call.node.args if a.star == "**"]
             if spreads:
-                keys = self._spread(spreads, site.call.scope, site.call.node)
+                keys = dicts.keys(spreads, site.call.scope, site.call.node)
                 if keys is not None:
                     site.spread, site.maybe = keys.values, frozenset(keys.maybe)
         for b in facts.bindings:  # the names holding each loader
@@ -270,65 +279,6 @@ class Loaders:
             return args[position].value
         return None
 
-    def _spread(
-        self, values: list[cst.BaseExpression], scope: Scope, at: cst.CSTNode, depth: int = 0
-    ) -> _Keys | None:
-        """The keys and values of `**` dicts, where every way they get keys is visible;
-        `at` is the call they are spread into (changes under an `if` it is not in are set
-        on some paths only)."""
-        out = _Keys()
-        for value in values:
-            if isinstance(value, cst.Dict):
-                for element in value.elements:
-                    if isinstance(element, cst.StarredDictElement):
-                        inner = self._spread([element.value], scope, at, depth + 1)
-                        if inner is None:
-                            return None
-                        out.update(inner)
-                        continue
-                    assert isinstance(element, cst.DictElement)
-                    key = str_value(element.key)
-                    if key is None:
-                        return None
-                    out.set(key, element.value)
-            elif isinstance(value, cst.Call) and scope.resolve(value.func) == "dict":
-                plain = [a for a in value.args if a.keyword is None and a.star != "**"]
-                if plain and (len(plain) > 1 or plain[0] is not value.args[0] or plain[0].star):
-                    return None
-                for arg in value.args:
-                    if arg.star == "**" or arg.keyword is None:
-                        inner = self._spread([arg.value], scope, at, depth + 1)
-                        if inner is None:
-                            return None
-                        out.update(inner)
-                    else:
-                        out.set(arg.keyword.value, arg.value)
-            elif isinstance(value, cst.Name) and depth < 3:
-                inner = self._symbol_keys(scope.lookup(value.value), at, depth)
-                if inner is None:
-                    return None
-                out.update(inner)
-            else:
-                return None
-        return out
-
-    def _symbol_keys(self, symbol: Symbol | None, at: cst.CSTNode, depth: int) -> _Keys | None:
-        """The keys a dict name holds where it is spread: those of its assignments (one of
-        which ran, for the name to exist: a key not in all of them is on some paths only),
-        then of its changes."""
-        if symbol is None or not symbol.bindings:
-            return None
-        out: _Keys | None = None
-        for b in symbol.bindings:
-            if b.kind is not Kind.ASSIGN or b.value is None:
-                return None
-            inner = self._spread([b.value], b.ctx.scope, at, depth + 1)
-            if inner is None:
-                return None
-            out = inner if out is None else out.either(inner)
-        assert out is not None
-        return out if self._mutations(symbol, out, at, depth) else None
-
     @cached_property
     def _iters(self) -> dict[int, list[CallSite]]:
         """id(site) -> the `iter(...)` calls of the loader."""
@@ -339,49 +289,6 @@ class Loaders:
                 for site in self.of(args[0].value, call.scope):
                     found.setdefault(id(site), []).append(call)
         return found
-
-    @cached_property
-    def _changes(self) -> dict[int, tuple[list[CallSite], list[_ItemStore]]]:
-        """id(symbol) -> the method calls on it and the `symbol[key] = v` stores (for the
-        dicts loaders are built from: indexed once, not searched per loader)."""
-        found: dict[int, tuple[list[CallSite], list[_ItemStore]]] = {}
-        for call in self.facts.calls:
-            if call.receiver is not None:
-                symbol = call.scope.lookup_expr(call.receiver)
-                if symbol is not None:
-                    found.setdefault(id(symbol), ([], []))[0].append(call)
-        for store in self.facts.item_stores:
-            symbol = store[2].scope.lookup_expr(store[0].value)
-            if symbol is not None:
-                found.setdefault(id(symbol), ([], []))[1].append(store)
-        return found
-
-    def _mutations(self, symbol: Symbol, out: _Keys, at: cst.CSTNode, depth: int) -> bool:
-        """Add the keys a dict gets after it is built (`d.update(...)`, `d[key] = v`,
-        `d.setdefault(key, v)`) to `out`; False when some change cannot be read."""
-        calls, stores = self._changes.get(id(symbol), ([], []))
-        for call in calls:
-            args = call.node.args
-            if call.method == "update":
-                inner = self._spread([a.value for a in args], call.scope, at, depth + 1)
-                if inner is None or any(a.keyword for a in args):
-                    return False
-                out.update(inner, maybe=_conditional(call.ctx.ifs, at))
-            elif call.method == "setdefault" and len(args) == 2:
-                key = str_value(args[0].value)
-                if key is None:
-                    return False
-                if key not in out.values:
-                    out.set(key, args[1].value, maybe=_conditional(call.ctx.ifs, at))
-            elif call.method not in ("get", "keys", "items", "values", "copy"):
-                return False
-        for target, value, ctx in stores:
-            index = target.slice[0].slice if len(target.slice) == 1 else None
-            key = str_value(index.value) if isinstance(index, cst.Index) else None
-            if key is None or value is None:
-                return False
-            out.set(key, value, maybe=_conditional(ctx.ifs, at))
-        return True
 
     @staticmethod
     def _iterated(site: Loader, loop: Loop) -> None:
@@ -447,7 +354,9 @@ class Loaders:
                 if given is not None:
                     found.extend(self.of(given, b.ctx.scope, depth + 1))
                 else:
-                    found.extend(self._returned(b.source, b.ctx.scope, b.path[0], depth))
+                    found.extend(
+                        self._returned(b.source, b.ctx.scope, b.path[0], depth, unpacked_into(b))
+                    )
             elif b.kind is Kind.PARAM:
                 for value, where in self.functions.arguments(b) or ():
                     found.extend(self.of(value, where, depth + 1))
@@ -462,16 +371,22 @@ class Loaders:
         return list(dict.fromkeys(found))
 
     def _returned(
-        self, call: cst.Call, scope: Scope, element: int | None, depth: int
+        self,
+        call: cst.Call,
+        scope: Scope,
+        element: int | None,
+        depth: int,
+        arity: int | None = None,
     ) -> list[Loader]:
         """Loaders a function of this file (or of another file of the project, or a loader
-        factory the project's knowledge names) returns (the `element`-th of a tuple)."""
+        factory the project's knowledge names) returns (the `element`-th of a tuple, of
+        `arity` elements where the caller unpacks that many)."""
         factory = self.functions.entry(call.func, scope)
         if isinstance(factory, LoaderFactory):
             return self._made(call) if element is None else []
         export = self.functions.export(call.func, scope)
         if isinstance(export, Function):
-            return self.elsewhere(export.returned(element))
+            return self.elsewhere(export.returned(element, arity))
         target = self.functions.definition(call.func, scope)
         if target is None or target.kind is not Kind.DEF:
             return []
@@ -482,6 +397,8 @@ class Loaders:
             if element is not None:
                 if not isinstance(value, cst.Tuple) or element >= len(value.elements):
                     continue
+                if arity is not None and len(value.elements) != arity:
+                    continue  # the other flag's tuple: not this caller's
                 value = value.elements[element].value
             found.extend(self.of(value, inner, depth + 1))
         return found
@@ -562,37 +479,3 @@ def pinning(value: cst.BaseExpression, scope: Scope) -> bool:
         "torch.cuda.is_available",
         "torch.accelerator.is_available",
     )
-
-
-_ItemStore = tuple[cst.Subscript, cst.BaseExpression | None, Context]
-
-
-@dataclass
-class _Keys:
-    """What a `**` dict holds: key -> value, and the keys set on some paths only."""
-
-    values: dict[str, cst.BaseExpression] = field(default_factory=dict)
-    maybe: set[str] = field(default_factory=set)
-
-    def set(self, key: str, value: cst.BaseExpression, maybe: bool = False) -> None:
-        if maybe and key not in self.values:
-            self.maybe.add(key)
-        elif not maybe:
-            self.maybe.discard(key)
-        self.values[key] = value
-
-    def update(self, other: _Keys, maybe: bool = False) -> None:
-        for key, value in other.values.items():
-            self.set(key, value, maybe or key in other.maybe)
-
-    def either(self, other: _Keys) -> _Keys:
-        """The keys of one path or the other."""
-        both = set(self.values) & set(other.values)
-        merged = _Keys({**other.values, **self.values}, self.maybe | other.maybe)
-        merged.maybe |= set(merged.values) - both
-        return merged
-
-
-def _conditional(ifs: Sequence[cst.If], at: cst.CSTNode) -> bool:
-    """Some `if` around a change does not also hold `at`: the change is on some paths."""
-    return any(not contains(if_, at) for if_ in ifs)

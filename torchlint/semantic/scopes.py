@@ -298,6 +298,20 @@ def assigned_values(node: cst.CSTNode, scope: Scope) -> list[cst.BaseExpression]
     return [b.value for b in bindings(node, scope) if b.kind is Kind.ASSIGN and b.value]
 
 
+def unpacked_into(binding: Binding) -> int | None:
+    """How many names the assignment of an unpacked binding unpacks at the top (`a, b, c
+    = f()`: 3), where none is starred."""
+    node = binding.node
+    if not binding.path or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        return None
+    target = node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    return len(target.elements)
+
+
 def assigned_once(node: cst.CSTNode, scope: Scope) -> Binding | None:
     """The one binding of a name (or `self.attr`) bound only by a single plain assignment
     with a value (`mps = "mps" in device.type`); None otherwise."""
