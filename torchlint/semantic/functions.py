@@ -254,7 +254,8 @@ class Functions:
                 continue
             target = self.definition(args[0].value, call.scope)
             if target is not None and isinstance(target.node, cst.FunctionDef):
-                found.setdefault(id(target.node), []).append((call, _handed(call.node)))
+                handed = _handed(call.node, call.qualname in SPAWNS)
+                found.setdefault(id(target.node), []).append((call, handed))
         return found
 
     @staticmethod
@@ -538,13 +539,17 @@ class Functions:
         return self.returns(target.node), self.scope_of(target.node)
 
 
-def _handed(call: cst.Call) -> list[cst.BaseExpression] | None:
-    """What a launcher hands the function it is given first: the tuple of `args=`
-    (`mp.spawn`), else the positional arguments after the function; None where `*`
-    or `**` hides some."""
+def _handed(call: cst.Call, spawns: bool) -> list[cst.BaseExpression] | None:
+    """What a launcher hands the function it is given first: the tuple of `args=`, or
+    for `mp.spawn` of its second positional argument (`mp.spawn(main_worker, (args,),
+    nprocs)`), else the positional arguments after the function; None where `*` or `**`
+    hides some."""
     if any(a.star for a in call.args):
         return None
     packed = keyword(call, "args")
+    if packed is MISSING and spawns:
+        plain = [a.value for a in call.args if a.keyword is None]
+        packed = plain[1] if len(plain) > 1 else cst.Tuple([])
     if packed is not MISSING:
         if not isinstance(packed, cst.Tuple) or any(
             isinstance(e, cst.StarredElement) for e in packed.elements
