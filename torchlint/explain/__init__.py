@@ -31,6 +31,7 @@ from torchlint.text.source import SourceError, read_source
 if TYPE_CHECKING:
     import libcst as cst
 
+    from torchlint.lint.incremental import Buffer
     from torchlint.lint.notebook import Chunk, Program
     from torchlint.rule import Diagnostic, Rule
     from torchlint.semantic import TorchModule
@@ -145,18 +146,20 @@ def explain_text(
     violations: Sequence[Violation],
     env: Environment | None = None,
     name: str | None = None,
+    buffer: Buffer | None = None,
 ) -> Explanation:
     """What the analysis knows at `at` in `text` (a notebook's JSON where `name` ends in
     `.ipynb`), checked under `plan` (its per-file-ignores applied here, for `at.path`)
     with `violations` the findings the check gave it and `env` what its project told it
-    (None: the file alone). ExplainError where it cannot be explained (a line out of
-    range, a text that does not parse)."""
+    (None: the file alone); an editor's `buffer` gives the tree its lint parsed (the
+    text parsed again only where it changed). ExplainError where it cannot be explained
+    (a line out of range, a text that does not parse)."""
     from torchlint.semantic.external import Environment
 
     codes = tuple(plan.config.rules_for(at.path, plan.codes))
     named = name if name is not None else str(at.path)
     checked = _Analysis(at, plan, codes, named, text, violations, env or Environment())
-    return checked.explanation()
+    return checked.explanation(buffer)
 
 
 class _Analysis:
@@ -223,7 +226,7 @@ class _Analysis:
         chunk, inner = self.program.locate(self.chunks, line)
         return chunk.cell, inner
 
-    def explanation(self) -> Explanation:
+    def explanation(self, buffer: Buffer | None = None) -> Explanation:
         from torchlint.lint.parser import LintError, parse
         from torchlint.semantic import build
 
@@ -231,7 +234,7 @@ class _Analysis:
         tokens = {r.code for r in applies(selected, self.source, self.plan.settings.knowledge)}
         self.read = self._read(tokens)
         try:
-            tree = parse(self.source, self.name)
+            tree = (buffer.parse if buffer is not None else parse)(self.source, self.name)
         except LintError as exc:
             raise ExplainError(f"{self.name}: {exc.file_error()}") from None
         module = build(tree, self.name, self.plan.settings, self.env)

@@ -3,9 +3,10 @@ Markdown ("why was this (not) flagged?").
 
 It is computed when the editor asks, never ahead, on the worker thread as a lint is, for
 the text the editor holds (saved or not): the findings of its lint (`current`: linted
-first where the text changed since), the document's settings, and what its project tells
-it, by the analysis and the words of `torchlint explain` (`explain_text`,
-`render.markdown`). No LSP types here: protocol.py makes the answer a Hover."""
+first where the text changed since) and the tree it parsed (its `Buffer`), the
+document's settings, and what its project tells it, by the analysis and the words of
+`torchlint explain` (`explain_text`, `render.markdown`). No LSP types here: protocol.py
+makes the answer a Hover."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def explained(server: TorchlintServer, result: Analysis, uri: str, line: int) ->
     else:
         text, at = notebook_json(snapshot.cells), Place(path, line + 1, index + 1)
     try:
-        found = explain_text(at, text, chosen, result.report.violations, env, snapshot.name)
+        violations, buffer = result.report.violations, server.buffers.get(snapshot.key)
+        found = explain_text(at, text, chosen, violations, env, snapshot.name, buffer)
     except ExplainError:
         return None  # a text that does not parse (its diagnostics say where)
     return markdown(found)
