@@ -19,6 +19,7 @@ from torchlint.explain import ExplainError, Place, explain_text
 from torchlint.explain.render import markdown
 from torchlint.server.analysis import notebook_json
 from torchlint.server.settings import setup
+from torchlint.text.source import split_lines
 
 if TYPE_CHECKING:
     from torchlint.server.lsp import TorchlintServer
@@ -52,7 +53,7 @@ def explained(server: TorchlintServer, result: Analysis, uri: str, line: int) ->
     cell's, `uri`), with what the document's project tells it now."""
     snapshot = result.snapshot
     index = snapshot.uris.index(uri)
-    lines = snapshot.texts[index].splitlines()
+    lines = split_lines(snapshot.texts[index])  # (as LSP counts them)
     code = lines[line].strip() if line < len(lines) else ""
     if not code or code.startswith("#"):
         return None
