@@ -14,7 +14,18 @@ import pytest
 
 from torchlint.cli.check import plan
 from torchlint.cli.flags import CheckOptions
-from torchlint.explain import ExplainError, Explanation, Place, explain, place
+from torchlint.explain import (
+    ExplainError,
+    Explanation,
+    Finding,
+    Place,
+    RuleState,
+    explain,
+    explain_text,
+    place,
+)
+from torchlint.explain.facts import Facts, GpuFacts, NameFacts
+from torchlint.explain.render import markdown
 
 from .conftest import FIXTURES, LOADER, run_cli, run_cli_process
 
@@ -242,3 +253,73 @@ def test_the_text_says_why_the_rules_stayed_silent(tmp_path):
     out = run_cli("explain", f"{script}:9")
     said = out.stdout.split("  why they stayed silent here:\n", 1)[1]
     assert "    TL201: the file places no work on a GPU" in said
+
+
+def test_a_text_is_explained_as_its_file_is(tmp_path):
+    """`explain_text` (the hover's entry) on the text and the findings of a check gives
+    what `explain` gives of the file (one analysis), for the text given, not the disk's."""
+    script = own_project(tmp_path, FIXTURES / "TL201" / "good_cpu_only.py")
+    run_plan = plan(CheckOptions(paths=[str(script)]))
+    on_disk = explain(Place(script, 9), run_plan)
+    same = explain_text(Place(script, 9), script.read_text(), run_plan, [], name=on_disk.path)
+    assert same == on_disk
+    text = script.read_text().replace("batch_size=100", "batch_size=8")
+    edited = explain_text(Place(script, 9), text, run_plan, [])
+    (loader,) = next(n for n in edited.facts.names if n.expression == "loader").loaders
+    assert loader.arguments["batch_size"] == "8"
+    assert passed(edited, "TL201") == passed(on_disk, "TL201")
+
+
+def test_the_hover_says_a_hidden_finding_and_where_the_line_runs():
+    said = markdown(explained(ENGINE / "mypkg" / "engine.py", 20))
+    assert said.startswith("**torchlint**: 1 finding on this line\n")
+    assert (
+        "- **TL401** host-sync-in-training-loop (low impact), hidden: low impact: shown with "
+        "--show-low-impact\n  - `.cpu()` in the evaluation loop blocks"
+    ) in said
+    assert "\n**Not per step** (not in a training step loop" in said
+    assert "\n- in `evaluate` (line 15)\n  - called by another file: `main` in train.py" in said
+    assert "\n- in an evaluation loop (line 18 in `evaluate`): `for images" in said
+    assert "\n**Names**\n- `out.argmax(1).cpu()`: moves to the CPU\n" in said
+    assert "\n**GPU**: yes: `images.to(device)` (line 7)\n" in said
+    step = markdown(explained(ENGINE / "mypkg" / "engine.py", 12))
+    assert "(high impact), shown\n\n**Runs on every training step**\n" in step
+    assert "  - `.item()`" not in step  # a finding shown: its diagnostic says it
+
+
+def test_the_hover_groups_the_reasons_and_leaves_out_what_has_nothing_to_say():
+    facts = Facts(GpuFacts(False, False, True, "no GPU in sight"), per_step=True, period=100)
+    facts.names = [NameFacts("device", device="the CPU")]
+    no_gpu = "the file places no work on a GPU"
+    rules = [
+        RuleState("TL001", "a", True, True, "no finding", passed=[no_gpu]),
+        RuleState("TL201", "b", True, True, "no finding", passed=[no_gpu, "`num_workers` is set"]),
+        RuleState("TL404", "c", True, True, "no finding"),
+        RuleState("TL501", "d", True, True, "reported"),
+    ]
+    finding = Finding("TL501", "d", 3, 1, "high", "a message", [])
+    found = Explanation("t.py", 3, None, "x = 1", [finding], "yes", rules, facts)
+    assert markdown(found) == (
+        "**torchlint**: 1 finding on this line\n"
+        "- **TL501** d (high impact), shown\n"
+        "\n"
+        "**Runs on every 100 steps**\n"
+        "- at module level\n"
+        "\n"
+        "**Names**\n"
+        "- `device`: names the CPU\n"
+        "\n"
+        "**GPU**: no: no GPU in sight\n"
+        "\n"
+        "**Why the rules stayed silent**\n"
+        "- TL001, TL201: the file places no work on a GPU\n"
+        "- TL201: `num_workers` is set"
+    )
+    unread = [RuleState("TL001", "a", False, False, "did not read the file")]
+    said = markdown(
+        Explanation("t.py", 1, None, "x", [], "no: no tokens", unread, Facts(facts.gpu))
+    )
+    assert said == (
+        "**torchlint**: no finding on this line\n\n**GPU**: no: no GPU in sight\n\n"
+        "**Not read by the rules**: no tokens"
+    )

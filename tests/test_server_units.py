@@ -331,3 +331,21 @@ def test_a_change_after_a_pause_is_linted_at_once_one_within_a_burst_waits():
     assert pause(100.0, 100.0 - 2 * DEBOUNCE_S) == 0.0  # typed after a pause
     assert pause(100.0, -math.inf) == 0.0  # the document's first change
     assert pause(100.0, 100.0 - DEBOUNCE_S / 2) == DEBOUNCE_S  # within a burst
+
+
+def test_the_hover_is_markdown_unless_the_client_shows_plain_text_only():
+    from types import SimpleNamespace
+
+    from torchlint.server.protocol import _markup
+
+    def client(formats):
+        hover = types.HoverClientCapabilities(content_format=formats)
+        caps = types.ClientCapabilities(
+            text_document=types.TextDocumentClientCapabilities(hover=hover)
+        )
+        return SimpleNamespace(client_capabilities=caps)
+
+    assert _markup(client([types.MarkupKind.PlainText])) == types.MarkupKind.PlainText
+    assert _markup(client([types.MarkupKind.Markdown, types.MarkupKind.PlainText])) == "markdown"
+    assert _markup(client(None)) == types.MarkupKind.Markdown
+    assert _markup(SimpleNamespace(client_capabilities=types.ClientCapabilities())) == "markdown"

@@ -1,9 +1,11 @@
 """`torchlint explain`: what the analysis knows at a line of a file (or in the whole
 file), as `check` sees the file: with what its project tells it.
 
-The file is checked as `check` checks it (`run.run`: its project's rounds, to their
-fixed point, with the run's cache); then analysed once more
-here, with the environment its project gives it, and every rule is run on that model,
+`explain` checks the file as `check` checks it (`run.run`: its project's rounds, to
+their fixed point, with the run's cache); `explain_text` takes a text that was checked
+already, with what its project told it (the language server's hover: an editor's
+buffer, its lint's findings, its `Environment`). Either way the text is analysed once
+more here (`_Analysis`), with that environment, and every rule is run on that model,
 the selected ones and the others: a finding the run hides (low impact, a noqa comment,
 per-file-ignores, a rule not selected) shows with the reason, and a finding of the run
 is matched to it. The facts (the loops and the function around the line, what the names
@@ -12,6 +14,7 @@ on it hold, where the file puts its work) are read off the same model (`facts.py
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,13 +24,14 @@ from torchlint.config.plan import RunPlan
 from torchlint.explain.facts import At, Facts, file_facts, line_facts
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
-from torchlint.results import FileResult, Impact, Violation
+from torchlint.results import Impact, Violation
 from torchlint.run.files import Mode, run
 from torchlint.text.source import SourceError, read_source
 
 if TYPE_CHECKING:
     import libcst as cst
 
+    from torchlint.lint.incremental import Buffer
     from torchlint.lint.notebook import Chunk, Program
     from torchlint.rule import Diagnostic, Rule
     from torchlint.semantic import TorchModule
@@ -122,33 +126,57 @@ def explain(at: Place, plan: RunPlan, cache_dir: Path | None = None) -> Explanat
         raise ExplainError(f"{path}: no such file")
     if not path.is_file():
         raise ExplainError(f"{path}: not a file (explain takes one file)")
-    codes = tuple(plan.config.rules_for(path, plan.codes))
     ran = run(plan, [path], Mode.CHECK, cache_dir=cache_dir, bases={path: path.parent})
     (result,) = ran.results
     if result.errors:
         raise ExplainError(f"{result.path}: {result.error}")
     if result.warning:
         raise ExplainError(f"{result.path}: {result.warning}")
-    return _Analysis(at, plan, codes, result, ran.environment(0)).explanation()
+    try:
+        text = read_source(path).text
+    except SourceError as exc:
+        raise ExplainError(f"{result.path}: {exc}") from None
+    return explain_text(at, text, plan, result.violations, ran.environment(0), result.path)
+
+
+def explain_text(
+    at: Place,
+    text: str,
+    plan: RunPlan,
+    violations: Sequence[Violation],
+    env: Environment | None = None,
+    name: str | None = None,
+    buffer: Buffer | None = None,
+) -> Explanation:
+    """What the analysis knows at `at` in `text` (a notebook's JSON where `name` ends in
+    `.ipynb`), checked under `plan` (its per-file-ignores applied here, for `at.path`)
+    with `violations` the findings the check gave it and `env` what its project told it
+    (None: the file alone); an editor's `buffer` gives the tree its lint parsed (the
+    text parsed again only where it changed). ExplainError where it cannot be explained
+    (a line out of range, a text that does not parse)."""
+    from torchlint.semantic.external import Environment
+
+    codes = tuple(plan.config.rules_for(at.path, plan.codes))
+    named = name if name is not None else str(at.path)
+    checked = _Analysis(at, plan, codes, named, text, violations, env or Environment())
+    return checked.explanation(buffer)
 
 
 class _Analysis:
-    """One file analysed with what its project tells it, every rule run on it."""
+    """One text analysed with what its project tells it, every rule run on it."""
 
     def __init__(
         self,
         at: Place,
         plan: RunPlan,
         codes: tuple[str, ...],
-        result: FileResult,
+        name: str,
+        text: str,
+        violations: Sequence[Violation],
         env: Environment,
     ) -> None:
-        self.at, self.plan, self.codes, self.result, self.env = at, plan, codes, result, env
-        self.name = result.path
-        try:
-            text = read_source(at.path).text
-        except SourceError as exc:
-            raise ExplainError(f"{self.name}: {exc}") from None
+        self.at, self.plan, self.codes, self.env = at, plan, codes, env
+        self.name, self.violations = name, violations
         self.program: Program | None = None
         self.chunks: list[Chunk] = []
         if self.name.endswith(".ipynb"):
@@ -198,7 +226,7 @@ class _Analysis:
         chunk, inner = self.program.locate(self.chunks, line)
         return chunk.cell, inner
 
-    def explanation(self) -> Explanation:
+    def explanation(self, buffer: Buffer | None = None) -> Explanation:
         from torchlint.lint.parser import LintError, parse
         from torchlint.semantic import build
 
@@ -206,7 +234,7 @@ class _Analysis:
         tokens = {r.code for r in applies(selected, self.source, self.plan.settings.knowledge)}
         self.read = self._read(tokens)
         try:
-            tree = parse(self.source, self.name)
+            tree = (buffer.parse if buffer is not None else parse)(self.source, self.name)
         except LintError as exc:
             raise ExplainError(f"{self.name}: {exc.file_error()}") from None
         module = build(tree, self.name, self.plan.settings, self.env)
@@ -260,7 +288,7 @@ class _Analysis:
         hidden; the run's findings first, matched by position. (finding, program line)."""
         suppressions = parse_suppressions(self.source)
         out: dict[tuple[str, int | None, int, int], tuple[Finding, int]] = {}
-        for v in self.result.violations:
+        for v in self.violations:
             program_line = v.line if v.cell is None else self._from_cell(v)
             out[(v.code, v.cell, v.line, v.column)] = (self._finding(v), program_line)
         for diagnostic in self._diagnostics(module, positions):

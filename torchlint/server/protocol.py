@@ -1,5 +1,5 @@
-"""The protocol: the LSP messages the server answers, each handed to `TorchlintServer`,
-and `run`, which serves one client over stdin/stdout."""
+"""The protocol: the LSP messages the server answers, each handed to `TorchlintServer`
+(a hover to hover.py), and `run`, which serves one client over stdin/stdout."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pygls.uris import to_fs_path
 
 from torchlint.config.load import CONFIG_FILES
 from torchlint.server.actions import FIX_ALL
+from torchlint.server.hover import hover
 from torchlint.server.lsp import TorchlintServer
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -39,6 +40,7 @@ def create_server(cache: bool = True) -> TorchlintServer:
     _notebooks(server)
     _workspace(server)
     _code_actions(server)
+    _hover(server)
     return server
 
 
@@ -161,6 +163,24 @@ def _code_actions(server: TorchlintServer) -> None:
     @server.feature(types.CODE_ACTION_RESOLVE)
     async def code_action_resolve(action: types.CodeAction) -> types.CodeAction:
         return await server.resolve(action)
+
+
+def _hover(server: TorchlintServer) -> None:
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def text_document_hover(params: types.HoverParams) -> types.Hover | None:
+        said = await hover(server, params.text_document.uri, params.position.line)
+        if said is None:
+            return None
+        return types.Hover(contents=types.MarkupContent(kind=_markup(server), value=said))
+
+
+def _markup(server: TorchlintServer) -> types.MarkupKind:
+    """Markdown, unless the client says it shows only plain text (which reads as well)."""
+    text = server.client_capabilities.text_document
+    said = text.hover.content_format if text is not None and text.hover is not None else None
+    if said and types.MarkupKind.Markdown not in said:
+        return types.MarkupKind.PlainText
+    return types.MarkupKind.Markdown
 
 
 def run(cache: bool = True) -> int:

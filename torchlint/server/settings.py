@@ -140,12 +140,19 @@ def _stamps(directory: Path) -> tuple[_Stamp, ...]:
 
 
 def setup(
-    configs: Configs, editor: EditorSettings, path: Path | None, root: Path
+    configs: Configs,
+    editor: EditorSettings,
+    path: Path | None,
+    root: Path,
+    *,
+    per_file: bool = True,
 ) -> RunPlan | None:
     """How to lint the document at `path` (None: not a file on disk, linted as if in
-    `root`), or None when its config excludes it. ConfigError for a bad config."""
+    `root`), or None when its config excludes it. ConfigError for a bad config. Not
+    `per_file`: its per-file-ignores left in the plan's config only, as a run's plan
+    (what `explain` reads, to tell a rule ignored in the file from one not selected)."""
     config = configs.config(path.parent if path else root, root)
     if path is not None and config.excluded(path):
         return None
     plan = resolve(config, editor)
-    return plan if path is None else plan.for_file(path)
+    return plan if path is None or not per_file else plan.for_file(path)
