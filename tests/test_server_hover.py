@@ -40,7 +40,7 @@ pytestmark = [
 # LOADER's DataLoader with its workers: TL201 stays silent, and says why.
 WORKERS = LOADER.replace("batch_size=256,", "batch_size=256, num_workers=4,")
 TL201_SHOWN = "**TL201** dataloader-sync-loading (high impact), shown"
-TL201_SILENT = "TL201: `num_workers` is set (line 3)"
+TL201_SILENT = "TL201: `num_workers=4`: not 0 on every path it sees (line 3)"
 SETTLED = re.compile(r"project (?P<root>.+) \(\d+ files\): \d+ summaries read from the cache")
 
 
@@ -153,7 +153,7 @@ async def test_the_hover_follows_the_unsaved_buffer_not_the_disk(client, root):
     change_document(client, doc, "x = 1\n" + WORKERS, 2)  # unsaved; a line above
     said = await hover(client, doc, 3)
     assert said is not None and TL201_SHOWN not in said
-    assert "TL201: `num_workers` is set (line 4)" in said
+    assert "TL201: `num_workers=4`: not 0 on every path it sees (line 4)" in said
     close_document(client, doc)
 
 
