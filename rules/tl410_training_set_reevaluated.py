@@ -1,13 +1,15 @@
 """TL410 training-set-reevaluated: the training set is run through the network again to measure it.
 
-What: inside the loop that repeats training epochs, the loader the step loop trains on
-is walked a second time by the network without training: a loop over it with no
-backward pass (an evaluation loop), a call that hands it to a function of this file
+What: inside the loop that repeats training epochs (the loop around the step loop, or
+around a call of the function that holds it: `for epoch in range(n): train(epoch)`), the
+loader the step loop trains on (as the call passes it, where the function walks a
+parameter) is walked a second time by the network without training: a loop over it with
+no backward pass (an evaluation loop), a call that hands it to a function of this file
 whose loop evaluates that parameter, or to a function of another file named for a
 measure and given a network (`compute_accuracy(model, train_loader, device)`,
 `evaluate(model, train_loader)`); with ignite, an evaluator run on the trainer's own
-loader from an `Events.EPOCH_COMPLETED` handler (`evaluator.run(train_loader)`).
-Same loader means the same name the step loop iterates (`enumerate(train_loader)`,
+loader from an `Events.EPOCH_COMPLETED` handler (`evaluator.run(train_loader)`). Same
+loader means the same name the step loop iterates (`enumerate(train_loader)`,
 `tqdm(train_loader)`); a separate loader over the training data (a fixed subset, no
 augmentation) is a choice and is not reported, nor is a pass behind a flag that is off
 by default (`if args.train_acc:`), nor one after the last epoch.
@@ -116,12 +118,11 @@ class TrainingSetReevaluated(Rule):
             return
         done: set[int] = set()
         for loop in module.step_loops:
-            epoch = loop.ctx.loops[-1] if loop.ctx.loops else None
-            trained = _iterated(module, loop)
-            if epoch is None or id(epoch) in done or not trained:
-                continue
-            done.add(id(epoch))
-            yield from self._report(list(self._passes(module, loop, epoch, trained)))
+            for epoch, trained in _epochs(module, loop):
+                if id(epoch) in done or not trained:
+                    continue
+                done.add(id(epoch))
+                yield from self._report(list(self._passes(module, loop, epoch, trained)))
         yield from self._report(list(self._ignite(module)))
 
     def _passes(
@@ -221,14 +222,46 @@ def _symbol(node: cst.BaseExpression, scope: Scope) -> Symbol | None:
 
 def _iterated(module: TorchModule, loop: Loop) -> set[int]:
     """The symbols (by id) of what a `for` loop walks (`enumerate(train_loader)`)."""
+    return {id(s) for s in _walked(module, loop)}
+
+
+def _walked(module: TorchModule, loop: Loop) -> list[Symbol]:
     if not isinstance(loop.node, cst.For):
-        return set()
-    found = set()
+        return []
+    found = []
     for it in module.loaders.iterables(loop.node.iter, loop.ctx.scope):
         symbol = _symbol(it, loop.ctx.scope)
         if symbol is not None:
-            found.add(id(symbol))
+            found.append(symbol)
     return found
+
+
+def _epochs(module: TorchModule, step: Loop) -> Iterator[tuple[Loop, set[int]]]:
+    """The loops that repeat the step loop's epochs, each with the symbols (by id) of the
+    loader it trains on as named there: the loop around it in its function; for a step
+    loop at the top of a function, the loop around each call of the function in the file
+    (`for epoch in range(n): train(model, train_loader)`), a parameter it walks read as
+    the argument the call passes."""
+    walked = _walked(module, step)
+    if step.ctx.loops or not walked:
+        if step.ctx.loops:
+            yield step.ctx.loops[-1], {id(s) for s in walked}
+        return
+    function = step.ctx.function
+    for call, offset in module.functions.callers(function) if function is not None else ():
+        if not call.ctx.loops:
+            continue
+        named = set()
+        for symbol in walked:
+            param = symbol.only(Kind.PARAM)
+            if param is None:
+                named.add(id(symbol))  # a global (`train_loader`): the same name there
+                continue
+            index = param.index - offset if param.index is not None else None
+            passed = argument(call.node, symbol.name, index=index)
+            if passed is not MISSING and (given := _symbol(passed, call.scope)) is not None:
+                named.add(id(given))
+        yield call.ctx.loops[-1], named
 
 
 def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) -> bool:
