@@ -1,18 +1,20 @@
 """TL410 training-set-reevaluated: the training set is run through the network again to measure it.
 
 What: inside the loop that repeats training epochs (the loop around the step loop, or
-around a call of the function that holds it: `for epoch in range(n): train(epoch)`), the
-loader the step loop trains on (as the call passes it, where the function walks a
-parameter) is walked a second time by the network without training: a loop over it with
-no backward pass (an evaluation loop), a call that hands it to a function of this file
-whose loop evaluates that parameter, or to a function of another file named for a
-measure and given a network (`compute_accuracy(model, train_loader, device)`,
-`evaluate(model, train_loader)`); with ignite, an evaluator run on the trainer's own
-loader from an `Events.EPOCH_COMPLETED` handler (`evaluator.run(train_loader)`). Same
-loader means the same name the step loop iterates (`enumerate(train_loader)`,
-`tqdm(train_loader)`); a separate loader over the training data (a fixed subset, no
-augmentation) is a choice and is not reported, nor is a pass behind a flag that is off
-by default (`if args.train_acc:`), nor one after the last epoch.
+around a call of the function that holds it: `for epoch in range(n): train(epoch)`, or
+around a call of another file's function whose step loop walks the loader it is given:
+`train_one_epoch(model, train_loader, optimizer)`), the loader the step loop trains on
+(as the call passes it, where the function walks a parameter) is walked a second time by
+the network without training: a loop over it with no backward pass (an evaluation loop),
+a call that hands it to a function of this file whose loop evaluates that parameter, or
+to a function of another file named for a measure and given a network
+(`compute_accuracy(model, train_loader, device)`, `evaluate(model, train_loader)`); with
+ignite, an evaluator run on the trainer's own loader from an `Events.EPOCH_COMPLETED`
+handler (`evaluator.run(train_loader)`). Same loader means the same name the step loop
+iterates (`enumerate(train_loader)`, `tqdm(train_loader)`); a separate loader over the
+training data (a fixed subset, no augmentation) is a choice and is not reported, nor is
+a pass behind a flag that is off by default (`if args.train_acc:`), nor one after the
+last epoch.
 
 Why: a pass of the network over every training batch is about a third of a training
 epoch's GPU work (a forward pass without the backward), and the loader decodes and
@@ -122,15 +124,22 @@ class TrainingSetReevaluated(Rule):
                 if id(epoch) in done or not trained:
                     continue
                 done.add(id(epoch))
-                yield from self._report(list(self._passes(module, loop, epoch, trained)))
+                stepped = _Step(loop, loop.calls, _called(loop.calls))
+                yield from self._report(list(self._passes(module, stepped, epoch, trained)))
+        for call, trained in _steps_elsewhere(module):
+            epoch = call.ctx.loops[-1]
+            if id(epoch) not in done:
+                done.add(id(epoch))
+                stepped = _Step(None, [call], _given(call))
+                yield from self._report(list(self._passes(module, stepped, epoch, trained)))
         yield from self._report(list(self._ignite(module)))
 
     def _passes(
-        self, module: TorchModule, step: Loop, epoch: Loop, trained: set[int]
+        self, module: TorchModule, step: _Step, epoch: Loop, trained: set[int]
     ) -> Iterator[_Pass]:
         """The passes over the trained loader in the epoch loop, outside the step loop."""
         for loop in module.evaluation_loops:
-            inside = epoch in loop.ctx.loops and step not in loop.ctx.loops
+            inside = epoch in loop.ctx.loops and step.loop not in loop.ctx.loops
             if inside and _iterated(module, loop) & trained:
                 yield _Pass(loop.node, "an evaluation loop", _every(module, loop.calls[:1]))
         inner = {id(c) for c in step.calls}
@@ -142,7 +151,7 @@ class TrainingSetReevaluated(Rule):
                 for a in call.node.args
                 if (s := _symbol(a.value, call.scope)) is not None and id(s) in trained
             }
-            if given and _measures(module, call, given, step):
+            if given and _measures(module, call, given, step.networks):
                 name = dotted_name(call.node.func) or "a helper"
                 yield _Pass(call.node, f"`{name}`", _every(module, [call]))
 
@@ -201,6 +210,58 @@ class TrainingSetReevaluated(Rule):
                 "pass, or measure a fixed subset" + (f" (low impact: {why})" if why else ""),
                 impact=Impact.LOW if why else Impact.HIGH,
             )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """Where the training step runs: a step loop of this file, or a call of another
+    file's function whose loop trains on what it is given (no loop here: None); its
+    calls, and the symbols (by id) of what it runs as networks."""
+
+    loop: Loop | None
+    calls: list[CallSite]
+    networks: set[int]
+
+
+def _called(calls: list[CallSite]) -> set[int]:
+    """The symbols (by id) of the names the step loop calls (`model(x)`)."""
+    return {
+        id(s)
+        for c in calls
+        if isinstance(c.node.func, cst.Name) and (s := _symbol(c.node.func, c.scope))
+    }
+
+
+def _given(call: CallSite) -> set[int]:
+    """The symbols (by id) of the names a call hands over (`train(model, loader)`)."""
+    return {id(s) for a in call.node.args if (s := _symbol(a.value, call.scope)) is not None}
+
+
+def _steps_elsewhere(module: TorchModule) -> Iterator[tuple[CallSite, set[int]]]:
+    """Calls in a loop of a function of another file that trains on a loader it is
+    given, one epoch per call (a step loop over the parameter: `train_one_epoch(model,
+    train_loader, optimizer)`), with the symbols (by id) of the loaders handed to it."""
+    for call in module.calls:
+        site = module.functions.site(call.node) if call.ctx.loops else None
+        external = module.functions.external(site) if site is not None else None
+        if external is None:
+            continue
+        function, offset = external
+        effects = dict(function.effects)
+        trained, index = set(), 0
+        for arg in call.node.args:
+            if arg.star:
+                break
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            name = function.parameter(index if keyword is None else None, keyword, offset)
+            index += keyword is None
+            effect = effects.get(name) if name is not None else None
+            if effect is not None and effect.steps and not effect.repeated:
+                symbol = _symbol(arg.value, call.scope)
+                if symbol is not None and module.loaders.of(arg.value, call.scope):
+                    trained.add(id(symbol))  # a loader (the model it trains is given too)
+        if trained:
+            yield call, trained
 
 
 @dataclass(frozen=True)
@@ -264,7 +325,7 @@ def _epochs(module: TorchModule, step: Loop) -> Iterator[tuple[Loop, set[int]]]:
         yield call.ctx.loops[-1], named
 
 
-def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) -> bool:
+def _measures(module: TorchModule, call: CallSite, given: set[int], stepped: set[int]) -> bool:
     """The call hands the loader to a function that runs a network over it without
     training: a loop over that parameter calling a network with no backward pass in it
     (a function of this file), or a
@@ -290,13 +351,8 @@ def _measures(module: TorchModule, call: CallSite, given: set[int], step: Loop) 
     name = dotted_name(call.node.func) or ""
     if not MEASURE.match(name.rpartition(".")[2]):
         return False
-    # Given a network: one known as such, or what the step loop calls (`model(x)` on a
-    # parameter `model`).
-    stepped = {
-        id(s)
-        for c in step.calls
-        if isinstance(c.node.func, cst.Name) and (s := _symbol(c.node.func, c.scope))
-    }
+    # Given a network: one known as such, or what the step calls (`model(x)` on a
+    # parameter `model`) or hands the function that trains.
     return any(
         ((site := module.models.of(a.value, call.scope)) is not None and site.is_network)
         or id(_symbol(a.value, call.scope)) in stepped
