@@ -97,6 +97,13 @@ from torchlint.semantic import (
 TIMERS = re.compile(r"(Profile|Timer|Stopwatch)\w*$")
 
 
+# Why a blocking copy of a loader's batch is not reported.
+UNPINNED = (
+    "its loader does not pin memory: from pageable memory `non_blocking` overlaps nothing "
+    "(TL202 says where to pin it)"
+)
+
+
 class BlockingHostToDeviceCopy(Rule):
     code = "TL105"
     name = "blocking-host-to-device-copy"
@@ -107,13 +114,18 @@ class BlockingHostToDeviceCopy(Rule):
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         seen: set[int] = set()
         for loop in module.loops:
-            if not loop.loaders or not all(
-                module.loaders.pins_memory(loader) for loader in loop.loaders
-            ):
+            if not loop.loaders:
+                continue
+            if not all(module.loaders.pins_memory(loader) for loader in loop.loaders):
+                for call in blocking_copies(module, loop):
+                    self.pass_over(call.node, UNPINNED)
                 continue
             nothing_to_overlap = _loop_low(module, loop)
             for call in blocking_copies(module, loop):
-                if id(call.node) in seen or _timed(module, call):
+                if id(call.node) in seen:
+                    continue
+                if _timed(module, call):
+                    self.pass_over(call.node, "the copy is timed: a blocking copy measures it")
                     continue
                 seen.add(id(call.node))
                 found = non_blocking(module, call)

@@ -243,6 +243,11 @@ def test_a_silent_rule_says_why_it_passed_over_the_line(tmp_path):
     assert passed(at_loader, "TL203") == [
         "no loop iterates it again and again (no epoch loop seen) (line 7)"
     ]
+    unpinned = explained(own_project(tmp_path, FIXTURES / "TL105" / "good.py"), 20)
+    assert passed(unpinned, "TL105") == [
+        "its loader does not pin memory: from pageable memory `non_blocking` overlaps "
+        "nothing (TL202 says where to pin it) (line 20)"
+    ]
     at_print = explained(tmp_path / "train.py", 13)
     assert passed(at_print, "TL401") == ["it runs every N steps, under a periodic gate (line 13)"]
     assert passed(at_print, "TL201") == []  # the loader is not on this line
