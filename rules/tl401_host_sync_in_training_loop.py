@@ -49,9 +49,10 @@ the CPU, nowhere else, its batches never copied: the CPU half of a notebook that
 to the GPU later) is left alone. Also, in evaluation loops (a network run over a
 loader's batches with no backward pass, outside any training step, under
 `torch.no_grad()`, after `.eval()` or in a function named for evaluation: `evaluate`,
-`validate`, `test_*`, `predict`, `infer*`), a sync on every batch: the CPU waits for
-each batch before it prepares the next. The rows of a GPU tensor a nested loop walks
-(`for *box, conf, cls in det:` then `int(cls)`) are read one wait per row.
+`validate`, `test_*`, `predict`, `infer*`, or for a measure: `compute_accuracy`), a sync
+on every batch: the CPU waits for each batch before it prepares the next. The rows of a
+GPU tensor a nested loop walks (`for *box, conf, cls in det:` then `int(cls)`) are read
+one wait per row.
 
 Why: CUDA kernels run asynchronously: the Python loop normally runs ahead and
 queues the next step's work while the GPU computes. Reading a value on the host

@@ -2,7 +2,8 @@
 
 What: a loop over a DataLoader that calls a model, after `model.eval()` (in the same
 function, with no `model.train()` in between) or inside a function named
-`eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*`, with no `torch.no_grad()`,
+`eval*`/`valid*`/`val`/`val_*`/`test*`/`predict*`/`infer*` or for a measure it computes
+(`compute_accuracy`, `get_val_loss`, `calc_*_error`), with no `torch.no_grad()`,
 `torch.inference_mode()` or `torch.set_grad_enabled(False)` around the model call (as a
 `with`, as a decorator of the function, or around every call of the function; a
 project's own wrapper named for one counts: yolov5's `@smart_inference_mode()`), and no

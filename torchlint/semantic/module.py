@@ -47,7 +47,11 @@ MATMUL_PRECISION_SETTINGS = (
 
 # Functions named for an evaluation: evaluate/eval_epoch, validate/validation, val/val_step
 # (not `value`), test*, predict*, infer*/inference.
-EVAL_FUNCTION = re.compile(r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer)", re.IGNORECASE)
+EVAL_FUNCTION = re.compile(
+    r"^_*(eval|valid|val(?:_|\d|$)|test|predict|infer"
+    r"|(?:compute|calc|calculate|get|measure)_\w*(?:acc|accuracy|loss|metrics?|scores?|error))",
+    re.IGNORECASE,
+)
 
 
 class TorchModule:
@@ -327,7 +331,8 @@ class TorchModule:
     @staticmethod
     def evaluation_function(function: cst.FunctionDef | None) -> bool:
         """A function named for an evaluation (`evaluate`, `validate`, `val_step`,
-        `test_epoch`, `predict`, `inference`...; not `value`)."""
+        `test_epoch`, `predict`, `inference`...; not `value`) or for a measure it
+        computes (`compute_accuracy`, `get_val_loss`, `calc_error`)."""
         return function is not None and bool(EVAL_FUNCTION.match(function.name.value))
 
     def _evaluates(self, loop: Loop, calls: list[CallSite]) -> bool:
