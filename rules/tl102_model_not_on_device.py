@@ -206,6 +206,7 @@ class ModelNotOnDevice(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         if module.calls_to("torch.set_default_device"):
+            self.pass_over(None, "the file sets a default device (`torch.set_default_device`)")
             return
         handles = None
         for site in module.models.sites:
@@ -214,6 +215,7 @@ class ModelNotOnDevice(Rule):
             if not module.training.optimized(site) or not module.models.holds_only(site):
                 continue
             if any(module.devices.move(m) is not None for m in site.moves):
+                self.pass_over(site.construction.node, "it is moved to a device")
                 continue
             moved = batches_moved(module, site)
             if moved is not None:
@@ -226,6 +228,7 @@ class ModelNotOnDevice(Rule):
                 )
                 continue
             if module.networks.small_perceptron(site):
+                self.pass_over(site.construction.node, "a few thousand weights: a CPU is as fast")
                 continue  # a few thousand weights: the CPU runs a step faster than a GPU
             if handles is None:
                 handles = module.placement.handles_devices()
