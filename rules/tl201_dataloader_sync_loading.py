@@ -95,6 +95,9 @@ warning "The 'train_dataloader' does not have many workers which may be a bottle
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+
+import libcst as cst
 
 from torchlint.edits import WORKERS_NAME, pin_with_workers, pinned_copies, workers_fix
 from torchlint.fixes import FixSafety
@@ -123,6 +126,11 @@ def zero_default(module: TorchModule, loader: DataLoaderSite) -> str | None:
     return DEFAULTS[found.origin]
 
 
+def _workers_set(module: TorchModule, workers: cst.BaseExpression) -> str:
+    """Why TL201 passes over a loader given workers (for `torchlint explain`)."""
+    return f"`num_workers={module.module.code_for_node(workers)}`: not 0 on every path it sees"
+
+
 class DataLoaderSyncLoading(Rule):
     code = "TL201"
     name = "dataloader-sync-loading"
@@ -144,8 +152,7 @@ class DataLoaderSyncLoading(Rule):
             workers = loader.arg("num_workers")
             default = zero_default(module, loader)
             if workers is not MISSING and int_value(workers) != 0 and default is None:
-                code = module.module.code_for_node(workers)
-                self.pass_over(node, f"`num_workers={code}`: not 0 on every path it sees")
+                self.pass_over(node, partial(_workers_set, module, workers))
                 continue
             if module.datasets.plain_data(loader):
                 self.pass_over(node, "its dataset is tensors in memory: workers only copy them")

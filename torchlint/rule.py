@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -88,11 +88,12 @@ class Rule:
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
-    def pass_over(self, node: cst.CSTNode | None, why: str) -> None:
+    def pass_over(self, node: cst.CSTNode | None, why: str | Callable[[], str]) -> None:
         """Say why the rule does not report what it looked at (`node`; None: anything in
-        the file): `torchlint explain` shows it at the node's lines; a run keeps nothing."""
+        the file): `torchlint explain` shows it at the node's lines; a run keeps nothing
+        (a reason costly to word is given as a function, called only when asked)."""
         if self.passed is not None:
-            self.passed.append((node, why))
+            self.passed.append((node, why() if callable(why) else why))
 
     def applies(self, module: TorchModule) -> bool:
         """The rule's guards hold for this file: only then does the linter run `check`."""
