@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from torchlint.cli.check import plan
@@ -328,3 +329,64 @@ def test_the_hover_groups_the_reasons_and_leaves_out_what_has_nothing_to_say():
         "**torchlint**: no finding on this line\n\n**GPU**: no: no GPU in sight\n\n"
         "**Not read by the rules**: no tokens"
     )
+
+
+def lines_explained(path: Path, run_plan, buffer=None, cell=None, lines=None):
+    """The explanation of every line of a file (a notebook's cell) that holds code."""
+    text, out = path.read_text(), []
+    for line in lines or range(1, len(text.splitlines()) + 1):
+        found = explain_text(Place(path, line, cell), text, run_plan, [], buffer=buffer)
+        out.append((found.to_json(), markdown(found)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fixture", "cell", "lines"),
+    [
+        (ENGINE / "mypkg" / "engine.py", None, None),
+        (FIXTURES / "TL401" / "bad.py", None, None),
+        (FIXTURES / "notebooks" / "colab_mnist.ipynb", 7, range(1, 10)),
+    ],
+)
+def test_a_line_is_explained_as_with_every_node_positioned(monkeypatch, fixture, cell, lines):
+    """At a line, only the statement holding it (and what is read elsewhere) is
+    positioned, with the editor buffer's layout or one made for the text: the same
+    explanation as with every node of the file positioned."""
+    import torchlint.explain as explaining
+    from torchlint.explain.where import whole
+    from torchlint.lint.incremental import Buffer
+
+    run_plan = plan(CheckOptions(paths=[str(fixture)]))
+    buffer = None if cell is not None else Buffer()
+    lazy = lines_explained(fixture, run_plan, cell=cell, lines=lines)
+    if buffer is not None:
+        assert lines_explained(fixture, run_plan, buffer) == lazy
+    monkeypatch.setattr(explaining, "at_line", lambda module, *_: whole(module))
+    assert lines_explained(fixture, run_plan, cell=cell, lines=lines) == lazy
+
+
+def test_a_line_generates_only_the_statements_it_reads(tmp_path, monkeypatch):
+    """A hover on a line of a long file generates the code of the top-level statement
+    holding it and of those its facts and findings point at, never the whole module."""
+    from torchlint.lint.incremental import Buffer
+    from torchlint.text.libcst_compat import Generation
+
+    helpers = "".join(f"\n\ndef helper_{i}(x):\n    return x * {i}\n" for i in range(60))
+    text = (FIXTURES / "TL401" / "bad.py").read_text() + helpers
+    script = tmp_path / "train.py"
+    script.write_text(text)
+    generated: list[type] = []
+    real = Generation.generate
+
+    def counted(self, node):
+        generated.append(type(node))
+        real(self, node)
+
+    monkeypatch.setattr(Generation, "generate", counted)
+    run_plan = plan(CheckOptions(paths=[str(script)]))
+    line = text.splitlines().index("def helper_30(x):") + 2
+    for buffer in (Buffer(), None):
+        generated.clear()
+        found = explain_text(Place(script, line), text, run_plan, [], buffer=buffer)
+        assert found.facts.function is not None and found.facts.function.name == "helper_30"
+        assert cst.Module not in generated and 0 < len(generated) < 10

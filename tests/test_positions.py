@@ -9,7 +9,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchlint.text.positions import NodePositions
+from torchlint.text.positions import NodePositions, layout
+from torchlint.text.walk import descendants
 
 SAMPLES = [
     "x = 1\r\ny = f(a,\r\n      b)\r\n",
@@ -61,3 +62,23 @@ def test_a_few_nodes_and_nodes_asked_later(source):
     ours = NodePositions(module, some[:2])
     for node in some:  # the last three were not announced: computed on demand
         assert ours[node] == expected[node]
+
+
+@pytest.mark.parametrize("source", SAMPLES + _files()[:5])
+def test_nodes_wanted_together_with_the_statement_holding_them(source):
+    """`want`: nodes positioned in one pass, at libcst's positions; with a layout and the
+    index of the top-level statement holding them, without generating the module."""
+    module = cst.parse_module(source)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    laid = layout(module, source)
+    if not module.body or laid is None:
+        return
+    index = len(module.body) // 2
+    inside = list(descendants(module.body[index]))
+    ours = NodePositions(module, (), laid)
+    ours.want(inside, index)
+    assert ours.layout is laid  # (not the whole module generated again)
+    nodes = _nodes(module)
+    ours.want(random.Random(len(source)).sample(nodes, min(5, len(nodes))))
+    for node in [*inside, *nodes[:40]]:
+        assert ours[node] == expected[node], (type(node).__name__, module.code_for_node(node))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from torchlint.config.load import expand
 from torchlint.config.plan import RunPlan
 from torchlint.explain.facts import At, Facts, file_facts, line_facts
+from torchlint.explain.where import Where, at_line, whole
 from torchlint.lint.noqa import Suppressions, parse_suppressions
 from torchlint.lint.tokens import applies
 from torchlint.results import Impact, Violation
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from torchlint.rule import Diagnostic, Rule
     from torchlint.semantic import TorchModule
     from torchlint.semantic.external import Environment
-    from torchlint.text.positions import NodePositions
 
 
 class ExplainError(Exception):
@@ -239,12 +239,14 @@ class _Analysis:
             raise ExplainError(f"{self.name}: {exc.file_error()}") from None
         module = build(tree, self.name, self.plan.settings, self.env)
         try:
-            facts, positions = (
-                file_facts(module, self.shown)
-                if self.line is None
-                else line_facts(module, self.line, self.shown)
-            )
-            found = self._findings(module, positions)
+            if self.line is None:
+                where = whole(tree)
+                facts = file_facts(module, self.shown, where)
+            else:
+                laid = buffer.layout_of(tree) if buffer is not None else None
+                where = at_line(tree, self.source, self.line, laid)
+                facts = line_facts(module, self.line, self.shown, where)
+            found = self._findings(module, where)
         finally:
             module.release()
         here = [f for f, line in found if self.line in (None, line)]
@@ -283,7 +285,7 @@ class _Analysis:
             "(`torchlint rules` lists the rules and --select picks others)"
         )
 
-    def _findings(self, module: TorchModule, positions: NodePositions) -> list[tuple[Finding, int]]:
+    def _findings(self, module: TorchModule, where: Where) -> list[tuple[Finding, int]]:
         """Every rule's findings (the selected ones' and the others'), with why each is
         hidden; the run's findings first, matched by position. (finding, program line)."""
         suppressions = parse_suppressions(self.source)
@@ -291,7 +293,10 @@ class _Analysis:
         for v in self.violations:
             program_line = v.line if v.cell is None else self._from_cell(v)
             out[(v.code, v.cell, v.line, v.column)] = (self._finding(v), program_line)
-        for diagnostic in self._diagnostics(module, positions):
+        diagnostics = self._diagnostics(module, where)
+        where.want(d.node for d in diagnostics)  # (their statements generated at once)
+        positions = where.positions
+        for diagnostic in diagnostics:
             start = positions[diagnostic.node].start
             cell, line = self.shown(start.line)
             key = (diagnostic.code, cell, line, start.column + 1)
@@ -325,7 +330,7 @@ class _Analysis:
             hidden.append("low impact: shown with --show-low-impact")
         return Finding(v.code, v.name, v.line, v.column, v.impact, v.message, hidden, v.cell)
 
-    def _diagnostics(self, module: TorchModule, positions: NodePositions) -> list[Diagnostic]:
+    def _diagnostics(self, module: TorchModule, where: Where) -> list[Diagnostic]:
         """What every rule of the configuration says of the model, and why each passed
         over what it looked at at the line (`passed`); a rule that raises says nothing,
         and is named in `errors`."""
@@ -340,23 +345,23 @@ class _Analysis:
                     instance.pass_over(None, _guard(instance, module))
             except Exception as exc:  # (a local or installed rule's: the run says so too)
                 self.errors.append(f"{code} raised {type(exc).__name__}: {exc}")
-            self.passed[code] = self._at_line(instance.passed, positions)
+            self.passed[code] = self._at_line(instance.passed, where)
         return found
 
-    def _at_line(
-        self, passed: list[tuple[cst.CSTNode | None, str]], positions: NodePositions
-    ) -> list[str]:
+    def _at_line(self, passed: list[tuple[cst.CSTNode | None, str]], where: Where) -> list[str]:
         """The reasons given for the whole file or for a node at the line explained (on
         its first line, or spanning it: a loop), each once, with where it was given."""
         out: list[str] = []
         for node, why in passed:
             if node is None:
                 said = why
+            elif self.line is not None and not where.may_span(node):
+                continue  # (in another top-level statement: not positioned)
             else:
-                where = positions[node]
-                if self.line is not None and not where.start.line <= self.line <= where.end.line:
+                span = where.positions[node]
+                if self.line is not None and not span.start.line <= self.line <= span.end.line:
                     continue
-                cell, line = self.shown(where.start.line)
+                cell, line = self.shown(span.start.line)
                 said = f"{why} (line {f'cell {cell}:' if cell else ''}{line})"
             if said not in out:
                 out.append(said)

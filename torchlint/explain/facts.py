@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from torchlint.explain.where import Where
 from torchlint.semantic import (
     MISSING,
     CallSite,
@@ -23,8 +24,7 @@ from torchlint.semantic import (
     TorchModule,
 )
 from torchlint.semantic.external import Callers
-from torchlint.text.positions import NodePositions
-from torchlint.text.walk import children, descendants
+from torchlint.text.walk import children
 
 # A program line as reports show it: (cell, line in the cell) in a notebook.
 Shown = Callable[[int], tuple[int | None, int]]
@@ -124,16 +124,14 @@ class Facts:
     loaders: list[LoaderFacts] = field(default_factory=list)
 
 
-def line_facts(module: TorchModule, line: int, shown: Shown) -> tuple[Facts, NodePositions]:
-    """The facts at a program line, and the positions of the module's nodes."""
-    reader = _Reader(module, shown)
-    return reader.at_line(line), reader.positions
+def line_facts(module: TorchModule, line: int, shown: Shown, where: Where) -> Facts:
+    """The facts at a program line (`where`: the positions of what it reads, `at_line`)."""
+    return _Reader(module, shown, where).at_line(line)
 
 
-def file_facts(module: TorchModule, shown: Shown) -> tuple[Facts, NodePositions]:
-    """The facts of the whole file, and the positions of the module's nodes."""
-    reader = _Reader(module, shown)
-    return reader.whole(), reader.positions
+def file_facts(module: TorchModule, shown: Shown, where: Where) -> Facts:
+    """The facts of the whole file (`where`: every node's position, `whole`)."""
+    return _Reader(module, shown, where).whole()
 
 
 def device_text(device: Device) -> str:
@@ -146,10 +144,11 @@ def device_text(device: Device) -> str:
 
 
 class _Reader:
-    def __init__(self, module: TorchModule, shown: Shown) -> None:
+    def __init__(self, module: TorchModule, shown: Shown, where: Where) -> None:
         self.module = module
         self.shown = shown
-        self.positions = NodePositions(module.module, descendants(module.module))
+        self.where = where
+        self.positions = where.positions
         self.calls = {id(c.node): c for c in module.calls}
         self.loops = {id(loop.node): loop for loop in module.loops}
         self.sites = {id(s.call.node): s for s in [*module.loaders.sites, *module.loaders.made]}
@@ -214,7 +213,7 @@ class _Reader:
     def path(self, line: int) -> list[cst.CSTNode]:
         """The statements around `line`, outermost first (the last: the innermost)."""
         found: list[cst.CSTNode] = []
-        block: list[cst.CSTNode] = list(self.module.module.body)
+        block: list[cst.CSTNode] = list(self.where.top)  # (the one that may hold it)
         while True:
             inner = next((s for s in block if self.covers(s, line)), None)
             if inner is None:

@@ -232,6 +232,20 @@ class NodePositions:
                 known.extent = _shifted(state.extents[key], -starts[i])
                 known.context = state.contexts[key]
 
+    def want(self, nodes: Iterable[cst.CSTNode], holder: int | None = None) -> None:
+        """Position `nodes` too, in one pass (each node not given up front otherwise costs
+        a pass); `holder`: the index of the top-level statement that holds them all, where
+        the caller knows it (with a layout, it is not searched for)."""
+        new = {id(n) for n in nodes} - self.state.ranges.keys()
+        if not new:
+            return
+        if holder is not None and self.layout is not None:
+            top = self.module.body[holder]
+            for key in new:
+                self.layout.placed.setdefault(key, Placed(top))
+        self.wanted |= new
+        self._compute()
+
     def _lookup(self, table: str, node: cst.CSTNode) -> Any:
         found = getattr(self.state, table).get(id(node))
         if found is None:
