@@ -139,6 +139,13 @@ def _mapped_beside(call: CallSite, loads: list[CallSite]) -> bool:
     )
 
 
+# Why a load without `map_location` is left alone in a whole file.
+SAME_DEVICE = (
+    "one process, with no CPU-only path: the tensors come back to the device they were "
+    "saved from, where this program runs"
+)
+
+
 class TorchLoadWithoutMapLocation(Rule):
     code = "TL106"
     name = "torch-load-without-map-location"
@@ -152,8 +159,10 @@ class TorchLoadWithoutMapLocation(Rule):
             return
         distributed = any(q.startswith(DISTRIBUTED) for q in module.qualnames_called)
         if not distributed and not module.placement.runs_without_gpu:
+            self.pass_over(None, SAME_DEVICE)
             return
         if module.checkpoints.saves_cpu_state:
+            self.pass_over(None, "the checkpoints this program writes hold CPU tensors")
             return  # the checkpoints this script writes, and reads back, hold CPU tensors
         direct = {id(_state_argument(c)) for c in module.method_calls("load_state_dict")}
         states = {  # names whose value is loaded into a module
@@ -172,6 +181,7 @@ class TorchLoadWithoutMapLocation(Rule):
             if len(call.positional) >= 2:
                 continue  # torch.load(f, map_location)
             if _mapped_beside(call, loads):
+                self.pass_over(call.node, "a load beside it maps the same file")
                 continue  # `if args.gpu is None: load(f) else: load(f, map_location=loc)`
             path = call.arg("f", index=0)
             if path is not MISSING and _saved_here(
@@ -180,6 +190,7 @@ class TorchLoadWithoutMapLocation(Rule):
                 folders,
                 module.module.code_for_node(path),
             ):
+                self.pass_over(call.node, "this program's own checkpoint, read back where saved")
                 continue  # this program's own checkpoint, reloaded on the setup that wrote it
             into_state = id(call.node) in direct
             if not into_state and not self._model_state(module, call, states):
