@@ -105,6 +105,8 @@ MEASURE = re.compile(
     re.IGNORECASE,
 )
 EPOCH_COMPLETED = "Events.EPOCH_COMPLETED"
+# Packages whose functions are not the project's (a step function is).
+LIBRARIES = ("torch.", "torchvision.", "numpy.", "os.", "math.", "random.", "time.")
 PERIODIC = "every N epochs: a fraction of an epoch's work"
 ONE_PASS = "one pass for a metric of the training set each epoch, a choice many make"
 
@@ -242,7 +244,14 @@ def _steps_elsewhere(module: TorchModule) -> Iterator[tuple[CallSite, set[int]]]
     given, one epoch per call (a step loop over the parameter: `train_one_epoch(model,
     train_loader, optimizer)`), with the symbols (by id) of the loaders handed to it."""
     for call in module.calls:
-        site = module.functions.site(call.node) if call.ctx.loops else None
+        # an imported function (`from engine import train_one_epoch`), given names
+        if not call.ctx.loops or call.method is not None or not call.qualname:
+            continue
+        if "." not in call.qualname or call.qualname.startswith(LIBRARIES):
+            continue
+        if not any(isinstance(a.value, cst.Name) for a in call.node.args):
+            continue
+        site = module.functions.site(call.node)
         external = module.functions.external(site) if site is not None else None
         if external is None:
             continue
