@@ -39,11 +39,11 @@ Good:
 Fix (unsafe): add `persistent_workers=True` (`persistent_workers=opt.n_cpu > 0` where
 the worker count is a name or option a user may set to 0, for which `True` raises). No
 fix where the `**` dict gets `num_workers` on some paths only (`if use_cuda:
-kwargs.update(num_workers=1, ...)`): set the option in the same place by hand. Unsafe
-because the workers keep their copy of the dataset (memory) and their state across
-epochs: a dataset that changes between epochs (curriculum, `set_epoch` on the dataset
-rather than the sampler) is no longer seen by them, and worker seeds are not redrawn
-each epoch.
+kwargs.update(num_workers=1, ...)`), or a count a user may set to 0 (`dict(num_workers=
+args.workers)`): set the option in the same place by hand. Unsafe because the workers
+keep their copy of the dataset (memory) and their state across epochs: a dataset that
+changes between epochs (curriculum, `set_epoch` on the dataset rather than the sampler)
+is no longer seen by them, and worker seeds are not redrawn each epoch.
 
 Target torch: `persistent_workers` exists from PyTorch 1.7; with `target-torch`
 below 1.7 the rule is silent.
@@ -145,10 +145,15 @@ def _at_least_one(module: TorchModule, value: cst.BaseExpression, scope: Scope, 
     return False
 
 
-def _persistent(loader: DataLoaderSite) -> Fix | None:
+def _persistent(module: TorchModule, loader: DataLoaderSite) -> Fix | None:
     """Set `persistent_workers`: `True`, or `workers > 0` where the count is a name the
-    user may set to 0 (`--n_cpu 0`: `persistent_workers=True` then raises ValueError)."""
+    user may set to 0 (`--n_cpu 0`: `persistent_workers=True` then raises ValueError);
+    no fix where a `**` dict sets a count that may be 0 (not a positive literal, a CPU
+    count, ...: `has_workers`)."""
     workers = argument(loader.call.node, "num_workers", DATALOADER_PARAMS)
+    spread = loader.arg("num_workers") if workers is MISSING else MISSING
+    if spread is not MISSING and not _at_least_one(module, spread, loader.call.scope, 0):
+        return None  # a `**` dict's count the user may set to 0 (`num_workers=args.workers`)
     value: cst.BaseExpression = cst.Name("True")
     if isinstance(workers, (cst.Name, cst.Attribute)) and not (
         isinstance(workers, cst.Name) and workers.value == WORKERS_NAME
@@ -234,13 +239,16 @@ class DataLoaderNoPersistentWorkers(Rule):
                 f"workers are restarted (and the dataset copied) {when} while the GPU waits; "
                 "set `persistent_workers=True`"
             )
+            fixed = _persistent(module, loader) if loader.passes("num_workers") else None
             if not loader.passes("num_workers"):
                 # `True` where there are no workers raises ValueError.
                 message += " where `num_workers` is set (not fixed: it is on some paths only)"
+            elif fixed is None:
+                message += " (not fixed: the `**` dict that sets `num_workers` may set it to 0)"
             yield self.diagnostic(
                 loader.call.node,
                 message if low is None else f"{message} (low impact: {low})",
-                fix=_persistent(loader) if loader.passes("num_workers") else None,
+                fix=fixed,
                 impact=Impact.HIGH if low is None else Impact.LOW,
             )
 

@@ -23,7 +23,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), ("is_available|\\.(?:to|cuda)\\b|istributed", 32), "db59855bfd83d013"),
     ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader", "auto_dataloader"), None, "a86c15849553c0ac"),
     ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader", "auto_dataloader"), None, "74084ff1b4dae928"),
-    ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "49c297f79afb4a1b"),
+    ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "00fc535a067f578f"),
     ("TL204", "dataloader-worker-options-without-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "ad5e446c4bebd3fb"),
     ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None, "5e2892ce7bde8231"),
     ("TL206", "too-few-workers-for-decoding", True, False, ("MIN_DECODING_WORKERS",), ("DataLoader", "auto_dataloader"), None, "e2a104adc0debe4e"),
