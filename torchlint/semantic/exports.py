@@ -198,6 +198,7 @@ class _Exporter:
         scope = functions.scope_of(node)
         params = node.params
         name = functions.local_name(node) or node.name.value
+        unpacked, arities = self.tuples(node, scope)
         return Function(
             self.env.ref(name),
             tuple(p.name.value for p in (*params.posonly_params, *params.params)),
@@ -210,8 +211,8 @@ class _Exporter:
                 for c in training.calls_in(node)
             ),
             returns=self.returned(functions.returns(node), scope),
-            unpacked=self.unpacked(node, scope),
-            arities=self.arities(node, scope),
+            unpacked=unpacked,
+            arities=arities,
             yields=functions.yields(node),
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
             saves=self.module.checkpoints.saved_parameters(node),
@@ -231,18 +232,20 @@ class _Exporter:
         wrapper = found.pop() if len(found) == 1 else None
         return wrapper if wrapper in PARALLEL_WRAPPERS else None
 
-    def unpacked(self, node: cst.FunctionDef, scope: Scope) -> tuple[Value | None, ...]:
-        """Each element of the tuple a function returns, where every `return` returns a
-        tuple of the same length (`return train_loader, val_loader`)."""
+    def tuples(
+        self, node: cst.FunctionDef, scope: Scope
+    ) -> tuple[tuple[Value | None, ...], tuple[tuple[Value | None, ...], ...]]:
+        """What the tuples a function returns hold, element by element, as (unpacked,
+        arities): `unpacked` where every `return` returns a tuple of the same length
+        (`return train_loader, val_loader`); `arities`, each length's elements, where
+        the lengths differ by a flag (`return train, test` or `return train, valid,
+        test`: which one a caller gets depends on the flag, but a caller that unpacks
+        three names can only get the one of three). Both empty where some `return` is
+        not a tuple display."""
         lengths = self._lengths(node)
-        return self._elements(node, lengths[0], scope) if len(lengths) == 1 else ()
-
-    def arities(self, node: cst.FunctionDef, scope: Scope) -> tuple[tuple[Value | None, ...], ...]:
-        """Where its tuples differ in length by a flag (`return train, test` or `return
-        train, valid, test`), each length's elements: which one a caller gets depends on
-        the flag, but a caller that unpacks three names can only get the one of three."""
-        lengths = self._lengths(node)
-        return tuple(self._elements(node, n, scope) for n in lengths) if len(lengths) > 1 else ()
+        if len(lengths) == 1:
+            return self._elements(node, lengths[0], scope), ()
+        return (), tuple(self._elements(node, n, scope) for n in lengths)
 
     def _lengths(self, node: cst.FunctionDef) -> list[int]:
         """The lengths of the tuples the function returns, where every `return` returns
