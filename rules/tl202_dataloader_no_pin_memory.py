@@ -127,9 +127,10 @@ class DataLoaderNoPinMemory(Rule):
 
     def check(self, module: TorchModule) -> Iterator[Diagnostic]:
         loaders = [*module.loaders.sites, *module.loaders.made]
-        if loaders and not module.placement.uses_gpu:
+        if not loaders:
+            return
+        if not module.placement.uses_gpu:
             self.pass_over(None, NO_GPU)
-        if not loaders or not module.placement.uses_gpu:
             return
         for loader in loaders:
             why = _passed_over(module, loader)

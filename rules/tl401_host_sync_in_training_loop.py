@@ -188,6 +188,7 @@ FORMATS_ARGUMENTS = frozenset({
     "add_scalar",
 })  # fmt: skip
 REPORTERS = {"print", "log", "log_dict", "info", "debug", "write", "set_postfix", "add_scalar"}
+REPORTS = REPORTERS | FORMATS_ARGUMENTS  # a call that is itself a progress report
 HEAVY = "a progress report of a step that runs a large network, beside which one sync costs little"
 FULL_BATCH = "a full-batch loop: each step is an epoch, so this syncs once per epoch"
 TINY = "a step of networks of under 1M parameters: microseconds of GPU work to wait for"
@@ -421,7 +422,7 @@ def _progress(call: CallSite) -> bool:
     statement = call.ctx.statement
     if statement is None:
         return False
-    if (call.method or call.qualname or "") in REPORTERS | FORMATS_ARGUMENTS:
+    if (call.method or call.qualname or "") in REPORTS:
         return True  # the call is the report (`log.info(f"{loss}")`)
     for node in descendants(statement):
         if isinstance(node, cst.FormattedString) and contains(node, call.node):
@@ -479,7 +480,7 @@ def _sync(module: TorchModule, call: CallSite, tensors: set[str]) -> str | None:
         return None
     printed = call.qualname == "print"
     callee = "print" if printed else dotted_name(node.func) or ""
-    takes = printed or (callee != "print" and callee.rsplit(".", 1)[-1] in FORMATS_ARGUMENTS)
+    takes = printed or callee.rsplit(".", 1)[-1] in FORMATS_ARGUMENTS
     for arg in node.args:
         if formats_tensor(arg.value, tensors):
             return f"a tensor formatted for `{callee}()`" if callee else "a tensor formatted"

@@ -148,11 +148,7 @@ class TrainingSetReevaluated(Rule):
         for call in epoch.calls:
             if id(call.node) in inner or call.ctx.loops[-1] is not epoch:
                 continue
-            given = {
-                id(s)
-                for a in call.node.args
-                if (s := _symbol(a.value, call.scope)) is not None and id(s) in trained
-            }
+            given = _given(call) & trained
             if given and _measures(module, call, given, step.networks):
                 name = dotted_name(call.node.func) or "a helper"
                 yield _Pass(call.node, f"`{name}`", _every(module, [call]))
