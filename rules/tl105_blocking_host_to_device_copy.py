@@ -117,7 +117,7 @@ class BlockingHostToDeviceCopy(Rule):
             if not loop.loaders:
                 continue
             if not all(module.loaders.pins_memory(loader) for loader in loop.loaders):
-                for call in blocking_copies(module, loop):
+                for call in blocking_copies(module, loop) if self.explaining else ():
                     self.pass_over(call.node, UNPINNED)
                 continue
             nothing_to_overlap = _loop_low(module, loop)

@@ -97,10 +97,29 @@ class Rule:
 
     def applies(self, module: TorchModule) -> bool:
         """The rule's guards hold for this file: only then does the linter run `check`."""
+        return self.guard(module) is None
+
+    def guard(self, module: TorchModule) -> str | None:
+        """Which of the rule's guards keeps it out of this file, as `torchlint explain`
+        says it; None where none does."""
         if self.skips_managed and module.placement.managed:
-            return False
+            return (
+                "a framework runs the training here and owns its devices and loops (Lightning, "
+                "Accelerate, DeepSpeed, the transformers Trainer): the rule leaves them to it"
+            )
         target = module.target_torch
-        return self.min_torch is None or target is None or target >= self.min_torch
+        if self.min_torch is None or target is None or target >= self.min_torch:
+            return None
+        return (
+            f"the project supports a torch older than {'.'.join(map(str, self.min_torch))}, "
+            "which the advice needs (`target-torch`)"
+        )
+
+    @property
+    def explaining(self) -> bool:
+        """A caller asks why the rule passes over what it looks at (`passed` is kept):
+        work done only to say so is skipped otherwise."""
+        return self.passed is not None
 
     def option(self, module: TorchModule, option: Option[T]) -> T:
         """The configured value of one of this rule's options, else its default."""

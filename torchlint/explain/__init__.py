@@ -342,7 +342,7 @@ class _Analysis:
                 if instance.applies(module):
                     found += list(instance.check(module))
                 else:
-                    instance.pass_over(None, _guard(instance, module))
+                    instance.pass_over(None, instance.guard(module) or OWN_GUARD)
             except Exception as exc:  # (a local or installed rule's: the run says so too)
                 self.errors.append(f"{code} raised {type(exc).__name__}: {exc}")
             self.passed[code] = self._at_line(instance.passed, where)
@@ -403,17 +403,8 @@ class _Analysis:
         return RuleState(rule.code, rule.name, rule.code in tokens, reads, state, where, passed)
 
 
-def _guard(rule: Rule, module: TorchModule) -> str:
-    """Which of the rule's guards (`Rule.applies`) keeps it out of the file."""
-    if rule.skips_managed and module.placement.managed:
-        return (
-            "a framework runs the training here and owns its devices and loops (Lightning, "
-            "Accelerate, DeepSpeed, the transformers Trainer): the rule leaves them to it"
-        )
-    return (
-        f"the project supports a torch older than {'.'.join(map(str, rule.min_torch or ()))}, "
-        "which the advice needs (`target-torch`)"
-    )
+# A rule whose own `applies` keeps it out of a file, none of the base class's guards.
+OWN_GUARD = "its own guard (`applies`) keeps it out of this file"
 
 
 def _unselected(plan: RunPlan, code: str) -> str:

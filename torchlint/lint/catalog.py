@@ -10,7 +10,7 @@ imported at start. Generated from rules/ by `python -m torchlint.docs`
 Pattern = tuple[str, int]
 Entry = tuple[str, str, bool, bool, tuple[str, ...], tuple[str, ...], Pattern | None, str]
 
-RULE_API_FINGERPRINT = "f3e6b8b0f3dd7494"
+RULE_API_FINGERPRINT = "337234ba9ebae06f"
 
 # fmt: off
 CATALOG: tuple[Entry, ...] = (
@@ -19,10 +19,10 @@ CATALOG: tuple[Entry, ...] = (
     ("TL101", "input-not-on-device", True, False, (), ("DataLoader",), None, "5bde7a78945431cd"),
     ("TL102", "model-not-on-device", True, False, (), ("backward",), None, "3877b2afbefa5f88"),
     ("TL104", "cpu-tensor-then-moved", True, False, (), ("cuda", ".to("), ("\\((?:(?<=\\bByteTensor\\()|(?<=\\bDoubleTensor\\()|(?<=\\bFloatTensor\\()|(?<=\\bHalfTensor\\()|(?<=\\bIntTensor\\()|(?<=\\bLongTensor\\()|(?<=\\bTensor\\()|(?<=\\barange\\()|(?<=\\bas_tensor\\()|(?<=\\bempty\\()|(?<=\\bempty_like\\()|(?<=\\beye\\()|(?<=\\bfrom_numpy\\()|(?<=\\bfull\\()|(?<=\\bfull_like\\()|(?<=\\blinspace\\()|(?<=\\bones\\()|(?<=\\bones_like\\()|(?<=\\brand\\()|(?<=\\brand_like\\()|(?<=\\brandint\\()|(?<=\\brandint_like\\()|(?<=\\brandn\\()|(?<=\\brandn_like\\()|(?<=\\brandperm\\()|(?<=\\btensor\\()|(?<=\\bzeros\\()|(?<=\\bzeros_like\\())(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\))*\\)(?:(?:[\\s\\\\]|#[^\\n]*\\n)*\\.(?:[\\s\\\\]|#[^\\n]*\\n)*(?:bfloat16|contiguous|double|float|half|int|long)(?:[\\s\\\\]|#[^\\n]*\\n)*\\(\\s*\\)|(?:[\\s\\\\]|#[^\\n]*\\n)*\\.(?:[\\s\\\\]|#[^\\n]*\\n)*(?:bernoulli_|expand|exponential_|fill_|flatten|normal_|random_|repeat|reshape|squeeze|t|uniform_|unsqueeze|view|zero_)(?:[\\s\\\\]|#[^\\n]*\\n)*\\((?:[^()]|\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\))*\\)|(?:[\\s\\\\]|#[^\\n]*\\n)*\\))*(?:[\\s\\\\]|#[^\\n]*\\n)*(?:\\.[\\s\\\\]*|[ \\t]*\\n\\s*\\w+\\s*=\\s*\\w+\\s*\\.\\s*)(?:cuda|to|type_as)\\b|Tensor\\b(?:(?<=FloatTensor)|(?<=DoubleTensor)|(?<=HalfTensor)|(?<=BFloat16Tensor)|(?<=LongTensor)|(?<=IntTensor)|(?<=ShortTensor)|(?<=CharTensor)|(?<=ByteTensor)|(?<=BoolTensor))", 32), "30e3c8831bfdd967"),
-    ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None, "f58f1214d13566f7"),
+    ("TL105", "blocking-host-to-device-copy", True, False, (), ("DataLoader",), None, "54a454c4dd291088"),
     ("TL106", "torch-load-without-map-location", True, False, (), ("load(",), ("is_available|\\.(?:to|cuda)\\b|istributed", 32), "db59855bfd83d013"),
     ("TL201", "dataloader-sync-loading", True, False, (), ("DataLoader", "auto_dataloader"), None, "a86c15849553c0ac"),
-    ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader", "auto_dataloader"), None, "74084ff1b4dae928"),
+    ("TL202", "dataloader-no-pin-memory", True, False, (), ("DataLoader", "auto_dataloader"), None, "8c4685984b917fd4"),
     ("TL203", "dataloader-no-persistent-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "00fc535a067f578f"),
     ("TL204", "dataloader-worker-options-without-workers", True, False, (), ("DataLoader", "auto_dataloader"), None, "ad5e446c4bebd3fb"),
     ("TL205", "dataloader-iterated-to-count", True, False, (), ("len(list(", "len(tuple(", "len([", "sum(1 for"), None, "5e2892ce7bde8231"),
@@ -33,7 +33,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None, "955a703f3304151c"),
     ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None, "9508bcb77cca62ac"),
     ("TL306", "ddp-find-unused-parameters", False, False, (), ("find_unused_parameters",), None, "edc9ebe40866be96"),
-    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "ab6751d9b8eb380f"),
+    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "b41941b4f8cfac98"),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None, "cc18011983548ce6"),
     ("TL403", "loss-accumulates-graph", True, False, (), ("backward",), None, "0b5f34abbe2cbbfb"),
     ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "d3c610f23a438d51"),
@@ -42,7 +42,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL407", "profiler-around-training", True, False, (), ("profiler",), ("backward", 32), "866be4b04d558ccc"),
     ("TL408", "gradcheck-in-training-loop", True, False, (), ("gradcheck",), None, "27e720099b7314eb"),
     ("TL409", "cuda-launch-blocking", True, False, (), ("CUDA_LAUNCH_BLOCKING",), None, "82800e69cbe7a761"),
-    ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None, "b3d21af887f64ef8"),
+    ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None, "2c38b24663791120"),
     ("TL411", "per-parameter-loop", True, False, (), ("parameters()", "buffers()", "state_dict()"), ("backward|step\\(|create_supervised_trainer", 32), "6855efbdc2167051"),
     ("TL412", "discriminator-step-backprops-generator", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32), "233d9252ffa71a7e"),
     ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32), "c02a1332b39f0d72"),
