@@ -112,7 +112,7 @@ class EvalWithoutNoGrad(Rule):
             return  # CPU-only code: no device anywhere, here or where it is called from
         backprop = _backprop_calls(module)
         backprop_ids = {id(c) for c in backprop}
-        volatile = _volatile(module)
+        volatile = _volatile_calls(module)
         reported: list[Loop] = []
         for loop in module.loops:
             if not isinstance(loop.node, cst.For) or not loop.calls or loop.takes_one:
@@ -248,7 +248,7 @@ class EvalWithoutNoGrad(Rule):
             )
 
 
-def _volatile(module: TorchModule) -> dict[int, CallSite]:
+def _volatile_calls(module: TorchModule) -> dict[int, CallSite]:
     """`Variable(x, volatile=True)` calls, by id."""
     return {id(c): c for c in module.calls_to(*VARIABLE) if bool_value(c.kwarg("volatile")) is True}
 

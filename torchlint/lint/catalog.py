@@ -36,7 +36,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "b41941b4f8cfac98"),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None, "cc18011983548ce6"),
     ("TL403", "loss-accumulates-graph", True, False, (), ("backward",), None, "0b5f34abbe2cbbfb"),
-    ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "d3c610f23a438d51"),
+    ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "c011df65cdc03f03"),
     ("TL405", "zero-grad-keeps-zeros", True, False, (), ("zero_grad",), None, "406446b1356bb700"),
     ("TL406", "anomaly-detection-in-training", True, False, (), ("detect_anomaly",), None, "8a7cdbcf1e59e8ab"),
     ("TL407", "profiler-around-training", True, False, (), ("profiler",), ("backward", 32), "866be4b04d558ccc"),
