@@ -538,7 +538,7 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
 
     def counted(self, key: str):
         found = real(self, key)
-        if key not in self.analysed:
+        if key not in self.summarized:
             reads.append(key)
         return found
 
@@ -553,6 +553,54 @@ def test_what_is_read_for_another_file_is_stored_and_kept(tmp_path: Path, monkey
     for files in (everything, everything, [tmp_path / "train.py"]):
         assert _check(tmp_path, files, cache) == {("train.py", 8, "TL404")}
     assert reads == ["models.py"]
+
+
+LOADERS = """\
+from torch.utils.data import DataLoader
+
+
+def make_loader(dataset):
+    return DataLoader(dataset, batch_size=64, shuffle=True)
+"""
+LOOP = """\
+import torch
+
+from {module} import make_loader
+
+model = torch.nn.Linear(4, 2).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(10):
+    for x, y in make_loader(torch.utils.data.TensorDataset(torch.randn(64, 4))):
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_run_of_some_files_reads_only_the_files_that_can_tell_them_something(
+    tmp_path: Path, monkeypatch
+):
+    """A hook's run of data_a.py reads train_a.py (it imports data_a.py: its loop tells
+    the loader feeds a GPU), not the two files of another part of the project that
+    never import it; the finding is the whole project's."""
+    import torchlint.run.pool as pool
+
+    summarized: list[str] = []
+    real = pool.summarize_file
+    monkeypatch.setattr(
+        pool, "summarize_file", lambda path, *a: summarized.append(path.name) or real(path, *a)
+    )
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    for part in ("a", "b"):
+        (tmp_path / f"data_{part}.py").write_text(LOADERS)
+        (tmp_path / f"train_{part}.py").write_text(LOOP.format(module=f"data_{part}"))
+    monkeypatch.chdir(tmp_path)
+    alone = _check(tmp_path, [tmp_path / "data_a.py"])
+    assert summarized == ["train_a.py"]
+    assert ("data_a.py", 5, "TL201") in alone
+    whole = _check(tmp_path, sorted(tmp_path.glob("*.py")))
+    assert alone == {f for f in whole if f[0] == "data_a.py"}
 
 
 def test_files_of_an_import_cycle_are_analysed_one_after_another():

@@ -18,20 +18,21 @@ if TYPE_CHECKING:  # the linter and the semantic model are imported when a file 
 @dataclass(frozen=True)
 class SummaryReader:
     """Reads the summary of a file of a project (by its key in `paths`) on its own,
-    where its text may tell something, unless the run analyses that file anyway
-    (`analysed`: it holds a token of a rule) or its summary needs the project (a star
-    import: the rounds summarize it, as a file that `asks_project`)."""
+    where its text may tell something, unless the run's rounds analyse that file anyway
+    (`summarized`: a file of the run, or one that may tell the run's files something)
+    or its summary needs the project (a star import: the rounds summarize it, as a file
+    that `asks_project`)."""
 
     settings: Settings
     paths: dict[str, Path]
-    analysed: set[str]
+    summarized: set[str]
 
     def __call__(self, key: str) -> Summary | None:
         from torchlint.lint.linter import Linter
         from torchlint.lint.parser import LintError
         from torchlint.semantic.external import Environment, Summary
 
-        if key in self.analysed:
+        if key in self.summarized:
             return None
         try:
             text = decode(read_bytes(self.paths[key]))[0]

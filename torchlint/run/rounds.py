@@ -40,6 +40,32 @@ class _Texts:
     engaging: set[str] = field(default_factory=set)  # train, evaluate or load data
     scripts: set[str] = field(default_factory=set)  # entry points (a main guard, options)
     asked: set[str] = field(default_factory=set)  # files of the run (not read for summaries)
+    # Files the rounds analyse whole or for their summaries (not read on their own).
+    summarized: set[str] = field(default_factory=set)
+
+
+def _relevant(texts: _Texts) -> set[str]:
+    """The files that can tell the files of the run something: those that import one of
+    them at any depth (their calls), and what all of these import (what they bind).
+    With no file asked (an editor's project, any of whose files may be linted), all."""
+    if not texts.asked:
+        return set(texts.imports)
+    importers: dict[str, set[str]] = {}
+    for key, targets in texts.imports.items():
+        for target in targets | texts.nested.get(key, set()):
+            importers.setdefault(target, set()).add(key)
+    up = _closure(texts.asked, importers)
+    return _closure(up, {k: v | texts.nested.get(k, set()) for k, v in texts.imports.items()})
+
+
+def _closure(start: set[str], edges: Mapping[str, set[str]]) -> set[str]:
+    found, todo = set(start), list(start)
+    while todo:
+        for key in edges.get(todo.pop(), ()):
+            if key not in found:
+                found.add(key)
+                todo.append(key)
+    return found
 
 
 def _fingerprint(data: Any) -> str:
@@ -151,7 +177,7 @@ class Rounds:
         index = len(self.projects)
         texts = _Texts()
         project = Project(
-            layout, fetch=SummaryReader(self.job.settings, layout.paths, texts.analysed)
+            layout, fetch=SummaryReader(self.job.settings, layout.paths, texts.summarized)
         )
         self.projects.append(project)
         self.texts.append(texts)
@@ -172,11 +198,14 @@ class Rounds:
             # Byte for byte as at the last fixed point, or but for files asked (a commit's,
             # an editor's): nothing is read until needed, and what the files asked tell is
             # compared with what they told then.
-            project.trusted = before.get("fixed") == state and "answers" in before
+            # A fixed point holds for a run whose files tell it nothing that was not read
+            # then (a run of other files reads what imports them).
+            covered = self._summarized(index) <= set(before.get("summarized", ()))
+            project.trusted = before.get("fixed") == state and "answers" in before and covered
             project.reached = set(before.get("reached", ()))
             project.settled = dict(before.get("answers", {}))
             changed = None if project.trusted else self._changed(index, before)
-            if changed is not None and changed <= {t.key for t in asked}:
+            if covered and changed is not None and changed <= {t.key for t in asked}:
                 project.trusted = True
                 for key in changed:
                     digest = before["files"][key]["digest"]
@@ -219,6 +248,8 @@ class Rounds:
                     project.reached if project.trusted else project.program.reached
                 )
                 scan["answers"] = _settled(project)
+                read = set(self.before[index].get("summarized", ())) if project.trusted else set()
+                scan["summarized"] = sorted(read | self._summarized(index))
             if scan["files"] and scan != self.before[index]:
                 self.store.put_scan(project.layout.root, scan)
 
@@ -288,8 +319,6 @@ class Rounds:
             texts.scripts.add(key)
         if asked:
             texts.asked.add(key)
-        elif found["told"]:
-            self.telling.add((index, key))
 
     def _link(self, index: int) -> None:
         """The files of a project that engage it, and their levels in its import graph."""
@@ -299,9 +328,22 @@ class Rounds:
         wiring = {k for k in texts.scripts if (graph[k] | nested[k]) & engaging}
         self.projects[index].engaged = engaging | wiring
         # What they call and pass tells the others what they are given: read for their
-        # summaries whatever rules are selected (a `train.py` holding no rule's token).
-        self.telling |= {(index, k) for k in engaging | wiring if k not in texts.asked}
+        # summaries whatever rules are selected (a `train.py` holding no rule's token),
+        # as are the files that hold a selected rule's token; of all these, those that
+        # can tell the files of the run something (`_relevant`), the others being left
+        # out of a run of some files (a hook's). The reader leaves them to the rounds.
+        telling = (engaging | wiring | texts.analysed) & _relevant(texts) - texts.asked
+        texts.summarized.clear()
+        texts.summarized.update(telling | (texts.analysed & texts.asked))
+        self.telling = {t for t in self.telling if t[0] != index} | {(index, k) for k in telling}
         self.levels.update({(index, k): n for k, n in levels(graph, nested).items()})
+
+    def _telling(self, index: int) -> set[str]:
+        return {key for i, key in self.telling if i == index}
+
+    def _summarized(self, index: int) -> set[str]:
+        """The files of a project a run analyses whole or for their summaries."""
+        return self._telling(index) | self.texts[index].asked
 
     def _seed(self, project: Project, index: int, root: Path) -> None:
         """The summaries stored for the bytes each file holds now; for a file asked again
@@ -390,7 +432,10 @@ class Rounds:
 
                 project.update(key, Summary().to_json(), {})  # nothing to read there
                 continue
-            wanted = (index, key) in self.telling or key in demanded[index]
+            # A summary computed with the program's answers (where a run read it for
+            # what it tells) is read again when they change, whatever this run needs.
+            asked_then = key not in self.texts[index].asked and bool(project.answers.get(key))
+            wanted = (index, key) in self.telling or key in demanded[index] or asked_then
             known = key in project.summaries or key in project.unreadable
             if wanted and not (known and project.holds(key, project.answers.get(key, {}))):
                 todo.append(task)
