@@ -88,3 +88,14 @@ def test_unjudged_shows_context_and_rows_to_fill(tmp_path):
         "TL201\trepo/train.py\t5\t\t\treview",
     ]
     assert not any("repo/train.py:2" in line for line in out)
+
+
+def test_a_change_in_the_blind_split_is_shown_without_its_location():
+    """The diff names a blind repository's changed finding by rule and repository only:
+    its findings are read at the end of a round, not while rules change."""
+    blind, dev = (
+        ("TL401", f"{eco.BLIND[0]}/train.py", "12"),
+        ("TL401", "yolov5/train.py", "12"),
+    )
+    assert eco.show(blind) == f"TL401 {eco.BLIND[0]}/(blind split)"
+    assert eco.show(dev) == "TL401 yolov5/train.py:12"
