@@ -603,6 +603,35 @@ def test_a_run_of_some_files_reads_only_the_files_that_can_tell_them_something(
     assert alone == {f for f in whole if f[0] == "data_a.py"}
 
 
+def test_a_package_that_re_exports_a_file_of_the_run_is_not_read_through(
+    tmp_path: Path, monkeypatch
+):
+    """pkg/__init__.py re-exports data.py's helper and everything else of the package:
+    a run of pkg/data.py reads train.py (its loop, through the re-export), not the
+    package's other files, which tell data.py nothing."""
+    import torchlint.run.pool as pool
+
+    summarized: list[str] = []
+    real = pool.summarize_file
+    monkeypatch.setattr(
+        pool, "summarize_file", lambda path, *a: summarized.append(path.name) or real(path, *a)
+    )
+    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from .data import make_loader\nfrom .other import other_loader\n"
+    )
+    (package / "data.py").write_text(LOADERS)
+    (package / "other.py").write_text(LOADERS.replace("make_loader", "other_loader"))
+    (tmp_path / "train.py").write_text(LOOP.format(module="pkg"))
+    monkeypatch.chdir(tmp_path)
+    alone = _check(tmp_path, [package / "data.py"])
+    assert "other.py" not in summarized and "train.py" in summarized, summarized
+    assert ("pkg/data.py", 5, "TL201") in alone
+
+
 def test_files_of_an_import_cycle_are_analysed_one_after_another():
     """Inside a cycle, all imports but the one closing it are known when the importer is
     analysed; the order depends on the graph only."""

@@ -42,7 +42,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL407", "profiler-around-training", True, False, (), ("profiler",), ("backward", 32), "866be4b04d558ccc"),
     ("TL408", "gradcheck-in-training-loop", True, False, (), ("gradcheck",), None, "27e720099b7314eb"),
     ("TL409", "cuda-launch-blocking", True, False, (), ("CUDA_LAUNCH_BLOCKING",), None, "82800e69cbe7a761"),
-    ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None, "2c38b24663791120"),
+    ("TL410", "training-set-reevaluated", True, False, (), ("backward", "EPOCH_COMPLETED"), None, "575efa4272263a0e"),
     ("TL411", "per-parameter-loop", True, False, (), ("parameters()", "buffers()", "state_dict()"), ("backward|step\\(|create_supervised_trainer", 32), "6855efbdc2167051"),
     ("TL412", "discriminator-step-backprops-generator", True, False, (), ("backward",), ("backward|step\\(|create_supervised_trainer", 32), "233d9252ffa71a7e"),
     ("TL413", "busy-wait-beside-training", True, False, (), ("Thread", "start_new_thread"), ("backward|step\\(|\\.fit\\(|\\.train\\(|LightningCLI", 32), "c02a1332b39f0d72"),

@@ -46,7 +46,9 @@ class _Texts:
 
 def _relevant(texts: _Texts) -> set[str]:
     """The files that can tell the files of the run something: those that import one of
-    them at any depth (their calls), and what all of these import (what they bind).
+    them at any depth (their calls), and what all of these import (what they bind), but
+    through a package's `__init__.py` not asked (an import of a name it re-exports leads
+    to the file defining it; what the package re-exports is not read for its sake).
     With no file asked (an editor's project, any of whose files may be linted), all."""
     if not texts.asked:
         return set(texts.imports)
@@ -55,7 +57,12 @@ def _relevant(texts: _Texts) -> set[str]:
         for target in targets | texts.nested.get(key, set()):
             importers.setdefault(target, set()).add(key)
     up = _closure(texts.asked, importers)
-    return _closure(up, {k: v | texts.nested.get(k, set()) for k, v in texts.imports.items()})
+    down = {
+        k: v | texts.nested.get(k, set())
+        for k, v in texts.imports.items()
+        if k in texts.asked or Path(k).name != "__init__.py"
+    }
+    return _closure(up, down)
 
 
 def _closure(start: set[str], edges: Mapping[str, set[str]]) -> set[str]:
