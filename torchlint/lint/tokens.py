@@ -69,8 +69,14 @@ INT_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*\s*(?::\s*int\s*)?=\s*\d", re.MULTIL
 
 
 def may_tell(text: str) -> bool:
-    """The file may tell the rest of its project something (a cheap test of its text)."""
-    return any(token in text for token in TELLING) or INT_CONSTANT.search(text) is not None
+    """The file may tell the rest of its project something (a cheap test of its text):
+    also a star import, whose names may be what another file needs (a package's
+    `__init__.py` of `from .resnet import *` lines)."""
+    return (
+        any(token in text for token in TELLING)
+        or INT_CONSTANT.search(text) is not None
+        or STAR_IMPORT.search(text) is not None
+    )
 
 
 # A file that holds one of these trains, evaluates or loads data: what it does depends on

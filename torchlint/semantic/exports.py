@@ -104,7 +104,7 @@ class _Exporter:
         kind = module.training.kind(node, scope)
         value = Value(
             device=module.devices.named(node, scope),
-            network=self.network(site) if site is not None else None,
+            network=self.network(site) if site is not None else self.constructed(node, scope),
             loaders=frozenset(self.loader_ref(s) for s in loaders),
             pinned=frozenset(self.loader_ref(s) for s in loaders if module.loaders.pins_memory(s)),
             optimizer=kind if kind in (OPTIMIZER, SCALER) else None,
@@ -152,6 +152,30 @@ class _Exporter:
             layers=module.networks.layers(site) if site.is_network else frozenset(),
             parameters=module.networks.parameters(site) if site.is_network else None,
             sequence_first=site.is_network and module.networks.sequence_first(site),
+        )
+
+    def constructed(self, node: cst.BaseExpression, scope: Scope) -> Network | None:
+        """The module a construction no name holds builds (a factory's `return
+        ResNet(BasicBlock, [2, 2, 2, 2])`): what its class says."""
+        module = self.module
+        if not isinstance(node, cst.Call):
+            return None
+        kind = module.models.kind_of_construction(node, scope)
+        if kind is None:
+            return None
+        cls = self.functions.class_scope(node.func, scope)
+        if cls is None:
+            exported = module.models.exported(node, scope)
+            return exported or Network(kind, cls=scope.resolve(node.func))
+        assert isinstance(cls.node, cst.ClassDef)
+        network = kind is ModelKind.NETWORK
+        return Network(
+            kind,
+            cls=self.env.ref(self.functions.local_name(cls.node) or cls.node.name.value),
+            layers=module.networks.class_layers(cls) if network else frozenset(),
+            parameters=module.networks.class_parameters(cls) if network else None,
+            sequence_first=network and module.networks.class_sequence_first(cls),
+            frozen=network and freezes(cls.node),
         )
 
     def loader_ref(self, site: Loader) -> str:

@@ -134,7 +134,33 @@ class Models:
                 found = network.kind
             return found
         cls = self.functions.class_scope(call.func, scope)
-        return self.class_kind(cls) if cls is not None else None
+        return self.class_kind(cls) if cls is not None else self._factory_kind(call, scope)
+
+    def _factory_kind(self, call: cst.Call, scope: Scope, depth: int = 0) -> ModelKind | None:
+        """What a function of this file builds and returns as it builds it, a factory
+        (`def ResNet18(): return ResNet(BasicBlock, [2, 2, 2, 2])`): the kind every
+        construction it returns has."""
+        target = self.functions.definition(call.func, scope)
+        if target is None or target.kind is not Kind.DEF or depth > MAX_DEPTH:
+            return None
+        assert isinstance(target.node, cst.FunctionDef)
+        inner = self.functions.scope_of(target.node)
+        kinds = set()
+        for value in self.functions.returns(target.node):
+            if not isinstance(value, cst.Call):
+                return None  # a name or an expression: `_returned` follows those
+            qualname = inner.resolve(value.func)
+            if qualname is not None:
+                kind = self.kind_of_construction(value, inner)
+            else:
+                cls = self.functions.class_scope(value.func, inner)
+                kind = (
+                    self.class_kind(cls)
+                    if cls is not None
+                    else self._factory_kind(value, inner, depth + 1)
+                )
+            kinds.add(kind)
+        return kinds.pop() if len(kinds) == 1 else None
 
     def exported(self, call: cst.Call, scope: Scope) -> Network | None:
         """The module a class or factory of another file of the project builds."""
