@@ -117,7 +117,8 @@ of several micro-batches (outside a nested `for micro_step in range(K):` loop th
 the backward pass, K a constant of at least 4 or a name for accumulation). A gate `if
 step % N == 0:` whose N reads 1 (`log_interval = 1`) opens every step.
 `torch.cuda.synchronize()` and values accumulated every step (`total += loss.item()`)
-stay high. In evaluation
+stay high; a read in the statement right after a `torch.cuda.synchronize()` is not
+reported (the device is idle by then: the synchronize is the sync). In evaluation
 loops: high where evaluating is the program's work (an inference or evaluation script);
 low in a program that also trains (a pass between epochs is a small share of the run),
 for outputs collected on the host (`.cpu()`, `.numpy()`, `.tolist()`: what metrics
@@ -201,6 +202,10 @@ RARE = (
     "it runs once (a branch that ends the run), on another backend, or under a flag off by default"
 )
 DECIDES = "the value decides what runs next: a NaN guard, early stopping"
+AFTER_SYNCHRONIZE = (
+    "the statement before it synchronizes the device: the read waits for nothing (the "
+    "`synchronize()` is the sync to remove)"
+)
 DECIDES_ADVICE = (
     "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
 )
@@ -246,11 +251,18 @@ class HostSyncInTrainingLoop(Rule):
             tensors, host = loop_tensors(module, loop), left_on_host(module, loop)
             tested: set[str] | None = None
             low: str | bool | None = False  # False: not yet asked
+            synced: set[int] = set()  # statements right after a `torch.cuda.synchronize()`
             for call in loop.calls:
                 if id(call.ctx.statement) in seen:
                     continue
                 what = _sync(module, call, tensors)
                 if what is None:
+                    continue
+                if what == SYNCHRONIZE and call.ctx.statement is not None:
+                    following = module.next_statement(call.ctx.statement)
+                    synced.add(id(following))
+                elif id(call.ctx.statement) in synced:
+                    self.pass_over(call.node, AFTER_SYNCHRONIZE)
                     continue
                 if dotted_name(call.receiver) in host:
                     self.pass_over(call.node, "it reads a batch tensor the loop leaves on the CPU")

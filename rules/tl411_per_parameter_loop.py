@@ -6,11 +6,12 @@ What: a `for` loop over a network's parameters, buffers or state dict
 function the step calls, here or in another file of the project: an EMA's `update`
 method called as `ema.update(model)` on an instance of a class of another file, whose
 finding names the caller) and changes each tensor in place: an in-place method (`mul_`,
-`add_`, `lerp_`, `copy_`, `clamp_`, `zero_`...) on the loop's tensor, its `.data` or
-its `.grad`, an augmented assignment to it (`v *= d`), or a call writing it through
-`out=`. Loops that run once (weight initialisation, freezing with
-`requires_grad_(False)`), loops that only read (norms for logging) and `p.grad = None`
-(no kernel) are left alone.
+`add_`, `lerp_`, `copy_`, `clamp_`, `zero_`...) on the loop's tensor, its `.data` or its
+`.grad`, an augmented assignment to it (`v *= d`), arithmetic on it assigned to its
+`.data` (MoCo's `param_k.data = param_k.data * m + param_q.data * (1 - m)`: each
+operation a kernel and a new tensor), or a call writing it through `out=`. Loops that
+run once (weight initialisation, freezing with `requires_grad_(False)`), loops that only
+read (norms for logging) and `p.grad = None` (no kernel) are left alone.
 
 Why: each operation on each tensor is a kernel launch, paid for on the CPU (several
 microseconds each) however small the tensor: an EMA of a detector with a thousand
@@ -91,6 +92,8 @@ AUGMENTED = {
     "SubtractAssign": "-=",
     "DivideAssign": "/=",
 }
+# Operators of an expression assigned to a tensor's `.data`.
+OPERATORS = {"Multiply": "*", "Add": "+", "Subtract": "-", "Divide": "/"}
 TOY = "a toy network (under 1M parameters): a few dozen small launches a step"
 FEW = "a network not known to be large: likely tens of tensors, tens of launches a step"
 LARGE = 10_000_000  # parameters: hundreds of tensors
@@ -215,13 +218,55 @@ def _in_place(loop: Loop) -> list[str]:
             op = AUGMENTED.get(type(node.operator).__name__, "an augmented assignment")
             if op not in found:
                 found.append(op)
-    order = [*IN_PLACE, *AUGMENTED.values()]
+        elif isinstance(node, cst.Assign) and any(
+            _rebinds_data(t.target, names) for t in node.targets
+        ):
+            # MoCo's `param_k.data = param_k.data * m + param_q.data * (1 - m)`: each
+            # operation a kernel (and a new tensor) per parameter
+            for op in _operators(node.value, names):
+                if op not in found:
+                    found.append(op)
+    order = [*IN_PLACE, *AUGMENTED.values(), *OPERATORS.values()]
     return sorted(found, key=lambda op: order.index(op) if op in order else len(order))
+
+
+def _rebinds_data(target: cst.BaseExpression, names: set[str]) -> bool:
+    """`p.data = ...` for a tensor `p` of the loop: its storage replaced by a new one."""
+    return (
+        isinstance(target, cst.Attribute)
+        and target.attr.value == "data"
+        and _root(target.value) in names
+    )
+
+
+def _operators(value: cst.BaseExpression, names: set[str]) -> list[str]:
+    """The arithmetic operators of an expression that take a tensor of the loop (each a
+    kernel; `1.0 - m` on Python numbers is none)."""
+    found = [
+        op
+        for n in descendants(value)
+        if isinstance(n, cst.BinaryOperation)
+        and (op := OPERATORS.get(type(n.operator).__name__)) is not None
+        and _on_tensors(n, names)
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _on_tensors(node: cst.BaseExpression, names: set[str]) -> bool:
+    """`node` computes with a tensor of the loop (`p.data`, `p.data * m`)."""
+    if isinstance(node, cst.BinaryOperation):
+        return _on_tensors(node.left, names) or _on_tensors(node.right, names)
+    return _root(node) in names
 
 
 def _averages(ops: list[str]) -> bool:
     """The loop averages weights (an EMA: `lerp_`, or a scale then an add)."""
-    return "lerp_" in ops or {"mul_", "add_"} <= set(ops) or {"*=", "+="} <= set(ops)
+    return (
+        "lerp_" in ops
+        or {"mul_", "add_"} <= set(ops)
+        or {"*=", "+="} <= set(ops)
+        or {"*", "+"} <= set(ops)
+    )
 
 
 def _head(module: TorchModule, loop: Loop) -> str:

@@ -154,7 +154,12 @@ class Class:
     kind: ClassVar[str] = "class"
 
     def method(self, name: str) -> Function | None:
-        return next((f for n, f in self.methods if n == name), None)
+        """The class's method `name`; calling an nn.Module (`__call__`, none of its own)
+        runs its `forward`."""
+        found = next((f for n, f in self.methods if n == name), None)
+        if found is None and name == "__call__" and self.module is not None:
+            return self.method("forward")
+        return found
 
     @property
     def telling(self) -> bool:

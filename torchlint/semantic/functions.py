@@ -13,7 +13,15 @@ from torchlint.semantic.external import Class, Environment, Function
 from torchlint.semantic.lattice import Device, DeviceKind, ModelKind
 from torchlint.semantic.portable import Network, Value
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Scope, ScopeKind, Symbol
-from torchlint.semantic.syntax import MISSING, dotted_name, is_none, keyword, positional
+from torchlint.semantic.syntax import (
+    MISSING,
+    MODULE_CHAINING,
+    MODULE_WRAPPERS,
+    dotted_name,
+    is_none,
+    keyword,
+    positional,
+)
 from torchlint.settings import Knowledge, LoaderFactory, StepFunction
 
 MAX_DEPTH = 4
@@ -450,9 +458,12 @@ class Functions:
         """The qualified name of the class of another module of the project whose
         instance `node` holds: every binding of the name (a local, `self.ema`) is a call
         of that class, or such a call or None (`ema = ModelEMA(model) if rank == 0 else
-        None`, `self.ema = None` until it is built). Read off the imports alone."""
+        None`, `self.ema = None` until it is built), through `.cuda()` and `DDP(...)`
+        (`model = DDP(model)`); a parameter, what the calls of the file pass. Read off the
+        imports alone."""
         if _depth > MAX_DEPTH:
             return None
+        node = _peeled(node, scope)
         if isinstance(node, cst.Call):
             qualname = scope.resolve(node.func)
             known = qualname is not None and self.env.knows(qualname)
@@ -475,11 +486,20 @@ class Functions:
 
     def _symbol_qualname(self, symbol: Symbol, depth: int) -> str | None:
         classes = set()
+        param = symbol.only(Kind.PARAM)
+        if param is not None:  # `def train(loader, model)`: what the calls of the file pass
+            passed = self.arguments(param) or ()
+            classes = {self.instance_qualname(v, where, depth + 1) for v, where in passed}
+            return classes.pop() if len(classes) == 1 else None
         for b in symbol.bindings:
             if b.kind is not Kind.ASSIGN or b.value is None:
                 return None
-            if not is_none(b.value):
-                classes.add(self.instance_qualname(b.value, b.ctx.scope, depth + 1))
+            value = _peeled(b.value, b.ctx.scope)
+            named = isinstance(value, (cst.Name, cst.Attribute))
+            if named and b.ctx.scope.lookup_expr(value) is symbol:
+                continue  # `model = DDP(model)`: what the name held already
+            if not is_none(value):
+                classes.add(self.instance_qualname(value, b.ctx.scope, depth + 1))
         return classes.pop() if len(classes) == 1 else None
 
     def yields(self, function: cst.FunctionDef) -> int | None:
@@ -557,3 +577,17 @@ def _handed(call: cst.Call, spawns: bool) -> list[cst.BaseExpression] | None:
             return None
         return [e.value for e in packed.elements]
     return [a.value for a in call.args[1:] if a.keyword is None]
+
+
+def _peeled(node: cst.CSTNode, scope: Scope) -> cst.CSTNode:
+    """The module under `.cuda()`, `.to(device)`, `DataParallel(...)`, `DDP(...)`: an
+    instance of the class it was built from, as far as its methods go."""
+    while isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in MODULE_CHAINING:
+            node = func.value
+        elif scope.resolve(func) in MODULE_WRAPPERS and node.args and not node.args[0].keyword:
+            node = node.args[0].value
+        else:
+            break
+    return node

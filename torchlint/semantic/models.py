@@ -16,6 +16,7 @@ from torchlint.semantic.functions import Functions
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.portable import Network
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
+from torchlint.semantic.syntax import MODULE_CHAINING, MODULE_WRAPPERS
 from torchlint.semantic.values import Values
 from torchlint.text.walk import descendants
 
@@ -39,25 +40,7 @@ STATELESS_LAYERS = frozenset({
     "PairwiseDistance", "Fold", "Unfold",
 })  # fmt: skip
 NOT_MODULES = frozenset({"Parameter", "ParameterList", "ParameterDict", "Module", "Buffer"})
-# Wrappers that hold a model and behave as it: `model = DataParallel(model)`.
-WRAPPERS = frozenset(
-    {
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.distributed.fsdp.FullyShardedDataParallel",
-        "torch.compile",
-        "torch.jit.script",
-        "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
-        # PEFT: the adapter-wrapped model runs (and moves) as the model it is given.
-        "peft.get_peft_model",
-        "peft.prepare_model_for_kbit_training",
-        "peft.PeftModel.from_pretrained",
-    }
-)
 PARALLEL_WRAPPERS = ("torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel")
-# Methods that return the module itself.
-CHAINING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"})
-CHAINING |= {"requires_grad_", "share_memory", "type", "apply"}
 ZOO_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 # A module of networks looked up by name (`models.__dict__[args.arch]()`,
 # `getattr(models, name)()`): torchvision's zoo, or an imported package so named.
@@ -214,10 +197,12 @@ class Models:
         peeled: list[cst.Call] = []
         while isinstance(value, cst.Call):
             func = value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in CHAINING:
+            if isinstance(func, cst.Attribute) and func.attr.value in MODULE_CHAINING:
                 peeled.append(value)
                 value = func.value
-            elif value.args and scope.resolve(func) in WRAPPERS and not value.args[0].keyword:
+            elif (
+                value.args and scope.resolve(func) in MODULE_WRAPPERS and not value.args[0].keyword
+            ):
                 peeled.append(value)
                 value = value.args[0].value
             elif (given := self.values.handed_back(value, scope, None)) is not None:
@@ -530,7 +515,7 @@ def _zoo_lookup(func: cst.BaseExpression, scope: Scope) -> bool:
 def _library_kind(qualname: str) -> ModelKind | None:
     if qualname.startswith("torch.nn.") and not qualname.startswith("torch.nn.functional"):
         last = qualname.rsplit(".", 1)[-1]
-        if not last[:1].isupper() or last in NOT_MODULES or qualname in WRAPPERS:
+        if not last[:1].isupper() or last in NOT_MODULES or qualname in MODULE_WRAPPERS:
             return None
         if last.endswith("Loss"):
             return ModelKind.LOSS

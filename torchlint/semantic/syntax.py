@@ -23,6 +23,27 @@ MISSING: Any = _Missing()
 # Tensor methods that read the data on the host: the CPU waits for the GPU to get there.
 HOST_READS = frozenset({"item", "tolist", "cpu", "numpy"})
 
+# Wrappers that hold a model and behave as it: `model = DataParallel(model)`.
+MODULE_WRAPPERS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.compile",
+        "torch.jit.script",
+        "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+        # PEFT: the adapter-wrapped model runs (and moves) as the model it is given.
+        "peft.get_peft_model",
+        "peft.prepare_model_for_kbit_training",
+        "peft.PeftModel.from_pretrained",
+    }
+)
+# Methods that return the module itself.
+MODULE_CHAINING = frozenset(
+    {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16"}
+)
+MODULE_CHAINING |= {"requires_grad_", "share_memory", "type", "apply"}
+
 
 def dotted_name(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
