@@ -118,7 +118,10 @@ the backward pass, K a constant of at least 4 or a name for accumulation). A gat
 step % N == 0:` whose N reads 1 (`log_interval = 1`) opens every step.
 `torch.cuda.synchronize()` and values accumulated every step (`total += loss.item()`)
 stay high; a read in the statement right after a `torch.cuda.synchronize()` is not
-reported (the device is idle by then: the synchronize is the sync). In evaluation
+reported (the device is idle by then: the synchronize is the sync), nor a logger's `if
+isinstance(v, torch.Tensor): v = v.item()` whose every caller, in its file or the
+others, passes Python numbers (DINO's `metric_logger.update(loss=loss.item())`, each
+keyword its `**kwargs` takes). In evaluation
 loops: high where evaluating is the program's work (an inference or evaluation script);
 low in a program that also trains (a pass between epochs is a small share of the run),
 for outputs collected on the host (`.cpu()`, `.numpy()`, `.tolist()`: what metrics

@@ -28,7 +28,9 @@ class Impact(str, Enum):
 # name imported from another file is, the names a star import binds, what the other files
 # pass for a parameter and whether they always pass it, how they call a function, what
 # they do with a site, whether they run a function (or any) on every step.
-Kind = Literal["export", "star", "param", "given", "callers", "uses", "stepped", "any stepped"]
+Kind = Literal[
+    "export", "star", "param", "given", "numbers", "callers", "uses", "stepped", "any stepped"
+]
 
 
 @dataclass(frozen=True, order=True)

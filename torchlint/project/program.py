@@ -222,6 +222,12 @@ class Program:
         edges = self._edges.get(function, [])
         return bool(edges) and all(_passes(edge, name) for edge in edges)
 
+    def numbers_passed(self, function: str, name: str) -> bool:
+        """Every call of the project to `function` (a reference) passes Python numbers for
+        parameter `name` (its `**kwargs` collecting each keyword it does not name)."""
+        edges = self._edges.get(function, [])
+        return bool(edges) and all(_passes_numbers(edge, name) for edge in edges)
+
     def callers(self, function: str) -> Callers | None:
         """How the project calls `function` (a reference), through chains of calls."""
         if function not in self._callers_of:
@@ -395,6 +401,18 @@ def _arguments(edge: _Edge) -> Iterable[tuple[str, Value]]:
             yield name, value
 
 
+def _passes_numbers(edge: _Edge, name: str) -> bool:
+    """What the call passes for parameter `name`, if anything, is Python numbers."""
+    call, callee = edge.call, edge.callee
+    if call.star:
+        return False
+    slots = [
+        str(i) for i in range(len(call.args)) if callee.parameter(i, None, call.offset) == name
+    ]
+    slots += [k for k in call.keywords if callee.parameter(None, k, call.offset) == name]
+    return all(slot in call.numbers for slot in slots)
+
+
 def _passes(edge: _Edge, name: str) -> bool:
     call, callee = edge.call, edge.callee
     if call.star or name in call.keywords:
@@ -440,6 +458,9 @@ class ProgramEnvironment(Environment):
 
     def _always_passed(self, function: str, name: str) -> bool:
         return self.program.always_passed(self.ref(function), name)
+
+    def _numbers_passed(self, function: str, name: str) -> bool:
+        return self.program.numbers_passed(self.ref(function), name)
 
     def _uses(self, site: str) -> Uses | None:
         return self.program.uses(self.site(site))

@@ -55,8 +55,9 @@ _TAG_TEXT = (
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
 # 2: errors as records (FileError); 3: findings carry their impact; 4: summaries left out;
-# 6: answers as [kind, subject, name, answer] lists (`answers_to_json`)
-FORMAT = 6
+# 6: answers as [kind, subject, name, answer] lists (`answers_to_json`); 7: calls name the
+# arguments that are Python numbers, functions their `**kwargs`
+FORMAT = 7
 
 
 def location(root: Path) -> Path:

@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.semantic.datasets import ITERABLE_DATASET
 from torchlint.semantic.external import Call, Class, Dataset, Function, Global, Summary, Uses
 from torchlint.semantic.gradients import freezes
-from torchlint.semantic.host import cpu_loop
+from torchlint.semantic.host import cpu_loop, host_number
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.loader_classes import loader_class
 from torchlint.semantic.loaders import Elsewhere, Loader
@@ -241,6 +241,7 @@ class _Exporter:
             effects=tuple(sorted(self.effects.get(id(node), {}).items())),
             saves=self.module.checkpoints.saved_parameters(node),
             wraps=self.wrapper(functions.returns(node), scope),
+            varkw=params.star_kwarg.name.value if params.star_kwarg is not None else None,
         )
 
     def wrapper(self, nodes: list[cst.BaseExpression], scope: Scope) -> str | None:
@@ -504,6 +505,11 @@ class _Exporter:
             no_grad=module.runs.grad_disabled(call),
             guarded=module.runs.guarded(call.ctx, call.node, elsewhere=False),
             where=f"`{name}` in {self.env.path}" if name else str(self.env.path),
+            numbers=tuple(
+                str(i) if a.keyword is None else a.keyword.value
+                for i, a in enumerate(call.node.args)
+                if not a.star and host_number(module, a.value, call.scope)
+            ),
         )
 
     def uses(self) -> list[tuple[str, Uses]]:

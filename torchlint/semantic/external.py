@@ -49,13 +49,14 @@ class Function:
     effects: tuple[tuple[str, Effect], ...] = ()  # parameter name -> what it does with it
     saves: tuple[str, ...] = ()  # parameters it hands `torch.save` as the path
     wraps: str | None = None  # what every `return` wraps a parameter in (`return DDP(model)`)
+    varkw: str | None = None  # its `**kwargs` parameter: what other keywords bind
     kind: ClassVar[str] = "function"
 
     def parameter(self, index: int | None, keyword: str | None, offset: int) -> str | None:
         """The parameter an argument binds (`index`-th positional, or `keyword`), for a
         call that passes the first `offset` parameters implicitly (the instance)."""
         if keyword is not None:
-            return keyword if keyword in self.params or keyword in self.keywords else None
+            return keyword if keyword in self.params or keyword in self.keywords else self.varkw
         if index is None or index + offset >= len(self.params):
             return None
         return self.params[index + offset]
@@ -296,6 +297,9 @@ class Call:
     no_grad: bool = False  # with autograd off
     guarded: bool = False  # under `if __name__ == "__main__":`
     where: str = ""
+    # The arguments that are Python numbers (`loss=loss.item()`, a learning rate): the
+    # positions ("0") and keywords that pass one.
+    numbers: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = plain(self)
@@ -458,6 +462,17 @@ class Environment:
         )
         return found
 
+    def numbers_passed(self, function: str, name: str) -> bool:
+        """Every call the other files make of a function of this file passes Python
+        numbers for parameter `name` (each keyword a `**kwargs` takes, too): a
+        `v.item()` under `isinstance(v, torch.Tensor)` never runs there."""
+        if self.path is None:
+            return False
+        found: bool = self._ask(
+            Question("numbers", function, name), lambda: self._numbers_passed(function, name)
+        )
+        return found
+
     def received(self, function: str, name: str) -> Value | None:
         """What `parameter` answered, if this file's analysis asked it (asked here, the
         question would make the file depend on its answer)."""
@@ -517,6 +532,8 @@ class Environment:
             self.parameter(subject, name)
         elif kind == "given":
             self.always_passed(subject, name)
+        elif kind == "numbers":
+            self.numbers_passed(subject, name)
         elif kind == "callers":
             self.callers(subject)
         elif kind == "uses":
@@ -563,6 +580,9 @@ class Environment:
         return None
 
     def _always_passed(self, function: str, name: str) -> bool:
+        return False
+
+    def _numbers_passed(self, function: str, name: str) -> bool:
         return False
 
     def _uses(self, site: str) -> Uses | None:

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.semantic.batches import batch_copies, numpy_value, typed_copies
 from torchlint.semantic.loaders import DataLoaderSite
 from torchlint.semantic.module import TorchModule
-from torchlint.semantic.scopes import Kind, Loop, Scope
+from torchlint.semantic.scopes import Binding, Kind, Loop, Scope, Symbol
 from torchlint.semantic.syntax import MISSING, keyword
 
 
@@ -87,18 +87,51 @@ MAX_CPU_DEPTH = 8
 
 
 def fed_numbers(module: TorchModule, node: cst.BaseExpression | None, scope: Scope) -> bool:
-    """`node` is a parameter every call of its function (all in this file) passes a Python
-    number: a literal, `float(...)`, `len(...)`, an `.item()`, an optimizer's learning rate
-    (`opt.param_groups[0]["lr"]`), a NumPy value. A logger's `if isinstance(v, Tensor):
-    v = v.item()` then never runs on a tensor."""
+    """`node` is a parameter every call of its function passes a Python number (a
+    literal, `float(...)`, `len(...)`, an `.item()`, an optimizer's learning rate
+    (`opt.param_groups[0]["lr"]`), a NumPy value): the calls of this file, or where none
+    is here, those of the other files; or a value of its `**kwargs` (`for k, v in
+    kwargs.items():`) every call passes so. A logger's `if isinstance(v, Tensor): v =
+    v.item()` then never runs on a tensor."""
     symbol = scope.lookup(node.value) if isinstance(node, cst.Name) else None
-    params = [b for b in symbol.bindings if b.kind is Kind.PARAM] if symbol else []
-    param = params[0] if params else None
-    passed = module.functions.arguments(param) if param is not None else None
-    return bool(passed) and all(_number(module, v, where) for v, where in passed or ())
+    if symbol is None:
+        return False
+    params = [b for b in symbol.bindings if b.kind is Kind.PARAM]  # (`v = v.item()` aside)
+    param = params[0] if params else _kwargs_item(symbol, scope)
+    if param is None:
+        return False
+    passed = module.functions.arguments(param)
+    if passed:
+        return all(host_number(module, v, where) for v, where in passed)
+    function = param.symbol.scope.node
+    name = module.functions.local_name(function) if isinstance(function, cst.FunctionDef) else None
+    return name is not None and module.env.numbers_passed(name, param.symbol.name)
 
 
-def _number(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
+def _kwargs_item(symbol: Symbol, scope: Scope) -> Binding | None:
+    """The `**kwargs` parameter whose values a loop variable takes (`for k, v in
+    kwargs.items():`, `for v in kwargs.values():`)."""
+    loops = [b for b in symbol.bindings if b.kind is Kind.LOOP]  # (`v = v.item()` aside)
+    loop = loops[0] if len(loops) == 1 else None
+    source = loop.source if loop is not None else None
+    if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)):
+        return None
+    method = source.func.attr.value
+    if (method, loop.path if loop is not None else None) not in (("items", (1,)), ("values", ())):
+        return None
+    held = scope.lookup_expr(source.func.value)
+    param = held.only(Kind.PARAM) if held is not None else None
+    if param is None:
+        return None
+    function = param.symbol.scope.node
+    if not isinstance(function, cst.FunctionDef) or function.params.star_kwarg is None:
+        return None
+    return param if function.params.star_kwarg.name.value == param.symbol.name else None
+
+
+def host_number(module: TorchModule, node: cst.BaseExpression, scope: Scope) -> bool:
+    """`node` is a Python number: a literal, an `.item()`, `len(...)`, an optimizer's
+    learning rate, a NumPy value."""
     if isinstance(node, (cst.Integer, cst.Float)) or numpy_value(module, node, scope):
         return True
     if isinstance(node, cst.Call):

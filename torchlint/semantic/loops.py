@@ -111,8 +111,10 @@ class Training:
                 kinds.add(self.kind(b.value, b.ctx.scope, _depth + 1))
             elif b.kind is Kind.ASSIGN and isinstance(b.source, cst.Call) and len(b.path) == 1:
                 given = self.values.handed_back(b.source, b.ctx.scope, b.path[0])
-                named = isinstance(given, (cst.Name, cst.Attribute))
-                if named and b.ctx.scope.lookup_expr(given) is symbol:
+                if (
+                    isinstance(given, (cst.Name, cst.Attribute))
+                    and b.ctx.scope.lookup_expr(given) is symbol
+                ):
                     continue  # `self.model, self.opt = accelerator.prepare(..., self.opt)`
                 kinds.add(self.kind(given, b.ctx.scope, _depth + 1) if given is not None else None)
             elif b.kind is Kind.PARAM:
