@@ -16,7 +16,8 @@ every step, down to four calls (the message names the chain; low impact under a
 full-batch loop) (`accuracy(logits, y)` that ends in `.item()`, a step function's
 `return loss.data[0] / len(x)`, the `__call__` of a loss object the loop calls:
 `compute_loss(pred, y)`; a helper's `float(x)` of a parameter every call of the file
-passes a loss or a model output: d2l's `accuracy(y_hat, y)`) and in the `forward` of a
+passes a loss or a model output: d2l's `accuracy(y_hat, y)`; a method's `int(...)` of a
+buffer its class registers, MoCo's `int(self.queue_ptr)`) and in the `forward` of a
 network the loop trains (not a value such a function returns that every caller tests in
 an `if`/`while` of its loop, an LR finder's divergence break, or hands to an
 environment's `step`, an RL agent's action: the host needs it; nor a container filling
@@ -176,6 +177,7 @@ from torchlint.semantic import (
     packed_lengths,
     per_step_functions,
     read_inside,
+    registered_buffers,
     runs_once,
     tensor_rows,
     tensor_valued,
@@ -205,10 +207,7 @@ RARE = (
     "it runs once (a branch that ends the run), on another backend, or under a flag off by default"
 )
 DECIDES = "the value decides what runs next: a NaN guard, early stopping"
-AFTER_SYNCHRONIZE = (
-    "the statement before it synchronizes the device: the read waits for nothing (the "
-    "`synchronize()` is the sync to remove)"
-)
+AFTER_SYNCHRONIZE = "the statement before synchronizes the device: this read waits for nothing"
 DECIDES_ADVICE = (
     "test it every N steps (`if step % N == 0:`), or let a GradScaler skip non-finite steps"
 )
@@ -312,7 +311,8 @@ class HostSyncInTrainingLoop(Rule):
         steps, ignite = module.frameworks.training_steps, module.frameworks.ignite_steps
 
         def syncs(function: cst.FunctionDef) -> bool:  # what another file is asked about
-            return any(_sync(module, c, set()) for c in module.training.calls_in(function))
+            buffers = registered_buffers(module, function)
+            return any(_sync(module, c, buffers) for c in module.training.calls_in(function))
 
         for function, why in per_step_functions(module, syncs).items():
             # the names a `training_step` returns: the loss Lightning backpropagates

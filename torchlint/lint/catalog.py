@@ -33,7 +33,7 @@ CATALOG: tuple[Entry, ...] = (
     ("TL304", "distributed-sampler-without-set-epoch", True, False, (), ("DistributedSampler",), None, "955a703f3304151c"),
     ("TL305", "ddp-accumulation-without-no-sync", True, False, (), ("DistributedDataParallel",), None, "9508bcb77cca62ac"),
     ("TL306", "ddp-find-unused-parameters", False, False, (), ("find_unused_parameters",), None, "edc9ebe40866be96"),
-    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "51cc111c6cae2acd"),
+    ("TL401", "host-sync-in-training-loop", True, False, (), ("backward", "training_step", "no_grad", "inference_mode", ".eval(", "def eval", "def val", "def test", "def predict", "def infer", "def _eval", "def _val"), ("backward(?<!def backward)\\s*\\(|training_step|no_grad|inference_mode|\\.eval\\(|def _*(?:eval|valid|val(?:_|\\d|\\()|predict|infer)|def _*test(?:_?(?:epoch|one_epoch|model|loop|step|net))?\\(", 32), "4516992c7a369a93"),
     ("TL402", "empty-cache-in-loop", True, False, (), ("empty_cache",), None, "cc18011983548ce6"),
     ("TL403", "loss-accumulates-graph", True, False, (), ("backward",), None, "0b5f34abbe2cbbfb"),
     ("TL404", "eval-without-no-grad", True, False, (), ("DataLoader", ".backward(", "volatile"), None, "c011df65cdc03f03"),

@@ -222,8 +222,8 @@ def per_step_functions(
         name = module.functions.local_name(function)
         if name is None or function in found:
             continue
-        if not worth_asking(function):
-            continue  # its answer would not matter: not asked
+        if not any(worth_asking(f) for f in (function, *_callees(module, function))):
+            continue  # its answer would not matter (nor to what it calls): not asked
         where = module.env.stepped(name)
         if where is not None:
             found[function] = f"called every training step from {where}"
@@ -245,6 +245,12 @@ def per_step_functions(
 
 
 CHAIN = 4  # calls followed below a function run every step
+
+
+def _callees(module: TorchModule, function: cst.FunctionDef) -> list[cst.FunctionDef]:
+    """The functions of this file `function` calls (not every N steps), down to CHAIN
+    calls (MoCo's `forward` calling `_dequeue_and_enqueue`)."""
+    return [f for f in _called_from(module, {function: ""}) if f is not function]
 
 
 def _called_from(
@@ -368,12 +374,13 @@ def loop_tensors(module: TorchModule, loop: Loop) -> set[str]:
 def fed_tensors(module: TorchModule, function: cst.FunctionDef) -> set[str]:
     """The parameters of `function` that every call of the file passes a tensor of its
     step loop (`accuracy(y_hat, y)` with `y_hat = model(x)`), and the names the function
-    binds from them (`cmp = y_hat.argmax(1) == y`): judged by what the callers pass."""
+    binds from them (`cmp = y_hat.argmax(1) == y`): judged by what the callers pass; and
+    for a method, the buffers its class registers (`self.queue_ptr`)."""
     callers = [
         (call, offset, loop_tensors(module, call.ctx.loops[-1]) if call.ctx.loops else set())
         for call, offset in module.functions.callers(function)
     ]  # each caller's loop read once, for every parameter
-    fed = set()
+    fed = registered_buffers(module, function)
     for index, param in enumerate(function.params.params):
         name = param.name.value
         if callers and all(
@@ -393,6 +400,28 @@ def fed_tensors(module: TorchModule, function: cst.FunctionDef) -> set[str]:
             ):
                 fed.add(symbol.name)
     return fed
+
+
+def registered_buffers(module: TorchModule, function: cst.FunctionDef) -> set[str]:
+    """`self.<name>` for each buffer the class of a method registers
+    (`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))` in MoCo): a
+    tensor that moves with the module, to the GPU with it."""
+    cls = module.functions.scope_of(function).class_scope
+    found: set[str] = set()
+    for call in module.facts.calls_by_method.get("register_buffer", ()) if cls else ():
+        scope = call.scope
+        args = call.node.args
+        if scope.class_scope is not cls or dotted_name(call.receiver) != scope.self_name:
+            continue
+        name = (
+            args[0].value.evaluated_value
+            if args and isinstance(args[0].value, cst.SimpleString)
+            else None
+        )
+        if isinstance(name, str):
+            found.add(name)
+    self_name = module.functions.scope_of(function).self_name
+    return {f"{self_name}.{name}" for name in found} if self_name else set()
 
 
 def _tensor_passed(
