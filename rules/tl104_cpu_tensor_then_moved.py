@@ -59,15 +59,18 @@ message says).
 Impact: low where the tensor has at most 4096 elements and its shape is visible as int
 constants (literals, names bound once, argparse defaults: `torch.zeros(BATCH,
 dtype=torch.long)`, `torch.ones(opt.n_classes)`, `torch.tensor([0.5, 2.0])`,
-`torch.arange(10)`, `torch.randperm(n)`...), or none at all (`torch.empty(0)`: nothing is
-copied): the copy moves a few KB at most. A size that reads the first dimension of a
+`torch.arange(10)`, `torch.randperm(n)`...), or none at all (`torch.empty(0)`: nothing
+is copied): the copy moves a few KB at most. A size that reads the first dimension of a
 batch (`imgs.shape[0]`, `imgs.size(0)`, a name bound to one) counts as the constant
-`batch_size` of the loader the batch comes from (`torch.ones(imgs.size(0), 1)`, labels of
-a batch of 64; `np.random.randint(0, n_classes, imgs.shape[0])`), for torch factories and
-NumPy-built arrays alike; so does the first dimension of a name the loop binds to a
+`batch_size` of the loader the batch comes from (`torch.ones(imgs.size(0), 1)`, labels
+of a batch of 64; `np.random.randint(0, n_classes, imgs.shape[0])`), for torch factories
+and NumPy-built arrays alike; so does the first dimension of a name the loop binds to a
 batch as it is (`real = Variable(imgs.type(Tensor))`) and of a helper's parameter every
-call of the file passes such a tensor (a WGAN-GP penalty's `real.size(0)`). Other
-shapes known only at run time, `*_like` and `*shape` stay high.
+call of the file passes such a tensor (a WGAN-GP penalty's `real.size(0)`). A vector as
+long as a batch, whatever its size, is low too (one size reading a tensor's first
+dimension, or that times a small int: MoCo's `torch.zeros(logits.shape[0])`,
+`torch.randperm(2 * bsz)`). Other shapes known only at run time, `*_like` and `*shape`
+stay high.
 
 Unknown device: reported where a factory is moved on every step to a device that cannot
 be named (a `device` parameter, `args.device`, `x.device`): `device=` gets the same
@@ -100,6 +103,7 @@ from torchlint.semantic import (
     contains,
     int_value,
     is_periodic,
+    per_sample,
 )
 
 DETERMINISTIC = {
@@ -180,6 +184,20 @@ PATTERN = re.compile(
 # At most this many elements (16 KB of float32): a tensor whose copy moves a few KB
 # (labels of a batch, a mask, the noise of a small batch, a 0-element tensor).
 TINY = 4096
+
+
+PER_SAMPLE = "a vector of one value per sample of a batch: the copy moves a few KB"
+# Factories whose one positional argument is the length of the vector they build.
+VECTORS = frozenset({"zeros", "ones", "empty", "rand", "randn", "randperm"})
+
+
+def _one_per_sample(name: str, factory: cst.Call, move: CallSite) -> bool:
+    """A vector as long as a batch is (`torch.zeros(logits.shape[0], dtype=torch.long)`,
+    `torch.randperm(batch_size_all)`), whatever the batch size."""
+    sizes = [a.value for a in factory.args if a.keyword is None]
+    if name not in VECTORS or len(sizes) != 1 or any(a.star for a in factory.args):
+        return False
+    return per_sample(sizes[0], move.scope)
 
 
 def _tiny(count: int) -> str:
@@ -401,6 +419,8 @@ class CpuTensorThenMoved(Rule):
             spelled = module.module.code_for_node(factory.func)
             count = _numel(module, name, factory, move)
             low = None if count is None or count > TINY else _tiny(count)
+            if count is None and _one_per_sample(name, factory, move):
+                low = PER_SAMPLE
             if bound is not None:  # built a statement before: reported, fixed by hand
                 yield self._apart(move, spelled, low)
                 continue

@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # loaded on first use: the project layer reads summaries with
         batch_size_of,
         fine_tuned,
         heavy_training,
+        per_sample,
         tiny_batches,
         trained_on,
     )
@@ -183,6 +184,7 @@ __all__ = [
     "numpy_value",
     "opaque",
     "packed_lengths",
+    "per_sample",
     "per_step_functions",
     "positional",
     "read_inside",

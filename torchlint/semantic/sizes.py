@@ -34,6 +34,21 @@ def batch_size_of(
     return _batch_of(module, tensor, scope, loops, 0)
 
 
+def per_sample(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """`expr` counts the samples of a batch, whatever its size: the first dimension of a
+    tensor (`x.shape[0]`, `x.size(0)`, `len(x)`, or a name bound once to one), or that
+    times a small int literal (`2 * bsz`: both views of a contrastive batch)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        small = [int_value(side) for side in (expr.left, expr.right)]
+        other = expr.right if small[0] is not None else expr.left
+        factor = small[0] if small[0] is not None else small[1]
+        return factor is not None and 0 < factor <= 8 and per_sample(other, scope)
+    values = assigned_values(expr, scope) if isinstance(expr, cst.Name) else []
+    if len(values) == 1:
+        expr = values[0]
+    return _first_dimension_of(expr) is not None
+
+
 MAX_BATCH_DEPTH = 3
 
 
