@@ -8,6 +8,7 @@ loaders other files build."""
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import libcst as cst
 
@@ -167,16 +168,7 @@ class _Exporter:
         if cls is None:
             exported = module.models.exported(node, scope)
             return exported or Network(kind, cls=scope.resolve(node.func))
-        assert isinstance(cls.node, cst.ClassDef)
-        network = kind is ModelKind.NETWORK
-        return Network(
-            kind,
-            cls=self.env.ref(self.functions.local_name(cls.node) or cls.node.name.value),
-            layers=module.networks.class_layers(cls) if network else frozenset(),
-            parameters=module.networks.class_parameters(cls) if network else None,
-            sequence_first=network and module.networks.class_sequence_first(cls),
-            frozen=network and freezes(cls.node),
-        )
+        return Network(kind, cls=self._class_ref(cls), **self._class_network(cls, kind))
 
     def loader_ref(self, site: Loader) -> str:
         if isinstance(site, Elsewhere):
@@ -319,13 +311,26 @@ class _Exporter:
             return None
         return self.param(node, scope)
 
-    def cls(self, scope: Scope) -> Class:
-        module = self.module
+    def _class_ref(self, scope: Scope) -> str:
         node = scope.node
         assert isinstance(node, cst.ClassDef)
-        name = self.functions.local_name(node) or node.name.value
+        return self.env.ref(self.functions.local_name(node) or node.name.value)
+
+    def _class_network(self, scope: Scope, kind: ModelKind | None) -> dict[str, Any]:
+        """What an instance of a class of this file is as a network (its layers, size...),
+        as `Class` and `Network` both hold it."""
+        module, network = self.module, kind is ModelKind.NETWORK
+        assert isinstance(scope.node, cst.ClassDef)
+        return {
+            "layers": module.networks.class_layers(scope) if network else frozenset(),
+            "parameters": module.networks.class_parameters(scope) if network else None,
+            "sequence_first": network and module.networks.class_sequence_first(scope),
+            "frozen": network and freezes(scope.node),
+        }
+
+    def cls(self, scope: Scope) -> Class:
+        module = self.module
         kind = module.models.class_kind(scope)
-        network = kind is ModelKind.NETWORK
         methods = []
         for member, symbol in scope.symbols.items():
             binding = symbol.only(Kind.DEF)
@@ -334,13 +339,10 @@ class _Exporter:
                 methods.append((member, self.function(binding.node, method=True)))
         loader = loader_class(scope, module.facts)
         return Class(
-            self.env.ref(name),
+            self._class_ref(scope),
             module=kind,
             optimizer=module.training.optimizer_class(scope),
-            layers=module.networks.class_layers(scope) if network else frozenset(),
-            parameters=module.networks.class_parameters(scope) if network else None,
-            sequence_first=network and module.networks.class_sequence_first(scope),
-            frozen=network and freezes(node),
+            **self._class_network(scope, kind),
             dataset=self.dataset(scope),
             loader=loader is not None,
             own_iteration=loader is not None and loader.own_iteration,

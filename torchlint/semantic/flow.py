@@ -222,7 +222,7 @@ def per_step_functions(
         name = module.functions.local_name(function)
         if name is None or function in found:
             continue
-        if not any(worth_asking(f) for f in (function, *_callees(module, function))):
+        if not (worth_asking(function) or any(map(worth_asking, _callees(module, function)))):
             continue  # its answer would not matter (nor to what it calls): not asked
         where = module.env.stepped(name)
         if where is not None:
@@ -406,7 +406,8 @@ def registered_buffers(module: TorchModule, function: cst.FunctionDef) -> set[st
     """`self.<name>` for each buffer the class of a method registers
     (`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))` in MoCo): a
     tensor that moves with the module, to the GPU with it."""
-    cls = module.functions.scope_of(function).class_scope
+    method = module.functions.scope_of(function)
+    cls = method.class_scope
     found: set[str] = set()
     for call in module.facts.calls_by_method.get("register_buffer", ()) if cls else ():
         scope = call.scope
@@ -420,8 +421,7 @@ def registered_buffers(module: TorchModule, function: cst.FunctionDef) -> set[st
         )
         if isinstance(name, str):
             found.add(name)
-    self_name = module.functions.scope_of(function).self_name
-    return {f"{self_name}.{name}" for name in found} if self_name else set()
+    return {f"{method.self_name}.{name}" for name in found} if method.self_name else set()
 
 
 def _tensor_passed(

@@ -579,15 +579,21 @@ def _handed(call: cst.Call, spawns: bool) -> list[cst.BaseExpression] | None:
     return [a.value for a in call.args[1:] if a.keyword is None]
 
 
+def wrapped_module(call: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+    """The module a call returns as it came, or wrapped to behave as it: the receiver of
+    `.cuda()`, `.to(device)`, `.eval()`; the argument of `DataParallel(model)`,
+    `DDP(model)`, `torch.compile(model)`. None for any other call."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in MODULE_CHAINING:
+        return func.value
+    if call.args and scope.resolve(func) in MODULE_WRAPPERS and not call.args[0].keyword:
+        return call.args[0].value
+    return None
+
+
 def _peeled(node: cst.CSTNode, scope: Scope) -> cst.CSTNode:
-    """The module under `.cuda()`, `.to(device)`, `DataParallel(...)`, `DDP(...)`: an
+    """The module under `.cuda()`, `DDP(...)` and the like (`wrapped_module`): an
     instance of the class it was built from, as far as its methods go."""
-    while isinstance(node, cst.Call):
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in MODULE_CHAINING:
-            node = func.value
-        elif scope.resolve(func) in MODULE_WRAPPERS and node.args and not node.args[0].keyword:
-            node = node.args[0].value
-        else:
-            break
+    while isinstance(node, cst.Call) and (inner := wrapped_module(node, scope)) is not None:
+        node = inner
     return node

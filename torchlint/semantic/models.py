@@ -12,11 +12,11 @@ import libcst as cst
 
 from torchlint.semantic.builder import Facts
 from torchlint.semantic.external import Class, Function
-from torchlint.semantic.functions import Functions
+from torchlint.semantic.functions import Functions, wrapped_module
 from torchlint.semantic.lattice import ModelKind
 from torchlint.semantic.portable import Network
 from torchlint.semantic.scopes import Binding, CallSite, Kind, Loop, Scope, Symbol
-from torchlint.semantic.syntax import MODULE_CHAINING, MODULE_WRAPPERS
+from torchlint.semantic.syntax import MODULE_WRAPPERS
 from torchlint.semantic.values import Values
 from torchlint.text.walk import descendants
 
@@ -196,20 +196,13 @@ class Models:
         calls peeled off."""
         peeled: list[cst.Call] = []
         while isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in MODULE_CHAINING:
-                peeled.append(value)
-                value = func.value
-            elif (
-                value.args and scope.resolve(func) in MODULE_WRAPPERS and not value.args[0].keyword
-            ):
-                peeled.append(value)
-                value = value.args[0].value
-            elif (given := self.values.handed_back(value, scope, None)) is not None:
-                peeled.append(value)
-                value = given
-            else:
+            inner = wrapped_module(value, scope)
+            if inner is None:
+                inner = self.values.handed_back(value, scope, None)
+            if inner is None:
                 break
+            peeled.append(value)
+            value = inner
         return value, peeled
 
     def _link(self) -> None:
