@@ -577,12 +577,9 @@ for epoch in range(10):
 """
 
 
-def test_a_run_of_some_files_reads_only_the_files_that_can_tell_them_something(
-    tmp_path: Path, monkeypatch
-):
-    """A hook's run of data_a.py reads train_a.py (it imports data_a.py: its loop tells
-    the loader feeds a GPU), not the two files of another part of the project that
-    never import it; the finding is the whole project's."""
+def _summarized_files(monkeypatch) -> list[str]:
+    """The names of the files a run (in this process) reads for their summaries only,
+    in the order it reads them."""
     import torchlint.run.pool as pool
 
     summarized: list[str] = []
@@ -591,6 +588,16 @@ def test_a_run_of_some_files_reads_only_the_files_that_can_tell_them_something(
         pool, "summarize_file", lambda path, *a: summarized.append(path.name) or real(path, *a)
     )
     monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    return summarized
+
+
+def test_a_run_of_some_files_reads_only_the_files_that_can_tell_them_something(
+    tmp_path: Path, monkeypatch
+):
+    """A hook's run of data_a.py reads train_a.py (it imports data_a.py: its loop tells
+    the loader feeds a GPU), not the two files of another part of the project that
+    never import it; the finding is the whole project's."""
+    summarized = _summarized_files(monkeypatch)
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     for part in ("a", "b"):
         (tmp_path / f"data_{part}.py").write_text(LOADERS)
@@ -609,14 +616,7 @@ def test_a_package_that_re_exports_a_file_of_the_run_is_not_read_through(
     """pkg/__init__.py re-exports data.py's helper and everything else of the package:
     a run of pkg/data.py reads train.py (its loop, through the re-export), not the
     package's other files, which tell data.py nothing."""
-    import torchlint.run.pool as pool
-
-    summarized: list[str] = []
-    real = pool.summarize_file
-    monkeypatch.setattr(
-        pool, "summarize_file", lambda path, *a: summarized.append(path.name) or real(path, *a)
-    )
-    monkeypatch.setenv("TORCHLINT_WORKERS", "1")
+    summarized = _summarized_files(monkeypatch)
     (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n")
     package = tmp_path / "pkg"
     package.mkdir()
